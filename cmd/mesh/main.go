@@ -1,0 +1,37 @@
+// Command mesh runs a mesh node and offers the small tools a person needs to
+// talk to one: key generation and Mesh-Sig signing.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := rootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "mesh:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "mesh",
+		Short:         "A peer-to-peer agent registry and chat mesh",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(nodeCmd(), keygenCmd(), pubkeyCmd(), signCmd())
+	return root
+}
+
+// env returns the environment variable name, or def when it is unset:
+// every flag falls back to an environment variable.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentmesh/mesh/node"
+)
+
+func nodeCmd() *cobra.Command {
+	cfg := node.DefaultConfig()
+	var logLevel string
+	var noSync bool
+	c := &cobra.Command{
+		Use:   "node",
+		Short: "Run a mesh node",
+		Long: `Run a mesh node. Alone, a node is its own directory: it keeps every agent,
+token, report and nonce in --data and serves the HTTP API on --http.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(log)
+			cfg.Logger = log
+			cfg.SyncWrites = !noSync
+			return runNode(cmd.Context(), cfg)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.DataDir, "data", env("MESH_DATA", cfg.DataDir), "data directory (env MESH_DATA)")
+	f.StringVar(&cfg.HTTPAddr, "http", env("MESH_HTTP", cfg.HTTPAddr), "HTTP listen address (env MESH_HTTP)")
+	f.StringVar(&cfg.PublicURL, "public-url", env("MESH_PUBLIC_URL", ""), "base URL clients reach this node at; default http://<http address> (env MESH_PUBLIC_URL)")
+	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
+	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
+	return c
+}
+
+func runNode(ctx context.Context, cfg node.Config) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("mesh node %s\n  http  %s\n  did   %s\n  data  %s\n", node.Version, n.URL(), n.DID(), cfg.DataDir)
+	<-ctx.Done()
+	fmt.Println("shutting down")
+	return n.Close()
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,7 @@
+// Package httpx is the HTTP plumbing every surface of the node shares: the
+// JSON error shape {"detail", "code"}, handlers that return errors, bounded
+// body reading, JSON decoding with client-facing messages, a ServeMux whose
+// own 404 and 405 answers are JSON, and panic recovery.
+//
+// It holds no business rules; registryapi, wall and node build on it.
+package httpx

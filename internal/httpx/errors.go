@@ -1,0 +1,57 @@
+package httpx
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error is an error a client may see: an HTTP status, a stable snake_case
+// code for programs and a human detail. Two Errors match under errors.Is
+// when their codes are equal, so a sentinel can be re-issued with a more
+// specific detail and still be recognised.
+type Error struct {
+	Status int    `json:"-"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// With returns a copy of e with a new detail.
+func (e *Error) With(format string, args ...any) *Error {
+	return &Error{Status: e.Status, Code: e.Code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// E builds an Error.
+func E(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Errors shared by every surface.
+var (
+	ErrBadJSON      = E(http.StatusBadRequest, "invalid_json", "request body is not valid JSON")
+	ErrInvalid      = E(http.StatusBadRequest, "invalid_request", "invalid request")
+	ErrTooLarge     = E(http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+	ErrNotFound     = E(http.StatusNotFound, "not_found", "no such endpoint")
+	ErrMethod       = E(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed")
+	ErrInternal     = E(http.StatusInternalServerError, "internal", "internal error")
+	ErrUnavailable  = E(http.StatusServiceUnavailable, "unavailable", "service unavailable")
+	ErrUnauthorized = E(http.StatusUnauthorized, "unauthorized", "authentication required")
+)
+
+// AsError returns err as a client-facing *Error; anything else becomes
+// ErrInternal, whose detail reveals nothing of the cause.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return ErrInternal, false
+}

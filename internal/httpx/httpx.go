@@ -1,0 +1,132 @@
+package httpx
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// HandlerFunc is an HTTP handler that returns an error instead of writing it.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handle adapts h to http.Handler: a returned *Error is written as JSON with
+// its status; any other error is logged and answered with a bare 500.
+func Handle(log *slog.Logger, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			WriteError(log, w, r, err)
+		}
+	})
+}
+
+// WriteError writes err as {"detail","code"} with its status.
+func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	e, ok := AsError(err)
+	if !ok && log != nil {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	WriteJSON(w, e.Status, e)
+}
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"detail":"internal error","code":"internal"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// ReadBody reads the whole request body, refusing more than limit bytes.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, ErrTooLarge.With("request body exceeds %d bytes", limit)
+	}
+	if err != nil {
+		return nil, ErrInvalid.With("reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// DecodeJSON decodes body, a single JSON object, into v. Unknown fields are
+// ignored (clients of the old service send extras); wrong types, trailing
+// data and empty bodies get a 400 naming the problem.
+func DecodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return ErrBadJSON.With("request body is empty; a JSON object is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return ErrBadJSON.With("request body has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return ErrBadJSON.With("request body must be a JSON object, not %s", te.Value)
+		}
+		return ErrBadJSON.With("field %q must be %s, not %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return ErrBadJSON.With("malformed JSON at byte %d: %v", se.Offset, se)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return ErrBadJSON.With("request body is truncated JSON")
+	default:
+		return ErrBadJSON.With("malformed JSON: %v", err)
+	}
+}
+
+func jsonType(kind string) string {
+	switch {
+	case kind == "slice" || kind == "array":
+		return "an array"
+	case kind == "struct" || kind == "map":
+		return "an object"
+	case kind == "bool":
+		return "a boolean"
+	case kind == "string":
+		return "a string"
+	case strings.HasPrefix(kind, "int") || strings.HasPrefix(kind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(kind, "float"):
+		return "a number"
+	}
+	return kind
+}
+
+// Recover turns a panic in next into a logged 500, so that no request can
+// take the node down.
+func Recover(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				if log != nil {
+					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
+				}
+				WriteJSON(w, http.StatusInternalServerError, ErrInternal)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,63 @@
+package httpx
+
+import (
+	"net/http"
+)
+
+// Mux is a ServeMux whose own "404 page not found" and "405 method not
+// allowed" answers are JSON errors like every other answer.
+type Mux struct {
+	*http.ServeMux
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{ServeMux: http.NewServeMux()} }
+
+// Route returns the pattern that serves r, or "" when none does.
+func (m *Mux) Route(r *http.Request) string {
+	_, pattern := m.Handler(r)
+	return pattern
+}
+
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := m.Handler(r)
+	if pattern != "" {
+		// Serve through the mux itself so that it sets r.Pattern and the
+		// path values.
+		m.ServeMux.ServeHTTP(w, r)
+		return
+	}
+	// The mux answers by itself: learn its status (and Allow header) and
+	// replace the plain-text body with JSON.
+	rec := &statusOnly{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusMethodNotAllowed:
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		WriteJSON(w, rec.status, ErrMethod.With("method %s not allowed on %s", r.Method, r.URL.Path))
+	case http.StatusNotFound, 0:
+		WriteJSON(w, http.StatusNotFound, ErrNotFound.With("no endpoint %s %s", r.Method, r.URL.Path))
+	default: // redirects for cleaned paths
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+	}
+}
+
+// statusOnly records the status and headers of the mux's own answer.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (s *statusOnly) WriteHeader(code int) { s.status = code }

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+// buildHTTP assembles the bridge: one route table, panic recovery and
+// request metrics around it.
+func (n *Node) buildHTTP() error {
+	mux := httpx.NewMux()
+	api, err := registryapi.NewAPI(registryapi.Config{
+		Directory:    n.dir,
+		Log:          registryapi.NewLocalLog(n.dir),
+		Tokens:       registryapi.NewTokens(n.key),
+		PublicURL:    n.cfg.PublicURL,
+		OnlineWindow: n.cfg.OnlineWindow,
+		Admins:       []ed25519.PublicKey{n.publicKey()},
+		Now:          n.cfg.Now,
+		Logger:       n.log,
+	})
+	if err != nil {
+		return err
+	}
+	api.Routes(mux.ServeMux)
+	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newHTTPMetrics(reg)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mesh_directory_seq", Help: "Sequence number of the last applied directory command.",
+	}, func() float64 { return float64(n.dir.Seq()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mesh_agents_registered", Help: "Registered agents in the directory.",
+	}, func() float64 { return float64(n.dir.AgentCount()) }))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	n.handler = httpx.Recover(n.log, m.wrap(mux))
+	return nil
+}
+
+// healthView is the body of GET /health.
+type healthView struct {
+	Status    string    `json:"status"`
+	Version   string    `json:"version"`
+	Role      string    `json:"role"`
+	DID       string    `json:"did"`
+	URL       string    `json:"url"`
+	StartedAt time.Time `json:"started_at"`
+	UptimeS   int64     `json:"uptime_s"`
+	Directory struct {
+		Seq      uint64 `json:"seq"`
+		Agents   int64  `json:"agents"`
+		Writable bool   `json:"writable"`
+		CaughtUp bool   `json:"caught_up"`
+	} `json:"directory"`
+}
+
+func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
+	now := n.cfg.Now()
+	v := healthView{
+		Status: "ok", Version: Version, Role: "standalone", DID: n.DID(), URL: n.URL(),
+		StartedAt: n.started.UTC(), UptimeS: int64(now.Sub(n.started) / time.Second),
+	}
+	v.Directory.Seq, v.Directory.Agents = n.dir.Seq(), n.dir.AgentCount()
+	v.Directory.Writable, v.Directory.CaughtUp = true, true
+	httpx.WriteJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// httpMetrics counts requests by route pattern, so that cardinality stays
+// bounded whatever paths clients send.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mesh_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mesh_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+func (m *httpMetrics) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (n *Node) publicKey() ed25519.PublicKey { return n.key.Public().(ed25519.PublicKey) }
+

@@ -1,0 +1,177 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/registryapi"
+	"github.com/agentmesh/mesh/store"
+)
+
+// Node is one mesh node.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	key     ed25519.PrivateKey
+	db      *store.DB
+	dir     *registryapi.Directory
+	handler http.Handler
+	ln      net.Listener
+	srv     *http.Server
+	started time.Time
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New checks cfg and returns a node that is not yet running. It has no side
+// effects: nothing is opened or listened on until Start.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Node{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Start opens the node's state and starts serving. When it returns nil the
+// node is ready: /health answers and every endpoint works. On error,
+// everything Start opened is closed again.
+func (n *Node) Start(ctx context.Context) (err error) {
+	if n.cancel != nil {
+		return errors.New("node: already started")
+	}
+	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := n.openState(); err != nil {
+		return err
+	}
+	if n.ln, err = net.Listen("tcp", n.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("node: listen on %s: %w", n.cfg.HTTPAddr, err)
+	}
+	if n.cfg.PublicURL == "" {
+		n.cfg.PublicURL = "http://" + n.ln.Addr().String()
+	}
+	if err := n.buildHTTP(); err != nil {
+		return err
+	}
+	n.started = n.cfg.Now()
+	n.srv = &http.Server{
+		Handler:           n.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
+	n.goroutine(func() {
+		if err := n.srv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server stopped", "err", err)
+		}
+	})
+	if !n.cfg.InMemory {
+		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
+	}
+	n.log.Info("node started", "http", n.URL(), "did", n.DID(), "data", n.cfg.DataDir)
+	return nil
+}
+
+// openState loads the identity key and opens the store and directory.
+func (n *Node) openState() error {
+	if n.cfg.DataDir != "" {
+		if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("node: data directory: %w", err)
+		}
+	}
+	n.key = n.cfg.Key
+	if n.key == nil && n.cfg.DataDir != "" {
+		k, err := identity.LoadOrCreateKey(filepath.Join(n.cfg.DataDir, "node.key"))
+		if err != nil {
+			return fmt.Errorf("node: identity key: %w", err)
+		}
+		n.key = k
+	}
+	if n.key == nil {
+		n.key = identity.GenerateKey()
+	}
+	db, err := store.Open(store.Options{
+		Dir: filepath.Join(n.cfg.DataDir, "store"), InMemory: n.cfg.InMemory,
+		SyncWrites: n.cfg.SyncWrites, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.db = db
+	n.dir, err = registryapi.OpenDirectory(db)
+	return err
+}
+
+// goroutine runs fn in a goroutine that Close waits for.
+func (n *Node) goroutine(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops the node: the HTTP bridge first (in-flight requests get a
+// few seconds to finish), then background work, then the store. It is safe
+// to call more than once and after a failed Start.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		if n.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.srv.Shutdown(ctx); err != nil {
+				n.srv.Close()
+			}
+			cancel()
+		} else if n.ln != nil {
+			n.ln.Close()
+		}
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
+		if n.db != nil {
+			n.closeErr = n.db.Close()
+		}
+		n.log.Info("node stopped")
+	})
+	return n.closeErr
+}
+
+// URL is the base URL of the HTTP bridge (valid after Start).
+func (n *Node) URL() string { return n.cfg.PublicURL }
+
+// Addr is the bridge's listen address (valid after Start).
+func (n *Node) Addr() string { return n.ln.Addr().String() }
+
+// DID is the did:key of the node's identity key (valid after Start).
+func (n *Node) DID() string {
+	return identity.DIDFromPublicKey(n.key.Public().(ed25519.PublicKey))
+}
+
+// Handler is the node's HTTP handler, for serving it on another listener.
+func (n *Node) Handler() http.Handler { return n.handler }

@@ -1,0 +1,141 @@
+package registryapi
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// Agent is the stored directory row of one agent id (spec 2.1).
+type Agent struct {
+	ID string `json:"agent_id"`
+	// Reg is the log sequence of the command that registered the current
+	// owner; 0 when the id is not registered (a catalog-only listing).
+	// Tokens name it, so a token of a former owner never acts on a new one.
+	Reg          uint64    `json:"reg"`
+	Capabilities []string  `json:"capabilities"`
+	Endpoint     string    `json:"endpoint,omitempty"`
+	Pubkey       string    `json:"pubkey,omitempty"` // canonical base64
+	APIKeyHash   string    `json:"api_key_hash,omitempty"`
+	AvailStatus  string    `json:"avail_status,omitempty"`
+	RegisteredAt time.Time `json:"registered_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	LastSeen     time.Time `json:"last_seen"`
+	// Listing is catalog metadata imported from an existing directory; it
+	// survives deregistration (spec 3.1, catalog-only).
+	Listing *Listing `json:"listing,omitempty"`
+}
+
+// Registered reports whether the id currently has an owner.
+func (a *Agent) Registered() bool { return a.Reg != 0 }
+
+// Online reports whether a heartbeat (or the registration) arrived within window of now.
+func (a *Agent) Online(now time.Time, window time.Duration) bool {
+	return a.Registered() && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= window
+}
+
+// DID returns the did:key of the bound public key, or "".
+func (a *Agent) DID() string {
+	if a.Pubkey == "" {
+		return ""
+	}
+	pub, err := identity.DecodePublicKey(a.Pubkey)
+	if err != nil {
+		return ""
+	}
+	return identity.DIDFromPublicKey(pub)
+}
+
+// clearMesh drops every mesh-side field, keeping id and listing (catalog-only).
+func (a *Agent) clearMesh() {
+	*a = Agent{ID: a.ID, Listing: a.Listing, Capabilities: []string{}}
+}
+
+// Listing is a catalog entry imported from an existing directory.
+type Listing struct {
+	Name         string   `json:"name,omitempty"`
+	Description  string   `json:"description,omitempty"`
+	URL          string   `json:"url,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// Limits on what a client may register.
+const (
+	maxIDLen         = 128
+	maxCapabilities  = 64
+	maxCapabilityLen = 64
+	maxURLLen        = 2048
+	maxStatusLen     = 64
+	maxTextLen       = 2048
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]*$`)
+
+// reservedIDs would collide with fixed paths under /v1/agents/.
+var reservedIDs = map[string]bool{"me": true, "register": true, "token": true}
+
+// ValidateID checks an agent id: 1..128 characters of letters, digits and
+// . _ : @ -, starting with a letter or digit, and not a reserved path word.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return httpx.ErrInvalid.With("agent_id is required")
+	case len(id) > maxIDLen:
+		return httpx.ErrInvalid.With("agent_id is longer than %d characters", maxIDLen)
+	case !idPattern.MatchString(id):
+		return httpx.ErrInvalid.With("agent_id %q may contain only letters, digits and . _ : @ - and must start with a letter or digit", id)
+	case reservedIDs[strings.ToLower(id)]:
+		return httpx.ErrInvalid.With("agent_id %q is reserved", id)
+	}
+	return nil
+}
+
+func validateCapabilities(caps []string) error {
+	if len(caps) > maxCapabilities {
+		return httpx.ErrInvalid.With("at most %d capabilities", maxCapabilities)
+	}
+	for _, c := range caps {
+		if err := validateText("capability", c, maxCapabilityLen, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateEndpoint(field, s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > maxURLLen {
+		return httpx.ErrInvalid.With("%s is longer than %d characters", field, maxURLLen)
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return httpx.ErrInvalid.With("%s must be an absolute http or https URL", field)
+	}
+	return nil
+}
+
+// validateText refuses control characters and overlong values.
+func validateText(field, s string, max int, required bool) error {
+	if required && s == "" {
+		return httpx.ErrInvalid.With("%s must not be empty", field)
+	}
+	if len(s) > max {
+		return httpx.ErrInvalid.With("%s is longer than %d bytes", field, max)
+	}
+	if !utf8.ValidString(s) {
+		return httpx.ErrInvalid.With("%s is not valid UTF-8", field)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return httpx.ErrInvalid.With("%s contains control characters", field)
+		}
+	}
+	return nil
+}

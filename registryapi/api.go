@@ -1,0 +1,140 @@
+package registryapi
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// Defaults of Config.
+const (
+	// DefaultOnlineWindow: agents heartbeat about every 5 minutes; one late
+	// or lost heartbeat is tolerated before an agent shows offline.
+	DefaultOnlineWindow = 10 * time.Minute
+	// HeartbeatInterval is what agents are told to keep to.
+	HeartbeatInterval = 5 * time.Minute
+	// DefaultMaxBody bounds request bodies of the registry surface.
+	DefaultMaxBody = 64 << 10
+	// maxCatalogListings bounds one catalog import.
+	maxCatalogListings = 1000
+)
+
+// Config configures the registry's HTTP surface.
+type Config struct {
+	Directory *Directory // required: reads
+	Log       Log        // required: writes
+	Tokens    *Tokens    // required
+	// PublicURL is the base of public agent addresses (handles), e.g.
+	// "https://mesh.example"; no trailing slash.
+	PublicURL string
+	// OnlineWindow is how long after its last heartbeat an agent shows online.
+	OnlineWindow time.Duration
+	// Admins may import catalog listings (Mesh-Sig by one of these keys).
+	Admins []ed25519.PublicKey
+	// MaxBody bounds request bodies, in bytes.
+	MaxBody int64
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// API serves the registry over HTTP.
+type API struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// NewAPI checks cfg and returns the API; it starts nothing.
+func NewAPI(cfg Config) (*API, error) {
+	if cfg.Directory == nil || cfg.Log == nil || cfg.Tokens == nil {
+		return nil, errors.New("registry: Directory, Log and Tokens are required")
+	}
+	if cfg.OnlineWindow <= 0 {
+		cfg.OnlineWindow = DefaultOnlineWindow
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	return &API{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Routes adds the registry's routes to mux: the /v1 surface and the legacy
+// hub paths.
+func (a *API) Routes(mux *http.ServeMux) {
+	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
+	h("POST /v1/agents/register", a.register)
+	h("POST /v1/agents/token", a.token)
+	h("DELETE /v1/agents/me", a.deleteMe)
+	h("POST /v1/agents/me/heartbeat", a.heartbeat)
+	h("GET /v1/agents/{id}", a.getAgent)
+	h("GET /v1/agents/{id}/identity", a.identity)
+	h("POST /v1/agents/{id}/feedback", a.feedback)
+	h("GET /v1/agents/{id}/reputation", a.reputation)
+	h("POST /v1/admin/catalog", a.importCatalog)
+	// The retired hub's paths, same behaviour.
+	h("POST /agents/register", a.register)
+	h("POST /agents/token", a.token)
+	h("GET /agents/{id}", a.getAgent)
+}
+
+// bearer verifies the request's bearer token.
+func (a *API) bearer(r *http.Request) (TokenClaims, error) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") {
+		return TokenClaims{}, ErrNoToken
+	}
+	return a.cfg.Tokens.Verify(strings.TrimSpace(tok), a.cfg.Now())
+}
+
+// signer verifies the request's Mesh-Sig over body; it returns nil, nil
+// when the header is absent. The nonce is claimed when the command applies.
+func (a *API) signer(r *http.Request, body []byte) (*SigClaim, error) {
+	hdr := r.Header.Get(identity.SigHeaderName)
+	if hdr == "" {
+		return nil, nil
+	}
+	h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, a.cfg.Now())
+	switch {
+	case errors.Is(err, identity.ErrStaleSig):
+		return nil, ErrStaleSig.With("%v", err)
+	case err != nil:
+		return nil, ErrBadSig.With("%v", err)
+	}
+	return &SigClaim{Pubkey: identity.EncodePublicKey(h.Pubkey), Nonce: h.Nonce}, nil
+}
+
+// requireSigner is signer for endpoints that demand a Mesh-Sig.
+func (a *API) requireSigner(r *http.Request, body []byte) (*SigClaim, error) {
+	sig, err := a.signer(r, body)
+	if err == nil && sig == nil {
+		err = ErrNoSig
+	}
+	return sig, err
+}
+
+func (a *API) now() time.Time { return a.cfg.Now() }
+
+func (a *API) handle(id string) string { return a.cfg.PublicURL + "/agent/" + id }
+
+// pathID reads and checks the {id} path value.
+func pathID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if err := ValidateID(id); err != nil {
+		return "", ErrAgentNotFound.With("agent %q not found: %v", id, err)
+	}
+	return id, nil
+}

@@ -1,0 +1,97 @@
+package registryapi
+
+import (
+	"time"
+)
+
+// Command is one write to the directory. Exactly one operation field is set.
+// Everything Apply needs travels inside it: the proposer's clock reading
+// (At), the verified signer of a signed request (Sig) and any random value.
+type Command struct {
+	// Seq is the command's place in the log, assigned by the Log.
+	Seq uint64 `json:"seq"`
+	// At is the proposer's clock, in Unix nanoseconds; Apply uses it as "now".
+	At int64 `json:"at"`
+	// Sig names the key whose Mesh-Sig authorised the command. Apply claims
+	// its nonce, so a replayed request fails on every replica.
+	Sig *SigClaim `json:"sig,omitempty"`
+
+	Register  *RegisterOp  `json:"register,omitempty"`
+	Heartbeat *HeartbeatOp `json:"heartbeat,omitempty"`
+	Delete    *DeleteOp    `json:"delete,omitempty"`
+	Feedback  *FeedbackOp  `json:"feedback,omitempty"`
+	Catalog   *CatalogOp   `json:"catalog,omitempty"`
+}
+
+// Time returns At as a time.Time in UTC.
+func (c *Command) Time() time.Time { return time.Unix(0, c.At).UTC() }
+
+// SigClaim is the verified signer and nonce of a Mesh-Sig.
+type SigClaim struct {
+	Pubkey string `json:"pubkey"` // canonical base64
+	Nonce  string `json:"nonce"`
+}
+
+// RegisterOp creates or updates a registration.
+type RegisterOp struct {
+	AgentID      string   `json:"agent_id"`
+	Capabilities []string `json:"capabilities"`
+	Endpoint     string   `json:"endpoint,omitempty"`
+	// Pubkey, when set, is bound; the command's Sig must be by this key.
+	Pubkey string `json:"pubkey,omitempty"`
+	// APIKeyHash is the SHA-256 (hex) of the api_key handed to the registrant.
+	APIKeyHash string `json:"api_key_hash"`
+	// OwnerReg is the registration named by the caller's bearer token, if any.
+	OwnerReg uint64 `json:"owner_reg,omitempty"`
+}
+
+// HeartbeatOp marks an agent present.
+type HeartbeatOp struct {
+	AgentID string `json:"agent_id"`
+	Reg     uint64 `json:"reg"`
+	Status  string `json:"status,omitempty"`
+}
+
+// DeleteOp deregisters an agent.
+type DeleteOp struct {
+	AgentID string `json:"agent_id"`
+	Reg     uint64 `json:"reg"`
+}
+
+// FeedbackOp files a reputation report. The signed request is kept whole so
+// that anyone can re-verify the report later.
+type FeedbackOp struct {
+	Target string `json:"target"`
+	Report Report `json:"report"`
+	Signed Signed `json:"signed"`
+}
+
+// Signed is a request exactly as its author signed it.
+type Signed struct {
+	Method  string `json:"method"`
+	Path    string `json:"path"`
+	Body    string `json:"body"`
+	MeshSig string `json:"mesh_sig"`
+}
+
+// CatalogOp imports listings from an existing directory.
+type CatalogOp struct {
+	Listings []ImportListing `json:"listings"`
+}
+
+// ImportListing is one catalog row.
+type ImportListing struct {
+	AgentID string `json:"agent_id"`
+	Listing
+}
+
+// Result is what applying a command produced.
+type Result struct {
+	Agent   *Agent  `json:"agent,omitempty"`
+	Created bool    `json:"created,omitempty"`
+	Counted bool    `json:"counted,omitempty"`
+	Rollup  *Rollup `json:"rollup,omitempty"`
+	// Removed is true when a delete hard-removed the row (no listing kept).
+	Removed  bool `json:"removed,omitempty"`
+	Imported int  `json:"imported,omitempty"`
+}

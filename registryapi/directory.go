@@ -1,0 +1,328 @@
+package registryapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/store"
+)
+
+// Directory is the canonical agent directory: a state machine over the
+// store (see the package documentation). It is safe for concurrent use;
+// commits are serialised.
+type Directory struct {
+	db     *store.DB
+	mu     sync.Mutex // serialises Commit
+	seq    atomic.Uint64
+	agents atomic.Int64
+}
+
+// storedReport is a counted reputation report as kept in the store.
+type storedReport struct {
+	Seq      uint64    `json:"seq"`
+	At       time.Time `json:"at"`
+	Reporter string    `json:"reporter"`
+	Report   Report    `json:"report"`
+	Signed   Signed    `json:"signed"`
+}
+
+// OpenDirectory loads the directory's position from db.
+func OpenDirectory(db *store.DB) (*Directory, error) {
+	d := &Directory{db: db}
+	err := db.View(func(tx *store.Txn) error {
+		seq, err := getU64(tx, seqKey)
+		if err != nil {
+			return err
+		}
+		n, err := getU64(tx, agentCountKey)
+		d.seq.Store(seq)
+		d.agents.Store(int64(n))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registry: open directory: %w", err)
+	}
+	return d, nil
+}
+
+// Seq returns the sequence number of the last applied command.
+func (d *Directory) Seq() uint64 { return d.seq.Load() }
+
+// AgentCount returns how many agents are registered.
+func (d *Directory) AgentCount() int64 { return d.agents.Load() }
+
+// Commit applies cmd, which must carry the next sequence number, and
+// records it in the change log, all in one transaction. A command that
+// Apply refuses changes nothing and is not logged.
+func (d *Directory) Commit(cmd *Command) (Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if want := d.seq.Load() + 1; cmd.Seq != want {
+		return Result{}, fmt.Errorf("registry: command seq %d, want %d", cmd.Seq, want)
+	}
+	var res Result
+	var delta int64
+	err := d.db.Update(func(tx *store.Txn) error {
+		var err error
+		res, delta, err = d.apply(tx, cmd)
+		if err != nil {
+			return err
+		}
+		if delta != 0 {
+			if err := tx.Set(agentCountKey, []byte(store.U64(uint64(d.agents.Load()+delta)))); err != nil {
+				return err
+			}
+		}
+		if err := tx.SetJSON(logKey(cmd.Seq), cmd); err != nil {
+			return err
+		}
+		return tx.Set(seqKey, []byte(store.U64(cmd.Seq)))
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	d.seq.Store(cmd.Seq)
+	d.agents.Add(delta)
+	return res, nil
+}
+
+// apply runs one command against state; delta is the change in the number
+// of registered agents.
+func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
+	if cmd.Sig != nil {
+		if err := claimNonce(tx, cmd); err != nil {
+			return Result{}, 0, err
+		}
+	}
+	switch {
+	case cmd.Register != nil:
+		return applyRegister(tx, cmd, cmd.Register)
+	case cmd.Heartbeat != nil:
+		res, err := applyHeartbeat(tx, cmd, cmd.Heartbeat)
+		return res, 0, err
+	case cmd.Delete != nil:
+		return applyDelete(tx, cmd.Delete)
+	case cmd.Feedback != nil:
+		res, err := applyFeedback(tx, cmd, cmd.Feedback)
+		return res, 0, err
+	case cmd.Catalog != nil:
+		res, err := applyCatalog(tx, cmd.Catalog)
+		return res, 0, err
+	}
+	return Result{}, 0, errors.New("registry: command has no operation")
+}
+
+// claimNonce makes a signed command's nonce single use on every replica.
+// The decision compares against the command's own clock, never the local
+// one; the TTL only garbage-collects.
+func claimNonce(tx *store.Txn, cmd *Command) error {
+	key := nonceKey(pubHex(cmd.Sig.Pubkey), cmd.Sig.Nonce)
+	exp, err := getU64(tx, key)
+	if err != nil {
+		return err
+	}
+	if int64(exp) > cmd.At {
+		return ErrReplay
+	}
+	until := cmd.At + int64(identity.NonceMemory)
+	return tx.SetTTL(key, []byte(store.U64(uint64(until))), identity.NonceMemory+time.Hour)
+}
+
+func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, error) {
+	if op.Pubkey != "" && (cmd.Sig == nil || cmd.Sig.Pubkey != op.Pubkey) {
+		return Result{}, 0, ErrSigKeyMismatch
+	}
+	now := cmd.Time()
+	a, err := getAgent(tx, op.AgentID)
+	if errors.Is(err, store.ErrNotFound) {
+		a, err = &Agent{ID: op.AgentID}, nil
+	}
+	if err != nil {
+		return Result{}, 0, err
+	}
+	var delta int64
+	created := !a.Registered()
+	if created {
+		a.Reg, a.RegisteredAt, delta = cmd.Seq, now, 1
+	} else if !isOwner(a, cmd, op.OwnerReg) {
+		return Result{}, 0, ErrIDTaken
+	}
+	if op.Pubkey != "" && op.Pubkey != a.Pubkey {
+		if err := bindPubkey(tx, a, op.Pubkey); err != nil {
+			return Result{}, 0, err
+		}
+	}
+	a.Capabilities, a.Endpoint, a.APIKeyHash = op.Capabilities, op.Endpoint, op.APIKeyHash
+	a.UpdatedAt, a.LastSeen = now, now
+	if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
+		return Result{}, 0, err
+	}
+	return Result{Agent: a, Created: created}, delta, nil
+}
+
+// isOwner reports whether the command proves it acts for the current owner
+// of a: a Mesh-Sig by the bound key, or a bearer token of this registration.
+func isOwner(a *Agent, cmd *Command, ownerReg uint64) bool {
+	if cmd.Sig != nil && a.Pubkey != "" && cmd.Sig.Pubkey == a.Pubkey {
+		return true
+	}
+	return ownerReg != 0 && ownerReg == a.Reg
+}
+
+func bindPubkey(tx *store.Txn, a *Agent, pub string) error {
+	holder, err := tx.Get(pubkeyKey(pubHex(pub)))
+	switch {
+	case err == nil && string(holder) != a.ID:
+		return ErrPubkeyInUse
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	if a.Pubkey != "" {
+		if err := tx.Delete(pubkeyKey(pubHex(a.Pubkey))); err != nil {
+			return err
+		}
+	}
+	a.Pubkey = pub
+	return tx.Set(pubkeyKey(pubHex(pub)), []byte(a.ID))
+}
+
+// registeredAgent loads the agent that registration reg refers to, or
+// ErrAgentNotFound when the id is gone or has changed hands.
+func registeredAgent(tx *store.Txn, id string, reg uint64) (*Agent, error) {
+	a, err := getAgent(tx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (!a.Registered() || a.Reg != reg)) {
+		return nil, ErrAgentNotFound
+	}
+	return a, err
+}
+
+func applyHeartbeat(tx *store.Txn, cmd *Command, op *HeartbeatOp) (Result, error) {
+	a, err := registeredAgent(tx, op.AgentID, op.Reg)
+	if err != nil {
+		return Result{}, err
+	}
+	a.LastSeen = cmd.Time()
+	if op.Status != "" {
+		a.AvailStatus = op.Status
+	}
+	return Result{Agent: a}, tx.SetJSON(agentKey(a.ID), a)
+}
+
+func applyDelete(tx *store.Txn, op *DeleteOp) (Result, int64, error) {
+	a, err := registeredAgent(tx, op.AgentID, op.Reg)
+	if err != nil {
+		return Result{}, 0, err
+	}
+	if a.Pubkey != "" {
+		if err := tx.Delete(pubkeyKey(pubHex(a.Pubkey))); err != nil {
+			return Result{}, 0, err
+		}
+	}
+	if a.Listing == nil {
+		return Result{Removed: true}, -1, tx.Delete(agentKey(a.ID))
+	}
+	a.clearMesh()
+	return Result{Agent: a}, -1, tx.SetJSON(agentKey(a.ID), a)
+}
+
+func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) {
+	if cmd.Sig == nil {
+		return Result{}, errors.New("registry: feedback without signer")
+	}
+	a, err := getAgent(tx, op.Target)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !a.Registered()) {
+		return Result{}, ErrAgentNotFound
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if a.Pubkey != "" && a.Pubkey == cmd.Sig.Pubkey {
+		return Result{}, ErrSelfRating
+	}
+	now := cmd.Time()
+	day := dayKey(a.ID, a.Reg, pubHex(cmd.Sig.Pubkey), now.Format("20060102"))
+	n, err := getU64(tx, day)
+	if err != nil {
+		return Result{}, err
+	}
+	counted := n < ReportsPerDay
+	if counted {
+		if err := tx.SetTTL(day, []byte(store.U64(n+1)), 48*time.Hour); err != nil {
+			return Result{}, err
+		}
+		rep := storedReport{Seq: cmd.Seq, At: now, Reporter: cmd.Sig.Pubkey, Report: op.Report, Signed: op.Signed}
+		if err := tx.SetJSON(reportKey(a.ID, a.Reg, cmd.At, cmd.Seq), rep); err != nil {
+			return Result{}, err
+		}
+	}
+	r, err := rollupIn(tx, a, now)
+	return Result{Agent: a, Counted: counted, Rollup: &r}, err
+}
+
+func applyCatalog(tx *store.Txn, op *CatalogOp) (Result, error) {
+	for i := range op.Listings {
+		l := &op.Listings[i]
+		a, err := getAgent(tx, l.AgentID)
+		if errors.Is(err, store.ErrNotFound) {
+			a, err = &Agent{ID: l.AgentID, Capabilities: []string{}}, nil
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		listing := l.Listing
+		a.Listing = &listing
+		if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{Imported: len(op.Listings)}, nil
+}
+
+// rollupIn computes the rollup of a's counted reports in the window ending at now.
+func rollupIn(tx *store.Txn, a *Agent, now time.Time) (Rollup, error) {
+	var b rollupBuilder
+	prefix := reportPrefix(a.ID, a.Reg)
+	from := now.Add(-ReputationWindow).UnixNano()
+	start := append(append([]byte{}, prefix...), store.U64(uint64(max(from, 0)))...)
+	err := tx.Scan(prefix, start, func(_, v []byte) (bool, error) {
+		var rep storedReport
+		if err := json.Unmarshal(v, &rep); err != nil {
+			return false, err
+		}
+		if rep.At.After(now) {
+			return false, nil
+		}
+		b.add(rep.Report, rep.At)
+		return true, nil
+	})
+	return b.rollup(), err
+}
+
+func getAgent(tx *store.Txn, id string) (*Agent, error) {
+	var a Agent
+	if err := tx.GetJSON(agentKey(id), &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// getU64 reads an 8-byte counter; a missing key reads as 0.
+func getU64(tx *store.Txn, key []byte) (uint64, error) {
+	v, err := tx.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, ok := store.ParseU64(string(v))
+	if !ok {
+		return 0, fmt.Errorf("registry: corrupt counter at %q", key)
+	}
+	return n, nil
+}

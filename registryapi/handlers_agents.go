@@ -1,0 +1,258 @@
+package registryapi
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// registerRequest is the body of POST /v1/agents/register.
+type registerRequest struct {
+	AgentID      string   `json:"agent_id"`
+	Capabilities []string `json:"capabilities"`
+	Pubkey       string   `json:"pubkey"`
+	Endpoint     string   `json:"endpoint"`
+}
+
+func (q *registerRequest) validate() error {
+	if err := ValidateID(q.AgentID); err != nil {
+		return err
+	}
+	if err := validateCapabilities(q.Capabilities); err != nil {
+		return err
+	}
+	if q.Capabilities == nil {
+		q.Capabilities = []string{}
+	}
+	if q.Pubkey != "" {
+		pub, err := identity.DecodePublicKey(q.Pubkey)
+		if err != nil {
+			return httpx.ErrInvalid.With("pubkey: %v", err)
+		}
+		q.Pubkey = identity.EncodePublicKey(pub)
+	}
+	return validateEndpoint("endpoint", q.Endpoint)
+}
+
+type registerResponse struct {
+	Status       string    `json:"status"`
+	AgentID      string    `json:"agent_id"`
+	APIKey       string    `json:"api_key"`
+	Created      bool      `json:"created"`
+	DID          *string   `json:"did"`
+	Handle       string    `json:"handle"`
+	RegisteredAt time.Time `json:"registered_at"`
+}
+
+func (a *API) register(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpx.ReadBody(w, r, a.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	var req registerRequest
+	if err := httpx.DecodeJSON(body, &req); err != nil {
+		return err
+	}
+	if err := req.validate(); err != nil {
+		return err
+	}
+	sig, err := a.signer(r, body)
+	if err != nil {
+		return err
+	}
+	if req.Pubkey != "" && sig == nil {
+		return ErrNoSig.With("binding a pubkey requires a Mesh-Sig made with that key")
+	}
+	if req.Pubkey != "" && sig.Pubkey != req.Pubkey {
+		return ErrSigKeyMismatch
+	}
+	var ownerReg uint64
+	if r.Header.Get("Authorization") != "" {
+		c, err := a.bearer(r)
+		if err != nil {
+			return err
+		}
+		if c.Sub != req.AgentID {
+			return ErrBadToken.With("bearer token belongs to agent %q, not %q", c.Sub, req.AgentID)
+		}
+		ownerReg = c.Reg
+	}
+	apiKey := newAPIKey()
+	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Register: &RegisterOp{
+		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
+		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg,
+	}})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	httpx.WriteJSON(w, status, registerResponse{
+		Status: "registered", AgentID: res.Agent.ID, APIKey: apiKey, Created: res.Created,
+		DID: nullable(res.Agent.DID()), Handle: a.handle(res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
+	})
+	return nil
+}
+
+// tokenRequest is the body of POST /v1/agents/token.
+type tokenRequest struct {
+	AgentID string `json:"agent_id"`
+	APIKey  string `json:"api_key"`
+}
+
+func (a *API) token(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpx.ReadBody(w, r, a.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	var req tokenRequest
+	if err := httpx.DecodeJSON(body, &req); err != nil {
+		return err
+	}
+	if req.AgentID == "" || req.APIKey == "" {
+		return httpx.ErrInvalid.With("agent_id and api_key are required")
+	}
+	if err := ValidateID(req.AgentID); err != nil {
+		return err
+	}
+	ag, err := a.cfg.Directory.Agent(req.AgentID)
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(hashAPIKey(req.APIKey)), []byte(ag.APIKeyHash)) != 1 {
+		return ErrBadCredentials
+	}
+	if !a.cfg.Tokens.CanIssue() {
+		return ErrReadOnly.With("this node holds no directory key and cannot issue tokens")
+	}
+	tok, exp := a.cfg.Tokens.Issue(ag.ID, ag.Reg, a.now())
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
+		"token": tok, "token_type": "bearer", "agent_id": ag.ID,
+		"expires_in": int(TokenTTL / time.Second), "expires_at": exp.UTC(),
+	})
+	return nil
+}
+
+// heartbeatRequest is the optional body of POST /v1/agents/me/heartbeat.
+type heartbeatRequest struct {
+	Status string `json:"status"`
+}
+
+func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	c, err := a.bearer(r)
+	if err != nil {
+		return err
+	}
+	body, err := httpx.ReadBody(w, r, a.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	var req heartbeatRequest
+	if len(body) > 0 {
+		if err := httpx.DecodeJSON(body, &req); err != nil {
+			return err
+		}
+		if err := validateText("status", req.Status, maxStatusLen, false); err != nil {
+			return err
+		}
+	}
+	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(),
+		Heartbeat: &HeartbeatOp{AgentID: c.Sub, Reg: c.Reg, Status: req.Status}})
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
+		"status": "ok", "agent_id": c.Sub, "online": true, "last_seen": res.Agent.LastSeen,
+		"next_heartbeat_s": int(HeartbeatInterval / time.Second),
+	})
+	return nil
+}
+
+func (a *API) deleteMe(w http.ResponseWriter, r *http.Request) error {
+	c, err := a.bearer(r)
+	if err != nil {
+		return err
+	}
+	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(),
+		Delete: &DeleteOp{AgentID: c.Sub, Reg: c.Reg}})
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"status": "deleted", "agent_id": c.Sub, "catalog_only": !res.Removed})
+	return nil
+}
+
+// agentView is the body of GET /v1/agents/<id> and GET /agents/<id>.
+type agentView struct {
+	AgentID      string    `json:"agent_id"`
+	Capabilities []string  `json:"capabilities"`
+	Endpoint     *string   `json:"endpoint"`
+	Pubkey       *string   `json:"pubkey"`
+	DID          *string   `json:"did"`
+	Verified     bool      `json:"verified"`
+	Handle       string    `json:"handle"`
+	Registered   int       `json:"registered"`
+	Live         int       `json:"live"`
+	Online       bool      `json:"online"`
+	LastSeen     time.Time `json:"last_seen"`
+	RegisteredAt time.Time `json:"registered_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	ag, err := a.cfg.Directory.Agent(id)
+	if err != nil {
+		return err
+	}
+	online := ag.Online(a.now(), a.cfg.OnlineWindow)
+	httpx.WriteJSON(w, http.StatusOK, agentView{
+		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
+		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID()), Verified: ag.Pubkey != "",
+		Handle: a.handle(ag.ID), Registered: 1, Live: b2i(online), Online: online,
+		LastSeen: ag.LastSeen, RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
+	})
+	return nil
+}
+
+// apiKeyPrefix marks registry api keys, so a leaked one is recognisable.
+const apiKeyPrefix = "mk_"
+
+func newAPIKey() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return apiKeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// hashAPIKey is how api keys are stored: they are 256-bit random, so a
+// plain SHA-256 is preimage-resistant without salting or stretching.
+func hashAPIKey(k string) string {
+	s := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(s[:])
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

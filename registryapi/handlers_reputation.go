@@ -1,0 +1,113 @@
+package registryapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// flatRollup is the rollup as the feedback response shows it.
+type flatRollup struct {
+	N int `json:"n"`
+	Dims
+	Score *float64 `json:"score"`
+}
+
+func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	body, err := httpx.ReadBody(w, r, a.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	sig, err := a.requireSigner(r, body)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := httpx.DecodeJSON(body, &rep); err != nil {
+		return err
+	}
+	if err := rep.Validate(); err != nil {
+		return err
+	}
+	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Feedback: &FeedbackOp{
+		Target: id, Report: rep,
+		Signed: Signed{Method: r.Method, Path: identity.RequestPath(r.URL), Body: string(body), MeshSig: r.Header.Get(identity.SigHeaderName)},
+	}})
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
+		"status": "recorded", "counted": res.Counted,
+		"reputation": flatRollup{N: res.Rollup.N, Dims: res.Rollup.Dims, Score: res.Rollup.Score},
+	})
+	return nil
+}
+
+// reputationView is the read form of spec 2.7.
+type reputationView struct {
+	Agent     string     `json:"agent"`
+	N         int        `json:"n"`
+	Score     *float64   `json:"score"`
+	Dims      Dims       `json:"dims"`
+	UpdatedAt *time.Time `json:"updated_at"`
+}
+
+func (a *API) reputation(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	ag, roll, err := a.cfg.Directory.Reputation(id, a.now())
+	if err != nil {
+		return err
+	}
+	v := reputationView{Agent: ag.ID, N: roll.N, Score: roll.Score, Dims: roll.Dims}
+	if !roll.UpdatedAt.IsZero() {
+		v.UpdatedAt = &roll.UpdatedAt
+	}
+	httpx.WriteJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// identityView is the attestation of spec 2.2.
+type identityView struct {
+	AgentID    string  `json:"agent_id"`
+	Handle     string  `json:"handle"`
+	Pubkey     *string `json:"pubkey"`
+	DID        *string `json:"did"`
+	Verified   bool    `json:"verified"`
+	Endpoint   *string `json:"endpoint"`
+	Registered bool    `json:"registered"`
+	Online     bool    `json:"online"`
+	Reputation struct {
+		N     int      `json:"n"`
+		Score *float64 `json:"score"`
+		Dims  Dims     `json:"dims"`
+	} `json:"reputation"`
+}
+
+func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	ag, roll, err := a.cfg.Directory.Reputation(id, now)
+	if err != nil {
+		return err
+	}
+	v := identityView{
+		AgentID: ag.ID, Handle: a.handle(ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID()),
+		Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
+		Online: ag.Online(now, a.cfg.OnlineWindow),
+	}
+	v.Reputation.N, v.Reputation.Score, v.Reputation.Dims = roll.N, roll.Score, roll.Dims
+	httpx.WriteJSON(w, http.StatusOK, v)
+	return nil
+}

@@ -1,0 +1,50 @@
+package registryapi
+
+import (
+	"encoding/hex"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/store"
+)
+
+// Key layout of the registry in the store. Variable-length parts (agent
+// ids, which never contain '/') come before fixed-width ones, so prefix
+// scans are unambiguous.
+//
+//	a/<id>                                     Agent
+//	k/<pubkey hex>                             agent id holding that key
+//	n/<pubkey hex>/<nonce>                     nonce expiry (unix ns, 8 bytes BE)
+//	r/<id>/<reg 8B>/<at ns 8B>/<seq 8B>        storedReport
+//	d/<id>/<reg 8B>/<reporter hex>/<yyyymmdd>  reports counted that UTC day
+//	l/<seq 8B>                                 Command (the change log)
+//	m/seq                                      last applied seq (8 bytes BE)
+//	m/agents                                   registered agents (8 bytes BE)
+func agentKey(id string) []byte      { return store.Key("a", id) }
+func pubkeyKey(pubHex string) []byte { return store.Key("k", pubHex) }
+func nonceKey(pubHex, nonce string) []byte {
+	return store.Key("n", pubHex, nonce)
+}
+func reportPrefix(id string, reg uint64) []byte { return store.Key("r", id, store.U64(reg), "") }
+func reportKey(id string, reg uint64, atNS int64, seq uint64) []byte {
+	return store.Key("r", id, store.U64(reg), store.U64(uint64(atNS)), store.U64(seq))
+}
+func dayKey(id string, reg uint64, reporterHex, day string) []byte {
+	return store.Key("d", id, store.U64(reg), reporterHex, day)
+}
+func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
+
+var (
+	logPrefix     = []byte("l/")
+	seqKey        = []byte("m/seq")
+	agentCountKey = []byte("m/agents")
+)
+
+// pubHex turns a canonical base64 key into the hex used inside store keys
+// (base64 may contain '/').
+func pubHex(b64 string) string {
+	pub, err := identity.DecodePublicKey(b64)
+	if err != nil {
+		return ""
+	}
+	return hex.EncodeToString(pub)
+}

@@ -1,0 +1,223 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Options configures Open.
+type Options struct {
+	// Dir is the Badger directory. Ignored when InMemory is set.
+	Dir string
+	// InMemory keeps everything in RAM; for tests and throw-away nodes.
+	InMemory bool
+	// SyncWrites makes every commit wait for fsync, so an acknowledged write
+	// survives power loss, not only a process crash.
+	SyncWrites bool
+	// Logger receives Badger's warnings and errors. Nil discards them.
+	Logger *slog.Logger
+}
+
+// DB is an open store. It is safe for concurrent use.
+type DB struct {
+	bdb *badger.DB
+}
+
+// Open opens (creating if needed) the store described by opts.
+func Open(opts Options) (*DB, error) {
+	bo := badger.DefaultOptions(opts.Dir).
+		WithInMemory(opts.InMemory).
+		WithSyncWrites(opts.SyncWrites).
+		WithLogger(badgerLogger{opts.Logger}).
+		// The registry holds small records: modest tables keep a node's
+		// footprint low enough to run many nodes on one machine.
+		WithMemTableSize(16 << 20).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithNumVersionsToKeep(1)
+	if opts.InMemory {
+		bo.Dir, bo.ValueDir = "", ""
+	}
+	bdb, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
+	return &DB{bdb: bdb}, nil
+}
+
+// Close flushes and closes the store. It is safe to call more than once.
+func (db *DB) Close() error {
+	if db.bdb.IsClosed() {
+		return nil
+	}
+	return db.bdb.Close()
+}
+
+// View runs fn in a read-only transaction.
+func (db *DB) View(fn func(*Txn) error) error {
+	return db.bdb.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+}
+
+// Update runs fn in a read-write transaction and commits it when fn returns
+// nil. Conflicting concurrent transactions fail with badger.ErrConflict;
+// callers that serialise their writes never see it.
+func (db *DB) Update(fn func(*Txn) error) error {
+	err := db.bdb.Update(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+	if errors.Is(err, badger.ErrDBClosed) {
+		return ErrClosed
+	}
+	return err
+}
+
+// RunGC reclaims space in the value log every interval until ctx is done.
+func (db *DB) RunGC(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			for db.bdb.RunValueLogGC(0.5) == nil {
+			}
+		}
+	}
+}
+
+// Txn is a transaction handed to View and Update callbacks.
+type Txn struct {
+	t *badger.Txn
+}
+
+// Get returns a copy of the value at key, or ErrNotFound.
+func (tx *Txn) Get(key []byte) ([]byte, error) {
+	it, err := tx.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return it.ValueCopy(nil)
+}
+
+// GetJSON decodes the JSON value at key into v, or returns ErrNotFound.
+func (tx *Txn) GetJSON(key []byte, v any) error {
+	it, err := tx.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return it.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+}
+
+// Has reports whether key exists.
+func (tx *Txn) Has(key []byte) (bool, error) {
+	_, err := tx.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Set stores val at key.
+func (tx *Txn) Set(key, val []byte) error { return tx.t.Set(key, val) }
+
+// SetJSON stores the JSON encoding of v at key.
+func (tx *Txn) SetJSON(key []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.t.Set(key, b)
+}
+
+// SetTTL stores val at key; the key disappears after ttl. Expiry follows
+// the local clock, so it suits garbage collection, not replicated decisions.
+func (tx *Txn) SetTTL(key, val []byte, ttl time.Duration) error {
+	return tx.t.SetEntry(badger.NewEntry(key, val).WithTTL(ttl))
+}
+
+// Delete removes key.
+func (tx *Txn) Delete(key []byte) error { return tx.t.Delete(key) }
+
+// Scan calls fn for each key with the given prefix, in ascending key order,
+// starting at the first key >= start (start may be nil). fn returns false to
+// stop. The slices passed to fn are only valid during the call.
+func (tx *Txn) Scan(prefix, start []byte, fn func(key, val []byte) (bool, error)) error {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	it := tx.t.NewIterator(opts)
+	defer it.Close()
+	if start == nil {
+		start = prefix
+	}
+	for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		var more bool
+		err := item.Value(func(v []byte) error {
+			var err error
+			more, err = fn(item.Key(), v)
+			return err
+		})
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// Key joins parts with '/' into a key. Parts must not contain '/' where
+// prefix scans depend on the boundary.
+func Key(parts ...string) []byte {
+	n := len(parts)
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, '/')
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+// U64 encodes n as 8 big-endian bytes so that keys sort numerically.
+func U64(n uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return string(b[:])
+}
+
+// ParseU64 decodes a U64 key part.
+func ParseU64(s string) (uint64, bool) {
+	if len(s) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64([]byte(s)), true
+}
+
+// badgerLogger routes Badger's logs to slog, demoting its chatty info lines.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) log(level slog.Level, f string, a ...any) {
+	if b.l != nil {
+		b.l.Log(context.Background(), level, "badger: "+strings.TrimSpace(fmt.Sprintf(f, a...)))
+	}
+}
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a...) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a...) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a...) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug-4, f, a...) }
