@@ -1,0 +1,82 @@
+package registryapi
+
+import (
+	"math"
+	"testing"
+)
+
+func rep(success bool, latency int64, quality int, paid, disputed bool) Report {
+	r := Report{Success: &success, LatencyMS: &latency, Paid: paid, Disputed: disputed}
+	if quality != 0 {
+		r.Quality = &quality
+	}
+	return r
+}
+
+func f(v float64) *float64 { return &v }
+
+// TestRollUpTable checks the rollup against values computed by hand from
+// spec 2.7: weights 0.4/0.3/0.2/0.1, renormalised over dimensions with signal.
+func TestRollUpTable(t *testing.T) {
+	cases := []struct {
+		name    string
+		reports []Report
+		want    Rollup
+	}{
+		{"no reports", nil, Rollup{}},
+		{"one perfect report", []Report{rep(true, 500, 5, true, false)},
+			Rollup{N: 1, Score: f(1), Dims: Dims{Reliability: f(1), Speed: f(1), Quality: f(1), Settlement: f(1)}}},
+		// reliability 1/2, speed (1+0)/2, quality (3-1)/4 from one report,
+		// settlement absent: (0.4*.5+0.3*.5+0.2*.5)/0.9 = 0.5
+		{"settlement without signal", []Report{rep(true, 1000, 3, false, false), rep(false, 30000, 0, false, false)},
+			Rollup{N: 2, Score: f(0.5), Dims: Dims{Reliability: f(0.5), Speed: f(0.5), Quality: f(0.5)}}},
+		// speed 1-(15500-1000)/29000 = 0.5; score (0.4*1+0.2*0.5)/0.6 = 5/6
+		{"quality and settlement without signal", []Report{rep(true, 15500, 0, false, false)},
+			Rollup{N: 1, Score: f(5.0 / 6), Dims: Dims{Reliability: f(1), Speed: f(0.5)}}},
+		// speed (1-1000/29000 + 1)/2; quality (0+1)/2; settlement 1/2
+		{"all dimensions", []Report{rep(true, 2000, 1, true, true), rep(false, 0, 5, true, false)},
+			Rollup{N: 2, Score: f(0.4*0.5 + 0.3*0.5 + 0.2*(1-1000.0/29000+1)/2 + 0.1*0.5),
+				Dims: Dims{Reliability: f(0.5), Speed: f((1 - 1000.0/29000 + 1) / 2), Quality: f(0.5), Settlement: f(0.5)}}},
+		{"speed clamps beyond 30 s", []Report{rep(false, 120000, 0, true, true)},
+			Rollup{N: 1, Score: f(0), Dims: Dims{Reliability: f(0), Speed: f(0), Settlement: f(0)}}},
+	}
+	for _, c := range cases {
+		got := RollUp(c.reports)
+		if got.N != c.want.N {
+			t.Errorf("%s: n = %d, want %d", c.name, got.N, c.want.N)
+		}
+		for _, p := range []struct {
+			dim       string
+			got, want *float64
+		}{
+			{"score", got.Score, c.want.Score}, {"reliability", got.Dims.Reliability, c.want.Dims.Reliability},
+			{"speed", got.Dims.Speed, c.want.Dims.Speed}, {"quality", got.Dims.Quality, c.want.Dims.Quality},
+			{"settlement", got.Dims.Settlement, c.want.Dims.Settlement},
+		} {
+			switch {
+			case (p.got == nil) != (p.want == nil):
+				t.Errorf("%s: %s = %v, want %v", c.name, p.dim, fmtp(p.got), fmtp(p.want))
+			case p.got != nil && math.Abs(*p.got-*p.want) > 1e-12:
+				t.Errorf("%s: %s = %v, want %v", c.name, p.dim, *p.got, *p.want)
+			}
+		}
+	}
+}
+
+func fmtp(p *float64) any {
+	if p == nil {
+		return "no signal"
+	}
+	return *p
+}
+
+func TestSpeedScale(t *testing.T) {
+	for _, c := range []struct {
+		ms   int64
+		want float64
+	}{{0, 1}, {1000, 1}, {1001, 1 - 1.0/29000}, {15500, 0.5}, {29999, 1.0 / 29000}, {30000, 0}, {90000, 0}} {
+		if got := speedOf(c.ms); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("speedOf(%d) = %v, want %v", c.ms, got, c.want)
+		}
+	}
+}
