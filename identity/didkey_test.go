@@ -58,8 +58,8 @@ func TestPublicKeyFromDIDRejects(t *testing.T) {
 		"did:key:",
 		"did:key:z",
 		"did:web:example.com",
-		"did:key:z6LShs9GGnqk85isEBzzshkuVWrVKsRp24GnDuHk8QWkARMW", // X25519, multicodec 0xec
-		"did:key:zQ3shokFTS3brHcDQrn82RUDfCZESWL1ZdCEJwekUDPQiYBme",  // secp256k1
+		"did:key:z6LShs9GGnqk85isEBzzshkuVWrVKsRp24GnDuHk8QWkARMW",  // X25519, multicodec 0xec
+		"did:key:zQ3shokFTS3brHcDQrn82RUDfCZESWL1ZdCEJwekUDPQiYBme", // secp256k1
 		"did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooW0",  // '0' is not base58
 		"did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooWpp", // one character too many
 		"did:key:m7QEBAQ", // multibase base64, not base58btc

@@ -127,4 +127,3 @@ func (s *statusWriter) WriteHeader(code int) {
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (n *Node) publicKey() ed25519.PublicKey { return n.key.Public().(ed25519.PublicKey) }
-

@@ -150,4 +150,3 @@ func (h *harness) token(id, apiKey string) string {
 }
 
 func bearer(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
-
