@@ -2,12 +2,10 @@ package registryapi
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -21,6 +19,7 @@ type Agent struct {
 	Capabilities []string  `json:"capabilities"`
 	Endpoint     string    `json:"endpoint,omitempty"`
 	Pubkey       string    `json:"pubkey,omitempty"` // canonical base64
+	DID          string    `json:"did,omitempty"`    // did:key of Pubkey
 	APIKeyHash   string    `json:"api_key_hash,omitempty"`
 	AvailStatus  string    `json:"avail_status,omitempty"`
 	RegisteredAt time.Time `json:"registered_at"`
@@ -37,18 +36,6 @@ func (a *Agent) Registered() bool { return a.Reg != 0 }
 // Online reports whether a heartbeat (or the registration) arrived within window of now.
 func (a *Agent) Online(now time.Time, window time.Duration) bool {
 	return a.Registered() && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= window
-}
-
-// DID returns the did:key of the bound public key, or "".
-func (a *Agent) DID() string {
-	if a.Pubkey == "" {
-		return ""
-	}
-	pub, err := identity.DecodePublicKey(a.Pubkey)
-	if err != nil {
-		return ""
-	}
-	return identity.DIDFromPublicKey(pub)
 }
 
 // clearMesh drops every mesh-side field, keeping id and listing (catalog-only).
@@ -74,7 +61,20 @@ const (
 	maxTextLen       = 2048
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]*$`)
+// idByte reports whether c may appear in an agent id; alnum bytes may also start one.
+func idByte(c byte, first bool) bool {
+	alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	return alnum || !first && (c == '.' || c == '_' || c == ':' || c == '@' || c == '-')
+}
+
+func validIDChars(id string) bool {
+	for i := 0; i < len(id); i++ {
+		if !idByte(id[i], i == 0) {
+			return false
+		}
+	}
+	return true
+}
 
 // reservedIDs would collide with fixed paths under /v1/agents/.
 var reservedIDs = map[string]bool{"me": true, "register": true, "token": true}
@@ -87,7 +87,7 @@ func ValidateID(id string) error {
 		return httpx.ErrInvalid.With("agent_id is required")
 	case len(id) > maxIDLen:
 		return httpx.ErrInvalid.With("agent_id is longer than %d characters", maxIDLen)
-	case !idPattern.MatchString(id):
+	case !validIDChars(id):
 		return httpx.ErrInvalid.With("agent_id %q may contain only letters, digits and . _ : @ - and must start with a letter or digit", id)
 	case reservedIDs[strings.ToLower(id)]:
 		return httpx.ErrInvalid.With("agent_id %q is reserved", id)

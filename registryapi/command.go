@@ -26,6 +26,25 @@ type Command struct {
 // Time returns At as a time.Time in UTC.
 func (c *Command) Time() time.Time { return time.Unix(0, c.At).UTC() }
 
+// agentIDs lists the directory rows the command may change.
+func (c *Command) agentIDs() []string {
+	switch {
+	case c.Register != nil:
+		return []string{c.Register.AgentID}
+	case c.Heartbeat != nil:
+		return []string{c.Heartbeat.AgentID}
+	case c.Delete != nil:
+		return []string{c.Delete.AgentID}
+	case c.Catalog != nil:
+		ids := make([]string, len(c.Catalog.Listings))
+		for i, l := range c.Catalog.Listings {
+			ids[i] = l.AgentID
+		}
+		return ids
+	}
+	return nil
+}
+
 // SigClaim is the verified signer and nonce of a Mesh-Sig.
 type SigClaim struct {
 	Pubkey string `json:"pubkey"` // canonical base64

@@ -20,7 +20,15 @@ type Directory struct {
 	mu     sync.Mutex // serialises Commit
 	seq    atomic.Uint64
 	agents atomic.Int64
+
+	// cache holds decoded rows for reads; rows are shared and immutable.
+	// cacheMu also orders cache fills against commits (see Lookup).
+	cacheMu sync.RWMutex
+	cache   map[string]*Agent
 }
+
+// maxCachedAgents bounds the read cache (a row is a few hundred bytes).
+const maxCachedAgents = 100_000
 
 // storedReport is a counted reputation report as kept in the store.
 type storedReport struct {
@@ -33,7 +41,7 @@ type storedReport struct {
 
 // OpenDirectory loads the directory's position from db.
 func OpenDirectory(db *store.DB) (*Directory, error) {
-	d := &Directory{db: db}
+	d := &Directory{db: db, cache: map[string]*Agent{}}
 	err := db.View(func(tx *store.Txn) error {
 		seq, err := getU64(tx, seqKey)
 		if err != nil {
@@ -86,8 +94,13 @@ func (d *Directory) Commit(cmd *Command) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	d.cacheMu.Lock()
+	for _, id := range cmd.agentIDs() {
+		delete(d.cache, id)
+	}
 	d.seq.Store(cmd.Seq)
 	d.agents.Add(delta)
+	d.cacheMu.Unlock()
 	return res, nil
 }
 
@@ -188,6 +201,8 @@ func bindPubkey(tx *store.Txn, a *Agent, pub string) error {
 		}
 	}
 	a.Pubkey = pub
+	raw, _ := identity.DecodePublicKey(pub)
+	a.DID = identity.DIDFromPublicKey(raw)
 	return tx.Set(pubkeyKey(pubHex(pub)), []byte(a.ID))
 }
 

@@ -10,8 +10,15 @@ import (
 
 // Lookup returns the stored row of id, registered or catalog-only, or
 // ErrAgentNotFound.
+// The row is shared: callers must not modify it.
 func (d *Directory) Lookup(id string) (*Agent, error) {
-	var a *Agent
+	d.cacheMu.RLock()
+	a, ok := d.cache[id]
+	d.cacheMu.RUnlock()
+	if ok {
+		return a, nil
+	}
+	seq := d.seq.Load()
 	err := d.db.View(func(tx *store.Txn) error {
 		var err error
 		a, err = getAgent(tx, id)
@@ -20,7 +27,23 @@ func (d *Directory) Lookup(id string) (*Agent, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrAgentNotFound
 	}
-	return a, err
+	if err != nil {
+		return nil, err
+	}
+	// Cache only if no commit happened since the read began: Commit bumps
+	// seq under cacheMu after invalidating, so a stale row never lands.
+	d.cacheMu.Lock()
+	if d.seq.Load() == seq {
+		if len(d.cache) >= maxCachedAgents {
+			for k := range d.cache { // evict an arbitrary row
+				delete(d.cache, k)
+				break
+			}
+		}
+		d.cache[id] = a
+	}
+	d.cacheMu.Unlock()
+	return a, nil
 }
 
 // Agent returns the registered agent id, or ErrAgentNotFound when the id is

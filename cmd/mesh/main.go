@@ -23,7 +23,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodeCmd(), keygenCmd(), pubkeyCmd(), signCmd())
+	root.AddCommand(nodeCmd(), keygenCmd(), pubkeyCmd(), signCmd(), benchCmd())
 	return root
 }
 

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentmesh/mesh/internal/loadgen"
+	"github.com/agentmesh/mesh/node"
+)
+
+func benchCmd() *cobra.Command {
+	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
+	c.AddCommand(benchGetAgentCmd())
+	return c
+}
+
+func benchGetAgentCmd() *cobra.Command {
+	var url string
+	var agents, conc int
+	var dur time.Duration
+	c := &cobra.Command{
+		Use:   "get-agent",
+		Short: "Drive GET /v1/agents/<id> over HTTP and report requests/s and latency",
+		Long: `Registers --agents agents, then drives GET /v1/agents/<id> over real HTTP for
+--duration with --concurrency connections. Without --url it starts an
+in-memory node on a loopback port in this process.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if url == "" {
+				n, err := startBenchNode(ctx)
+				if err != nil {
+					return err
+				}
+				defer n.Close()
+				url = n.URL()
+			}
+			fmt.Fprintf(os.Stderr, "registering %d agents at %s\n", agents, url)
+			for i := range agents {
+				body := fmt.Sprintf(`{"agent_id":"bench-%d","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, i, i)
+				if err := loadgen.Post(ctx, url+"/v1/agents/register", body); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "GET /v1/agents/<id> for %s with %d connections\n", dur, conc)
+			res := loadgen.Run(ctx, loadgen.Options{
+				Concurrency: conc, Duration: dur,
+				Request: func(w, i int) (*http.Request, error) {
+					return http.NewRequest("GET", fmt.Sprintf("%s/v1/agents/bench-%d", url, (w*7919+i)%agents), nil)
+				},
+				Progress: func(done int64) { fmt.Fprintf(os.Stderr, "  %d requests\n", done) },
+			})
+			fmt.Fprintln(cmd.OutOrStdout(), res)
+			if res.Errors > 0 {
+				return fmt.Errorf("%d requests failed", res.Errors)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&url, "url", "", "node base URL; empty starts an in-memory node")
+	f.IntVar(&agents, "agents", 1000, "agents to register first")
+	f.IntVar(&conc, "concurrency", 16, "parallel connections")
+	f.DurationVar(&dur, "duration", 10*time.Second, "measured duration")
+	return c
+}
+
+func startBenchNode(ctx context.Context) (*node.Node, error) {
+	cfg := node.DefaultConfig()
+	cfg.InMemory, cfg.DataDir, cfg.HTTPAddr = true, "", "127.0.0.1:0"
+	n, err := node.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return n, n.Start(ctx)
+}

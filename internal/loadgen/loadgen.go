@@ -1,0 +1,137 @@
+// Package loadgen drives HTTP load against a node and reports throughput
+// and latency percentiles. It backs the `mesh bench` command.
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configures a run.
+type Options struct {
+	// Concurrency is the number of workers, each with its own connection.
+	Concurrency int
+	// Duration of the measured phase.
+	Duration time.Duration
+	// Request builds the i-th request of a worker.
+	Request func(worker, i int) (*http.Request, error)
+	// Progress, if set, is called about once a second with requests so far.
+	Progress func(done int64)
+}
+
+// Result summarises a run.
+type Result struct {
+	Requests  int64
+	Errors    int64
+	Elapsed   time.Duration
+	PerSecond float64
+	P50, P99  time.Duration
+	Max       time.Duration
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%d requests in %.1fs: %.0f req/s, p50 %s, p99 %s, max %s, errors %d",
+		r.Requests, r.Elapsed.Seconds(), r.PerSecond, r.P50, r.P99, r.Max, r.Errors)
+}
+
+// Run sends requests from opts.Concurrency workers for opts.Duration. Any
+// answer other than 2xx counts as an error.
+func Run(ctx context.Context, opts Options) Result {
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: opts.Concurrency, MaxConnsPerHost: opts.Concurrency, DisableCompression: true,
+	}}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
+	defer cancel()
+	var done, errs atomic.Int64
+	lat := make([][]time.Duration, opts.Concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range opts.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				req, err := opts.Request(w, i)
+				if err != nil {
+					errs.Add(1)
+					return
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req.WithContext(ctx))
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if ctx.Err() != nil {
+					return // cut off by the deadline: not a sample
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+				done.Add(1)
+				if err != nil || resp.StatusCode/100 != 2 {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	stopProgress := progress(opts.Progress, &done)
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(start)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	r := Result{Requests: done.Load(), Errors: errs.Load(), Elapsed: elapsed}
+	r.PerSecond = float64(r.Requests) / elapsed.Seconds()
+	if len(all) > 0 {
+		r.P50, r.P99, r.Max = all[len(all)*50/100], all[len(all)*99/100], all[len(all)-1]
+	}
+	return r
+}
+
+func progress(fn func(int64), done *atomic.Int64) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				fn(done.Load())
+			}
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
+
+// Post sends one JSON POST and fails unless the status is 2xx; for setup.
+func Post(ctx context.Context, url, body string) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
+	return nil
+}

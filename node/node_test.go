@@ -1,0 +1,176 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+)
+
+func testConfig(t *testing.T, dir string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.SyncWrites = false
+	return cfg
+}
+
+func startNode(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// call sends a request to n and decodes the JSON answer.
+func call(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s %s: %d non-JSON %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, v
+}
+
+func TestRestartKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, testConfig(t, dir))
+	did := n.DID()
+	key, caller := identity.GenerateKey(), identity.GenerateKey()
+	body := `{"agent_id":"keeper","capabilities":["c"],"pubkey":"` + identity.EncodePublicKey(key.Public().(ed25519.PublicKey)) + `"}`
+	st, reg := call(t, n, "POST", "/v1/agents/register", body, identity.SigHeaderName, identity.Sign(key, "POST", "/v1/agents/register", []byte(body), time.Now()))
+	if st != 201 {
+		t.Fatalf("register: %d %v", st, reg)
+	}
+	_, tok := call(t, n, "POST", "/v1/agents/token", `{"agent_id":"keeper","api_key":"`+reg["api_key"].(string)+`"}`)
+	report := `{"success":true,"latency_ms":10}`
+	fbSig := identity.Sign(caller, "POST", "/v1/agents/keeper/feedback", []byte(report), time.Now())
+	if st, v := call(t, n, "POST", "/v1/agents/keeper/feedback", report, identity.SigHeaderName, fbSig); st != 200 {
+		t.Fatalf("feedback: %d %v", st, v)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n2 := startNode(t, testConfig(t, dir))
+	if n2.DID() != did {
+		t.Fatalf("node identity changed across restart: %s -> %s", did, n2.DID())
+	}
+	if st, v := call(t, n2, "GET", "/v1/agents/keeper", ""); st != 200 || v["pubkey"] == nil {
+		t.Fatalf("agent after restart: %d %v", st, v)
+	}
+	// The token issued before the restart still works.
+	if st, v := call(t, n2, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok["token"].(string)); st != 200 {
+		t.Fatalf("heartbeat with old token: %d %v", st, v)
+	}
+	// So does the api_key, and the report and its nonce are remembered.
+	if st, _ := call(t, n2, "POST", "/v1/agents/token", `{"agent_id":"keeper","api_key":"`+reg["api_key"].(string)+`"}`); st != 200 {
+		t.Fatalf("api_key after restart: %d", st)
+	}
+	if st, v := call(t, n2, "POST", "/v1/agents/keeper/feedback", report, identity.SigHeaderName, fbSig); st != 401 || v["code"] != "nonce_reused" {
+		t.Fatalf("replay after restart: %d %v", st, v)
+	}
+	if _, v := call(t, n2, "GET", "/v1/agents/keeper/reputation", ""); v["n"] != 1.0 {
+		t.Fatalf("reputation after restart: %v", v)
+	}
+	if _, v := call(t, n2, "GET", "/health", ""); v["directory"].(map[string]any)["agents"] != 1.0 {
+		t.Fatalf("health after restart: %v", v)
+	}
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	st, v := call(t, n, "GET", "/health", "")
+	if st != 200 || v["status"] != "ok" || v["version"] != Version || v["did"] != n.DID() || v["role"] != "standalone" {
+		t.Fatalf("health: %d %v", st, v)
+	}
+	resp, err := http.Get(n.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`mesh_http_requests_total{code="200",route="GET /health"} 1`, "mesh_directory_seq 0", "mesh_agents_registered 0"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestStartFailureCleansUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.HTTPAddr = ln.Addr().String()
+	n, _ := New(cfg)
+	if err := n.Start(context.Background()); err == nil {
+		t.Fatal("Start on a busy port succeeded")
+	}
+	n.Close()
+	// The store was released: another node opens the same directory.
+	startNode(t, testConfig(t, dir))
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{
+		{HTTPAddr: "127.0.0.1:0"},                               // no data dir
+		{DataDir: "x", HTTPAddr: "nonsense"},                    // bad address
+		{InMemory: true, HTTPAddr: ":0", OnlineWindow: -1},      // negative window
+		{InMemory: true, HTTPAddr: ":0", Key: make([]byte, 12)}, // bad key
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for range 3 {
+		cfg := testConfig(t, t.TempDir())
+		n, _ := New(cfg)
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		call(t, n, "GET", "/health", "")
+		n.Close()
+		n.Close() // twice is fine
+	}
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before, %d after Close:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}
