@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -63,7 +64,11 @@ func (db *DB) Close() error {
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Txn) error) error {
-	return db.bdb.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+	err := db.bdb.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+	if errors.Is(err, badger.ErrDBClosed) {
+		return ErrClosed
+	}
+	return err
 }
 
 // Update runs fn in a read-write transaction and commits it when fn returns
@@ -159,7 +164,7 @@ func (tx *Txn) Scan(prefix, start []byte, fn func(key, val []byte) (bool, error)
 	opts.Prefix = prefix
 	it := tx.t.NewIterator(opts)
 	defer it.Close()
-	if start == nil {
+	if bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
 	for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {

@@ -63,14 +63,18 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // ignored (clients of the old service send extras); wrong types, trailing
 // data and empty bodies get a 400 naming the problem.
 func DecodeJSON(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return ErrBadJSON.With("request body is empty; a JSON object is required")
+	}
+	if trimmed[0] != '{' {
+		return ErrBadJSON.With("request body must be a JSON object, not %s", jsonKindOf(trimmed[0]))
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return ErrBadJSON.With("request body has data after the JSON object")
 	}
 	return nil
@@ -92,6 +96,23 @@ func jsonError(err error) error {
 	default:
 		return ErrBadJSON.With("malformed JSON: %v", err)
 	}
+}
+
+// jsonKindOf names the JSON value that starts with byte c.
+func jsonKindOf(c byte) string {
+	switch {
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 'n':
+		return "null"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	}
+	return "malformed JSON"
 }
 
 func jsonType(kind string) string {
