@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -33,6 +34,20 @@ type Config struct {
 	SyncWrites bool `json:"sync_writes"`
 	// OnlineWindow is how long after its last heartbeat an agent shows online.
 	OnlineWindow time.Duration `json:"online_window"`
+	// Role is RoleBootstrap (runs the canonical directory) or RoleNode
+	// (replicates it and forwards writes). Empty picks RoleNode when
+	// Bootstrap is set and RoleBootstrap otherwise: a node alone is its own
+	// directory.
+	Role string `json:"role"`
+	// Listen are the libp2p multiaddrs to listen on.
+	Listen []string `json:"listen"`
+	// Bootstrap are full multiaddrs (ending in /p2p/<peer id>) of bootstrap
+	// nodes. The first one's peer is the directory this node replicates and
+	// forwards writes to; all of them are kept connected.
+	Bootstrap []string `json:"bootstrap"`
+	// DHTServer makes a non-bootstrap node answer DHT queries (for nodes
+	// with public addresses). Bootstrap nodes always do.
+	DHTServer bool `json:"dht_server"`
 	// Key is the node's identity key. Nil means load or create
 	// DataDir/node.key. An agent embedding a node may pass its own key.
 	Key ed25519.PrivateKey `json:"-"`
@@ -47,13 +62,43 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir:      "./mesh-data",
 		HTTPAddr:     "127.0.0.1:7777",
+		Listen:       p2p.DefaultListen,
 		SyncWrites:   true,
 		OnlineWindow: registryapi.DefaultOnlineWindow,
 	}
 }
 
+// Roles of a node.
+const (
+	RoleBootstrap = "bootstrap"
+	RoleNode      = "node"
+)
+
+// role resolves the configured role.
+func (c *Config) role() string {
+	if c.Role != "" {
+		return c.Role
+	}
+	if len(c.Bootstrap) > 0 {
+		return RoleNode
+	}
+	return RoleBootstrap
+}
+
 // Validate reports the first problem with c.
 func (c *Config) Validate() error {
+	switch c.Role {
+	case "", RoleBootstrap:
+	case RoleNode:
+		if len(c.Bootstrap) == 0 {
+			return errors.New("node: role node needs at least one bootstrap address")
+		}
+	default:
+		return fmt.Errorf("node: unknown role %q (want bootstrap or node)", c.Role)
+	}
+	if _, err := p2p.ParseAddrs(c.Bootstrap); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	if c.DataDir == "" && !c.InMemory {
 		return errors.New("node: DataDir is required unless InMemory is set")
 	}

@@ -18,23 +18,27 @@ import (
 // request metrics around it.
 func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
-	api, err := registryapi.NewAPI(registryapi.Config{
+	cfg := registryapi.Config{
 		Directory:    n.dir,
-		Log:          registryapi.NewLocalLog(n.dir),
-		Tokens:       registryapi.NewTokens(n.key),
+		Log:          n.regLog,
+		Tokens:       n.tokens,
 		PublicURL:    n.cfg.PublicURL,
 		OnlineWindow: n.cfg.OnlineWindow,
-		Admins:       []ed25519.PublicKey{n.publicKey()},
+		Admins:       []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)},
 		Now:          n.cfg.Now,
 		Logger:       n.log,
-	})
+	}
+	if n.replica != nil {
+		cfg.Fallback = n.fallbackAgent
+	}
+	api, err := registryapi.NewAPI(cfg)
 	if err != nil {
 		return err
 	}
 	api.Routes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
 
-	reg := prometheus.NewRegistry()
+	reg := n.metrics
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newHTTPMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -45,7 +49,7 @@ func (n *Node) buildHTTP() error {
 	}, func() float64 { return float64(n.dir.AgentCount()) }))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
-	n.handler = httpx.Recover(n.log, m.wrap(mux))
+	n.handler = httpx.Recover(n.log, m.wrap(n.forwardWrites(mux)))
 	return nil
 }
 
@@ -55,25 +59,41 @@ type healthView struct {
 	Version   string    `json:"version"`
 	Role      string    `json:"role"`
 	DID       string    `json:"did"`
+	PeerID    string    `json:"peer_id"`
+	Addrs     []string  `json:"addrs"`
+	Peers     int       `json:"peers"`
 	URL       string    `json:"url"`
 	StartedAt time.Time `json:"started_at"`
 	UptimeS   int64     `json:"uptime_s"`
 	Directory struct {
-		Seq      uint64 `json:"seq"`
-		Agents   int64  `json:"agents"`
-		Writable bool   `json:"writable"`
-		CaughtUp bool   `json:"caught_up"`
+		Peer      string `json:"peer"`
+		Connected bool   `json:"connected"`
+		Seq       uint64 `json:"seq"`
+		Head      uint64 `json:"head"`
+		Agents    int64  `json:"agents"`
+		CaughtUp  bool   `json:"caught_up"`
+		Error     string `json:"error,omitempty"`
 	} `json:"directory"`
 }
 
 func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 	now := n.cfg.Now()
 	v := healthView{
-		Status: "ok", Version: Version, Role: "standalone", DID: n.DID(), URL: n.URL(),
+		Status: "ok", Version: Version, Role: n.role, DID: n.DID(), PeerID: n.host.ID().String(),
+		Addrs: n.host.Addrs(), Peers: len(n.host.Peers()), URL: n.URL(),
 		StartedAt: n.started.UTC(), UptimeS: int64(now.Sub(n.started) / time.Second),
 	}
-	v.Directory.Seq, v.Directory.Agents = n.dir.Seq(), n.dir.AgentCount()
-	v.Directory.Writable, v.Directory.CaughtUp = true, true
+	d := &v.Directory
+	d.Peer, d.Seq, d.Agents = n.dirPeer.String(), n.dir.Seq(), n.dir.AgentCount()
+	d.Head, d.CaughtUp, d.Connected = d.Seq, true, true
+	if n.replica != nil {
+		var err error
+		d.Head, d.CaughtUp, err = n.replica.Status()
+		d.Connected = n.host.Connected(n.dirPeer)
+		if err != nil {
+			d.Error = err.Error()
+		}
+	}
 	httpx.WriteJSON(w, http.StatusOK, v)
 	return nil
 }
@@ -125,5 +145,3 @@ func (s *statusWriter) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (n *Node) publicKey() ed25519.PublicKey { return n.key.Public().(ed25519.PublicKey) }

@@ -13,7 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
 )
@@ -26,6 +30,16 @@ type Node struct {
 	key     ed25519.PrivateKey
 	db      *store.DB
 	dir     *registryapi.Directory
+	metrics *prometheus.Registry
+
+	host    *p2p.Host
+	role    string
+	dirPeer peer.ID // the directory node (this node, for a bootstrap)
+	dirDID  string  // its did:key: the key that signs tokens and records
+	tokens  *registryapi.Tokens
+	regLog  registryapi.Log
+	replica *registryapi.Replica // nil on the directory node
+
 	handler http.Handler
 	ln      net.Listener
 	srv     *http.Server
@@ -68,6 +82,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.openState(); err != nil {
 		return err
 	}
+	n.metrics = prometheus.NewRegistry()
+	if err := n.startP2P(ctx); err != nil {
+		return err
+	}
+	if err := n.startRegistry(ctx); err != nil {
+		return err
+	}
 	if n.ln, err = net.Listen("tcp", n.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("node: listen on %s: %w", n.cfg.HTTPAddr, err)
 	}
@@ -93,7 +114,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
 	}
-	n.log.Info("node started", "http", n.URL(), "did", n.DID(), "data", n.cfg.DataDir)
+	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil
 }
 
@@ -154,6 +175,11 @@ func (n *Node) Close() error {
 			n.cancel()
 		}
 		n.wg.Wait()
+		if n.host != nil {
+			if err := n.host.Close(); err != nil {
+				n.log.Debug("closing the p2p host", "err", err)
+			}
+		}
 		if n.db != nil {
 			n.closeErr = n.db.Close()
 		}
@@ -172,6 +198,15 @@ func (n *Node) Addr() string { return n.ln.Addr().String() }
 func (n *Node) DID() string {
 	return identity.DIDFromPublicKey(n.key.Public().(ed25519.PublicKey))
 }
+
+// PeerID is the node's libp2p peer ID (valid after Start).
+func (n *Node) PeerID() peer.ID { return n.host.ID() }
+
+// P2PAddrs are the node's full libp2p multiaddrs (valid after Start).
+func (n *Node) P2PAddrs() []string { return n.host.Addrs() }
+
+// Role is the node's resolved role (valid after Start).
+func (n *Node) Role() string { return n.role }
 
 // Handler is the node's HTTP handler, for serving it on another listener.
 func (n *Node) Handler() http.Handler { return n.handler }

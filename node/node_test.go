@@ -20,6 +20,7 @@ func testConfig(t *testing.T, dir string) Config {
 	cfg.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.SyncWrites = false
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	return cfg
 }
 
@@ -105,7 +106,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 func TestHealthAndMetrics(t *testing.T) {
 	n := startNode(t, testConfig(t, t.TempDir()))
 	st, v := call(t, n, "GET", "/health", "")
-	if st != 200 || v["status"] != "ok" || v["version"] != Version || v["did"] != n.DID() || v["role"] != "standalone" {
+	if st != 200 || v["status"] != "ok" || v["version"] != Version || v["did"] != n.DID() || v["role"] != "bootstrap" {
 		t.Fatalf("health: %d %v", st, v)
 	}
 	resp, err := http.Get(n.URL() + "/metrics")

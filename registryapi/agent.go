@@ -25,6 +25,9 @@ type Agent struct {
 	RegisteredAt time.Time `json:"registered_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
 	LastSeen     time.Time `json:"last_seen"`
+	// Record is the agent's latest register request signed by its bound
+	// key: what the directory attests and publishes in the DHT.
+	Record *Signed `json:"record,omitempty"`
 	// Listing is catalog metadata imported from an existing directory; it
 	// survives deregistration (spec 3.1, catalog-only).
 	Listing *Listing `json:"listing,omitempty"`

@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"log/slog"
@@ -37,6 +38,10 @@ type Config struct {
 	OnlineWindow time.Duration
 	// Admins may import catalog listings (Mesh-Sig by one of these keys).
 	Admins []ed25519.PublicKey
+	// Fallback, if set, is asked for an agent this node does not hold (a
+	// replica still catching up): from the DHT or the directory node. It
+	// returns ErrAgentNotFound when it knows of none.
+	Fallback func(ctx context.Context, id string) (*Agent, error)
 	// MaxBody bounds request bodies, in bytes.
 	MaxBody int64
 	// Now is the clock; nil means time.Now.
@@ -90,6 +95,26 @@ func (a *API) Routes(mux *http.ServeMux) {
 	h("GET /agents/{id}", a.getAgent)
 }
 
+// IsDirectoryWrite reports whether r asks to change the directory (or to
+// issue a token): what a node that is not the directory forwards to it.
+func IsDirectoryWrite(r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		return false
+	}
+	p := r.URL.Path
+	return strings.HasPrefix(p, "/v1/agents/") || strings.HasPrefix(p, "/agents/") || strings.HasPrefix(p, "/v1/admin/")
+}
+
+// agent returns the registered agent id, asking the fallback when this
+// node does not hold it.
+func (a *API) agent(ctx context.Context, id string) (*Agent, error) {
+	ag, err := a.cfg.Directory.Agent(id)
+	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
+		return a.cfg.Fallback(ctx, id)
+	}
+	return ag, err
+}
+
 // bearer verifies the request's bearer token.
 func (a *API) bearer(r *http.Request) (TokenClaims, error) {
 	h := r.Header.Get("Authorization")
@@ -115,6 +140,11 @@ func (a *API) signer(r *http.Request, body []byte) (*SigClaim, error) {
 		return nil, ErrBadSig.With("%v", err)
 	}
 	return &SigClaim{Pubkey: identity.EncodePublicKey(h.Pubkey), Nonce: h.Nonce}, nil
+}
+
+// signedRequest keeps a signed request whole, so that anyone can verify it again.
+func signedRequest(r *http.Request, body []byte) *Signed {
+	return &Signed{Method: r.Method, Path: identity.RequestPath(r.URL), Body: string(body), MeshSig: r.Header.Get(identity.SigHeaderName)}
 }
 
 // requireSigner is signer for endpoints that demand a Mesh-Sig.

@@ -62,6 +62,9 @@ type RegisterOp struct {
 	APIKeyHash string `json:"api_key_hash"`
 	// OwnerReg is the registration named by the caller's bearer token, if any.
 	OwnerReg uint64 `json:"owner_reg,omitempty"`
+	// Signed is the request as its author signed it, when it carried a
+	// Mesh-Sig: the agent's own proof of its record in the DHT.
+	Signed *Signed `json:"signed,omitempty"`
 }
 
 // HeartbeatOp marks an agent present.

@@ -171,6 +171,9 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 		}
 	}
 	a.Capabilities, a.Endpoint, a.APIKeyHash = op.Capabilities, op.Endpoint, op.APIKeyHash
+	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
+		a.Record = op.Signed
+	}
 	a.UpdatedAt, a.LastSeen = now, now
 	if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
 		return Result{}, 0, err

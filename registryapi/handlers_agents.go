@@ -85,10 +85,14 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 		ownerReg = c.Reg
 	}
 	apiKey := newAPIKey()
-	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Register: &RegisterOp{
+	op := &RegisterOp{
 		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
 		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg,
-	}})
+	}
+	if sig != nil {
+		op.Signed = signedRequest(r, body)
+	}
+	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Register: op})
 	if err != nil {
 		return err
 	}
@@ -213,7 +217,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ag, err := a.cfg.Directory.Agent(id)
+	ag, err := a.agent(r.Context(), id)
 	if err != nil {
 		return err
 	}

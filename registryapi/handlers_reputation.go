@@ -1,10 +1,10 @@
 package registryapi
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
-	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -36,8 +36,7 @@ func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Feedback: &FeedbackOp{
-		Target: id, Report: rep,
-		Signed: Signed{Method: r.Method, Path: identity.RequestPath(r.URL), Body: string(body), MeshSig: r.Header.Get(identity.SigHeaderName)},
+		Target: id, Report: rep, Signed: *signedRequest(r, body),
 	}})
 	if err != nil {
 		return err
@@ -99,6 +98,9 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := a.now()
 	ag, roll, err := a.cfg.Directory.Reputation(id, now)
+	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
+		ag, err = a.cfg.Fallback(r.Context(), id) // reputation unknown here: n = 0
+	}
 	if err != nil {
 		return err
 	}

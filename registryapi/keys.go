@@ -19,6 +19,7 @@ import (
 //	l/<seq 8B>                                 Command (the change log)
 //	m/seq                                      last applied seq (8 bytes BE)
 //	m/agents                                   registered agents (8 bytes BE)
+//	m/origin                                   did of the directory whose log this is
 func agentKey(id string) []byte      { return store.Key("a", id) }
 func pubkeyKey(pubHex string) []byte { return store.Key("k", pubHex) }
 func nonceKey(pubHex, nonce string) []byte {
@@ -36,6 +37,7 @@ func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
 var (
 	logPrefix     = []byte("l/")
 	seqKey        = []byte("m/seq")
+	originKey     = []byte("m/origin")
 	agentCountKey = []byte("m/agents")
 )
 

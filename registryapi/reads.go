@@ -3,6 +3,7 @@ package registryapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentmesh/mesh/store"
@@ -78,18 +79,55 @@ func (d *Directory) Reputation(id string, now time.Time) (*Agent, Rollup, error)
 	return a, r, err
 }
 
-// Changes returns up to limit logged commands with seq > since, in order.
-func (d *Directory) Changes(since uint64, limit int) ([]Command, error) {
-	var out []Command
-	err := d.db.View(func(tx *store.Txn) error {
-		return tx.Scan(logPrefix, logKey(since+1), func(_, v []byte) (bool, error) {
-			var c Command
-			if err := json.Unmarshal(v, &c); err != nil {
+// Agents calls fn for every registered agent, in id order, until fn
+// returns false. Rows are decoded fresh: fn may keep them.
+func (d *Directory) Agents(fn func(*Agent) bool) error {
+	return d.db.View(func(tx *store.Txn) error {
+		return tx.Scan([]byte("a/"), nil, func(_, v []byte) (bool, error) {
+			var a Agent
+			if err := json.Unmarshal(v, &a); err != nil {
 				return false, err
 			}
-			out = append(out, c)
+			return !a.Registered() || fn(&a), nil
+		})
+	})
+}
+
+// Changes returns logged commands with seq > since, in order: at most
+// limit of them and, beyond the first, at most maxBytes of encoded JSON.
+func (d *Directory) Changes(since uint64, limit, maxBytes int) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	size := 0
+	err := d.db.View(func(tx *store.Txn) error {
+		return tx.Scan(logPrefix, logKey(since+1), func(_, v []byte) (bool, error) {
+			if len(out) > 0 && size+len(v) > maxBytes {
+				return false, nil
+			}
+			out = append(out, append(json.RawMessage(nil), v...))
+			size += len(v)
 			return len(out) < limit, nil
 		})
 	})
 	return out, err
+}
+
+// BindOrigin records that this store holds the log of the directory named
+// by did, and refuses a store that already holds another directory's log:
+// two logs cannot be merged.
+func (d *Directory) BindOrigin(did string) error {
+	return d.db.Update(func(tx *store.Txn) error {
+		cur, err := tx.Get(originKey)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if d.Seq() != 0 {
+				return fmt.Errorf("registry: the store holds %d directory changes of unknown origin", d.Seq())
+			}
+			return tx.Set(originKey, []byte(did))
+		case err != nil:
+			return err
+		case string(cur) != did:
+			return fmt.Errorf("registry: the store holds the directory of %s, not of %s; use a fresh data directory", cur, did)
+		}
+		return nil
+	})
 }

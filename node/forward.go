@@ -1,0 +1,186 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+// Forwarding: a node that is not the directory sends directory writes to the
+// directory node over forwardProto as the HTTP/1.1 request it received, with
+// the caller's body and Mesh-Sig and Authorization headers untouched, so the
+// directory verifies the caller itself and trusts no intermediate node. The
+// answer comes back as the HTTP/1.1 response the directory gave, status and
+// body unchanged.
+const (
+	maxForwardReq  = 2 << 20
+	maxForwardResp = 2 << 20
+	forwardTimeout = 10 * time.Second
+	// seqHeader tells the forwarding node which directory seq the answer
+	// reflects; it waits until its replica has applied that much, so a
+	// client reads its own writes on the node it talks to.
+	seqHeader     = "X-Mesh-Seq"
+	readYourWrite = 2 * time.Second
+)
+
+// forwardedHeaders are the request headers that cross to the directory.
+var forwardedHeaders = []string{"Content-Type", "Authorization", "Mesh-Sig", "Accept", "User-Agent"}
+
+var errNoDirectory = httpx.E(http.StatusServiceUnavailable, "directory_unavailable",
+	"this node has no connection to the directory node; retry later")
+
+// forwardWrites sends directory writes to the directory node.
+func (n *Node) forwardWrites(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.role != RoleNode || !registryapi.IsDirectoryWrite(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := n.forward(w, r); err != nil {
+			httpx.WriteError(n.log, w, r, err)
+		}
+	})
+}
+
+func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpx.ReadBody(w, r, maxForwardReq-64<<10)
+	if err != nil {
+		return err
+	}
+	out := &http.Request{
+		Method: r.Method, Host: r.Host, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1,
+		URL:  &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery},
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+	}
+	for _, h := range forwardedHeaders {
+		if v := r.Header.Values(h); len(v) > 0 {
+			out.Header[h] = v
+		}
+	}
+	resp, err := n.roundTrip(r.Context(), out)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if seq, err := strconv.ParseUint(resp.Header.Get(seqHeader), 10, 64); err == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), readYourWrite)
+		n.replica.WaitFor(ctx, seq)
+		cancel()
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// roundTrip sends req to the directory node and reads its response.
+func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	if !n.host.Connected(n.dirPeer) {
+		return nil, errNoDirectory
+	}
+	var buf bytes.Buffer
+	if err := req.Write(&buf); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	raw, err := n.host.Request(ctx, n.dirPeer, forwardProto, buf.Bytes(), maxForwardResp)
+	if err != nil {
+		n.log.Warn("forwarding to the directory failed", "err", err)
+		return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
+	if err != nil {
+		return nil, fmt.Errorf("directory response: %w", err)
+	}
+	return resp, nil
+}
+
+// serveForward runs a forwarded request through this (directory) node's
+// own bridge, exactly as if the caller had sent it here.
+func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+	if err != nil {
+		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
+	} else {
+		r = r.WithContext(ctx)
+		r.RemoteAddr = "p2p/" + from.String()
+		n.handler.ServeHTTP(rec, r)
+	}
+	rec.header.Set(seqHeader, strconv.FormatUint(n.dir.Seq(), 10))
+	resp := &http.Response{
+		StatusCode: rec.status, ProtoMajor: 1, ProtoMinor: 1, Header: rec.header,
+		Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()),
+	}
+	var out bytes.Buffer
+	err = resp.Write(&out)
+	return out.Bytes(), err
+}
+
+// recorder is the ResponseWriter of a forwarded request.
+type recorder struct {
+	header      http.Header
+	status      int
+	wroteHeader bool
+	body        bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = code, true
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	return r.body.Write(b)
+}
+
+// fallbackAgent finds an agent this replica does not hold: while it is
+// still catching up, from the DHT record, then from the directory node.
+// A replica that is caught up is authoritative and answers not found.
+func (n *Node) fallbackAgent(ctx context.Context, id string) (*registryapi.Agent, error) {
+	if _, caughtUp, _ := n.replica.Status(); caughtUp {
+		return nil, registryapi.ErrAgentNotFound
+	}
+	key := registryapi.IDRecordKey(id)
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	val, err := n.host.GetValue(dctx, key)
+	cancel()
+	if err == nil {
+		if rec, err := n.recordValidator().Parse(key, val); err == nil {
+			return rec.Agent(), nil
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "/v1/agents/"+url.PathEscape(id), nil)
+	resp, err := n.roundTrip(ctx, req)
+	if err != nil {
+		return nil, registryapi.ErrAgentNotFound
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, registryapi.ErrAgentNotFound
+	}
+	var a registryapi.Agent
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxForwardResp)).Decode(&a); err != nil || a.ID != id {
+		return nil, errors.Join(registryapi.ErrAgentNotFound, err)
+	}
+	a.Reg = 1 // registered, as the directory said; presence as of now unknown
+	return &a, nil
+}

@@ -1,0 +1,223 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+// Protocols and topics of the registry on the mesh.
+const (
+	// changesProto serves the directory's change log: request
+	// {"since": n, "limit": n}, response {"head": n, "commands": [...]}.
+	changesProto = p2p.ProtocolPrefix + "/directory/changes/1.0.0"
+	// forwardProto carries an HTTP/1.1 request to the directory node and
+	// its HTTP/1.1 response back, byte for byte.
+	forwardProto = p2p.ProtocolPrefix + "/directory/forward/1.0.0"
+	// directoryTopic carries each committed command, JSON, from the directory.
+	directoryTopic = "mesh/directory/1"
+
+	maxChangesReq   = 1 << 10
+	maxChangesResp  = 8 << 20
+	changesBatch    = 1000
+	changesMaxBytes = 4 << 20
+	maxCommandSize  = 256 << 10
+)
+
+// startP2P starts the libp2p host and settles who the directory is.
+func (n *Node) startP2P(ctx context.Context) error {
+	boots, err := p2p.ParseAddrs(n.cfg.Bootstrap)
+	if err != nil {
+		return err
+	}
+	n.role = n.cfg.role()
+	n.dirPeer = n.selfPeer()
+	if n.role == RoleNode {
+		n.dirPeer = boots[0].ID
+	}
+	dirPub, err := p2p.PublicKey(n.dirPeer)
+	if err != nil {
+		return fmt.Errorf("node: directory peer %s: %w", n.dirPeer, err)
+	}
+	n.dirDID = identity.DIDFromPublicKey(dirPub)
+	if err := n.dir.BindOrigin(n.dirDID); err != nil {
+		return err
+	}
+	n.tokens = registryapi.NewTokens(nil, dirPub)
+	if n.role == RoleBootstrap {
+		n.tokens = registryapi.NewTokens(n.key)
+	}
+	validator := n.recordValidator()
+	n.host, err = p2p.New(p2p.Config{
+		Key:        n.key,
+		Listen:     n.cfg.Listen,
+		Bootstrap:  boots,
+		DHTServer:  n.role == RoleBootstrap || n.cfg.DHTServer,
+		Validators: map[string]record.Validator{registryapi.RecordNS: validator, registryapi.IDIndexNS: validator},
+		Registerer: n.metrics,
+		Logger:     n.log.With("component", "p2p"),
+	})
+	if err != nil {
+		return err
+	}
+	return n.host.Start(ctx)
+}
+
+// recordValidator accepts DHT agent records attested by our directory.
+func (n *Node) recordValidator() registryapi.RecordValidator {
+	return registryapi.RecordValidator{Trusted: func(did string) bool { return did == n.dirDID }}
+}
+
+// selfPeer is the node's peer ID, derived from its key.
+func (n *Node) selfPeer() peer.ID {
+	id, _ := p2p.PeerID(n.key.Public().(ed25519.PublicKey))
+	return id
+}
+
+// startRegistry wires the directory for the node's role.
+func (n *Node) startRegistry(ctx context.Context) error {
+	if n.role == RoleBootstrap {
+		return n.startDirectory(ctx)
+	}
+	return n.startReplica(ctx)
+}
+
+// startDirectory makes this node the canonical directory: it sequences
+// writes, publishes each committed command and serves the change log and
+// forwarded requests.
+func (n *Node) startDirectory(ctx context.Context) error {
+	topic, err := n.host.Join(directoryTopic, p2p.TopicConfig{
+		MaxSize: maxCommandSize,
+		Validate: func(origin peer.ID, _ []byte) error {
+			if origin != n.selfPeer() {
+				return errors.New("only the directory publishes directory changes")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	pub := newPublisher(n, topic)
+	local := registryapi.NewLocalLog(n.dir)
+	local.OnCommit = pub.committed
+	n.regLog = local
+	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
+	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
+	n.goroutine(func() { pub.run(ctx) })
+	return nil
+}
+
+type changesRequest struct {
+	Since uint64 `json:"since"`
+	Limit int    `json:"limit"`
+}
+
+type changesResponse struct {
+	Head     uint64            `json:"head"`
+	Commands []json.RawMessage `json:"commands"`
+}
+
+func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
+	var q changesRequest
+	if err := json.Unmarshal(req, &q); err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 || q.Limit > changesBatch {
+		q.Limit = changesBatch
+	}
+	head := n.dir.Seq()
+	cmds, err := n.dir.Changes(q.Since, q.Limit, changesMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(changesResponse{Head: head, Commands: cmds})
+}
+
+// startReplica makes this node a copy of the directory: commands arrive by
+// gossip and are fetched from the directory node whenever the replica is
+// behind; writes are forwarded (see forward.go).
+func (n *Node) startReplica(ctx context.Context) error {
+	n.regLog = readOnlyLog{}
+	n.replica = registryapi.NewReplica(n.dir, n.fetchChanges, n.log.With("component", "replica"))
+	_, err := n.host.Join(directoryTopic, p2p.TopicConfig{
+		MaxSize:  maxCommandSize,
+		Validate: n.validateCommand,
+		Deliver: func(_ peer.ID, data []byte) {
+			var c registryapi.Command
+			if json.Unmarshal(data, &c) == nil {
+				n.replica.Offer(c)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	// Catch up as soon as the directory node is (re)connected.
+	n.host.Libp2p().Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		if c.RemotePeer() == n.dirPeer {
+			n.replica.Kick()
+		}
+	}})
+	n.goroutine(func() { n.replica.Run(ctx) })
+	return nil
+}
+
+// validateCommand accepts directory commands only from the directory node,
+// well formed, and not already applied.
+func (n *Node) validateCommand(origin peer.ID, data []byte) error {
+	if origin != n.dirPeer {
+		return errors.New("directory change from a peer that is not the directory")
+	}
+	var c registryapi.Command
+	if err := json.Unmarshal(data, &c); err != nil || c.Seq == 0 {
+		return errors.New("malformed directory change")
+	}
+	if c.Seq <= n.dir.Seq() {
+		return p2p.ErrIgnore
+	}
+	return nil
+}
+
+func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]registryapi.Command, uint64, error) {
+	if !n.host.Connected(n.dirPeer) {
+		return nil, 0, errors.New("not connected to the directory node")
+	}
+	req, _ := json.Marshal(changesRequest{Since: since, Limit: changesBatch})
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	raw, err := n.host.Request(ctx, n.dirPeer, changesProto, req, maxChangesResp)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp changesResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, 0, fmt.Errorf("changes response: %w", err)
+	}
+	cmds := make([]registryapi.Command, len(resp.Commands))
+	for i, c := range resp.Commands {
+		if err := json.Unmarshal(c, &cmds[i]); err != nil {
+			return nil, 0, fmt.Errorf("changes response: %w", err)
+		}
+	}
+	return cmds, resp.Head, nil
+}
+
+// readOnlyLog is the Log of a replica: writes never reach it, because the
+// bridge forwards them to the directory node first.
+type readOnlyLog struct{}
+
+func (readOnlyLog) Propose(context.Context, registryapi.Command) (registryapi.Result, error) {
+	return registryapi.Result{}, registryapi.ErrReadOnly
+}

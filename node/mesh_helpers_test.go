@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+)
+
+// testClock is a clock shared by the nodes of a test mesh.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Now()} }
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// mesh is a set of nodes on loopback in this process.
+type mesh struct {
+	t     *testing.T
+	clock *testClock
+	boot  *Node
+}
+
+func newMesh(t *testing.T) *mesh {
+	m := &mesh{t: t, clock: newTestClock()}
+	m.boot = m.start(m.config(t.TempDir(), RoleBootstrap))
+	return m
+}
+
+func (m *mesh) config(dir, role string) Config {
+	cfg := testConfig(m.t, dir)
+	cfg.Role = role
+	cfg.Now = m.clock.Now
+	if role == RoleNode {
+		cfg.Bootstrap = m.boot.P2PAddrs()
+	}
+	return cfg
+}
+
+func (m *mesh) start(cfg Config) *Node {
+	m.t.Helper()
+	return startNode(m.t, cfg)
+}
+
+// join starts a node that replicates the bootstrap's directory and waits
+// until it has caught up.
+func (m *mesh) join() *Node {
+	m.t.Helper()
+	n := m.start(m.config(m.t.TempDir(), RoleNode))
+	m.waitCaughtUp(n)
+	return n
+}
+
+func (m *mesh) waitCaughtUp(n *Node) {
+	m.t.Helper()
+	eventually(m.t, 15*time.Second, func() bool {
+		_, h := call(m.t, n, "GET", "/health", "")
+		d := h["directory"].(map[string]any)
+		return d["caught_up"] == true && d["seq"] == float64(m.boot.dir.Seq())
+	}, "node %s never caught up", n.URL())
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(msg, args...)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// signedCall sends a request signed by key with the mesh's clock.
+func (m *mesh) signedCall(n *Node, key ed25519.PrivateKey, method, path, body string, hdr ...string) (int, map[string]any) {
+	m.t.Helper()
+	sig := identity.Sign(key, method, path, []byte(body), m.clock.Now())
+	return call(m.t, n, method, path, body, append(hdr, identity.SigHeaderName, sig)...)
+}
+
+// register registers id bound to key through n and returns its api key.
+func (m *mesh) register(n *Node, id string, key ed25519.PrivateKey) string {
+	m.t.Helper()
+	body, _ := json.Marshal(map[string]any{"agent_id": id, "capabilities": []string{"echo"},
+		"endpoint": "https://" + id + ".example", "pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+	st, v := m.signedCall(n, key, "POST", "/v1/agents/register", string(body))
+	if st != 201 {
+		m.t.Fatalf("register %s on %s: %d %v", id, n.URL(), st, v)
+	}
+	return v["api_key"].(string)
+}
+
+func (m *mesh) token(n *Node, id, apiKey string) string {
+	m.t.Helper()
+	st, v := call(m.t, n, "POST", "/v1/agents/token", `{"agent_id":"`+id+`","api_key":"`+apiKey+`"}`)
+	if st != 200 {
+		m.t.Fatalf("token on %s: %d %v", n.URL(), st, v)
+	}
+	return v["token"].(string)
+}
+
+// rawCall returns status and raw body.
+func rawCall(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), method, n.URL()+path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

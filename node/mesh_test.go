@@ -1,0 +1,70 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+// TestMeshRegistrySurface drives the registry through different nodes of
+// one mesh: whatever node a client talks to, it sees the same directory.
+func TestMeshRegistrySurface(t *testing.T) {
+	m := newMesh(t)
+	b, c, d := m.join(), m.join(), m.join()
+
+	key := identity.GenerateKey()
+	apiKey := m.register(b, "agent-b", key) // forwarded by b to the directory
+	// Read your writes on b; everyone else within moments.
+	if st, v := call(t, b, "GET", "/v1/agents/agent-b", ""); st != 200 || v["did"] == nil {
+		t.Fatalf("register on b, read on b: %d %v", st, v)
+	}
+	for _, n := range []*Node{c, d, m.boot} {
+		eventually(t, 5*time.Second, func() bool { st, _ := call(t, n, "GET", "/v1/agents/agent-b", ""); return st == 200 },
+			"agent registered on b not visible on %s", n.URL())
+	}
+
+	// A token issued through c verifies on d (and b).
+	tok := m.token(c, "agent-b", apiKey)
+	// The agent goes offline everywhere, then a heartbeat on c brings it back on b.
+	m.clock.Advance(registryapi.DefaultOnlineWindow + time.Second)
+	if _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); v["online"] != false {
+		t.Fatalf("still online after the window: %v", v)
+	}
+	if st, v := call(t, c, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok); st != 200 {
+		t.Fatalf("heartbeat on c: %d %v", st, v)
+	}
+	eventually(t, 5*time.Second, func() bool { _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); return v["online"] == true },
+		"heartbeat on c not seen on b")
+
+	// Errors cross unchanged: the same id registered by another key through d.
+	other := identity.GenerateKey()
+	st, body := rawCall(t, d, "POST", "/v1/agents/register", `{"agent_id":"agent-b"}`)
+	stB, bodyB := rawCall(t, m.boot, "POST", "/v1/agents/register", `{"agent_id":"agent-b"}`)
+	if st != 409 || st != stB || body != bodyB {
+		t.Fatalf("conflict through d: %d %s; at the directory: %d %s", st, body, stB, bodyB)
+	}
+	if st, v := m.signedCall(d, other, "POST", "/v1/agents/agent-b/feedback", `{"success":true,"latency_ms":400,"quality":5}`); st != 200 || v["counted"] != true {
+		t.Fatalf("feedback on d: %d %v", st, v)
+	}
+	// The rollup read on b equals the directory's.
+	eventually(t, 5*time.Second, func() bool {
+		_, vb := call(t, b, "GET", "/v1/agents/agent-b/reputation", "")
+		_, vd := call(t, m.boot, "GET", "/v1/agents/agent-b/reputation", "")
+		return vb["n"] == 1.0 && vb["score"] == vd["score"]
+	}, "rollup on b differs from the directory's")
+
+	// A late node sees the whole directory and the same rollup.
+	late := m.join()
+	if _, v := call(t, late, "GET", "/v1/agents/agent-b/identity", ""); v["online"] != true || v["reputation"].(map[string]any)["n"] != 1.0 {
+		t.Fatalf("late node identity: %v", v)
+	}
+
+	// Delete on b, gone on c.
+	if st, v := call(t, b, "DELETE", "/v1/agents/me", "", "Authorization", "Bearer "+tok); st != 200 {
+		t.Fatalf("delete on b: %d %v", st, v)
+	}
+	eventually(t, 5*time.Second, func() bool { st, _ := call(t, c, "GET", "/v1/agents/agent-b", ""); return st == 404 },
+		"deleted agent still served by c")
+}

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+// publisher spreads what the directory commits: every command on the
+// directory topic, and the DHT records of agents whose registration the
+// agent signed. Both queues are bounded and never block a commit: a change
+// lost here is fetched by replicas when they catch up, a record by the next
+// republish.
+type publisher struct {
+	n       *Node
+	topic   *p2p.Topic
+	changes chan registryapi.Command
+	records chan string // agent ids whose record to (re)publish
+}
+
+func newPublisher(n *Node, topic *p2p.Topic) *publisher {
+	return &publisher{n: n, topic: topic,
+		changes: make(chan registryapi.Command, 4096), records: make(chan string, 4096)}
+}
+
+// committed is the directory log's OnCommit hook; it runs under the log's lock.
+func (p *publisher) committed(cmd registryapi.Command) {
+	select {
+	case p.changes <- cmd:
+	default:
+	}
+	if cmd.Register != nil && cmd.Register.Signed != nil {
+		p.queueRecord(cmd.Register.AgentID)
+	}
+}
+
+func (p *publisher) queueRecord(id string) {
+	select {
+	case p.records <- id:
+	default:
+	}
+}
+
+func (p *publisher) run(ctx context.Context) {
+	p.n.goroutine(func() { p.runRecords(ctx) })
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case cmd := <-p.changes:
+			b, err := json.Marshal(cmd)
+			if err == nil {
+				err = p.topic.Publish(ctx, b)
+			}
+			if err != nil && ctx.Err() == nil {
+				p.n.log.Warn("publishing a directory change failed", "seq", cmd.Seq, "err", err)
+			}
+		}
+	}
+}
+
+// runRecords publishes queued records and republishes all of them every
+// RepublishInterval, well inside their RecordTTL.
+func (p *publisher) runRecords(ctx context.Context) {
+	tick := time.NewTicker(registryapi.RepublishInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-p.records:
+			p.putRecord(ctx, id)
+		case <-tick.C:
+			p.n.dir.Agents(func(a *registryapi.Agent) bool {
+				if a.Record != nil {
+					p.queueRecord(a.ID)
+				}
+				return ctx.Err() == nil
+			})
+		}
+	}
+}
+
+func (p *publisher) putRecord(ctx context.Context, id string) {
+	a, err := p.n.dir.Agent(id)
+	if err != nil || a.Record == nil {
+		return // deregistered meanwhile, or no signed registration
+	}
+	rec, val, err := registryapi.NewRecord(*a.Record, p.n.key, time.Now())
+	if err != nil {
+		p.n.log.Warn("agent record not publishable", "agent", id, "err", err)
+		return
+	}
+	for _, key := range registryapi.RecordKeys(rec.DID, rec.AgentID) {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// The node stores its own copy first; an error here only means no
+		// other DHT server took one yet.
+		if err := p.n.host.PutValue(pctx, key, val); err != nil {
+			p.n.log.Debug("DHT put incomplete", "key", key, "err", err)
+		}
+		cancel()
+	}
+}

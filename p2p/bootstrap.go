@@ -1,0 +1,87 @@
+package p2p
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+)
+
+// Backoff bounds for dialling bootstrap peers.
+const (
+	minBackoff   = 500 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+	dialTimeout  = 10 * time.Second
+	bootstrapTag = "mesh-bootstrap"
+)
+
+// keepBootstrapped keeps a connection to every bootstrap peer: one loop per
+// peer dials with exponential backoff and jitter until connected, then waits
+// for a disconnect and starts again, so a restarted bootstrap node is
+// rejoined as soon as it is back.
+func (h *Host) keepBootstrapped(ctx context.Context) {
+	for _, p := range h.cfg.Bootstrap {
+		if p.ID == h.h.ID() {
+			continue
+		}
+		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
+		h.h.ConnManager().Protect(p.ID, bootstrapTag)
+		h.goroutine(func() { h.keepConnected(ctx, p) })
+	}
+}
+
+func (h *Host) keepConnected(ctx context.Context, p peer.AddrInfo) {
+	disc := make(chan struct{}, 1)
+	notifee := &network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) {
+		if c.RemotePeer() == p.ID {
+			select {
+			case disc <- struct{}{}:
+			default:
+			}
+		}
+	}}
+	h.h.Network().Notify(notifee)
+	defer h.h.Network().StopNotify(notifee)
+
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		if h.Connected(p.ID) {
+			backoff = minBackoff
+			select {
+			case <-ctx.Done():
+				return
+			case <-disc:
+			case <-time.After(10 * time.Second): // belt and braces
+			}
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		err := h.h.Connect(dctx, p)
+		cancel()
+		if err == nil {
+			h.cfg.Logger.Debug("connected to bootstrap peer", "peer", p.ID)
+			continue
+		}
+		h.cfg.Logger.Debug("bootstrap dial failed", "peer", p.ID, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff + rand.N(backoff/2)):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// IsBootstrap reports whether p is one of the configured bootstrap peers.
+func (h *Host) IsBootstrap(p peer.ID) bool {
+	for _, b := range h.cfg.Bootstrap {
+		if b.ID == p {
+			return true
+		}
+	}
+	return false
+}
+

@@ -1,0 +1,66 @@
+package p2p
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ProtocolPrefix namespaces every protocol of the product, so that the mesh
+// is a network of its own and never joins the public IPFS DHT.
+const ProtocolPrefix = "/mesh"
+
+// Config configures a Host.
+type Config struct {
+	// Key is the node's identity; its peer ID is derived from it.
+	Key ed25519.PrivateKey
+	// Listen are the multiaddrs to listen on.
+	Listen []string
+	// Bootstrap are peers to stay connected to; they are dialled with
+	// backoff until connected and re-dialled when the connection drops.
+	Bootstrap []peer.AddrInfo
+	// DHTServer answers DHT queries for others (bootstrap nodes and nodes
+	// with public addresses). Other nodes are DHT clients.
+	DHTServer bool
+	// Validators check DHT records, by namespace: a key "/<ns>/..." is
+	// checked by Validators[ns]. Keys of other namespaces are refused.
+	Validators map[string]record.Validator
+	// ConnLow and ConnHigh are the connection manager's watermarks.
+	ConnLow, ConnHigh int
+	// Registerer receives libp2p's metrics; nil disables them.
+	Registerer prometheus.Registerer
+	// Logger receives the layer's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultListen listens on every interface, TCP and QUIC, random ports.
+var DefaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+
+func (c *Config) validate() error {
+	if len(c.Key) != ed25519.PrivateKeySize {
+		return errors.New("p2p: Key must be an Ed25519 private key")
+	}
+	if len(c.Listen) == 0 {
+		c.Listen = DefaultListen
+	}
+	if c.ConnLow <= 0 {
+		c.ConnLow = 100
+	}
+	if c.ConnHigh <= c.ConnLow {
+		c.ConnHigh = 4 * c.ConnLow
+	}
+	for ns, v := range c.Validators {
+		if ns == "" || v == nil {
+			return fmt.Errorf("p2p: bad validator for namespace %q", ns)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

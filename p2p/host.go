@@ -1,0 +1,235 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Host is a running libp2p node: host, DHT and gossipsub.
+type Host struct {
+	cfg Config
+
+	h   host.Host
+	dht *dht.IpfsDHT
+	ps  *pubsub.PubSub
+
+	mu     sync.Mutex
+	topics map[string]*Topic
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New checks cfg and returns a Host that is not yet running.
+func New(cfg Config) (*Host, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Host{cfg: cfg, topics: map[string]*Topic{}}, nil
+}
+
+// Start builds the libp2p host, the DHT and gossipsub, and starts dialling
+// the bootstrap peers. It does not wait for them: Start succeeds on a node
+// that is alone, and connections come when the peers do.
+func (h *Host) Start(ctx context.Context) (err error) {
+	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			h.Close()
+		}
+	}()
+	if h.h, err = h.newLibp2p(); err != nil {
+		return err
+	}
+	if h.dht, err = h.newDHT(); err != nil {
+		return err
+	}
+	if h.ps, err = h.newPubSub(ctx); err != nil {
+		return err
+	}
+	h.goroutine(func() { h.keepBootstrapped(ctx) })
+	return nil
+}
+
+// newLibp2p builds the host. Every option is chosen, not defaulted, so that
+// what the node exposes is visible here.
+func (h *Host) newLibp2p() (host.Host, error) {
+	priv, err := crypto.UnmarshalEd25519PrivateKey(h.cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity key: %w", err)
+	}
+	// Resource manager: libp2p's defaults scaled to this machine's memory
+	// and file descriptors. It bounds streams and connections per peer and
+	// in total, so a peer cannot exhaust the node (loopback is unlimited
+	// per address, which multi-node tests rely on).
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: resource manager: %w", err)
+	}
+	// Connection manager: trim to ConnLow when above ConnHigh, sparing
+	// connections younger than a minute and protected ones (bootstrap peers).
+	cm, err := connmgr.NewConnManager(h.cfg.ConnLow, h.cfg.ConnHigh, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: connection manager: %w", err)
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(priv),
+		libp2p.ListenAddrStrings(h.cfg.Listen...),
+		// TCP for reach (every firewall passes it), QUIC for fast
+		// handshakes and hole punching. Nothing else is exposed.
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(libp2pquic.NewTransport),
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionManager(cm),
+		libp2p.UserAgent("mesh"),
+		libp2p.ProtocolVersion(ProtocolPrefix + "/1.0.0"),
+	}
+	if h.cfg.Registerer != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(h.cfg.Registerer))
+	} else {
+		opts = append(opts, libp2p.DisableMetrics())
+	}
+	hst, err := libp2p.New(opts...)
+	if err != nil {
+		rm.Close()
+		return nil, fmt.Errorf("p2p: host: %w", err)
+	}
+	return hst, nil
+}
+
+// newDHT builds the Kademlia DHT on the product's own protocol prefix
+// (/mesh/kad/1.0.0), with only the namespaces the caller validates.
+func (h *Host) newDHT() (*dht.IpfsDHT, error) {
+	mode := dht.ModeClient
+	if h.cfg.DHTServer {
+		mode = dht.ModeServer
+	}
+	nsv := record.NamespacedValidator{}
+	for ns, v := range h.cfg.Validators {
+		nsv[ns] = v
+	}
+	d, err := dht.New(h.h,
+		dht.ProtocolPrefix(protocol.ID(ProtocolPrefix)),
+		dht.Mode(mode),
+		dht.Validator(nsv),
+		// The mesh stores values (agent records), not provider records.
+		dht.DisableProviders(),
+		dht.BootstrapPeers(h.cfg.Bootstrap...),
+		// Records older than this are dropped by the nodes storing them;
+		// owners republish well before (see the registry's republisher).
+		dht.MaxRecordAge(24*time.Hour),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: dht: %w", err)
+	}
+	return d, nil
+}
+
+// Close stops dialling, leaves topics and shuts the DHT and host down. It is
+// safe to call twice and after a failed Start.
+func (h *Host) Close() error {
+	var err error
+	h.once.Do(func() {
+		if h.cancel != nil {
+			h.cancel()
+		}
+		h.wg.Wait()
+		h.mu.Lock()
+		for _, t := range h.topics {
+			t.close()
+		}
+		h.mu.Unlock()
+		if h.dht != nil {
+			err = errors.Join(err, h.dht.Close())
+		}
+		if h.h != nil {
+			err = errors.Join(err, h.h.Close())
+		}
+	})
+	return err
+}
+
+func (h *Host) goroutine(fn func()) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		fn()
+	}()
+}
+
+// ID is the node's peer ID.
+func (h *Host) ID() peer.ID { return h.h.ID() }
+
+// Addrs are the node's full multiaddrs, each ending in /p2p/<peer id>.
+func (h *Host) Addrs() []string {
+	info := peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()}
+	full, _ := peer.AddrInfoToP2pAddrs(&info)
+	out := make([]string, len(full))
+	for i, a := range full {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// Peers lists the connected peers.
+func (h *Host) Peers() []peer.ID { return h.h.Network().Peers() }
+
+// Connected reports whether p is connected.
+func (h *Host) Connected(p peer.ID) bool {
+	return h.h.Network().Connectedness(p) == network.Connected
+}
+
+// Connect dials p.
+func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error { return h.h.Connect(ctx, p) }
+
+// Libp2p exposes the underlying host, for tests and for wiring that needs it.
+func (h *Host) Libp2p() host.Host { return h.h }
+
+// ParseAddrs parses full multiaddrs (with /p2p/<id>) into peers, merging
+// several addresses of one peer.
+func ParseAddrs(addrs []string) ([]peer.AddrInfo, error) {
+	mas := make([]ma.Multiaddr, 0, len(addrs))
+	for _, s := range addrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap address %q: %w", s, err)
+		}
+		mas = append(mas, a)
+	}
+	infos, err := peer.AddrInfosFromP2pAddrs(mas...)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap address: %w (a full address ends in /p2p/<peer id>)", err)
+	}
+	return infos, nil
+}
+
+// PutValue stores a record in the DHT under key ("/<namespace>/...").
+func (h *Host) PutValue(ctx context.Context, key string, val []byte) error {
+	return h.dht.PutValue(ctx, key, val)
+}
+
+// GetValue finds the best record for key in the DHT. It returns as soon as
+// one valid record is found (quorum 1), trading certainty of the newest
+// version for latency; the local store is checked first.
+func (h *Host) GetValue(ctx context.Context, key string) ([]byte, error) {
+	return h.dht.GetValue(ctx, key, dht.Quorum(1))
+}

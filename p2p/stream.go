@@ -1,0 +1,83 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
+)
+
+// streamTimeout bounds a whole request/response exchange.
+const streamTimeout = 30 * time.Second
+
+// RequestHandler answers one request from a peer. It returns the response
+// bytes; an error resets the stream (the requester sees a transport error).
+type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
+
+// HandleRequests serves proto as a request/response protocol: one request
+// and one response per stream, each a uvarint length-prefixed frame. Requests
+// longer than maxReq are refused without reading them.
+func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
+	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
+		defer s.Close()
+		s.SetDeadline(time.Now().Add(streamTimeout))
+		req, err := readFrame(s, maxReq)
+		if err != nil {
+			s.Reset()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
+		defer cancel()
+		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
+		if err != nil {
+			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
+			s.Reset()
+			return
+		}
+		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
+			s.Reset()
+		}
+	})
+}
+
+// Request sends req to p on proto and returns the response, refusing one
+// longer than maxResp.
+func (h *Host) Request(ctx context.Context, p peer.ID, proto string, req []byte, maxResp int) ([]byte, error) {
+	s, err := h.h.NewStream(ctx, p, protocol.ID(proto))
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	deadline := time.Now().Add(streamTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	s.SetDeadline(deadline)
+	if err := msgio.NewVarintWriter(s).WriteMsg(req); err != nil {
+		s.Reset()
+		return nil, err
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return nil, err
+	}
+	resp, err := readFrame(s, maxResp)
+	if err != nil {
+		s.Reset()
+		return nil, err
+	}
+	return resp, nil
+}
+
+func readFrame(r io.Reader, max int) ([]byte, error) {
+	b, err := msgio.NewVarintReaderSize(r, max).ReadMsg()
+	if err == msgio.ErrMsgTooLarge {
+		return nil, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)
+	}
+	return b, err
+}
