@@ -84,4 +84,3 @@ func (h *Host) IsBootstrap(p peer.ID) bool {
 	}
 	return false
 }
-

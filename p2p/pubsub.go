@@ -80,11 +80,11 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 // thresholds, and sustained abuse below the graylist.
 func topicScoreParams() *pubsub.TopicScoreParams {
 	return &pubsub.TopicScoreParams{
-		TopicWeight:                     1,
-		TimeInMeshQuantum:               time.Second,
-		InvalidMessageDeliveriesWeight:  -50,
-		InvalidMessageDeliveriesDecay:   pubsub.ScoreParameterDecay(10 * time.Minute),
-		SkipAtomicValidation:            true,
+		TopicWeight:                    1,
+		TimeInMeshQuantum:              time.Second,
+		InvalidMessageDeliveriesWeight: -50,
+		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(10 * time.Minute),
+		SkipAtomicValidation:           true,
 	}
 }
 
