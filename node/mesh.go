@@ -97,7 +97,8 @@ func (n *Node) startRegistry(ctx context.Context) error {
 // writes, publishes each committed command and serves the change log and
 // forwarded requests.
 func (n *Node) startDirectory(ctx context.Context) error {
-	topic, err := n.host.Join(directoryTopic, p2p.TopicConfig{
+	var err error
+	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize: maxCommandSize,
 		Validate: func(origin peer.ID, _ []byte) error {
 			if origin != n.selfPeer() {
@@ -109,7 +110,8 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pub := newPublisher(n, topic)
+	pub := newPublisher(n, n.dirTopic)
+	n.publisher = pub
 	local := registryapi.NewLocalLog(n.dir)
 	local.OnCommit = pub.committed
 	n.regLog = local
@@ -151,7 +153,8 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 func (n *Node) startReplica(ctx context.Context) error {
 	n.regLog = readOnlyLog{}
 	n.replica = registryapi.NewReplica(n.dir, n.fetchChanges, n.log.With("component", "replica"))
-	_, err := n.host.Join(directoryTopic, p2p.TopicConfig{
+	var err error
+	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize:  maxCommandSize,
 		Validate: n.validateCommand,
 		Deliver: func(_ peer.ID, data []byte) {

@@ -32,13 +32,15 @@ type Node struct {
 	dir     *registryapi.Directory
 	metrics *prometheus.Registry
 
-	host    *p2p.Host
-	role    string
-	dirPeer peer.ID // the directory node (this node, for a bootstrap)
-	dirDID  string  // its did:key: the key that signs tokens and records
-	tokens  *registryapi.Tokens
-	regLog  registryapi.Log
-	replica *registryapi.Replica // nil on the directory node
+	host      *p2p.Host
+	role      string
+	dirPeer   peer.ID // the directory node (this node, for a bootstrap)
+	dirDID    string  // its did:key: the key that signs tokens and records
+	tokens    *registryapi.Tokens
+	regLog    registryapi.Log
+	replica   *registryapi.Replica // nil on the directory node
+	dirTopic  *p2p.Topic
+	publisher *publisher // nil on replicas
 
 	handler http.Handler
 	ln      net.Listener

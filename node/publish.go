@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -19,11 +21,19 @@ type publisher struct {
 	topic   *p2p.Topic
 	changes chan registryapi.Command
 	records chan string // agent ids whose record to (re)publish
+	puts    *prometheus.CounterVec
 }
 
 func newPublisher(n *Node, topic *p2p.Topic) *publisher {
-	return &publisher{n: n, topic: topic,
-		changes: make(chan registryapi.Command, 4096), records: make(chan string, 4096)}
+	p := &publisher{n: n, topic: topic,
+		changes: make(chan registryapi.Command, 4096), records: make(chan string, 4096),
+		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mesh_dht_record_puts_total",
+			Help: "Agent records put into the DHT, by result: ok (stored on the closest peers) or local (only this node holds it).",
+		}, []string{"result"}),
+	}
+	n.metrics.MustRegister(p.puts)
+	return p
 }
 
 // committed is the directory log's OnCommit hook; it runs under the log's lock.
@@ -100,6 +110,9 @@ func (p *publisher) putRecord(ctx context.Context, id string) {
 		// other DHT server took one yet.
 		if err := p.n.host.PutValue(pctx, key, val); err != nil {
 			p.n.log.Debug("DHT put incomplete", "key", key, "err", err)
+			p.puts.WithLabelValues("local").Inc()
+		} else {
+			p.puts.WithLabelValues("ok").Inc()
 		}
 		cancel()
 	}

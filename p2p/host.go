@@ -205,21 +205,29 @@ func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error { return h.h.
 func (h *Host) Libp2p() host.Host { return h.h }
 
 // ParseAddrs parses full multiaddrs (with /p2p/<id>) into peers, merging
-// several addresses of one peer.
+// several addresses of one peer. Peers keep the order of their first
+// address: the first peer is meaningful to callers.
 func ParseAddrs(addrs []string) ([]peer.AddrInfo, error) {
-	mas := make([]ma.Multiaddr, 0, len(addrs))
+	var out []peer.AddrInfo
+	index := map[peer.ID]int{}
 	for _, s := range addrs {
 		a, err := ma.NewMultiaddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("bootstrap address %q: %w", s, err)
+			return nil, fmt.Errorf("address %q: %w", s, err)
 		}
-		mas = append(mas, a)
+		info, err := peer.AddrInfoFromP2pAddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("address %q: %w (a full address ends in /p2p/<peer id>)", s, err)
+		}
+		i, seen := index[info.ID]
+		if !seen {
+			i = len(out)
+			index[info.ID] = i
+			out = append(out, peer.AddrInfo{ID: info.ID})
+		}
+		out[i].Addrs = append(out[i].Addrs, info.Addrs...)
 	}
-	infos, err := peer.AddrInfosFromP2pAddrs(mas...)
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap address: %w (a full address ends in /p2p/<peer id>)", err)
-	}
-	return infos, nil
+	return out, nil
 }
 
 // PutValue stores a record in the DHT under key ("/<namespace>/...").

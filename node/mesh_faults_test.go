@@ -1,0 +1,159 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// restartable restarts a node on the same data directory and, for a
+// bootstrap, the same libp2p address, so that peers find it again.
+func (m *mesh) restart(n *Node) *Node {
+	m.t.Helper()
+	cfg := n.cfg
+	cfg.PublicURL = ""
+	cfg.Listen = []string{strings.Split(n.P2PAddrs()[0], "/p2p/")[0]}
+	if err := n.Close(); err != nil {
+		m.t.Fatal(err)
+	}
+	return m.start(cfg)
+}
+
+func TestMeshNodeRestartCatchesUp(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	m.register(b, "before", identity.GenerateKey())
+	cfg := b.cfg
+	cfg.PublicURL = ""
+	b.Close()
+	// Changes made while b is down.
+	m.register(m.boot, "while-down", identity.GenerateKey())
+	b2 := m.start(cfg)
+	m.waitCaughtUp(b2)
+	for _, id := range []string{"before", "while-down"} {
+		if st, v := call(t, b2, "GET", "/v1/agents/"+id, ""); st != 200 {
+			t.Fatalf("%s after restart: %d %v", id, st, v)
+		}
+	}
+}
+
+func TestMeshWithoutDirectory(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	key := identity.GenerateKey()
+	apiKey := m.register(b, "survivor", key)
+	tok := m.token(b, "survivor", apiKey)
+	bootCfg := m.boot.cfg
+	bootAddr := strings.Split(m.boot.P2PAddrs()[0], "/p2p/")[0]
+	m.boot.Close()
+	eventually(t, 10*time.Second, func() bool { return !b.host.Connected(b.dirPeer) }, "b still sees the directory")
+
+	// Reads are served from the local index.
+	if st, v := call(t, b, "GET", "/v1/agents/survivor", ""); st != 200 {
+		t.Fatalf("read without directory: %d %v", st, v)
+	}
+	// Writes get a clear 503, at once.
+	start := time.Now()
+	st, v := call(t, b, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok)
+	if st != 503 || v["code"] != "directory_unavailable" || time.Since(start) > 2*time.Second {
+		t.Fatalf("write without directory: %d %v after %s", st, v, time.Since(start))
+	}
+	if _, h := call(t, b, "GET", "/health", ""); h["directory"].(map[string]any)["connected"] != false {
+		t.Fatalf("health does not show the lost directory: %v", h)
+	}
+
+	// The directory restarts with its data: nothing acknowledged is lost,
+	// and b reconnects by itself.
+	bootCfg.PublicURL = ""
+	bootCfg.Listen = []string{bootAddr}
+	m.boot = m.start(bootCfg)
+	if st, _ := call(t, m.boot, "GET", "/v1/agents/survivor", ""); st != 200 {
+		t.Fatal("the directory lost an acknowledged registration")
+	}
+	eventually(t, 20*time.Second, func() bool {
+		st, _ := call(t, b, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok)
+		return st == 200
+	}, "writes through b did not recover after the directory restarted")
+}
+
+func TestMeshDHTFallback(t *testing.T) {
+	m := newMesh(t)
+	// A DHT server node besides the bootstrap keeps records when it is gone.
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.DHTServer = true
+	relay := m.start(cfg)
+	m.waitCaughtUp(relay)
+	key := identity.GenerateKey()
+	m.register(relay, "in-dht", key)
+	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
+	eventually(t, 10*time.Second, func() bool {
+		return testutil.ToFloat64(m.boot.publisher.puts.WithLabelValues("ok")) >= 2
+	}, "the directory never published the record to the DHT")
+
+	bootAddrs := m.boot.P2PAddrs()
+	m.boot.Close()
+	// A newcomer that can reach only the DHT server: its replica is empty
+	// and cannot catch up, so reads fall back to the DHT.
+	late := testConfig(t, t.TempDir())
+	late.Role = RoleNode
+	late.Now = m.clock.Now
+	late.Bootstrap = append(bootAddrs, relay.P2PAddrs()...)
+	n := m.start(late)
+	eventually(t, 10*time.Second, func() bool { return n.host.Connected(relay.host.ID()) }, "newcomer not connected")
+	var v map[string]any
+	eventually(t, 10*time.Second, func() bool {
+		var st int
+		st, v = call(t, n, "GET", "/v1/agents/in-dht", "")
+		return st == 200
+	}, "agent not found through the DHT")
+	if v["did"] != did || v["endpoint"] != "https://in-dht.example" {
+		t.Fatalf("agent from the DHT: %v", v)
+	}
+	if st, v := call(t, n, "GET", "/v1/agents/in-dht/identity", ""); st != 200 || v["did"] != did {
+		t.Fatalf("identity from the DHT: %d %v", st, v)
+	}
+	if st, _ := call(t, n, "GET", "/v1/agents/never-registered", ""); st != 404 {
+		t.Fatalf("unknown agent: %d", st)
+	}
+}
+
+// TestMeshRejectsForgedGossip: a peer that is not the directory publishes
+// on the directory topic; its messages are dropped and counted.
+func TestMeshRejectsForgedGossip(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	rogue, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rogue.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	infos, _ := p2p.ParseAddrs(b.P2PAddrs())
+	if err := rogue.Connect(context.Background(), infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := rogue.Join(directoryTopic, p2p.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() bool { return len(topic.Peers()) > 0 }, "rogue never saw subscribers")
+	forged := `{"seq":` + "1" + `,"at":1,"register":{"agent_id":"forged","capabilities":[],"api_key_hash":"x"}}`
+	for _, msg := range []string{forged, "not json", strings.Repeat("x", 300<<10)} {
+		topic.Publish(context.Background(), []byte(msg))
+	}
+	eventually(t, 10*time.Second, func() bool {
+		return b.dirTopic.Dropped(p2p.DropInvalid) >= 2 && b.dirTopic.Dropped(p2p.DropTooLarge) >= 1
+	}, "forged messages not counted: invalid %d, too large %d", b.dirTopic.Dropped(p2p.DropInvalid), b.dirTopic.Dropped(p2p.DropTooLarge))
+	if st, _ := call(t, b, "GET", "/v1/agents/forged", ""); st != 404 {
+		t.Fatal("a forged directory change was applied")
+	}
+}
