@@ -32,7 +32,10 @@ const (
 	// seqHeader tells the forwarding node which directory seq the answer
 	// reflects; it waits until its replica has applied that much, so a
 	// client reads its own writes on the node it talks to.
-	seqHeader     = "X-Mesh-Seq"
+	seqHeader = "X-Mesh-Seq"
+	// originHeader carries the forwarding node's public URL, so that the
+	// directory's answer names the node the client called.
+	originHeader  = "X-Mesh-Origin-Url"
 	readYourWrite = 2 * time.Second
 )
 
@@ -70,6 +73,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 			out.Header[h] = v
 		}
 	}
+	out.Header.Set(originHeader, n.URL())
 	resp, err := n.roundTrip(r.Context(), out)
 	if err != nil {
 		return err
@@ -119,6 +123,9 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 	if err != nil {
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
 	} else {
+		if u := r.Header.Get(originHeader); u != "" {
+			ctx = registryapi.WithPublicURL(ctx, u)
+		}
 		r = r.WithContext(ctx)
 		r.RemoteAddr = "p2p/" + from.String()
 		n.handler.ServeHTTP(rec, r)

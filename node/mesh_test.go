@@ -25,6 +25,10 @@ func TestMeshRegistrySurface(t *testing.T) {
 			"agent registered on b not visible on %s", n.URL())
 	}
 
+	// Answers name the node the client called, even when forwarded.
+	if st, v := call(t, c, "POST", "/v1/agents/register", `{"agent_id":"plain-c"}`); st != 201 || v["handle"] != c.URL()+"/agent/plain-c" {
+		t.Fatalf("register through c: %d %v", st, v)
+	}
 	// A token issued through c verifies on d (and b).
 	tok := m.token(c, "agent-b", apiKey)
 	// The agent goes offline everywhere, then a heartbeat on c brings it back on b.

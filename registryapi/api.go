@@ -158,7 +158,23 @@ func (a *API) requireSigner(r *http.Request, body []byte) (*SigClaim, error) {
 
 func (a *API) now() time.Time { return a.cfg.Now() }
 
-func (a *API) handle(id string) string { return a.cfg.PublicURL + "/agent/" + id }
+// handle is an agent's public address on the node the client talks to: its
+// public URL, or the forwarding node's for a forwarded request.
+func (a *API) handle(r *http.Request, id string) string {
+	base := a.cfg.PublicURL
+	if u, ok := r.Context().Value(publicURLKey{}).(string); ok {
+		base = u
+	}
+	return base + "/agent/" + id
+}
+
+type publicURLKey struct{}
+
+// WithPublicURL marks a forwarded request with the public URL of the node
+// the client called, so that answers name that node's addresses.
+func WithPublicURL(ctx context.Context, url string) context.Context {
+	return context.WithValue(ctx, publicURLKey{}, strings.TrimRight(url, "/"))
+}
 
 // pathID reads and checks the {id} path value.
 func pathID(r *http.Request) (string, error) {

@@ -102,7 +102,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, status, registerResponse{
 		Status: "registered", AgentID: res.Agent.ID, APIKey: apiKey, Created: res.Created,
-		DID: nullable(res.Agent.DID), Handle: a.handle(res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
+		DID: nullable(res.Agent.DID), Handle: a.handle(r, res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
 	})
 	return nil
 }
@@ -225,7 +225,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	httpx.WriteJSON(w, http.StatusOK, agentView{
 		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
-		Handle: a.handle(ag.ID), Registered: 1, Live: b2i(online), Online: online,
+		Handle: a.handle(r, ag.ID), Registered: 1, Live: b2i(online), Online: online,
 		LastSeen: ag.LastSeen, RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
 	})
 	return nil

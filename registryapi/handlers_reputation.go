@@ -105,7 +105,7 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := identityView{
-		AgentID: ag.ID, Handle: a.handle(ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID),
+		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID),
 		Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
 		Online: ag.Online(now, a.cfg.OnlineWindow),
 	}

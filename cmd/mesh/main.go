@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -25,6 +26,14 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(nodeCmd(), keygenCmd(), pubkeyCmd(), signCmd(), benchCmd())
 	return root
+}
+
+// envList is env for a comma-separated list.
+func envList(name string, def []string) []string {
+	if v, ok := os.LookupEnv(name); ok {
+		return strings.Split(v, ",")
+	}
+	return def
 }
 
 // env returns the environment variable name, or def when it is unset:

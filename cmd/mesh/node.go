@@ -39,6 +39,10 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringVar(&cfg.DataDir, "data", env("MESH_DATA", cfg.DataDir), "data directory (env MESH_DATA)")
 	f.StringVar(&cfg.HTTPAddr, "http", env("MESH_HTTP", cfg.HTTPAddr), "HTTP listen address (env MESH_HTTP)")
 	f.StringVar(&cfg.PublicURL, "public-url", env("MESH_PUBLIC_URL", ""), "base URL clients reach this node at; default http://<http address> (env MESH_PUBLIC_URL)")
+	f.StringVar(&cfg.Role, "role", env("MESH_ROLE", ""), "bootstrap (runs the directory) or node; default: node when --bootstrap is given, else bootstrap (env MESH_ROLE)")
+	f.StringSliceVar(&cfg.Listen, "listen", envList("MESH_LISTEN", cfg.Listen), "libp2p listen multiaddrs, repeatable or comma-separated (env MESH_LISTEN)")
+	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", envList("MESH_BOOTSTRAP", nil), "full multiaddr of a bootstrap node (…/p2p/<peer id>), repeatable; the first is the directory (env MESH_BOOTSTRAP)")
+	f.BoolVar(&cfg.DHTServer, "dht-server", env("MESH_DHT_SERVER", "") != "", "answer DHT queries (for nodes with public addresses; bootstrap nodes always do) (env MESH_DHT_SERVER)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
 	return c
@@ -54,7 +58,10 @@ func runNode(ctx context.Context, cfg node.Config) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("mesh node %s\n  http  %s\n  did   %s\n  data  %s\n", node.Version, n.URL(), n.DID(), cfg.DataDir)
+	fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
+	for _, a := range n.P2PAddrs() {
+		fmt.Printf("  addr  %s\n", a)
+	}
 	<-ctx.Done()
 	fmt.Println("shutting down")
 	return n.Close()
