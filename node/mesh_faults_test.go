@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/registryapi"
 )
 
 // restartable restarts a node on the same data directory and, for a
@@ -121,6 +122,27 @@ func TestMeshDHTFallback(t *testing.T) {
 	}
 	if st, _ := call(t, n, "GET", "/v1/agents/never-registered", ""); st != 404 {
 		t.Fatalf("unknown agent: %d", st)
+	}
+
+	// Forged records never enter the DHT: one attested by a key that is not
+	// the directory's, and one whose endpoint was changed after signing.
+	body := `{"agent_id":"in-dht","endpoint":"https://evil.example"}`
+	req := registryapi.Signed{Method: "POST", Path: "/v1/agents/register", Body: body,
+		MeshSig: identity.Sign(key, "POST", "/v1/agents/register", []byte(body), time.Now())}
+	_, forged, err := registryapi.NewRecord(req, identity.GenerateKey(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutated := []byte(strings.Replace(string(forged), "evil", "eviler", 1))
+	for _, val := range [][]byte{forged, mutated} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := relay.host.PutValue(ctx, registryapi.IDRecordKey("in-dht"), val); err == nil {
+			t.Errorf("forged record accepted: %s", val)
+		}
+		cancel()
+	}
+	if _, v := call(t, n, "GET", "/v1/agents/in-dht", ""); v["endpoint"] != "https://in-dht.example" {
+		t.Fatalf("after forgery attempts: %v", v)
 	}
 }
 

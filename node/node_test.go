@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/registryapi"
+	"github.com/agentmesh/mesh/store"
 )
 
-func testConfig(t *testing.T, dir string) Config {
+func testConfig(_ testing.TB, dir string) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
@@ -174,4 +176,18 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines before, %d after Close:\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
+}
+
+// memDir is an in-memory directory.
+func memDir(t testing.TB) *registryapi.Directory {
+	db, err := store.Open(store.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d, err := registryapi.OpenDirectory(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

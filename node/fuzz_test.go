@@ -1,0 +1,55 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// FuzzServeForward: a forwarded request is untrusted bytes from a peer. Any
+// input yields a well-formed HTTP response, never a 5xx or a panic.
+func FuzzServeForward(f *testing.F) {
+	f.Add([]byte("POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n{\"agent_id\":\"f\"}"))
+	f.Add([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	f.Add([]byte("GARBAGE"))
+	cfg := testConfig(nil, "")
+	cfg.InMemory = true
+	n, err := New(cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { n.Close() })
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		out, err := n.serveForward(context.Background(), peer.ID("fuzzer"), raw)
+		if err != nil {
+			t.Fatalf("serveForward: %v", err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
+		if err != nil {
+			t.Fatalf("unparseable response %q: %v", out, err)
+		}
+		if resp.StatusCode >= 500 {
+			t.Fatalf("%q -> %d", raw, resp.StatusCode)
+		}
+	})
+}
+
+// FuzzValidateCommand: directory changes from the network never panic the
+// validator, whatever the bytes.
+func FuzzValidateCommand(f *testing.F) {
+	f.Add([]byte(`{"seq":1,"at":1,"heartbeat":{"agent_id":"a","reg":1}}`))
+	f.Add([]byte(`{"seq":-1}`))
+	n := &Node{}
+	n.dir = memDir(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n.validateCommand(n.dirPeer, data)
+		n.validateCommand(peer.ID("other"), data)
+	})
+}
