@@ -130,7 +130,7 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 		r.RemoteAddr = "p2p/" + from.String()
 		n.handler.ServeHTTP(rec, r)
 	}
-	rec.header.Set(seqHeader, strconv.FormatUint(n.dir.Seq(), 10))
+	rec.header.Set(seqHeader, strconv.FormatUint(n.clog.Seq(), 10))
 	resp := &http.Response{
 		StatusCode: rec.status, ProtoMajor: 1, ProtoMinor: 1, Header: rec.header,
 		Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()),

@@ -47,7 +47,7 @@ func FuzzValidateCommand(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"at":1,"heartbeat":{"agent_id":"a","reg":1}}`))
 	f.Add([]byte(`{"seq":-1}`))
 	n := &Node{}
-	n.dir = memDir(f)
+	n.clog = memLog(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n.validateCommand(n.dirPeer, data)
 		n.validateCommand(peer.ID("other"), data)

@@ -20,7 +20,7 @@ func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	cfg := registryapi.Config{
 		Directory:    n.dir,
-		Log:          n.regLog,
+		Log:          n.proposer,
 		Tokens:       n.tokens,
 		PublicURL:    n.cfg.PublicURL,
 		OnlineWindow: n.cfg.OnlineWindow,
@@ -43,7 +43,7 @@ func (n *Node) buildHTTP() error {
 	m := newHTTPMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mesh_directory_seq", Help: "Sequence number of the last applied directory command.",
-	}, func() float64 { return float64(n.dir.Seq()) }))
+	}, func() float64 { return float64(n.clog.Seq()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mesh_agents_registered", Help: "Registered agents in the directory.",
 	}, func() float64 { return float64(n.dir.AgentCount()) }))
@@ -84,7 +84,7 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 		StartedAt: n.started.UTC(), UptimeS: int64(now.Sub(n.started) / time.Second),
 	}
 	d := &v.Directory
-	d.Peer, d.Seq, d.Agents = n.dirPeer.String(), n.dir.Seq(), n.dir.AgentCount()
+	d.Peer, d.Seq, d.Agents = n.dirPeer.String(), n.clog.Seq(), n.dir.AgentCount()
 	d.Head, d.CaughtUp, d.Connected = d.Seq, true, true
 	if n.replica != nil {
 		var err error

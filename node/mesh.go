@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -51,7 +52,7 @@ func (n *Node) startP2P(ctx context.Context) error {
 		return fmt.Errorf("node: directory peer %s: %w", n.dirPeer, err)
 	}
 	n.dirDID = identity.DIDFromPublicKey(dirPub)
-	if err := n.dir.BindOrigin(n.dirDID); err != nil {
+	if err := n.clog.BindOrigin(n.dirDID); err != nil {
 		return err
 	}
 	n.tokens = registryapi.NewTokens(nil, dirPub)
@@ -112,9 +113,9 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	}
 	pub := newPublisher(n, n.dirTopic)
 	n.publisher = pub
-	local := registryapi.NewLocalLog(n.dir)
+	local := cmdlog.NewLocal(n.clog)
 	local.OnCommit = pub.committed
-	n.regLog = local
+	n.proposer = local
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
 	n.goroutine(func() { pub.run(ctx) })
@@ -127,8 +128,8 @@ type changesRequest struct {
 }
 
 type changesResponse struct {
-	Head     uint64            `json:"head"`
-	Commands []json.RawMessage `json:"commands"`
+	Head    uint64            `json:"head"`
+	Entries []json.RawMessage `json:"entries"`
 }
 
 func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
@@ -139,28 +140,28 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 	if q.Limit <= 0 || q.Limit > changesBatch {
 		q.Limit = changesBatch
 	}
-	head := n.dir.Seq()
-	cmds, err := n.dir.Changes(q.Since, q.Limit, changesMaxBytes)
+	head := n.clog.Seq()
+	cmds, err := n.clog.Changes(q.Since, q.Limit, changesMaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(changesResponse{Head: head, Commands: cmds})
+	return json.Marshal(changesResponse{Head: head, Entries: cmds})
 }
 
 // startReplica makes this node a copy of the directory: commands arrive by
 // gossip and are fetched from the directory node whenever the replica is
 // behind; writes are forwarded (see forward.go).
 func (n *Node) startReplica(ctx context.Context) error {
-	n.regLog = readOnlyLog{}
-	n.replica = registryapi.NewReplica(n.dir, n.fetchChanges, n.log.With("component", "replica"))
+	n.proposer = readOnlyLog{}
+	n.replica = cmdlog.NewReplica(n.clog, n.fetchChanges, n.log.With("component", "replica"))
 	var err error
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize:  maxCommandSize,
 		Validate: n.validateCommand,
 		Deliver: func(_ peer.ID, data []byte) {
-			var c registryapi.Command
-			if json.Unmarshal(data, &c) == nil {
-				n.replica.Offer(c)
+			var e cmdlog.Entry
+			if json.Unmarshal(data, &e) == nil {
+				n.replica.Offer(e)
 			}
 		},
 	})
@@ -183,17 +184,17 @@ func (n *Node) validateCommand(origin peer.ID, data []byte) error {
 	if origin != n.dirPeer {
 		return errors.New("directory change from a peer that is not the directory")
 	}
-	var c registryapi.Command
-	if err := json.Unmarshal(data, &c); err != nil || c.Seq == 0 {
+	var e cmdlog.Entry
+	if err := json.Unmarshal(data, &e); err != nil || e.Seq == 0 || e.Kind == "" {
 		return errors.New("malformed directory change")
 	}
-	if c.Seq <= n.dir.Seq() {
+	if e.Seq <= n.clog.Seq() {
 		return p2p.ErrIgnore
 	}
 	return nil
 }
 
-func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]registryapi.Command, uint64, error) {
+func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, uint64, error) {
 	if !n.host.Connected(n.dirPeer) {
 		return nil, 0, errors.New("not connected to the directory node")
 	}
@@ -208,19 +209,19 @@ func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]registryapi.Co
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return nil, 0, fmt.Errorf("changes response: %w", err)
 	}
-	cmds := make([]registryapi.Command, len(resp.Commands))
-	for i, c := range resp.Commands {
-		if err := json.Unmarshal(c, &cmds[i]); err != nil {
+	entries := make([]cmdlog.Entry, len(resp.Entries))
+	for i, c := range resp.Entries {
+		if err := json.Unmarshal(c, &entries[i]); err != nil {
 			return nil, 0, fmt.Errorf("changes response: %w", err)
 		}
 	}
-	return cmds, resp.Head, nil
+	return entries, resp.Head, nil
 }
 
-// readOnlyLog is the Log of a replica: writes never reach it, because the
-// bridge forwards them to the directory node first.
+// readOnlyLog is the Proposer of a replica: writes never reach it, because
+// the bridge forwards them to the directory node first.
 type readOnlyLog struct{}
 
-func (readOnlyLog) Propose(context.Context, registryapi.Command) (registryapi.Result, error) {
-	return registryapi.Result{}, registryapi.ErrReadOnly
+func (readOnlyLog) Propose(context.Context, string, int64, any) (any, error) {
+	return nil, registryapi.ErrReadOnly
 }

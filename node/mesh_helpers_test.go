@@ -71,7 +71,7 @@ func (m *mesh) waitCaughtUp(n *Node) {
 	eventually(m.t, 15*time.Second, func() bool {
 		_, h := call(m.t, n, "GET", "/health", "")
 		d := h["directory"].(map[string]any)
-		return d["caught_up"] == true && d["seq"] == float64(m.boot.dir.Seq())
+		return d["caught_up"] == true && d["seq"] == float64(m.boot.clog.Seq())
 	}, "node %s never caught up", n.URL())
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
@@ -29,6 +30,7 @@ type Node struct {
 
 	key     ed25519.PrivateKey
 	db      *store.DB
+	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
 	dir     *registryapi.Directory
 	metrics *prometheus.Registry
 
@@ -37,8 +39,8 @@ type Node struct {
 	dirPeer   peer.ID // the directory node (this node, for a bootstrap)
 	dirDID    string  // its did:key: the key that signs tokens and records
 	tokens    *registryapi.Tokens
-	regLog    registryapi.Log
-	replica   *registryapi.Replica // nil on the directory node
+	proposer  cmdlog.Proposer
+	replica   *cmdlog.Replica // nil on the directory node
 	dirTopic  *p2p.Topic
 	publisher *publisher // nil on replicas
 
@@ -146,8 +148,11 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.db = db
-	n.dir, err = registryapi.OpenDirectory(db)
-	return err
+	if n.clog, err = cmdlog.Open(db); err != nil {
+		return err
+	}
+	n.dir = registryapi.NewDirectory(n.clog)
+	return nil
 }
 
 // goroutine runs fn in a goroutine that Close waits for.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
-	"github.com/agentmesh/mesh/registryapi"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -178,16 +178,16 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 }
 
-// memDir is an in-memory directory.
-func memDir(t testing.TB) *registryapi.Directory {
+// memLog is an in-memory canonical log.
+func memLog(t testing.TB) *cmdlog.Log {
 	db, err := store.Open(store.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	d, err := registryapi.OpenDirectory(db)
+	l, err := cmdlog.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return l
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
-// publisher spreads what the directory commits: every command on the
+// publisher spreads what the directory commits: every entry on the
 // directory topic, and the DHT records of agents whose registration the
 // agent signed. Both queues are bounded and never block a commit: a change
 // lost here is fetched by replicas when they catch up, a record by the next
@@ -19,14 +20,14 @@ import (
 type publisher struct {
 	n       *Node
 	topic   *p2p.Topic
-	changes chan registryapi.Command
+	changes chan cmdlog.Entry
 	records chan string // agent ids whose record to (re)publish
 	puts    *prometheus.CounterVec
 }
 
 func newPublisher(n *Node, topic *p2p.Topic) *publisher {
 	p := &publisher{n: n, topic: topic,
-		changes: make(chan registryapi.Command, 4096), records: make(chan string, 4096),
+		changes: make(chan cmdlog.Entry, 4096), records: make(chan string, 4096),
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mesh_dht_record_puts_total",
 			Help: "Agent records put into the DHT, by result: ok (stored on the closest peers) or local (only this node holds it).",
@@ -37,13 +38,13 @@ func newPublisher(n *Node, topic *p2p.Topic) *publisher {
 }
 
 // committed is the directory log's OnCommit hook; it runs under the log's lock.
-func (p *publisher) committed(cmd registryapi.Command) {
+func (p *publisher) committed(e cmdlog.Entry) {
 	select {
-	case p.changes <- cmd:
+	case p.changes <- e:
 	default:
 	}
-	if cmd.Register != nil && cmd.Register.Signed != nil {
-		p.queueRecord(cmd.Register.AgentID)
+	if id, ok := registryapi.SignedRegistration(&e); ok {
+		p.queueRecord(id)
 	}
 }
 
@@ -60,13 +61,13 @@ func (p *publisher) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case cmd := <-p.changes:
-			b, err := json.Marshal(cmd)
+		case e := <-p.changes:
+			b, err := json.Marshal(e)
 			if err == nil {
 				err = p.topic.Publish(ctx, b)
 			}
 			if err != nil && ctx.Err() == nil {
-				p.n.log.Warn("publishing a directory change failed", "seq", cmd.Seq, "err", err)
+				p.n.log.Warn("publishing a directory change failed", "seq", e.Seq, "err", err)
 			}
 		}
 	}

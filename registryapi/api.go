@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -28,9 +29,9 @@ const (
 
 // Config configures the registry's HTTP surface.
 type Config struct {
-	Directory *Directory // required: reads
-	Log       Log        // required: writes
-	Tokens    *Tokens    // required
+	Directory *Directory      // required: reads
+	Log       cmdlog.Proposer // required: writes
+	Tokens    *Tokens         // required
 	// PublicURL is the base of public agent addresses (handles), e.g.
 	// "https://mesh.example"; no trailing slash.
 	PublicURL string

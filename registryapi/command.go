@@ -8,10 +8,11 @@ import (
 // Everything Apply needs travels inside it: the proposer's clock reading
 // (At), the verified signer of a signed request (Sig) and any random value.
 type Command struct {
-	// Seq is the command's place in the log, assigned by the Log.
-	Seq uint64 `json:"seq"`
-	// At is the proposer's clock, in Unix nanoseconds; Apply uses it as "now".
-	At int64 `json:"at"`
+	// Seq is the command's place in the log and At the proposer's clock in
+	// Unix nanoseconds, Apply's only "now": both travel in the cmdlog
+	// entry that carries the command.
+	Seq uint64 `json:"-"`
+	At  int64  `json:"-"`
 	// Sig names the key whose Mesh-Sig authorised the command. Apply claims
 	// its nonce, so a replayed request fails on every replica.
 	Sig *SigClaim `json:"sig,omitempty"`

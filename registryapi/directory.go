@@ -9,23 +9,28 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/store"
 )
 
-// Directory is the canonical agent directory: a state machine over the
-// store (see the package documentation). It is safe for concurrent use;
-// commits are serialised.
+// Kind is the cmdlog entry kind of directory commands.
+const Kind = "agents"
+
+// Directory is the canonical agent directory: the cmdlog Machine of Kind
+// over the store (see the package documentation), plus its reads. It is
+// safe for concurrent use; the log serialises commits.
 type Directory struct {
-	db     *store.DB
-	mu     sync.Mutex // serialises Commit
-	seq    atomic.Uint64
-	agents atomic.Int64
+	db *store.DB
 
 	// cache holds decoded rows for reads; rows are shared and immutable.
-	// cacheMu also orders cache fills against commits (see Lookup).
+	// cacheMu also orders cache fills against commits (see Lookup): gen
+	// counts commits.
 	cacheMu sync.RWMutex
 	cache   map[string]*Agent
+	gen     atomic.Uint64
 }
+
+var _ cmdlog.Machine = (*Directory)(nil)
 
 // maxCachedAgents bounds the read cache (a row is a few hundred bytes).
 const maxCachedAgents = 100_000
@@ -39,69 +44,57 @@ type storedReport struct {
 	Signed   Signed    `json:"signed"`
 }
 
-// OpenDirectory loads the directory's position from db.
-func OpenDirectory(db *store.DB) (*Directory, error) {
-	d := &Directory{db: db, cache: map[string]*Agent{}}
-	err := db.View(func(tx *store.Txn) error {
-		seq, err := getU64(tx, seqKey)
-		if err != nil {
-			return err
-		}
-		n, err := getU64(tx, agentCountKey)
-		d.seq.Store(seq)
-		d.agents.Store(int64(n))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("registry: open directory: %w", err)
-	}
-	return d, nil
+// NewDirectory returns the directory kept in db and registers it with log,
+// which must use the same store.
+func NewDirectory(log *cmdlog.Log) *Directory {
+	d := &Directory{db: log.DB(), cache: map[string]*Agent{}}
+	log.Handle(Kind, d)
+	return d
 }
 
-// Seq returns the sequence number of the last applied command.
-func (d *Directory) Seq() uint64 { return d.seq.Load() }
-
 // AgentCount returns how many agents are registered.
-func (d *Directory) AgentCount() int64 { return d.agents.Load() }
-
-// Commit applies cmd, which must carry the next sequence number, and
-// records it in the change log, all in one transaction. A command that
-// Apply refuses changes nothing and is not logged.
-func (d *Directory) Commit(cmd *Command) (Result, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if want := d.seq.Load() + 1; cmd.Seq != want {
-		return Result{}, fmt.Errorf("registry: command seq %d, want %d", cmd.Seq, want)
-	}
-	var res Result
-	var delta int64
-	err := d.db.Update(func(tx *store.Txn) error {
+func (d *Directory) AgentCount() int64 {
+	var n uint64
+	d.db.View(func(tx *store.Txn) error {
 		var err error
-		res, delta, err = d.apply(tx, cmd)
-		if err != nil {
-			return err
-		}
-		if delta != 0 {
-			if err := tx.Set(agentCountKey, []byte(store.U64(uint64(d.agents.Load()+delta)))); err != nil {
-				return err
-			}
-		}
-		if err := tx.SetJSON(logKey(cmd.Seq), cmd); err != nil {
-			return err
-		}
-		return tx.Set(seqKey, []byte(store.U64(cmd.Seq)))
+		n, err = cmdlog.GetU64(tx, agentCountKey)
+		return err
 	})
+	return int64(n)
+}
+
+// Apply implements cmdlog.Machine: it decodes the command of e and applies
+// it to state.
+func (d *Directory) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
+	var cmd Command
+	if err := json.Unmarshal(e.Op, &cmd); err != nil {
+		return nil, fmt.Errorf("registry: decode command %d: %w", e.Seq, err)
+	}
+	cmd.Seq, cmd.At = e.Seq, e.At
+	res, delta, err := d.apply(tx, &cmd)
+	if err != nil || delta == 0 {
+		return res, err
+	}
+	n, err := cmdlog.GetU64(tx, agentCountKey)
 	if err != nil {
-		return Result{}, err
+		return nil, err
+	}
+	return res, tx.Set(agentCountKey, []byte(store.U64(uint64(int64(n)+delta))))
+}
+
+// Committed implements cmdlog.Machine: it drops the cached rows the
+// command may have changed.
+func (d *Directory) Committed(e *cmdlog.Entry) {
+	var cmd Command
+	if json.Unmarshal(e.Op, &cmd) != nil {
+		return
 	}
 	d.cacheMu.Lock()
 	for _, id := range cmd.agentIDs() {
 		delete(d.cache, id)
 	}
-	d.seq.Store(cmd.Seq)
-	d.agents.Add(delta)
+	d.gen.Add(1)
 	d.cacheMu.Unlock()
-	return res, nil
 }
 
 // apply runs one command against state; delta is the change in the number
@@ -135,7 +128,7 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 // one; the TTL only garbage-collects.
 func claimNonce(tx *store.Txn, cmd *Command) error {
 	key := nonceKey(pubHex(cmd.Sig.Pubkey), cmd.Sig.Nonce)
-	exp, err := getU64(tx, key)
+	exp, err := cmdlog.GetU64(tx, key)
 	if err != nil {
 		return err
 	}
@@ -264,7 +257,7 @@ func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) 
 	}
 	now := cmd.Time()
 	day := dayKey(a.ID, a.Reg, pubHex(cmd.Sig.Pubkey), now.Format("20060102"))
-	n, err := getU64(tx, day)
+	n, err := cmdlog.GetU64(tx, day)
 	if err != nil {
 		return Result{}, err
 	}
@@ -327,20 +320,4 @@ func getAgent(tx *store.Txn, id string) (*Agent, error) {
 		return nil, err
 	}
 	return &a, nil
-}
-
-// getU64 reads an 8-byte counter; a missing key reads as 0.
-func getU64(tx *store.Txn, key []byte) (uint64, error) {
-	v, err := tx.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	n, ok := store.ParseU64(string(v))
-	if !ok {
-		return 0, fmt.Errorf("registry: corrupt counter at %q", key)
-	}
-	return n, nil
 }

@@ -1,18 +1,19 @@
 // Package registryapi is the agent registry: the canonical directory as a
 // deterministic state machine, bearer tokens, Mesh-Sig checks on signed
-// requests, reputation reports and their rollup, and the HTTP handlers of the
-// /v1/agents surface and the legacy hub paths.
+// requests, reputation reports and their rollup, DHT agent records, and the
+// HTTP handlers of the /v1/agents surface and the legacy hub paths.
 //
 // # The directory is a state machine
 //
 // Every write (register, heartbeat, delete, feedback, catalog import) is a
-// Command. A Log orders commands and hands each to Directory.Apply, which
-// changes state in the store inside one transaction, together with the
-// command's place in the change log. Apply reads nothing but the command and
-// the current state: the clock reading and every random value (api key
-// hashes) travel inside the command. So any replica that applies the same
-// commands in the same order reaches the same state, whether the order comes
-// from the local single-writer log (LocalLog) or from a consensus engine.
+// Command, proposed to the canonical log (internal/cmdlog) as an entry of
+// Kind. The log orders entries and hands each to Directory.Apply, which
+// changes state in the store inside the transaction that also appends the
+// entry to the change log. Apply reads nothing but the command and the
+// current state: the clock reading and every random value (api key hashes)
+// travel inside the command. So any replica that applies the same commands
+// in the same order reaches the same state, whether the order comes from
+// the local single writer or from a consensus engine.
 //
 // Reads (GET agent, identity, reputation) go straight to the store.
 //

@@ -57,7 +57,7 @@ func (a *API) importCatalog(w http.ResponseWriter, r *http.Request) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
-	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Catalog: &CatalogOp{Listings: req.Listings}})
+	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Catalog: &CatalogOp{Listings: req.Listings}})
 	if err != nil {
 		return err
 	}

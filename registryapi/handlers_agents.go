@@ -92,7 +92,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	if sig != nil {
 		op.Signed = signedRequest(r, body)
 	}
-	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Register: op})
+	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Register: op})
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(),
+	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(),
 		Heartbeat: &HeartbeatOp{AgentID: c.Sub, Reg: c.Reg, Status: req.Status}})
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func (a *API) deleteMe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(),
+	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(),
 		Delete: &DeleteOp{AgentID: c.Sub, Reg: c.Reg}})
 	if err != nil {
 		return err

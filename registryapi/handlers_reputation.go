@@ -35,7 +35,7 @@ func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
 	if err := rep.Validate(); err != nil {
 		return err
 	}
-	res, err := a.cfg.Log.Propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Feedback: &FeedbackOp{
+	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Feedback: &FeedbackOp{
 		Target: id, Report: rep, Signed: *signedRequest(r, body),
 	}})
 	if err != nil {

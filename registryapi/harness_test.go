@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/store"
 )
@@ -50,14 +51,15 @@ func newHarness(t testing.TB) *harness {
 
 func newHarnessOn(t testing.TB, db *store.DB) *harness {
 	t.Helper()
-	dir, err := OpenDirectory(db)
+	log, err := cmdlog.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := NewDirectory(log)
 	h := &harness{t: t, dir: dir, admin: identity.GenerateKey(),
 		clock: &clock{now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}}
 	api, err := NewAPI(Config{
-		Directory: dir, Log: NewLocalLog(dir), Tokens: NewTokens(identity.GenerateKey()),
+		Directory: dir, Log: cmdlog.NewLocal(log), Tokens: NewTokens(identity.GenerateKey()),
 		PublicURL: "https://mesh.test", Now: h.clock.Now,
 		Admins: []ed25519.PublicKey{h.admin.Public().(ed25519.PublicKey)},
 	})

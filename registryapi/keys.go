@@ -16,10 +16,9 @@ import (
 //	n/<pubkey hex>/<nonce>                     nonce expiry (unix ns, 8 bytes BE)
 //	r/<id>/<reg 8B>/<at ns 8B>/<seq 8B>        storedReport
 //	d/<id>/<reg 8B>/<reporter hex>/<yyyymmdd>  reports counted that UTC day
-//	l/<seq 8B>                                 Command (the change log)
-//	m/seq                                      last applied seq (8 bytes BE)
 //	m/agents                                   registered agents (8 bytes BE)
-//	m/origin                                   did of the directory whose log this is
+//
+// The change log itself (l/, m/seq, m/origin) belongs to internal/cmdlog.
 func agentKey(id string) []byte      { return store.Key("a", id) }
 func pubkeyKey(pubHex string) []byte { return store.Key("k", pubHex) }
 func nonceKey(pubHex, nonce string) []byte {
@@ -32,14 +31,8 @@ func reportKey(id string, reg uint64, atNS int64, seq uint64) []byte {
 func dayKey(id string, reg uint64, reporterHex, day string) []byte {
 	return store.Key("d", id, store.U64(reg), reporterHex, day)
 }
-func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
 
-var (
-	logPrefix     = []byte("l/")
-	seqKey        = []byte("m/seq")
-	originKey     = []byte("m/origin")
-	agentCountKey = []byte("m/agents")
-)
+var agentCountKey = []byte("m/agents")
 
 // pubHex turns a canonical base64 key into the hex used inside store keys
 // (base64 may contain '/').

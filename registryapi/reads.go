@@ -3,7 +3,6 @@ package registryapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/agentmesh/mesh/store"
@@ -19,7 +18,7 @@ func (d *Directory) Lookup(id string) (*Agent, error) {
 	if ok {
 		return a, nil
 	}
-	seq := d.seq.Load()
+	gen := d.gen.Load()
 	err := d.db.View(func(tx *store.Txn) error {
 		var err error
 		a, err = getAgent(tx, id)
@@ -31,10 +30,10 @@ func (d *Directory) Lookup(id string) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Cache only if no commit happened since the read began: Commit bumps
-	// seq under cacheMu after invalidating, so a stale row never lands.
+	// Cache only if no commit happened since the read began: Committed
+	// bumps gen under cacheMu after invalidating, so a stale row never lands.
 	d.cacheMu.Lock()
-	if d.seq.Load() == seq {
+	if d.gen.Load() == gen {
 		if len(d.cache) >= maxCachedAgents {
 			for k := range d.cache { // evict an arbitrary row
 				delete(d.cache, k)
@@ -90,44 +89,5 @@ func (d *Directory) Agents(fn func(*Agent) bool) error {
 			}
 			return !a.Registered() || fn(&a), nil
 		})
-	})
-}
-
-// Changes returns logged commands with seq > since, in order: at most
-// limit of them and, beyond the first, at most maxBytes of encoded JSON.
-func (d *Directory) Changes(since uint64, limit, maxBytes int) ([]json.RawMessage, error) {
-	var out []json.RawMessage
-	size := 0
-	err := d.db.View(func(tx *store.Txn) error {
-		return tx.Scan(logPrefix, logKey(since+1), func(_, v []byte) (bool, error) {
-			if len(out) > 0 && size+len(v) > maxBytes {
-				return false, nil
-			}
-			out = append(out, append(json.RawMessage(nil), v...))
-			size += len(v)
-			return len(out) < limit, nil
-		})
-	})
-	return out, err
-}
-
-// BindOrigin records that this store holds the log of the directory named
-// by did, and refuses a store that already holds another directory's log:
-// two logs cannot be merged.
-func (d *Directory) BindOrigin(did string) error {
-	return d.db.Update(func(tx *store.Txn) error {
-		cur, err := tx.Get(originKey)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			if d.Seq() != 0 {
-				return fmt.Errorf("registry: the store holds %d directory changes of unknown origin", d.Seq())
-			}
-			return tx.Set(originKey, []byte(did))
-		case err != nil:
-			return err
-		case string(cur) != did:
-			return fmt.Errorf("registry: the store holds the directory of %s, not of %s; use a fresh data directory", cur, did)
-		}
-		return nil
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -107,6 +108,19 @@ func (r *AgentRecord) checkRequest() error {
 	}
 	r.pub, r.body, r.Seq = h.Pubkey, body, h.TS
 	return nil
+}
+
+// SignedRegistration reports whether e registers an agent with a request
+// the agent signed, and which: such an agent has a DHT record to publish.
+func SignedRegistration(e *cmdlog.Entry) (agentID string, ok bool) {
+	if e.Kind != Kind {
+		return "", false
+	}
+	var cmd Command
+	if json.Unmarshal(e.Op, &cmd) != nil || cmd.Register == nil || cmd.Register.Signed == nil {
+		return "", false
+	}
+	return cmd.Register.AgentID, true
 }
 
 // RecordValidator checks agent records for the DHT (it satisfies

@@ -1,4 +1,4 @@
-package registryapi
+package cmdlog
 
 import (
 	"context"
@@ -8,24 +8,24 @@ import (
 	"time"
 )
 
-// ChangesFunc fetches logged commands after since from the directory,
+// ChangesFunc fetches logged entries after since from the directory,
 // returning them in order and the directory's head (last seq).
-type ChangesFunc func(ctx context.Context, since uint64) (cmds []Command, head uint64, err error)
+type ChangesFunc func(ctx context.Context, since uint64) (entries []Entry, head uint64, err error)
 
-// Replica keeps a node's Directory a copy of the canonical one: it applies
-// the commands the directory publishes, in order, and whenever it sees a gap,
+// Replica keeps a node's Log a copy of the canonical one: it commits the
+// entries the directory publishes, in order, and whenever it sees a gap,
 // restarts, or simply every PollInterval, asks the directory for the changes
 // since its own last seq. Gossip only makes it fast; the catch-up makes it
 // complete, so a node that missed messages or joined late holds the full
 // directory.
 type Replica struct {
-	dir   *Directory
-	fetch ChangesFunc
-	log   *slog.Logger
+	log    *Log
+	fetch  ChangesFunc
+	logger *slog.Logger
 	// PollInterval is how often the replica checks the directory's head.
 	PollInterval time.Duration
 
-	offers chan Command
+	offers chan Entry
 	kick   chan struct{}
 
 	mu       sync.Mutex
@@ -35,23 +35,23 @@ type Replica struct {
 	progress *sync.Cond
 }
 
-// NewReplica returns a Replica of dir fed by fetch.
-func NewReplica(dir *Directory, fetch ChangesFunc, log *slog.Logger) *Replica {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewReplica returns a Replica of l fed by fetch.
+func NewReplica(l *Log, fetch ChangesFunc, logger *slog.Logger) *Replica {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Replica{dir: dir, fetch: fetch, log: log, PollInterval: 5 * time.Second,
-		offers: make(chan Command, 1024), kick: make(chan struct{}, 1)}
+	r := &Replica{log: l, fetch: fetch, logger: logger, PollInterval: 5 * time.Second,
+		offers: make(chan Entry, 1024), kick: make(chan struct{}, 1)}
 	r.progress = sync.NewCond(&r.mu)
 	return r
 }
 
-// Offer hands the replica a command published by the directory. It never
-// blocks: when the replica is busy the command is dropped and the next
+// Offer hands the replica an entry published by the directory. It never
+// blocks: when the replica is busy the entry is dropped and the next
 // catch-up fetches it.
-func (r *Replica) Offer(cmd Command) {
+func (r *Replica) Offer(e Entry) {
 	select {
-	case r.offers <- cmd:
+	case r.offers <- e:
 	default:
 		r.Kick()
 	}
@@ -65,7 +65,7 @@ func (r *Replica) Kick() {
 	}
 }
 
-// Run applies offered commands and catches up until ctx is done.
+// Run commits offered entries and catches up until ctx is done.
 func (r *Replica) Run(ctx context.Context) {
 	defer func() {
 		r.mu.Lock()
@@ -79,8 +79,8 @@ func (r *Replica) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case cmd := <-r.offers:
-			r.offer(ctx, cmd)
+		case e := <-r.offers:
+			r.offer(ctx, e)
 		case <-r.kick:
 			r.catchUp(ctx)
 		case <-tick.C:
@@ -89,22 +89,22 @@ func (r *Replica) Run(ctx context.Context) {
 	}
 }
 
-func (r *Replica) offer(ctx context.Context, cmd Command) {
-	seq := r.dir.Seq()
+func (r *Replica) offer(ctx context.Context, e Entry) {
+	seq := r.log.Seq()
 	switch {
-	case cmd.Seq <= seq:
+	case e.Seq <= seq:
 		return // already applied
-	case cmd.Seq > seq+1:
+	case e.Seq > seq+1:
 		r.catchUp(ctx) // a gap: fetch what is missing
 		return
 	}
-	if err := r.apply(cmd); err != nil {
+	if err := r.apply(e); err != nil {
 		r.setFailure(err)
 		return
 	}
 	r.mu.Lock()
-	if cmd.Seq > r.head {
-		r.head = cmd.Seq
+	if e.Seq > r.head {
+		r.head = e.Seq
 	}
 	r.noteProgressLocked()
 	r.mu.Unlock()
@@ -113,13 +113,13 @@ func (r *Replica) offer(ctx context.Context, cmd Command) {
 // catchUp fetches and applies changes until the replica reaches the head.
 func (r *Replica) catchUp(ctx context.Context) {
 	for ctx.Err() == nil {
-		cmds, head, err := r.fetch(ctx, r.dir.Seq())
+		entries, head, err := r.fetch(ctx, r.log.Seq())
 		if err != nil {
 			r.setFailure(err)
 			return
 		}
-		for _, c := range cmds {
-			if err := r.apply(c); err != nil {
+		for _, e := range entries {
+			if err := r.apply(e); err != nil {
 				r.setFailure(err)
 				return
 			}
@@ -128,33 +128,33 @@ func (r *Replica) catchUp(ctx context.Context) {
 		r.head, r.failure = head, nil
 		r.noteProgressLocked()
 		r.mu.Unlock()
-		if len(cmds) == 0 || r.dir.Seq() >= head {
+		if len(entries) == 0 || r.log.Seq() >= head {
 			return
 		}
 	}
 }
 
-func (r *Replica) apply(c Command) error {
-	if c.Seq <= r.dir.Seq() {
+func (r *Replica) apply(e Entry) error {
+	if e.Seq <= r.log.Seq() {
 		return nil
 	}
-	if _, err := r.dir.Commit(&c); err != nil {
-		// The directory applied this command; refusing it here means the
+	if _, err := r.log.Commit(&e); err != nil {
+		// The directory committed this entry; refusing it here means the
 		// replica diverged (a bug, or a store from another directory).
-		return fmt.Errorf("replica: apply seq %d: %w", c.Seq, err)
+		return fmt.Errorf("replica: apply seq %d: %w", e.Seq, err)
 	}
 	return nil
 }
 
 func (r *Replica) noteProgressLocked() {
-	if r.dir.Seq() >= r.head {
+	if r.log.Seq() >= r.head {
 		r.synced = time.Now()
 	}
 	r.progress.Broadcast()
 }
 
 func (r *Replica) setFailure(err error) {
-	r.log.Debug("directory catch-up failed", "err", err)
+	r.logger.Debug("directory catch-up failed", "err", err)
 	r.mu.Lock()
 	r.failure = err
 	r.mu.Unlock()
@@ -165,12 +165,12 @@ func (r *Replica) setFailure(err error) {
 func (r *Replica) Status() (head uint64, caughtUp bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.head, r.failure == nil && !r.synced.IsZero() && r.dir.Seq() >= r.head, r.failure
+	return r.head, r.failure == nil && !r.synced.IsZero() && r.log.Seq() >= r.head, r.failure
 }
 
 // WaitFor blocks until the replica has applied seq, or ctx ends.
 func (r *Replica) WaitFor(ctx context.Context, seq uint64) error {
-	if r.dir.Seq() >= seq {
+	if r.log.Seq() >= seq {
 		return nil
 	}
 	r.Kick()
@@ -182,7 +182,7 @@ func (r *Replica) WaitFor(ctx context.Context, seq uint64) error {
 	defer stop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.dir.Seq() < seq {
+	for r.log.Seq() < seq {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

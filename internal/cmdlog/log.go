@@ -1,0 +1,175 @@
+package cmdlog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentmesh/mesh/store"
+)
+
+// Entry is one write in the log.
+type Entry struct {
+	// Seq is the entry's place in the log, assigned by the proposer.
+	Seq uint64 `json:"seq"`
+	// At is the proposer's clock in Unix nanoseconds: the only "now" a
+	// Machine may use.
+	At int64 `json:"at"`
+	// Kind names the Machine that applies the entry.
+	Kind string `json:"kind"`
+	// Op is the operation, encoded by and for its Machine.
+	Op json.RawMessage `json:"op"`
+}
+
+// Time returns At as a time.Time in UTC.
+func (e *Entry) Time() time.Time { return time.Unix(0, e.At).UTC() }
+
+// Machine applies the entries of one kind to state.
+type Machine interface {
+	// Apply changes state inside tx and returns what the change produced.
+	// An error refuses the entry: nothing written in tx is kept. Apply must
+	// be deterministic (see the package documentation).
+	Apply(tx *store.Txn, e *Entry) (any, error)
+	// Committed runs once the entry's transaction has committed, before the
+	// next entry is applied (to drop cached state, for example).
+	Committed(e *Entry)
+}
+
+// Log is the store's copy of the command log and the machines it feeds.
+// Commits are serialised; reads of Seq and Changes are safe at any time.
+type Log struct {
+	db       *store.DB
+	mu       sync.Mutex // serialises Commit
+	seq      atomic.Uint64
+	machines map[string]Machine
+}
+
+// Key layout of the log in the store.
+//
+//	l/<seq 8B>   Entry (the change log)
+//	m/seq        last committed seq (8 bytes BE)
+//	m/origin     did of the directory whose log this is
+var (
+	logPrefix = []byte("l/")
+	seqKey    = []byte("m/seq")
+	originKey = []byte("m/origin")
+)
+
+func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
+
+// Open loads the log's position from db.
+func Open(db *store.DB) (*Log, error) {
+	l := &Log{db: db, machines: map[string]Machine{}}
+	err := db.View(func(tx *store.Txn) error {
+		seq, err := GetU64(tx, seqKey)
+		l.seq.Store(seq)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cmdlog: open: %w", err)
+	}
+	return l, nil
+}
+
+// Handle registers m for entries of kind. Register every machine before
+// the first Commit.
+func (l *Log) Handle(kind string, m Machine) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.machines[kind] = m
+}
+
+// DB is the store the log and its machines live in.
+func (l *Log) DB() *store.DB { return l.db }
+
+// Seq returns the sequence number of the last committed entry.
+func (l *Log) Seq() uint64 { return l.seq.Load() }
+
+// Commit applies e, which must carry the next sequence number, and appends
+// it to the change log, in one transaction.
+func (l *Log) Commit(e *Entry) (any, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if want := l.seq.Load() + 1; e.Seq != want {
+		return nil, fmt.Errorf("%w: seq %d, want %d", ErrOutOfOrder, e.Seq, want)
+	}
+	m, ok := l.machines[e.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, e.Kind)
+	}
+	var res any
+	err := l.db.Update(func(tx *store.Txn) error {
+		var err error
+		if res, err = m.Apply(tx, e); err != nil {
+			return err
+		}
+		if err := tx.SetJSON(logKey(e.Seq), e); err != nil {
+			return err
+		}
+		return tx.Set(seqKey, []byte(store.U64(e.Seq)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Committed(e)
+	l.seq.Store(e.Seq)
+	return res, nil
+}
+
+// Changes returns logged entries with seq > since, in order, encoded: at
+// most limit of them and, beyond the first, at most maxBytes in all.
+func (l *Log) Changes(since uint64, limit, maxBytes int) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	size := 0
+	err := l.db.View(func(tx *store.Txn) error {
+		return tx.Scan(logPrefix, logKey(since+1), func(_, v []byte) (bool, error) {
+			if len(out) > 0 && size+len(v) > maxBytes {
+				return false, nil
+			}
+			out = append(out, append(json.RawMessage(nil), v...))
+			size += len(v)
+			return len(out) < limit, nil
+		})
+	})
+	return out, err
+}
+
+// BindOrigin records that this store holds the log of the directory named
+// by did, and refuses a store that already holds another directory's log:
+// two logs cannot be merged.
+func (l *Log) BindOrigin(did string) error {
+	return l.db.Update(func(tx *store.Txn) error {
+		cur, err := tx.Get(originKey)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if l.Seq() != 0 {
+				return fmt.Errorf("cmdlog: the store holds %d changes of unknown origin", l.Seq())
+			}
+			return tx.Set(originKey, []byte(did))
+		case err != nil:
+			return err
+		case string(cur) != did:
+			return fmt.Errorf("cmdlog: the store holds the log of %s, not of %s; use a fresh data directory", cur, did)
+		}
+		return nil
+	})
+}
+
+// GetU64 reads an 8-byte counter; a missing key reads as 0.
+func GetU64(tx *store.Txn, key []byte) (uint64, error) {
+	v, err := tx.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, ok := store.ParseU64(string(v))
+	if !ok {
+		return 0, fmt.Errorf("corrupt counter at %q", key)
+	}
+	return n, nil
+}

@@ -1,0 +1,50 @@
+package cmdlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+)
+
+// Proposer orders writes: it gives an operation its place in the log,
+// commits it and returns what applying it produced. A refused operation
+// returns the Machine's error and is not logged. The local single writer
+// and a consensus engine both satisfy it, so no handler changes when the
+// log does.
+type Proposer interface {
+	Propose(ctx context.Context, kind string, at int64, op any) (any, error)
+}
+
+// Local is the single-writer Proposer of the directory node.
+type Local struct {
+	log *Log
+	mu  sync.Mutex
+	// OnCommit, if set, sees every committed entry in order, under the
+	// writer's lock: it must not block.
+	OnCommit func(Entry)
+}
+
+var _ Proposer = (*Local)(nil)
+
+// NewLocal returns a Proposer that sequences writes into l.
+func NewLocal(l *Log) *Local { return &Local{log: l} }
+
+// Propose implements Proposer.
+func (p *Local) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(op)
+	if err != nil {
+		return nil, fmt.Errorf("cmdlog: encode %s operation: %w", kind, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := Entry{Seq: p.log.Seq() + 1, At: at, Kind: kind, Op: raw}
+	res, err := p.log.Commit(&e)
+	if err == nil && p.OnCommit != nil {
+		p.OnCommit(e)
+	}
+	return res, err
+}
