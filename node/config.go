@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/connmgr"
+
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -48,6 +50,12 @@ type Config struct {
 	// DHTServer makes a non-bootstrap node answer DHT queries (for nodes
 	// with public addresses). Bootstrap nodes always do.
 	DHTServer bool `json:"dht_server"`
+	// Reachability is "public", "private" (behind NAT: reserve relay slots
+	// on the bootstrap nodes) or empty to detect it. Bootstrap nodes
+	// default to public.
+	Reachability string `json:"reachability"`
+	// Gater, if set, vets libp2p connections (tests simulate NATs with it).
+	Gater connmgr.ConnectionGater `json:"-"`
 	// Key is the node's identity key. Nil means load or create
 	// DataDir/node.key. An agent embedding a node may pass its own key.
 	Key ed25519.PrivateKey `json:"-"`
@@ -104,6 +112,11 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("node: HTTPAddr %q: %w", c.HTTPAddr, err)
+	}
+	switch c.Reachability {
+	case "", p2p.ReachPublic, p2p.ReachPrivate:
+	default:
+		return fmt.Errorf("node: reachability %q: want public, private or empty", c.Reachability)
 	}
 	if c.OnlineWindow < 0 {
 		return errors.New("node: OnlineWindow must not be negative")

@@ -61,18 +61,33 @@ func (n *Node) startP2P(ctx context.Context) error {
 	}
 	validator := n.recordValidator()
 	n.host, err = p2p.New(p2p.Config{
-		Key:        n.key,
-		Listen:     n.cfg.Listen,
-		Bootstrap:  boots,
-		DHTServer:  n.role == RoleBootstrap || n.cfg.DHTServer,
-		Validators: map[string]record.Validator{registryapi.RecordNS: validator, registryapi.IDIndexNS: validator},
-		Registerer: n.metrics,
-		Logger:     n.log.With("component", "p2p"),
+		Key:       n.key,
+		Listen:    n.cfg.Listen,
+		Bootstrap: boots,
+		DHTServer: n.role == RoleBootstrap || n.cfg.DHTServer,
+		// Bootstrap nodes relay for nodes behind NAT and are the rendezvous
+		// of wall topics.
+		RelayService: n.role == RoleBootstrap,
+		Rendezvous:   n.role == RoleBootstrap,
+		Reachability: n.reachability(),
+		Gater:        n.cfg.Gater,
+		Validators:   map[string]record.Validator{registryapi.RecordNS: validator, registryapi.IDIndexNS: validator},
+		Registerer:   n.metrics,
+		Logger:       n.log.With("component", "p2p"),
 	})
 	if err != nil {
 		return err
 	}
 	return n.host.Start(ctx)
+}
+
+// reachability is the configured one; a bootstrap node is public unless
+// told otherwise, since others must reach it.
+func (n *Node) reachability() string {
+	if n.cfg.Reachability == "" && n.role == RoleBootstrap {
+		return p2p.ReachPublic
+	}
+	return n.cfg.Reachability
 }
 
 // recordValidator accepts DHT agent records attested by our directory.

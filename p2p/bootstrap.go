@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"crypto/ed25519"
 	"math/rand/v2"
 	"time"
 
@@ -23,10 +24,7 @@ const (
 // for a disconnect and starts again, so a restarted bootstrap node is
 // rejoined as soon as it is back.
 func (h *Host) keepBootstrapped(ctx context.Context) {
-	for _, p := range h.cfg.Bootstrap {
-		if p.ID == h.h.ID() {
-			continue
-		}
+	for _, p := range h.otherBootstrapPeers() {
 		h.h.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
 		h.h.ConnManager().Protect(p.ID, bootstrapTag)
 		h.goroutine(func() { h.keepConnected(ctx, p) })
@@ -73,6 +71,18 @@ func (h *Host) keepConnected(ctx context.Context, p peer.AddrInfo) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// otherBootstrapPeers are the configured bootstrap peers other than this node.
+func (h *Host) otherBootstrapPeers() []peer.AddrInfo {
+	self, _ := PeerID(h.cfg.Key.Public().(ed25519.PublicKey))
+	var out []peer.AddrInfo
+	for _, p := range h.cfg.Bootstrap {
+		if p.ID != self {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // IsBootstrap reports whether p is one of the configured bootstrap peers.

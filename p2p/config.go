@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,6 +28,21 @@ type Config struct {
 	// DHTServer answers DHT queries for others (bootstrap nodes and nodes
 	// with public addresses). Other nodes are DHT clients.
 	DHTServer bool
+	// RelayService runs a circuit relay v2 for the mesh (bootstrap nodes),
+	// with limits fit for chat (see relayResources). It needs public
+	// reachability, which a relay node must have.
+	RelayService bool
+	// Rendezvous serves the rendezvous protocol (bootstrap nodes): nodes
+	// register the topics they serve and learn who else does.
+	Rendezvous bool
+	// Reachability overrides what AutoNAT would find out: ReachPublic,
+	// ReachPrivate, or "" to detect it. A private node reserves slots on
+	// the Bootstrap peers' relays and advertises circuit addresses; hole
+	// punching upgrades its relayed connections where the NATs allow.
+	Reachability string
+	// Gater, if set, vets every connection (tests use it to make direct
+	// dials between two nodes impossible, as behind NATs).
+	Gater connmgr.ConnectionGater
 	// Validators check DHT records, by namespace: a key "/<ns>/..." is
 	// checked by Validators[ns]. Keys of other namespaces are refused.
 	Validators map[string]record.Validator
@@ -37,6 +53,12 @@ type Config struct {
 	// Logger receives the layer's logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// Reachability values.
+const (
+	ReachPublic  = "public"
+	ReachPrivate = "private"
+)
 
 // DefaultListen listens on every interface, TCP and QUIC, random ports.
 var DefaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
@@ -53,6 +75,11 @@ func (c *Config) validate() error {
 	}
 	if c.ConnHigh <= c.ConnLow {
 		c.ConnHigh = 4 * c.ConnLow
+	}
+	switch c.Reachability {
+	case "", ReachPublic, ReachPrivate:
+	default:
+		return fmt.Errorf("p2p: reachability %q: want public, private or empty", c.Reachability)
 	}
 	for ns, v := range c.Validators {
 		if ns == "" || v == nil {

@@ -34,6 +34,8 @@ type Host struct {
 	mu     sync.Mutex
 	topics map[string]*Topic
 
+	rendezvous *registry // nil unless this node is a rendezvous node
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -65,6 +67,9 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	if h.ps, err = h.newPubSub(ctx); err != nil {
 		return err
+	}
+	if h.cfg.Rendezvous {
+		h.serveRendezvous()
 	}
 	h.goroutine(func() { h.keepBootstrapped(ctx) })
 	return nil
@@ -103,6 +108,10 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		libp2p.UserAgent("mesh"),
 		libp2p.ProtocolVersion(ProtocolPrefix + "/1.0.0"),
 	}
+	opts = append(opts, h.natOptions()...)
+	if h.cfg.Gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(h.cfg.Gater))
+	}
 	if h.cfg.Registerer != nil {
 		opts = append(opts, libp2p.PrometheusRegisterer(h.cfg.Registerer))
 	} else {
@@ -131,7 +140,8 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 		dht.ProtocolPrefix(protocol.ID(ProtocolPrefix)),
 		dht.Mode(mode),
 		dht.Validator(nsv),
-		// The mesh stores values (agent records), not provider records.
+		// The mesh stores values (agent records), not provider records:
+		// who serves a topic is asked of the rendezvous (rendezvous.go).
 		dht.DisableProviders(),
 		dht.BootstrapPeers(h.cfg.Bootstrap...),
 		// Records older than this are dropped by the nodes storing them;
@@ -198,8 +208,12 @@ func (h *Host) Connected(p peer.ID) bool {
 	return h.h.Network().Connectedness(p) == network.Connected
 }
 
-// Connect dials p.
-func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error { return h.h.Connect(ctx, p) }
+// Connect dials p: at its own addresses and, as a fallback the dialler
+// tries after them, through the bootstrap relays (see addRelayAddrs).
+func (h *Host) Connect(ctx context.Context, p peer.AddrInfo) error {
+	h.addRelayAddrs(p.ID)
+	return h.h.Connect(ctx, p)
+}
 
 // Libp2p exposes the underlying host, for tests and for wiring that needs it.
 func (h *Host) Libp2p() host.Host { return h.h }

@@ -118,6 +118,7 @@ type TopicConfig struct {
 
 // Topic is a joined gossipsub topic.
 type Topic struct {
+	h       *Host
 	name    string
 	t       *pubsub.Topic
 	sub     *pubsub.Subscription
@@ -135,7 +136,7 @@ func (h *Host) Join(name string, cfg TopicConfig) (*Topic, error) {
 	if cfg.MaxSize <= 0 || cfg.MaxSize > maxMessageSize {
 		cfg.MaxSize = maxMessageSize
 	}
-	tp := &Topic{name: name, ps: h.ps, done: make(chan struct{})}
+	tp := &Topic{h: h, name: name, ps: h.ps, done: make(chan struct{})}
 	if err := h.ps.RegisterTopicValidator(name, tp.validator(h.h.ID(), cfg),
 		pubsub.WithValidatorTimeout(5*time.Second)); err != nil {
 		return nil, fmt.Errorf("p2p: topic %s: %w", name, err)
@@ -228,6 +229,20 @@ func (tp *Topic) Publish(ctx context.Context, data []byte) error { return tp.t.P
 
 // Peers lists the peers known to be subscribed to the topic.
 func (tp *Topic) Peers() []peer.ID { return tp.t.ListPeers() }
+
+// Leave unsubscribes from the topic and stops its delivery. It waits for a
+// Deliver call in progress, so it must not be called from Deliver.
+func (tp *Topic) Leave() {
+	tp.h.mu.Lock()
+	cur, ok := tp.h.topics[tp.name]
+	if ok && cur == tp {
+		delete(tp.h.topics, tp.name)
+	}
+	tp.h.mu.Unlock()
+	if ok && cur == tp {
+		tp.close()
+	}
+}
 
 func (tp *Topic) close() {
 	tp.cancel()

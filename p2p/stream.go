@@ -48,6 +48,7 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 // Request sends req to p on proto and returns the response, refusing one
 // longer than maxResp.
 func (h *Host) Request(ctx context.Context, p peer.ID, proto string, req []byte, maxResp int) ([]byte, error) {
+	h.addRelayAddrs(p)
 	s, err := h.h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
 		return nil, err

@@ -1,0 +1,94 @@
+package p2p
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p/p2ptest"
+)
+
+// TestRelayedPeersFindEachOtherAndGossip: two nodes behind NATs that refuse
+// direct connections between them find each other through provider
+// records, connect through the bootstrap's relay, and exchange gossip and
+// requests over that connection.
+func TestRelayedPeersFindEachOtherAndGossip(t *testing.T) {
+	t.Parallel()
+	relay := startHost(t, Config{DHTServer: true, RelayService: true, Rendezvous: true, Reachability: ReachPublic})
+	boot := []peer.AddrInfo{addrInfo(relay)}
+	keyA, keyB := identity.GenerateKey(), identity.GenerateKey()
+	idA, idB := mustPeerID(t, keyA), mustPeerID(t, keyB)
+	a := startHost(t, Config{Key: keyA, Bootstrap: boot, Reachability: ReachPrivate, Gater: p2ptest.NewNAT(idB)})
+	b := startHost(t, Config{Key: keyB, Bootstrap: boot, Reachability: ReachPrivate, Gater: p2ptest.NewNAT(idA)})
+
+	for _, h := range []*Host{a, b} {
+		waitFor(t, 10*time.Second, "connected to the relay", func() bool { return h.Connected(relay.ID()) })
+	}
+	var inbox inbox
+	ta, err := a.Join("chat", TopicConfig{Deliver: inbox.deliver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := b.Join("chat", TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if found, err := a.Rendezvous(ctx, "chat", true); err != nil || len(found) != 0 {
+		t.Fatalf("first registration: %v, %v", found, err)
+	}
+	found, err := b.Rendezvous(ctx, "chat", true)
+	if err != nil || len(found) != 1 || found[0].ID != a.ID() {
+		t.Fatalf("Rendezvous = %v, %v; want A", found, err)
+	}
+	// A's reservation on the relay may still be on its way.
+	waitFor(t, 20*time.Second, "a connection through the relay", func() bool {
+		return b.Connect(ctx, found[0]) == nil
+	})
+	for _, c := range b.Libp2p().Network().ConnsToPeer(a.ID()) {
+		if !p2ptest.IsRelayed(c.RemoteMultiaddr()) || c.Stat().Limited {
+			t.Fatalf("connection %s (limited %v): want an unlimited relayed one", c.RemoteMultiaddr(), c.Stat().Limited)
+		}
+	}
+	waitFor(t, 10*time.Second, "B sees A on the topic", func() bool { return slices.Contains(tb.Peers(), a.ID()) })
+	publish(t, tb, "through the relay")
+	waitFor(t, 10*time.Second, "gossip over the relayed connection", func() bool { return inbox.has("through the relay") })
+	_ = ta
+
+	a.HandleRequests("/mesh/test/echo", 1024, func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) { return req, nil })
+	resp, err := b.Request(ctx, a.ID(), "/mesh/test/echo", []byte("ping"), 1024)
+	if err != nil || string(resp) != "ping" {
+		t.Fatalf("request over the relay: %q, %v", resp, err)
+	}
+}
+
+func TestRendezvousRegistry(t *testing.T) {
+	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
+	now := time.Now()
+	reg := func(p peer.ID, at time.Time) []peer.ID {
+		return r.apply(p, rendezvousRequest{NS: "t", Register: true}, at)
+	}
+	if got := reg("a", now); len(got) != 0 {
+		t.Fatalf("first registrant sees %v", got)
+	}
+	if got := reg("b", now); !slices.Equal(got, []peer.ID{"a"}) {
+		t.Fatalf("b sees %v, want [a]", got)
+	}
+	// A lookup does not register; a renewal keeps a alive past b's expiry.
+	if got := r.apply("c", rendezvousRequest{NS: "t"}, now); len(got) != 2 {
+		t.Fatalf("lookup sees %v", got)
+	}
+	reg("a", now.Add(RendezvousTTL/2))
+	if got := r.apply("c", rendezvousRequest{NS: "t"}, now.Add(RendezvousTTL+time.Second)); !slices.Equal(got, []peer.ID{"a"}) {
+		t.Fatalf("after b's registration lapsed: %v", got)
+	}
+	r.apply("a", rendezvousRequest{NS: "t", Unregister: true}, now.Add(RendezvousTTL))
+	if len(r.reg) != 0 {
+		t.Fatalf("empty namespaces are dropped: %v", r.reg)
+	}
+}

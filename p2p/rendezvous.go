@@ -1,0 +1,188 @@
+package p2p
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// The rendezvous: nodes that serve a namespace (an opaque string, such as
+// a gossipsub topic) register it with the rendezvous nodes (bootstrap
+// nodes) and learn who else did, then connect to them. Registrations are
+// soft state: they lapse after RendezvousTTL unless renewed, so a node that
+// dies drops out by itself. A rendezvous node answers in the order it
+// receives requests, so a node that registered is seen by every later
+// lookup, which provider records in the DHT do not promise.
+const (
+	rendezvousProto = ProtocolPrefix + "/rendezvous/1.0.0"
+	// RendezvousTTL is how long a registration lasts; renew well before.
+	RendezvousTTL = 90 * time.Second
+	// Bounds on what one rendezvous node keeps and returns.
+	maxRendezvousNS    = 100_000
+	maxRendezvousPeers = 1000
+	maxRendezvousReq   = 4 << 10
+	maxRendezvousResp  = 1 << 20
+	maxNSLen           = 256
+	maxAddrsPerPeer    = 8
+)
+
+type rendezvousRequest struct {
+	NS         string `json:"ns"`
+	Register   bool   `json:"register,omitempty"`
+	Unregister bool   `json:"unregister,omitempty"`
+}
+
+type rendezvousPeer struct {
+	ID    string   `json:"id"`
+	Addrs []string `json:"addrs"`
+}
+
+type rendezvousResponse struct {
+	Peers []rendezvousPeer `json:"peers"`
+}
+
+// registry is a rendezvous node's state: namespace -> peer -> expiry.
+type registry struct {
+	mu  sync.Mutex
+	reg map[string]map[peer.ID]time.Time
+}
+
+// apply registers or unregisters from in q.NS and returns the other live
+// registrants.
+func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []peer.ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	peers := r.reg[q.NS]
+	for p, exp := range peers {
+		if now.After(exp) {
+			delete(peers, p)
+		}
+	}
+	switch {
+	case q.Unregister:
+		delete(peers, from)
+	case q.Register && from != "":
+		if peers == nil && len(r.reg) < maxRendezvousNS {
+			peers = map[peer.ID]time.Time{}
+			r.reg[q.NS] = peers
+		}
+		if peers != nil && (len(peers) < maxRendezvousPeers || !peers[from].IsZero()) {
+			peers[from] = now.Add(RendezvousTTL)
+		}
+	}
+	if len(peers) == 0 {
+		delete(r.reg, q.NS)
+	}
+	out := make([]peer.ID, 0, len(peers))
+	for p := range peers {
+		if p != from {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// serveRendezvous makes this node a rendezvous node.
+func (h *Host) serveRendezvous() {
+	h.rendezvous = &registry{reg: map[string]map[peer.ID]time.Time{}}
+	h.HandleRequests(rendezvousProto, maxRendezvousReq, func(_ context.Context, from peer.ID, req []byte) ([]byte, error) {
+		var q rendezvousRequest
+		if err := json.Unmarshal(req, &q); err != nil || q.NS == "" || len(q.NS) > maxNSLen {
+			return nil, errors.New("malformed rendezvous request")
+		}
+		return json.Marshal(rendezvousResponse{Peers: h.peerInfos(h.rendezvous.apply(from, q, time.Now()))})
+	})
+}
+
+// peerInfos are the known addresses of ids, as the rendezvous returns them.
+func (h *Host) peerInfos(ids []peer.ID) []rendezvousPeer {
+	out := make([]rendezvousPeer, 0, len(ids))
+	for _, id := range ids {
+		rp := rendezvousPeer{ID: id.String()}
+		for _, a := range h.h.Peerstore().Addrs(id) {
+			if len(rp.Addrs) < maxAddrsPerPeer {
+				rp.Addrs = append(rp.Addrs, a.String())
+			}
+		}
+		out = append(out, rp)
+	}
+	return out
+}
+
+// Rendezvous registers this node under ns with every rendezvous node (the
+// bootstrap peers, and this node if it is one) when register is set, or
+// only looks, and returns the other nodes registered there, their addresses
+// put in the peerstore. It fails only when no rendezvous node answered.
+func (h *Host) Rendezvous(ctx context.Context, ns string, register bool) ([]peer.AddrInfo, error) {
+	return h.rendezvousCall(ctx, rendezvousRequest{NS: ns, Register: register})
+}
+
+// Unregister withdraws this node's registration under ns.
+func (h *Host) Unregister(ctx context.Context, ns string) {
+	h.rendezvousCall(ctx, rendezvousRequest{NS: ns, Unregister: true})
+}
+
+func (h *Host) rendezvousCall(ctx context.Context, q rendezvousRequest) ([]peer.AddrInfo, error) {
+	found := map[peer.ID]bool{}
+	answered := false
+	if h.rendezvous != nil {
+		answered = true
+		for _, p := range h.rendezvous.apply(h.h.ID(), q, time.Now()) {
+			found[p] = true
+		}
+	}
+	req, _ := json.Marshal(q)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, b := range h.otherBootstrapPeers() {
+		if !h.Connected(b.ID) {
+			continue
+		}
+		wg.Go(func() {
+			raw, err := h.Request(ctx, b.ID, rendezvousProto, req, maxRendezvousResp)
+			var resp rendezvousResponse
+			if err != nil || json.Unmarshal(raw, &resp) != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			answered = true
+			for _, rp := range resp.Peers {
+				if id := h.learnPeer(rp); id != "" {
+					found[id] = true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !answered {
+		return nil, ErrNoPeer
+	}
+	out := make([]peer.AddrInfo, 0, len(found))
+	for id := range found {
+		if id != h.h.ID() {
+			out = append(out, peer.AddrInfo{ID: id, Addrs: h.h.Peerstore().Addrs(id)})
+		}
+	}
+	return out, nil
+}
+
+// learnPeer puts a rendezvous answer's addresses in the peerstore.
+func (h *Host) learnPeer(rp rendezvousPeer) peer.ID {
+	id, err := peer.Decode(rp.ID)
+	if err != nil {
+		return ""
+	}
+	for _, s := range rp.Addrs {
+		if a, err := ma.NewMultiaddr(s); err == nil {
+			h.h.Peerstore().AddAddr(id, a, peerstore.TempAddrTTL)
+		}
+	}
+	return id
+}
