@@ -116,11 +116,11 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	var err error
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize: maxCommandSize,
-		Validate: func(origin peer.ID, _ []byte) error {
+		Validate: func(origin peer.ID, _ []byte) (any, error) {
 			if origin != n.selfPeer() {
-				return errors.New("only the directory publishes directory changes")
+				return nil, errors.New("only the directory publishes directory changes")
 			}
-			return nil
+			return nil, nil
 		},
 	})
 	if err != nil {
@@ -173,12 +173,7 @@ func (n *Node) startReplica(ctx context.Context) error {
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize:  maxCommandSize,
 		Validate: n.validateCommand,
-		Deliver: func(_ peer.ID, data []byte) {
-			var e cmdlog.Entry
-			if json.Unmarshal(data, &e) == nil {
-				n.replica.Offer(e)
-			}
-		},
+		Deliver: func(m p2p.Message) { n.replica.Offer(*m.Value.(*cmdlog.Entry)) },
 	})
 	if err != nil {
 		return err
@@ -195,18 +190,18 @@ func (n *Node) startReplica(ctx context.Context) error {
 
 // validateCommand accepts directory commands only from the directory node,
 // well formed, and not already applied.
-func (n *Node) validateCommand(origin peer.ID, data []byte) error {
+func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
 	if origin != n.dirPeer {
-		return errors.New("directory change from a peer that is not the directory")
+		return nil, errors.New("directory change from a peer that is not the directory")
 	}
 	var e cmdlog.Entry
 	if err := json.Unmarshal(data, &e); err != nil || e.Seq == 0 || e.Kind == "" {
-		return errors.New("malformed directory change")
+		return nil, errors.New("malformed directory change")
 	}
 	if e.Seq <= n.clog.Seq() {
-		return p2p.ErrIgnore
+		return nil, p2p.ErrIgnore
 	}
-	return nil
+	return &e, nil
 }
 
 func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, uint64, error) {

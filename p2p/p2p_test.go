@@ -385,10 +385,10 @@ type delivery struct {
 
 func (d delivery) String() string { return fmt.Sprintf("%q from %s", d.data, d.from) }
 
-func (in *inbox) deliver(from peer.ID, data []byte) {
+func (in *inbox) deliver(m Message) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.msgs = append(in.msgs, delivery{from, string(data)})
+	in.msgs = append(in.msgs, delivery{m.From, string(m.Data)})
 }
 
 func (in *inbox) all() []delivery {
@@ -421,9 +421,9 @@ func TestPubsub(t *testing.T) {
 			TopicConfig{Deliver: own.deliver},
 			TopicConfig{
 				Deliver: got.deliver,
-				Validate: func(origin peer.ID, data []byte) error {
+				Validate: func(origin peer.ID, data []byte) (any, error) {
 					validated.Store(origin)
-					return nil
+					return nil, nil
 				},
 			})
 		publish(t, pt, "hello")
@@ -455,11 +455,11 @@ func TestPubsub(t *testing.T) {
 		connect(t, r, s)
 		var got inbox
 		var badOrigin atomic.Value
-		check := func(origin peer.ID, _ []byte) error {
+		check := func(origin peer.ID, _ []byte) (any, error) {
 			if origin != p.ID() {
 				badOrigin.Store(origin)
 			}
-			return nil
+			return nil, nil
 		}
 		if _, err := s.Join("relay", TopicConfig{Validate: check, Deliver: got.deliver}); err != nil {
 			t.Fatal(err)
@@ -526,11 +526,11 @@ func TestPubsub(t *testing.T) {
 			TopicConfig{},
 			TopicConfig{
 				Deliver: got.deliver,
-				Validate: func(_ peer.ID, data []byte) error {
+				Validate: func(_ peer.ID, data []byte) (any, error) {
 					if string(data) == "bad" {
-						return errors.New("bad message")
+						return nil, errors.New("bad message")
 					}
-					return nil
+					return nil, nil
 				},
 			})
 		publish(t, pt, "bad")
@@ -551,12 +551,12 @@ func TestPubsub(t *testing.T) {
 			TopicConfig{},
 			TopicConfig{
 				Deliver: got.deliver,
-				Validate: func(_ peer.ID, data []byte) error {
+				Validate: func(_ peer.ID, data []byte) (any, error) {
 					if string(data) == "dup" {
 						sawIgnored.Store(true)
-						return fmt.Errorf("seen before: %w", ErrIgnore)
+						return nil, fmt.Errorf("seen before: %w", ErrIgnore)
 					}
-					return nil
+					return nil, nil
 				},
 			})
 		publish(t, pt, "dup")
@@ -686,7 +686,7 @@ func TestCloseAndNew(t *testing.T) {
 
 	t.Run("close with topics", func(t *testing.T) {
 		h := startHost(t, Config{})
-		if _, err := h.Join("x", TopicConfig{Deliver: func(peer.ID, []byte) {}}); err != nil {
+		if _, err := h.Join("x", TopicConfig{Deliver: func(Message) {}}); err != nil {
 			t.Fatalf("Join: %v", err)
 		}
 		done := make(chan error, 1)

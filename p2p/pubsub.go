@@ -110,10 +110,19 @@ type TopicConfig struct {
 	Burst       int
 	// Validate checks a message from its authenticated origin. An error
 	// rejects it (penalising the forwarder); ErrIgnore drops it quietly.
-	Validate func(origin peer.ID, data []byte) error
+	// What it returns reaches Deliver as Message.Value, so that a message
+	// is decoded once.
+	Validate func(origin peer.ID, data []byte) (any, error)
 	// Deliver receives each valid message, in arrival order, from one
 	// goroutine. Own messages are delivered too.
-	Deliver func(origin peer.ID, data []byte)
+	Deliver func(Message)
+}
+
+// Message is a delivered topic message.
+type Message struct {
+	From  peer.ID // the authenticated origin
+	Data  []byte
+	Value any // what Validate returned
 }
 
 // Topic is a joined gossipsub topic.
@@ -184,7 +193,7 @@ func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
 		}
 		origin, err := peer.IDFromBytes(m.From)
 		if err == nil {
-			err = cfg.Validate(origin, m.Data)
+			m.ValidatorData, err = cfg.Validate(origin, m.Data)
 		}
 		switch {
 		case err == nil:
@@ -211,7 +220,7 @@ func (tp *Topic) Dropped(reason string) uint64 {
 	return c.(*atomic.Uint64).Load()
 }
 
-func (tp *Topic) deliver(ctx context.Context, fn func(peer.ID, []byte)) {
+func (tp *Topic) deliver(ctx context.Context, fn func(Message)) {
 	defer close(tp.done)
 	for {
 		m, err := tp.sub.Next(ctx)
@@ -219,7 +228,7 @@ func (tp *Topic) deliver(ctx context.Context, fn func(peer.ID, []byte)) {
 			return
 		}
 		if fn != nil {
-			fn(m.GetFrom(), m.Data)
+			fn(Message{From: m.GetFrom(), Data: m.Data, Value: m.ValidatorData})
 		}
 	}
 }
