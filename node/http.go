@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/ed25519"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/registryapi"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // buildHTTP assembles the bridge: one route table, panic recovery and
@@ -36,6 +38,18 @@ func (n *Node) buildHTTP() error {
 		return err
 	}
 	api.Routes(mux.ServeMux)
+	var refresh func(context.Context) error
+	if n.replica != nil {
+		refresh = n.replica.Sync
+	}
+	n.wall, err = wall.New(wall.Config{
+		Catalog: n.catalog, Log: n.proposer, Host: n.host, PublicURL: n.cfg.PublicURL, Refresh: refresh,
+		Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
+	})
+	if err != nil {
+		return err
+	}
+	n.wall.Routes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
 
 	reg := n.metrics

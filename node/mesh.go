@@ -133,6 +133,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	n.proposer = local
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
+	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 	n.goroutine(func() { pub.run(ctx) })
 	return nil
 }
@@ -167,7 +168,7 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 // gossip and are fetched from the directory node whenever the replica is
 // behind; writes are forwarded (see forward.go).
 func (n *Node) startReplica(ctx context.Context) error {
-	n.proposer = readOnlyLog{}
+	n.proposer = replicaProposer{n}
 	n.replica = cmdlog.NewReplica(n.clog, n.fetchChanges, n.log.With("component", "replica"))
 	var err error
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
@@ -228,10 +229,3 @@ func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, 
 	return entries, resp.Head, nil
 }
 
-// readOnlyLog is the Proposer of a replica: writes never reach it, because
-// the bridge forwards them to the directory node first.
-type readOnlyLog struct{}
-
-func (readOnlyLog) Propose(context.Context, string, int64, any) (any, error) {
-	return nil, registryapi.ErrReadOnly
-}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // Node is one mesh node.
@@ -32,6 +33,7 @@ type Node struct {
 	db      *store.DB
 	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
 	dir     *registryapi.Directory
+	catalog *wall.Catalog
 	metrics *prometheus.Registry
 
 	host      *p2p.Host
@@ -44,6 +46,7 @@ type Node struct {
 	dirTopic  *p2p.Topic
 	publisher *publisher // nil on replicas
 
+	wall    *wall.Service
 	handler http.Handler
 	ln      net.Listener
 	srv     *http.Server
@@ -102,6 +105,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}
+	if err := n.wall.Start(ctx); err != nil {
+		return err
+	}
 	n.started = n.cfg.Now()
 	n.srv = &http.Server{
 		Handler:           n.handler,
@@ -152,6 +158,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.dir = registryapi.NewDirectory(n.clog)
+	n.catalog = wall.NewCatalog(n.clog)
 	return nil
 }
 
@@ -177,6 +184,9 @@ func (n *Node) Close() error {
 			cancel()
 		} else if n.ln != nil {
 			n.ln.Close()
+		}
+		if n.wall != nil {
+			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown
 		}
 		if n.cancel != nil {
 			n.cancel()

@@ -2,19 +2,12 @@ package registryapi
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
 )
 
 // propose hands cmd to the canonical log and returns what applying it
 // produced.
 func (a *API) propose(ctx context.Context, cmd Command) (Result, error) {
-	res, err := a.cfg.Log.Propose(ctx, Kind, cmd.At, cmd)
-	if err != nil {
-		return Result{}, err
-	}
-	r, ok := res.(Result)
-	if !ok {
-		return Result{}, fmt.Errorf("registry: log returned %T, not a Result", res)
-	}
-	return r, nil
+	return cmdlog.ResultAs[Result](a.cfg.Log.Propose(ctx, Kind, cmd.At, cmd))
 }

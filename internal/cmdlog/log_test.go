@@ -220,3 +220,27 @@ func TestReplicaWaitForAndFailure(t *testing.T) {
 		t.Fatal("replica missing the entry after recovery")
 	}
 }
+
+func TestReplicaSyncFetchesWhatGossipMissed(t *testing.T) {
+	src, _ := memLog(t)
+	dst, dm := memLog(t)
+	p := NewLocal(src)
+	var calls atomic.Int32
+	rep := NewReplica(dst, fetchFrom(src, &calls), nil)
+	rep.PollInterval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rep.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i := range 3 {
+		propose(t, p, fmt.Sprintf("k%d", i), "v") // never offered: gossip lost
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := rep.Sync(sctx); err != nil {
+			t.Fatal(err)
+		}
+		scancel()
+		if dm.get(t, dst, fmt.Sprintf("k%d", i)) != "v" {
+			t.Fatalf("Sync returned before k%d arrived", i)
+		}
+	}
+}

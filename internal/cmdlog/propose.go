@@ -48,3 +48,23 @@ func (p *Local) Propose(ctx context.Context, kind string, at int64, op any) (any
 	}
 	return res, err
 }
+
+// ResultAs returns what a proposal produced as a T: the value a local log
+// returns, or the JSON a proposer that forwards to a remote log brings back.
+func ResultAs[T any](res any, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	switch v := res.(type) {
+	case T:
+		return v, nil
+	case json.RawMessage:
+		var out T
+		if err := json.Unmarshal(v, &out); err != nil {
+			return zero, fmt.Errorf("cmdlog: decode result: %w", err)
+		}
+		return out, nil
+	}
+	return zero, fmt.Errorf("cmdlog: result is a %T", res)
+}

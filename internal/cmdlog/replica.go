@@ -29,6 +29,8 @@ type Replica struct {
 	kick   chan struct{}
 
 	mu       sync.Mutex
+	started  uint64    // catch-up rounds started (they run one at a time)
+	finished uint64    // the number of the last round finished
 	head     uint64    // directory head as last reported
 	synced   time.Time // when the replica last reached that head
 	failure  error     // last catch-up failure, nil after a success
@@ -112,6 +114,16 @@ func (r *Replica) offer(ctx context.Context, e Entry) {
 
 // catchUp fetches and applies changes until the replica reaches the head.
 func (r *Replica) catchUp(ctx context.Context) {
+	r.mu.Lock()
+	r.started++
+	round := r.started
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.finished = round
+		r.progress.Broadcast()
+		r.mu.Unlock()
+	}()
 	for ctx.Err() == nil {
 		entries, head, err := r.fetch(ctx, r.log.Seq())
 		if err != nil {
@@ -166,6 +178,30 @@ func (r *Replica) Status() (head uint64, caughtUp bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.head, r.failure == nil && !r.synced.IsZero() && r.log.Seq() >= r.head, r.failure
+}
+
+// Sync brings the replica up to the directory's head as of now: it waits
+// for a catch-up that starts after the call, and returns its failure.
+func (r *Replica) Sync(ctx context.Context) error {
+	r.mu.Lock()
+	want := r.started + 1 // the first round to start after this call
+	r.mu.Unlock()
+	r.Kick()
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.progress.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.finished < want {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.progress.Wait()
+	}
+	return r.failure
 }
 
 // WaitFor blocks until the replica has applied seq, or ctx ends.

@@ -1,0 +1,319 @@
+package wall
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/store"
+)
+
+// Kind is the cmdlog entry kind of cluster operations.
+const Kind = "clusters"
+
+// Op is one cluster operation in the canonical log. Exactly one field is
+// set. Both are self-certifying (signed by the cluster's admin key), so the
+// directory accepts them from any node.
+type Op struct {
+	Create *Signed `json:"create,omitempty"`
+	Delete *Signed `json:"delete,omitempty"`
+}
+
+// Result is what applying an Op produced.
+type Result struct {
+	Cluster *Cluster `json:"cluster,omitempty"`
+}
+
+// Cluster is a cluster as the catalog holds it.
+type Cluster struct {
+	Record
+	// Slug is a public cluster's permanent unique slug, assigned by the
+	// directory when it applied the creation.
+	Slug string `json:"slug,omitempty"`
+	// CreatedAt is when the directory applied the creation.
+	CreatedAt time.Time `json:"created_at"`
+	// Signed is the record as its admin signed it.
+	Signed Signed `json:"signed"`
+}
+
+// Public reports whether the cluster is listed and tokenless to join.
+func (c *Cluster) Public() bool { return c.Visibility == Public }
+
+// The lobby: a well-known public cluster every node serves without a
+// record in the log. It has no admin key and cannot be deleted.
+const (
+	LobbyID   = "c_lobby"
+	LobbySlug = "lobby"
+)
+
+var lobby = &Cluster{
+	Record: Record{V: 1, ID: LobbyID, Visibility: Public, Meta: &Meta{
+		Name: "Lobby", Topic: "#public",
+		Description: "The open lobby: a public cluster every node serves. Say hello.",
+	}},
+	Slug: LobbySlug,
+}
+
+// Catalog is the cluster catalog: the cmdlog Machine of Kind and its reads.
+type Catalog struct {
+	db *store.DB
+
+	mu      sync.Mutex
+	deleted []func(id string)
+}
+
+var _ cmdlog.Machine = (*Catalog)(nil)
+
+// NewCatalog returns the catalog kept in log's store and registers it.
+func NewCatalog(log *cmdlog.Log) *Catalog {
+	c := &Catalog{db: log.DB()}
+	log.Handle(Kind, c)
+	return c
+}
+
+// OnDelete registers fn to learn of every cluster deletion the log commits
+// (on this node, whoever proposed it). fn must not block.
+func (c *Catalog) OnDelete(fn func(id string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleted = append(c.deleted, fn)
+}
+
+// Key layout of the catalog in the store:
+//
+//	w/c/<id>    Cluster
+//	w/s/<slug>  id of the public cluster holding slug (kept after deletion: slugs are permanent)
+//	w/t/<id>    tombstone of a deleted cluster: the id can never be created again
+func clusterKey(id string) []byte { return store.Key("w", "c", id) }
+func slugKey(slug string) []byte  { return store.Key("w", "s", slug) }
+func tombKey(id string) []byte    { return store.Key("w", "t", id) }
+
+// Apply implements cmdlog.Machine.
+func (c *Catalog) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
+	var op Op
+	if err := json.Unmarshal(e.Op, &op); err != nil {
+		return nil, fmt.Errorf("wall: decode op %d: %w", e.Seq, err)
+	}
+	switch {
+	case op.Create != nil:
+		return applyCreate(tx, e, *op.Create)
+	case op.Delete != nil:
+		return applyDelete(tx, *op.Delete)
+	}
+	return nil, httpx.ErrInvalid.With("cluster op has no operation")
+}
+
+// Committed implements cmdlog.Machine: deletions reach OnDelete listeners.
+func (c *Catalog) Committed(e *cmdlog.Entry) {
+	var op Op
+	if json.Unmarshal(e.Op, &op) != nil || op.Delete == nil {
+		return
+	}
+	id, err := actionTarget(*op.Delete)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	fns := c.deleted
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn(id)
+	}
+}
+
+func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed) (Result, error) {
+	r, err := OpenRecord(s)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, k := range [][]byte{clusterKey(r.ID), tombKey(r.ID)} {
+		if ok, err := tx.Has(k); err != nil || ok {
+			return Result{}, errors.Join(err, ErrClusterExists)
+		}
+	}
+	cl := &Cluster{Record: *r, CreatedAt: e.Time(), Signed: s}
+	if r.Visibility == Public {
+		if cl.Slug, err = claimSlug(tx, r.ID, slugBase(r.Meta)); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{Cluster: cl}, tx.SetJSON(clusterKey(r.ID), cl)
+}
+
+func applyDelete(tx *store.Txn, s Signed) (Result, error) {
+	id, err := actionTarget(s)
+	if err != nil {
+		return Result{}, err
+	}
+	cl, err := getCluster(tx, id)
+	if err != nil {
+		return Result{}, err
+	}
+	a, err := openAction(s, &cl.Record)
+	if err != nil {
+		return Result{}, err
+	}
+	if a.Op != ActionDelete {
+		return Result{}, httpx.ErrInvalid.With("unknown admin action %q", a.Op)
+	}
+	if err := tx.Delete(clusterKey(id)); err != nil {
+		return Result{}, err
+	}
+	return Result{Cluster: cl}, tx.Set(tombKey(id), []byte(strconv.FormatInt(a.At, 10)))
+}
+
+// claimSlug gives id the slug base, or base-2, base-3... whichever is
+// free first. Slugs are never released, so a link to one never changes
+// meaning.
+func claimSlug(tx *store.Txn, id, base string) (string, error) {
+	for n := 1; ; n++ {
+		slug := base
+		if n > 1 {
+			slug = base + "-" + strconv.Itoa(n)
+		}
+		if slug == LobbySlug {
+			continue
+		}
+		taken, err := tx.Has(slugKey(slug))
+		if err != nil {
+			return "", err
+		}
+		if !taken {
+			return slug, tx.Set(slugKey(slug), []byte(id))
+		}
+	}
+}
+
+// slugBase makes a slug from the cluster's name (or topic): lower case
+// letters, digits and single dashes, at most 48 bytes.
+func slugBase(m *Meta) string {
+	src := m.Name
+	if strings.TrimSpace(src) == "" {
+		src = m.Topic
+	}
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(src) {
+		switch {
+		case r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+		default:
+			dash = true
+		}
+		if b.Len() >= 48 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "cluster"
+	}
+	return b.String()
+}
+
+func getCluster(tx *store.Txn, id string) (*Cluster, error) {
+	var cl Cluster
+	err := tx.GetJSON(clusterKey(id), &cl)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrClusterNotFound
+	}
+	return &cl, err
+}
+
+// Get returns cluster id (the lobby included), or ErrClusterNotFound for
+// an unknown or deleted one.
+func (c *Catalog) Get(id string) (*Cluster, error) {
+	if id == LobbyID {
+		return lobby, nil
+	}
+	if !strings.HasPrefix(id, idPrefix) || len(id) > 64 {
+		return nil, ErrClusterNotFound
+	}
+	var cl *Cluster
+	err := c.db.View(func(tx *store.Txn) error {
+		var err error
+		cl, err = getCluster(tx, id)
+		return err
+	})
+	return cl, err
+}
+
+// Lookup returns a public cluster by id or slug; private and unknown ones
+// are both ErrClusterNotFound, so a private id cannot be probed.
+func (c *Catalog) Lookup(idOrSlug string) (*Cluster, error) {
+	id := idOrSlug
+	if !strings.HasPrefix(idOrSlug, idPrefix) {
+		if idOrSlug == LobbySlug {
+			return lobby, nil
+		}
+		err := c.db.View(func(tx *store.Txn) error {
+			v, err := tx.Get(slugKey(idOrSlug))
+			id = string(v)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) || len(idOrSlug) > 64 {
+			return nil, ErrClusterNotFound
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	cl, err := c.Get(id)
+	if err == nil && !cl.Public() {
+		return nil, ErrClusterNotFound
+	}
+	return cl, err
+}
+
+// Public calls fn for the lobby, then every public cluster in slug order,
+// until fn returns false.
+func (c *Catalog) Public(fn func(*Cluster) bool) error {
+	if !fn(lobby) {
+		return nil
+	}
+	return c.db.View(func(tx *store.Txn) error {
+		return tx.Scan(store.Key("w", "s", ""), nil, func(_, v []byte) (bool, error) {
+			cl, err := getCluster(tx, string(v))
+			if errors.Is(err, ErrClusterNotFound) {
+				return true, nil // deleted; the slug stays reserved
+			}
+			if err != nil {
+				return false, err
+			}
+			return fn(cl), nil
+		})
+	})
+}
+
+// Limits on cluster metadata.
+const (
+	maxNameLen        = 80
+	maxTopicLen       = 64
+	maxDescriptionLen = 500
+)
+
+func (m *Meta) validate() error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"name", m.Name, maxNameLen}, {"topic", m.Topic, maxTopicLen}, {"description", m.Description, maxDescriptionLen}} {
+		if !utf8.ValidString(f.v) || utf8.RuneCountInString(f.v) > f.max {
+			return httpx.ErrInvalid.With("%s must be valid text of at most %d characters", f.name, f.max)
+		}
+		if strings.ContainsFunc(f.v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' }) {
+			return httpx.ErrInvalid.With("%s must not contain control characters", f.name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,20 @@
+package wall
+
+import (
+	"net/http"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// Errors a client can see (spec section 7). The catalog returns some of
+// them from Apply, so they must stay deterministic.
+var (
+	ErrClusterNotFound = httpx.E(http.StatusNotFound, "cluster_not_found", "cluster not found")
+	ErrClusterExists   = httpx.E(http.StatusConflict, "cluster_exists", "a cluster with this id exists or existed")
+	ErrTokenRequired   = httpx.E(http.StatusUnauthorized, "token_required", "a cluster token is required")
+	ErrBadToken        = httpx.E(http.StatusUnauthorized, "invalid_token", "the cluster token is wrong")
+	ErrNotAdmin        = httpx.E(http.StatusUnauthorized, "admin_token_required", "this needs the cluster's admin token (ak_)")
+	ErrNotOwner        = httpx.E(http.StatusUnauthorized, "owner_token_required", "this needs the cluster's token (ck_) or admin token (ak_)")
+	ErrBadAction       = httpx.E(http.StatusUnauthorized, "invalid_admin_signature", "the admin action is not signed by the cluster's admin key")
+	ErrBadRecord       = httpx.E(http.StatusBadRequest, "invalid_cluster_record", "the cluster record is not valid")
+)

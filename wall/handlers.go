@@ -1,0 +1,286 @@
+package wall
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// maxCreateBody bounds POST /v1/clusters bodies.
+const maxCreateBody = 16 << 10
+
+// Routes adds the wall's routes to mux.
+func (s *Service) Routes(mux *http.ServeMux) {
+	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(s.log, fn)) }
+	h("POST /v1/clusters", s.create)
+	h("GET /v1/clusters", s.list)
+	h("GET /v1/clusters/{id}", s.get)
+	h("DELETE /v1/clusters/{id}", s.delete)
+	h("GET /v1/clusters/{id}/ws", s.connect)
+	h("GET /v1/clusters/{id}/history", s.history)
+}
+
+type createRequest struct {
+	Name        string `json:"name"`
+	Visibility  string `json:"visibility"`
+	Topic       string `json:"topic"`
+	Description string `json:"description"`
+}
+
+type createResponse struct {
+	ClusterID   string    `json:"cluster_id"`
+	Token       string    `json:"token"`
+	AdminToken  string    `json:"admin_token"`
+	Visibility  string    `json:"visibility"`
+	WS          string    `json:"ws"`
+	Protocol    string    `json:"protocol"`
+	Slug        string    `json:"slug,omitempty"`
+	Name        string    `json:"name,omitempty"`
+	Topic       string    `json:"topic,omitempty"`
+	Description string    `json:"description,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+func (s *Service) create(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpx.ReadBody(w, r, maxCreateBody)
+	if err != nil {
+		return err
+	}
+	req := createRequest{Visibility: Private}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if err := httpx.DecodeJSON(body, &req); err != nil {
+			return err
+		}
+	}
+	if req.Visibility == "" {
+		req.Visibility = Private
+	}
+	if req.Visibility != Private && req.Visibility != Public {
+		return httpx.ErrInvalid.With("visibility must be private or public, not %q", req.Visibility)
+	}
+	meta := Meta{Name: req.Name, Topic: req.Topic, Description: req.Description}
+	if err := meta.validate(); err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	_, signed, token, admin, err := newCluster(req.Visibility, meta, now.UnixMilli())
+	if err != nil {
+		return err
+	}
+	res, err := cmdlog.ResultAs[Result](s.cfg.Log.Propose(r.Context(), Kind, now.UnixNano(), Op{Create: &signed}))
+	if err != nil {
+		return err
+	}
+	cl := res.Cluster
+	ws := s.wsURL(cl.ID) + "?vis=public&agent="
+	if !cl.Public() {
+		ws = s.wsURL(cl.ID) + "?token=" + url.QueryEscape(token) + "&agent="
+	}
+	httpx.WriteJSON(w, http.StatusCreated, createResponse{
+		ClusterID: cl.ID, Token: token, AdminToken: admin, Visibility: cl.Visibility, WS: ws, Protocol: Protocol,
+		Slug: cl.Slug, Name: meta.Name, Topic: meta.Topic, Description: meta.Description, CreatedAt: cl.CreatedAt,
+	})
+	return nil
+}
+
+// wsURL is the WebSocket address of cluster id on this node.
+func (s *Service) wsURL(id string) string {
+	base := s.cfg.PublicURL
+	switch {
+	case strings.HasPrefix(base, "https://"):
+		base = "wss://" + strings.TrimPrefix(base, "https://")
+	case strings.HasPrefix(base, "http://"):
+		base = "ws://" + strings.TrimPrefix(base, "http://")
+	}
+	return base + "/v1/clusters/" + id + "/ws"
+}
+
+// clusterView is a public cluster on external surfaces (catalog, lookup).
+type clusterView struct {
+	ID            string    `json:"id"`
+	Slug          string    `json:"slug"`
+	Name          string    `json:"name"`
+	Topic         string    `json:"topic"`
+	Description   string    `json:"description"`
+	Visibility    string    `json:"visibility"`
+	BoardsEnabled bool      `json:"boards_enabled"`
+	CreatedAt     time.Time `json:"created_at"`
+	WS            string    `json:"ws"`
+	Protocol      string    `json:"protocol"`
+	// Online and Members are filled on a single cluster's lookup: members
+	// with vis=private are masked, ghosts absent.
+	Online  *int     `json:"online,omitempty"`
+	Members []string `json:"members,omitempty"`
+}
+
+func (s *Service) view(cl *Cluster) clusterView {
+	return clusterView{ID: cl.ID, Slug: cl.Slug, Name: cl.Meta.Name, Topic: cl.Meta.Topic,
+		Description: cl.Meta.Description, Visibility: cl.Visibility, BoardsEnabled: cl.Boards,
+		CreatedAt: cl.CreatedAt, WS: s.wsURL(cl.ID) + "?vis=public&agent=", Protocol: Protocol}
+}
+
+func (s *Service) list(w http.ResponseWriter, r *http.Request) error {
+	out := []clusterView{}
+	err := s.cfg.Catalog.Public(func(cl *Cluster) bool {
+		out = append(out, s.view(cl))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"clusters": out, "count": len(out)})
+	return nil
+}
+
+func (s *Service) get(w http.ResponseWriter, r *http.Request) error {
+	cl, err := s.cluster(r.Context(), r.PathValue("id"), true)
+	if err != nil {
+		return err
+	}
+	v := s.view(cl)
+	members := s.peek(r.Context(), cl)
+	v.Members = make([]string, 0, len(members))
+	for _, m := range members {
+		v.Members = append(v.Members, m.masked())
+	}
+	n := len(members)
+	v.Online = &n
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"cluster": v})
+	return nil
+}
+
+// masked is how a member shows on external surfaces (spec 2.6).
+func (m member) masked() string {
+	if m.Vis != VisPrivate {
+		return m.Agent
+	}
+	first, _ := utf8.DecodeRuneInString(m.Agent)
+	return string(first) + "***"
+}
+
+// clusterToken reads a cluster credential: header x-cluster-token,
+// Authorization: Bearer, or query token.
+func clusterToken(r *http.Request) string {
+	if t := r.Header.Get("X-Cluster-Token"); t != "" {
+		return strings.TrimSpace(t)
+	}
+	if scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(t)
+	}
+	return r.URL.Query().Get("token")
+}
+
+func (s *Service) delete(w http.ResponseWriter, r *http.Request) error {
+	cl, err := s.cluster(r.Context(), r.PathValue("id"), false)
+	if err != nil {
+		return err
+	}
+	tok := clusterToken(r)
+	switch {
+	case tok == "":
+		return ErrTokenRequired.With("deleting a cluster needs its admin token (ak_) in x-cluster-token, Authorization: Bearer or ?token=")
+	case strings.HasPrefix(tok, tokenPrefix):
+		return ErrNotAdmin.With("a cluster token (ck_) cannot delete the cluster; use the admin token (ak_)")
+	case cl.ID == LobbyID || !isAdminOf(tok, cl.ID):
+		return ErrBadToken.With("not the admin token of cluster %s", cl.ID)
+	}
+	now := s.cfg.Now()
+	act, err := signAction(tok, ActionDelete, cl.ID, now.UnixMilli())
+	if err != nil {
+		return err
+	}
+	if _, err := s.cfg.Log.Propose(r.Context(), Kind, now.UnixNano(), Op{Delete: &act}); err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "cluster_id": cl.ID})
+	return nil
+}
+
+// joinQuery is a WebSocket connect's query, checked before the upgrade.
+type joinQuery struct {
+	agent, did, vis, token string
+	owner                  bool
+}
+
+func (s *Service) parseJoin(r *http.Request, cl *Cluster) (joinQuery, error) {
+	q := r.URL.Query()
+	j := joinQuery{agent: q.Get("agent"), did: q.Get("did"), vis: q.Get("vis"), token: q.Get("token")}
+	if j.agent == "" {
+		return j, httpx.ErrInvalid.With("query agent=<handle> is required")
+	}
+	if err := validHandle(j.agent); err != nil {
+		return j, httpx.ErrInvalid.With("agent: %v", err)
+	}
+	if j.did != "" {
+		if err := validDID(j.did); err != nil {
+			return j, httpx.ErrInvalid.With("did: %v", err)
+		}
+	}
+	switch j.vis {
+	case "":
+		j.vis = VisPublic
+	case VisPublic, VisPrivate, VisGhost:
+	default:
+		return j, httpx.ErrInvalid.With("vis must be public, private or ghost, not %q", j.vis)
+	}
+	switch {
+	case j.token == "" && !cl.Public():
+		return j, ErrTokenRequired.With("this cluster is private: connect with ?token=<cluster token>")
+	case j.token == "":
+	case cl.checkToken(j.token), cl.Public() && isAdminOf(j.token, cl.ID):
+		j.owner = true
+	default:
+		return j, ErrBadToken
+	}
+	return j, nil
+}
+
+func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
+	cl, err := s.cluster(r.Context(), r.PathValue("id"), false)
+	if err != nil {
+		return err
+	}
+	j, err := s.parseJoin(r, cl)
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return httpx.E(http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket: connect with a WebSocket client")
+	}
+	// Sockets authenticate with tokens in the query, never with cookies,
+	// so any origin may connect (browser clients of a public map, say).
+	if !s.track() {
+		return httpx.ErrUnavailable.With("the node is shutting down")
+	}
+	defer s.wg.Done()
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return nil // Accept answered the client itself
+	}
+	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, s.cfg.SendQueue)
+	room, err := s.enter(cl, j.token, sk)
+	if err != nil {
+		sk.abort(websocket.StatusTryAgainLater, "cannot join the cluster now")
+		if !errors.Is(err, context.Canceled) {
+			s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
+		}
+		return nil
+	}
+	sk.readLoop(func(data []byte) { room.handleSend(sk, data) })
+	sk.abort(websocket.StatusNormalClosure, "")
+	s.leave(room, sk)
+	return nil
+}
+
+func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
+	return httpx.ErrNotFound.With("history is not implemented yet")
+}

@@ -1,0 +1,428 @@
+package wall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// Stream protocols between nodes serving a cluster.
+const (
+	rosterProto   = p2p.ProtocolPrefix + "/wall/roster/1.0.0"
+	receiptProto  = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
+	maxRosterReq  = maxRoster*(maxHandleLen+maxDIDLen+32) + 4096
+	maxRosterResp = maxRosterReq
+)
+
+// Defaults of Config.
+const (
+	DefaultRosterInterval  = 5 * time.Second
+	DefaultPresenceTimeout = 15 * time.Second
+	DefaultAckWindow       = 2 * time.Second
+	DefaultSyncTimeout     = 2 * time.Second
+	DefaultPeerRate        = 500
+	// pingInterval is how often sockets are pinged; one that does not
+	// answer within pingTimeout is closed.
+	pingInterval = 30 * time.Second
+	pingTimeout  = 15 * time.Second
+)
+
+// Config configures the wall.
+type Config struct {
+	Catalog *Catalog        // required
+	Log     cmdlog.Proposer // required: creates and deletes clusters
+	Host    *p2p.Host       // required
+	// PublicURL is the base URL clients reach this node at.
+	PublicURL string
+	// Refresh, if set, brings the catalog up to date with the directory;
+	// a node that is not the directory asks it before answering that a
+	// cluster does not exist (it may have been created a moment ago).
+	Refresh func(ctx context.Context) error
+	// RosterInterval is how often a node publishes its roster of a
+	// cluster; PresenceTimeout how long after its last word a node's
+	// members go offline (a node killed without a goodbye).
+	RosterInterval  time.Duration
+	PresenceTimeout time.Duration
+	// AckWindow bounds how long a sender waits for other nodes' receipts.
+	AckWindow time.Duration
+	// SyncTimeout bounds the roster exchange before a room's first socket
+	// is greeted.
+	SyncTimeout time.Duration
+	// SendQueue is how many frames may wait for a slow client.
+	SendQueue int
+	// PeerRate is how many topic messages per second a cluster accepts
+	// from one forwarding node; the excess is dropped.
+	PeerRate   float64
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) fill() error {
+	if c.Catalog == nil || c.Log == nil || c.Host == nil {
+		return errors.New("wall: Catalog, Log and Host are required")
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.RosterInterval, DefaultRosterInterval)
+	def(&c.PresenceTimeout, DefaultPresenceTimeout)
+	def(&c.AckWindow, DefaultAckWindow)
+	def(&c.SyncTimeout, DefaultSyncTimeout)
+	if c.SendQueue <= 0 {
+		c.SendQueue = DefaultSendQueue
+	}
+	if c.PeerRate <= 0 {
+		c.PeerRate = DefaultPeerRate
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Service is the wall on one node.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	rooms  map[string]*room
+	closed bool
+}
+
+// New checks cfg and returns the wall; it starts nothing.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.metrics = newMetrics(s, cfg.Registerer)
+	return s, nil
+}
+
+// Start serves the wall's stream protocols and watches for deletions.
+func (s *Service) Start(context.Context) error {
+	h := s.cfg.Host
+	h.HandleRequests(rosterProto, maxRosterReq, s.serveRoster)
+	h.HandleRequests(receiptProto, 4096, s.serveReceipt)
+	s.cfg.Catalog.OnDelete(func(id string) {
+		s.goroutine(func() { s.closeRoom(id, reasonDeleted, websocket.StatusNormalClosure) })
+	})
+	s.goroutine(s.keepalive)
+	return nil
+}
+
+// Close disconnects every socket (closed frame, reason "node shutting
+// down") and leaves every topic. It is safe to call twice.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ids := make([]string, 0, len(s.rooms))
+	for id := range s.rooms {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.closeRoom(id, reasonNodeEnd, websocket.StatusGoingAway)
+	}
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// track counts one more connection handler Close must wait for, unless
+// the service is closing.
+func (s *Service) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Service) goroutine(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// enter puts socket sk into the room of cluster cl, starting the room if
+// sk is its first socket here. token is the credential sk presented (the
+// key of a private cluster's traffic).
+func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, errors.New("wall: node shutting down")
+		}
+		r := s.rooms[cl.ID]
+		creating := r == nil
+		if creating {
+			r = newRoom(s, cl, token)
+			s.rooms[cl.ID] = r
+		}
+		s.mu.Unlock()
+		if creating {
+			var first *member
+			if !sk.ghost() {
+				first = &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}
+			}
+			if err := r.start(first); err != nil {
+				s.dropRoom(r)
+				return nil, err
+			}
+		} else {
+			<-r.ready
+		}
+		if r.admit(sk) {
+			return r, nil
+		}
+		// The room closed meanwhile (its last socket left): start anew.
+	}
+}
+
+// leave takes sk out of its room, closing the room when it was the last.
+func (s *Service) leave(r *room, sk *socket) {
+	if empty := r.dismiss(sk); !empty {
+		return
+	}
+	s.mu.Lock()
+	r.mu.Lock()
+	last := len(r.sockets) == 0 && !r.closed
+	if last {
+		r.closed = true
+		if s.rooms[r.cl.ID] == r {
+			delete(s.rooms, r.cl.ID)
+		}
+	}
+	r.mu.Unlock()
+	s.mu.Unlock()
+	if last {
+		r.shutdown(true)
+	}
+}
+
+// dropRoom forgets a room that failed to start.
+func (s *Service) dropRoom(r *room) {
+	s.mu.Lock()
+	if s.rooms[r.cl.ID] == r {
+		delete(s.rooms, r.cl.ID)
+	}
+	s.mu.Unlock()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// closeRoom disconnects every socket of cluster id with a closed frame.
+func (s *Service) closeRoom(id, reason string, code websocket.StatusCode) {
+	s.mu.Lock()
+	r := s.rooms[id]
+	delete(s.rooms, id)
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	<-r.ready
+	r.mu.Lock()
+	r.closed = true
+	socks := make([]*socket, 0, len(r.sockets))
+	for sk := range r.sockets {
+		socks = append(socks, sk)
+	}
+	r.mu.Unlock()
+	f := encodeFrame(closedFrame{Kind: KindClosed, Reason: reason})
+	for _, sk := range socks {
+		sk.closeAfter(f, code, reason)
+	}
+	r.shutdown(reason != reasonDeleted)
+}
+
+// refreshTimeout bounds Refresh.
+const refreshTimeout = 2 * time.Second
+
+// cluster finds a cluster by id, or with byName a public one by id or
+// slug, asking the directory before concluding it does not exist.
+func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster, error) {
+	find := s.cfg.Catalog.Get
+	if byName {
+		find = s.cfg.Catalog.Lookup
+	}
+	cl, err := find(id)
+	if errors.Is(err, ErrClusterNotFound) && s.cfg.Refresh != nil {
+		ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+		defer cancel()
+		if s.cfg.Refresh(ctx) == nil {
+			cl, err = find(id)
+		}
+	}
+	return cl, err
+}
+
+// room returns the running room of cluster id, if any.
+func (s *Service) room(id string) *room {
+	s.mu.Lock()
+	r := s.rooms[id]
+	s.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.ready:
+		return r
+	default:
+		return nil // still syncing: its roster is not ready to share
+	}
+}
+
+// serveRoster answers a node that joins a cluster this node serves: it
+// learns the asker's roster and returns its own. An empty answer means
+// this node does not serve the cluster (any more).
+func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
+	var q rosterRequest
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return nil, err
+	}
+	r := s.room(q.Cluster)
+	if r == nil {
+		return []byte{}, nil
+	}
+	var theirs []member
+	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
+		return nil, err // a private cluster's roster goes only to token holders
+	}
+	if err := checkMembers(theirs); err != nil {
+		return nil, err
+	}
+	if !q.Peek {
+		r.setRoster(from, theirs, false)
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+		r.waitTopicPeer(wctx, from)
+		cancel()
+	}
+	return encodeWire(r.seal, sealRosterResp, r.localMembers()), nil
+}
+
+// peek returns who is online in public cluster cl across the mesh: from
+// the room here, if this node serves it, else from the rosters of the
+// nodes that do.
+func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
+	if r := s.room(cl.ID); r != nil {
+		return r.members()
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	defer cancel()
+	peers, err := s.cfg.Host.Rendezvous(ctx, topicName(cl.ID), false)
+	if err != nil {
+		return nil
+	}
+	req := encodeWire(nil, "", rosterRequest{Cluster: cl.ID, Body: []byte("[]"), Peek: true})
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	byHandle := map[string]member{}
+	for _, p := range peers {
+		wg.Go(func() {
+			raw, err := s.cfg.Host.Request(ctx, p.ID, rosterProto, req, maxRosterResp)
+			var theirs []member
+			if err != nil || decodeWire(nil, "", raw, &theirs) != nil || checkMembers(theirs) != nil {
+				return
+			}
+			mu.Lock()
+			for _, m := range theirs {
+				byHandle[m.Agent] = m
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return sortedMembers(byHandle)
+}
+
+func (s *Service) serveReceipt(_ context.Context, from peer.ID, raw []byte) ([]byte, error) {
+	var rc receipt
+	if err := json.Unmarshal(raw, &rc); err != nil {
+		return nil, err
+	}
+	if r := s.room(rc.Cluster); r != nil {
+		r.receipt(from, rc)
+	}
+	return []byte{}, nil
+}
+
+// keepalive pings every socket every pingInterval, a bounded number at a
+// time, and closes those that do not answer.
+func (s *Service) keepalive() {
+	tick := time.NewTicker(pingInterval)
+	defer tick.Stop()
+	sem := make(chan struct{}, 64)
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, sk := range s.allSockets() {
+			select {
+			case sem <- struct{}{}:
+			case <-s.ctx.Done():
+				return
+			}
+			go func() {
+				defer func() { <-sem }()
+				sk.ping(pingTimeout)
+			}()
+		}
+	}
+}
+
+func (s *Service) allSockets() []*socket {
+	s.mu.Lock()
+	rooms := make([]*room, 0, len(s.rooms))
+	for _, r := range s.rooms {
+		rooms = append(rooms, r)
+	}
+	s.mu.Unlock()
+	var out []*socket
+	for _, r := range rooms {
+		r.mu.Lock()
+		for sk := range r.sockets {
+			out = append(out, sk)
+		}
+		r.mu.Unlock()
+	}
+	return out
+}

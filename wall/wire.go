@@ -1,0 +1,145 @@
+package wall
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// What crosses between nodes. On a cluster's topic: messages, presence
+// deltas (join, leave) and rosters; on the roster stream: rosters; on the
+// receipt stream: receipts. A private cluster's topic messages and rosters
+// are sealed with its wire key.
+const (
+	wireMessage = "msg"
+	wireJoin    = "join"
+	wireLeave   = "leave"
+	wireRoster  = "roster"
+)
+
+// Sealing purposes (bound into the associated data).
+const (
+	sealTopic      = "topic"
+	sealRosterReq  = "roster request"
+	sealRosterResp = "roster response"
+)
+
+// maxWire bounds a topic message: a full frame plus addressing and sealing.
+const maxWire = MaxFrame + maxRecipients*(maxHandleLen+3) + 1024
+
+// maxRoster bounds the members one node reports.
+const maxRoster = 10_000
+
+type wireMsg struct {
+	T string `json:"t"`
+
+	// message
+	ID      string          `json:"id,omitempty"`
+	From    string          `json:"from,omitempty"`
+	FromDID string          `json:"from_did,omitempty"`
+	To      []string        `json:"to,omitempty"` // nil: broadcast
+	TS      int64           `json:"ts,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+
+	// join, leave
+	Member *member `json:"member,omitempty"`
+
+	// roster: the sending node's visible members; Bye when it leaves
+	Members []member `json:"members,omitempty"`
+	Bye     bool     `json:"bye,omitempty"`
+}
+
+// member is a non-ghost member as other nodes see it.
+type member struct {
+	Agent string `json:"agent"`
+	DID   string `json:"did,omitempty"`
+	Vis   string `json:"vis,omitempty"` // public or private
+}
+
+func (m member) check() error {
+	if err := validHandle(m.Agent); err != nil {
+		return err
+	}
+	if m.Vis != VisPublic && m.Vis != VisPrivate {
+		return fmt.Errorf("member visibility %q", m.Vis)
+	}
+	if len(m.DID) > maxDIDLen {
+		return errors.New("member did too long")
+	}
+	return nil
+}
+
+// check validates a message from another node: its shape, sizes and
+// handles, so that nothing malformed reaches a socket.
+func (w *wireMsg) check() error {
+	switch w.T {
+	case wireMessage:
+		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || !json.Valid(w.Payload) || len(w.Payload) > MaxFrame {
+			return errors.New("malformed message")
+		}
+		if len(w.To) > maxRecipients || len(w.FromDID) > maxDIDLen {
+			return errors.New("message addressing too large")
+		}
+		for _, h := range append([]string{w.From}, w.To...) {
+			if err := validHandle(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	case wireJoin, wireLeave:
+		if w.Member == nil {
+			return errors.New("presence without member")
+		}
+		return w.Member.check()
+	case wireRoster:
+		return checkMembers(w.Members)
+	}
+	return fmt.Errorf("unknown wire message %q", w.T)
+}
+
+func checkMembers(ms []member) error {
+	if len(ms) > maxRoster {
+		return errors.New("roster too large")
+	}
+	for _, m := range ms {
+		if err := m.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeWire seals (for a private cluster) and encodes v.
+func encodeWire(s *sealer, purpose string, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("wall: wire value does not encode: %v", err))
+	}
+	return s.seal(purpose, b)
+}
+
+// decodeWire opens and decodes data into v.
+func decodeWire(s *sealer, purpose string, data []byte, v any) error {
+	b, err := s.open(purpose, data)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// rosterRequest asks a node for its roster of a cluster and tells it the
+// asking node's own. Body is sealed for a private cluster, which proves the
+// asker holds the cluster's token.
+type rosterRequest struct {
+	Cluster string `json:"cluster"`
+	Body    []byte `json:"body"` // encodes []member
+	// Peek asks for the roster only: the asker does not serve the cluster.
+	Peek bool `json:"peek,omitempty"`
+}
+
+// receipt tells a message's origin node how many of its sockets received it.
+type receipt struct {
+	Cluster   string `json:"cluster"`
+	ID        string `json:"id"`
+	Delivered int    `json:"delivered"`
+}
