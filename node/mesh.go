@@ -174,7 +174,7 @@ func (n *Node) startReplica(ctx context.Context) error {
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize:  maxCommandSize,
 		Validate: n.validateCommand,
-		Deliver: func(m p2p.Message) { n.replica.Offer(*m.Value.(*cmdlog.Entry)) },
+		Deliver:  func(m p2p.Message) { n.replica.Offer(*m.Value.(*cmdlog.Entry)) },
 	})
 	if err != nil {
 		return err
@@ -228,4 +228,3 @@ func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, 
 	}
 	return entries, resp.Head, nil
 }
-

@@ -41,7 +41,7 @@ type socket struct {
 	did    string
 	vis    string
 	owner  bool
-	limit  int // send queue bound
+	limit  int             // send queue bound
 	wg     *sync.WaitGroup // owns the socket's writer and closer goroutines
 
 	ctx    context.Context // ends when the socket closes
