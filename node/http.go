@@ -43,7 +43,7 @@ func (n *Node) buildHTTP() error {
 		refresh = n.replica.Sync
 	}
 	n.wall, err = wall.New(wall.Config{
-		Catalog: n.catalog, Log: n.proposer, Host: n.host, PublicURL: n.cfg.PublicURL, Refresh: refresh,
+		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.dirPeer, PublicURL: n.cfg.PublicURL, Refresh: refresh,
 		Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
 	if err != nil {

@@ -78,6 +78,27 @@ func (r *Record) checkToken(token string) bool {
 	return subtle.ConstantTimeCompare([]byte(tokenVerifier(r.ID, token)), []byte(r.Verifier)) == 1
 }
 
+// memberToken returns the member token that credential stands for: the
+// token itself, or the one the admin token unwraps. It fails for anything
+// else.
+func (r *Record) memberToken(credential string) (string, bool) {
+	if r.checkToken(credential) {
+		return credential, true
+	}
+	if r.TokenWrap == "" || !isAdminOf(credential, r.ID) {
+		return "", false
+	}
+	wrapped, err := base64.StdEncoding.DecodeString(r.TokenWrap)
+	if err != nil {
+		return "", false
+	}
+	tok, err := newSealer(r.ID, credential).open("token wrap", wrapped)
+	if err != nil || !r.checkToken(string(tok)) {
+		return "", false
+	}
+	return string(tok), true
+}
+
 // Record is a cluster as its admin signed it.
 type Record struct {
 	V          int    `json:"v"`
@@ -89,6 +110,10 @@ type Record struct {
 	Meta     *Meta           `json:"meta,omitempty"`
 	Sealed   string          `json:"sealed,omitempty"`
 	Verifier string          `json:"verifier"`
+	// TokenWrap is the member token sealed with a key derived from the
+	// admin token, so that the admin can act as a member of a private
+	// cluster (read its history) without the member token at hand.
+	TokenWrap string `json:"token_wrap"`
 	Boards   bool            `json:"boards_enabled"`
 	Props    json.RawMessage `json:"props,omitempty"`
 	Created  int64           `json:"created"` // Unix ms, as the creator's clock read
@@ -208,6 +233,7 @@ func newCluster(vis string, meta Meta, created int64) (rec *Record, signed Signe
 	rec = &Record{V: 1, ID: clusterID(pub), Admin: base64.StdEncoding.EncodeToString(pub),
 		Visibility: vis, Created: created}
 	rec.Verifier = tokenVerifier(rec.ID, token)
+	rec.TokenWrap = base64.StdEncoding.EncodeToString(newSealer(rec.ID, admin).seal("token wrap", []byte(token)))
 	if vis == Public {
 		rec.Meta = &meta
 	} else {

@@ -16,5 +16,6 @@ var (
 	ErrNotAdmin        = httpx.E(http.StatusUnauthorized, "admin_token_required", "this needs the cluster's admin token (ak_)")
 	ErrNotOwner        = httpx.E(http.StatusUnauthorized, "owner_token_required", "this needs the cluster's token (ck_) or admin token (ak_)")
 	ErrBadAction       = httpx.E(http.StatusUnauthorized, "invalid_admin_signature", "the admin action is not signed by the cluster's admin key")
+	ErrNoDirectory     = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory node cannot be reached; retry later")
 	ErrBadRecord       = httpx.E(http.StatusBadRequest, "invalid_cluster_record", "the cluster record is not valid")
 )

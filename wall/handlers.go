@@ -232,15 +232,17 @@ func (s *Service) parseJoin(r *http.Request, cl *Cluster) (joinQuery, error) {
 	default:
 		return j, httpx.ErrInvalid.With("vis must be public, private or ghost, not %q", j.vis)
 	}
-	switch {
-	case j.token == "" && !cl.Public():
-		return j, ErrTokenRequired.With("this cluster is private: connect with ?token=<cluster token>")
-	case j.token == "":
-	case cl.checkToken(j.token), cl.Public() && isAdminOf(j.token, cl.ID):
-		j.owner = true
-	default:
+	if j.token == "" {
+		if !cl.Public() {
+			return j, ErrTokenRequired.With("this cluster is private: connect with ?token=<cluster token>")
+		}
+		return j, nil
+	}
+	tok, ok := cl.memberToken(j.token)
+	if !ok {
 		return j, ErrBadToken
 	}
+	j.token, j.owner = tok, true
 	return j, nil
 }
 
@@ -279,8 +281,4 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	sk.abort(websocket.StatusNormalClosure, "")
 	s.leave(room, sk)
 	return nil
-}
-
-func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
-	return httpx.ErrNotFound.With("history is not implemented yet")
 }

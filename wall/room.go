@@ -226,6 +226,7 @@ func (r *room) admit(sk *socket) bool {
 		admitted = true
 		sk.room = r
 		r.addLocked(sk)
+		r.record("join", sk)
 		sk.send(outFrame{data: encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did),
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})})
 	})
@@ -240,6 +241,9 @@ func (r *room) admit(sk *socket) bool {
 func (r *room) dismiss(sk *socket) (empty bool) {
 	gone := false
 	r.change([]string{sk.handle}, sk, func() {
+		if _, in := r.sockets[sk]; in {
+			r.record("leave", sk)
+		}
 		r.removeLocked(sk)
 		gone = !sk.ghost() && r.local[sk.handle] == nil
 		empty = len(r.sockets) == 0

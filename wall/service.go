@@ -43,6 +43,9 @@ type Config struct {
 	Catalog *Catalog        // required
 	Log     cmdlog.Proposer // required: creates and deletes clusters
 	Host    *p2p.Host       // required
+	// Directory is the directory node, which keeps cluster histories;
+	// empty means this node.
+	Directory peer.ID
 	// PublicURL is the base URL clients reach this node at.
 	PublicURL string
 	// Refresh, if set, brings the catalog up to date with the directory;
@@ -111,6 +114,8 @@ type Service struct {
 	mu     sync.Mutex
 	rooms  map[string]*room
 	closed bool
+
+	events chan pendingEvent // history events for the directory
 }
 
 // New checks cfg and returns the wall; it starts nothing.
@@ -118,7 +123,7 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, events: make(chan pendingEvent, historyQueue)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -129,10 +134,17 @@ func (s *Service) Start(context.Context) error {
 	h := s.cfg.Host
 	h.HandleRequests(rosterProto, maxRosterReq, s.serveRoster)
 	h.HandleRequests(receiptProto, 4096, s.serveReceipt)
+	if s.isDirectory() {
+		h.HandleRequests(historyProto, maxHistoryReq, s.serveHistory)
+	}
 	s.cfg.Catalog.OnDelete(func(id string) {
-		s.goroutine(func() { s.closeRoom(id, reasonDeleted, websocket.StatusNormalClosure) })
+		s.goroutine(func() {
+			s.closeRoom(id, reasonDeleted, websocket.StatusNormalClosure)
+			s.dropHistory(id)
+		})
 	})
 	s.goroutine(s.keepalive)
+	s.goroutine(s.reportEvents)
 	return nil
 }
 

@@ -1,0 +1,193 @@
+package wall
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/store"
+)
+
+// harness is one node's wall alone: its own directory, a libp2p host on
+// loopback and the HTTP surface on an httptest server.
+type harness struct {
+	t    *testing.T
+	svc  *Service
+	host *p2p.Host
+	srv  *httptest.Server
+	cat  *Catalog
+}
+
+func newHarness(t *testing.T, tweak func(*Config)) *harness {
+	t.Helper()
+	db, err := store.Open(store.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	log, err := cmdlog.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Rendezvous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	h := &harness{t: t, host: host, cat: NewCatalog(log)}
+	mux := httpx.NewMux()
+	h.srv = httptest.NewServer(httpx.Recover(nil, mux))
+	cfg := Config{Catalog: h.cat, Log: cmdlog.NewLocal(log), Host: host, PublicURL: h.srv.URL}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	if h.svc, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h.svc.Routes(mux.ServeMux)
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.srv.Close(); h.svc.Close() })
+	return h
+}
+
+// call makes an HTTP request and decodes the JSON answer.
+func (h *harness) call(method, path, body string, hdr ...string) (int, map[string]any) {
+	h.t.Helper()
+	req, _ := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		h.t.Fatalf("%s %s: status %d, body not JSON: %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, v
+}
+
+func (h *harness) create(body string) map[string]any {
+	h.t.Helper()
+	st, v := h.call("POST", "/v1/clusters", body)
+	if st != 201 {
+		h.t.Fatalf("create: %d %v", st, v)
+	}
+	return v
+}
+
+// client is a WebSocket client of the harness.
+type client struct {
+	t      *testing.T
+	conn   *websocket.Conn
+	frames chan map[string]any
+}
+
+func (h *harness) dial(id string, q url.Values) *client {
+	h.t.Helper()
+	c, resp, err := h.tryDial(id, q)
+	if err != nil {
+		h.t.Fatalf("dial: %v %v", err, resp)
+	}
+	return c
+}
+
+func (h *harness) tryDial(id string, q url.Values) (*client, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/v1/clusters/" + id + "/ws?" + q.Encode()
+	conn, resp, err := websocket.Dial(ctx, u, nil)
+	if err != nil {
+		return nil, resp, err
+	}
+	conn.SetReadLimit(4 << 20)
+	c := &client{t: h.t, conn: conn, frames: make(chan map[string]any, 4096)}
+	h.t.Cleanup(func() { conn.CloseNow() })
+	return c, resp, nil
+}
+
+// listen reads frames in the background (a client that never calls it
+// never reads: a slow consumer).
+func (c *client) listen() *client {
+	go func() {
+		defer close(c.frames)
+		for {
+			_, data, err := c.conn.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var f map[string]any
+			json.Unmarshal(data, &f)
+			c.frames <- f
+		}
+	}()
+	return c
+}
+
+func (c *client) next(kind string) map[string]any {
+	c.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case f, ok := <-c.frames:
+			if !ok {
+				c.t.Fatalf("socket closed while waiting for %s", kind)
+			}
+			if f["kind"] == kind {
+				return f
+			}
+			if f["kind"] != KindPresence {
+				c.t.Fatalf("want %s, got %v", kind, f)
+			}
+		case <-timeout:
+			c.t.Fatalf("no %s frame within 10s", kind)
+		}
+	}
+}
+
+func (c *client) write(typ websocket.MessageType, b []byte) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.conn.Write(ctx, typ, b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *client) send(v any) {
+	c.t.Helper()
+	if s, ok := v.(string); ok {
+		c.write(websocket.MessageText, []byte(s))
+		return
+	}
+	b, _ := json.Marshal(v)
+	c.write(websocket.MessageText, b)
+}
+
+func vals(kv ...string) url.Values {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return v
+}

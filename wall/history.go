@@ -1,0 +1,296 @@
+package wall
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/store"
+)
+
+// The owner history: the wall keeps no messages, so what an owner audits
+// is who came and went: a join and a leave event for every non-ghost
+// socket, on whatever node. Each node reports its sockets' events to the
+// directory node, which keeps the newest historyKeep of each cluster; a
+// private cluster's events are sealed with its wire key, so the directory
+// holds only ciphertext. Any node serves GET history to a holder of the
+// cluster's token or admin token: it fetches the events from the directory
+// and opens them itself.
+const (
+	historyProto     = p2p.ProtocolPrefix + "/wall/history/1.0.0"
+	historyKeep      = 1000
+	historyBatch     = 100
+	maxHistoryBody   = 2 << 10
+	maxHistoryReq    = historyBatch*(maxHistoryBody+64) + 1024
+	maxHistoryResp   = historyKeep*(maxHistoryBody+128) + 1024
+	historyQueue     = 4096
+	sealHistory      = "history"
+	defaultHistoryN  = 100
+	historyAppend    = "append"
+	historyRead      = "read"
+	historyRetention = 30 * 24 * time.Hour
+)
+
+// Event is one entry of a cluster's history.
+type Event struct {
+	At    time.Time `json:"at"` // when the directory recorded it
+	Event string    `json:"event"`
+	Agent string    `json:"agent"`
+	DID   string    `json:"did,omitempty"`
+	Vis   string    `json:"vis"`
+	Node  string    `json:"node"` // peer id of the node the socket was on
+}
+
+type eventBody struct {
+	Event string `json:"event"`
+	Agent string `json:"agent"`
+	DID   string `json:"did,omitempty"`
+	Vis   string `json:"vis"`
+}
+
+type storedEvent struct {
+	At   int64  `json:"at"` // Unix ms
+	Node string `json:"node"`
+	Body []byte `json:"body"`
+}
+
+type historyRequest struct {
+	Op      string   `json:"op"`
+	Cluster string   `json:"cluster"`
+	Events  [][]byte `json:"events,omitempty"`
+	Limit   int      `json:"limit,omitempty"`
+}
+
+type historyResponse struct {
+	Events []storedEvent `json:"events"`
+}
+
+type pendingEvent struct {
+	cluster string
+	body    []byte
+}
+
+// record queues an event of socket sk for the directory; it never blocks.
+func (r *room) record(event string, sk *socket) {
+	if sk.ghost() {
+		return
+	}
+	body := encodeWire(r.seal, sealHistory, eventBody{Event: event, Agent: sk.handle, DID: sk.did, Vis: sk.vis})
+	select {
+	case r.svc.events <- pendingEvent{cluster: r.cl.ID, body: body}:
+	default:
+		r.svc.log.Warn("history queue full: event dropped", "cluster", r.cl.ID)
+	}
+}
+
+// reportEvents sends queued events to the directory in batches per cluster.
+func (s *Service) reportEvents() {
+	for {
+		var first pendingEvent
+		select {
+		case <-s.ctx.Done():
+			return
+		case first = <-s.events:
+		}
+		batch := map[string][][]byte{first.cluster: {first.body}}
+	drain:
+		for range historyBatch - 1 {
+			select {
+			case e := <-s.events:
+				batch[e.cluster] = append(batch[e.cluster], e.body)
+			default:
+				break drain
+			}
+		}
+		for id, bodies := range batch {
+			if err := s.appendHistory(id, bodies); err != nil {
+				s.log.Debug("history events not recorded", "cluster", id, "n", len(bodies), "err", err)
+			}
+		}
+	}
+}
+
+func (s *Service) appendHistory(id string, bodies [][]byte) error {
+	if s.isDirectory() {
+		return s.storeEvents(id, s.cfg.Host.ID(), bodies)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	req, _ := json.Marshal(historyRequest{Op: historyAppend, Cluster: id, Events: bodies})
+	_, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, 64)
+	return err
+}
+
+func (s *Service) isDirectory() bool {
+	return s.cfg.Directory == "" || s.cfg.Directory == s.cfg.Host.ID()
+}
+
+// Key layout of the history on the directory node:
+//
+//	w/h/<id>/<n 8B>  storedEvent, the n-th of the cluster
+//	w/hn/<id>        n of the newest event
+func eventKey(id string, n uint64) []byte { return store.Key("w", "h", id, store.U64(n)) }
+func eventCountKey(id string) []byte      { return store.Key("w", "hn", id) }
+
+// storeEvents appends events reported by node from, dropping the oldest
+// beyond historyKeep.
+func (s *Service) storeEvents(id string, from peer.ID, bodies [][]byte) error {
+	if _, err := s.cfg.Catalog.Get(id); err != nil {
+		return err
+	}
+	at := s.cfg.Now().UnixMilli()
+	return s.cfg.Catalog.db.Update(func(tx *store.Txn) error {
+		n, err := cmdlog.GetU64(tx, eventCountKey(id))
+		if err != nil {
+			return err
+		}
+		for _, b := range bodies {
+			if len(b) > maxHistoryBody {
+				continue
+			}
+			n++
+			v, _ := json.Marshal(storedEvent{At: at, Node: from.String(), Body: b})
+			if err := tx.SetTTL(eventKey(id, n), v, historyRetention); err != nil {
+				return err
+			}
+			if n > historyKeep {
+				if err := tx.Delete(eventKey(id, n-historyKeep)); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Set(eventCountKey(id), []byte(store.U64(n)))
+	})
+}
+
+// readEvents returns up to limit of the newest stored events of id.
+func (s *Service) readEvents(id string, limit int) ([]storedEvent, error) {
+	var out []storedEvent
+	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+		n, err := cmdlog.GetU64(tx, eventCountKey(id))
+		if err != nil {
+			return err
+		}
+		from := uint64(1)
+		if n > uint64(limit) {
+			from = n - uint64(limit) + 1
+		}
+		return tx.Scan(store.Key("w", "h", id, ""), eventKey(id, from), func(_, v []byte) (bool, error) {
+			var e storedEvent
+			if json.Unmarshal(v, &e) == nil {
+				out = append(out, e)
+			}
+			return true, nil
+		})
+	})
+	slices.Reverse(out)
+	return out, err
+}
+
+// dropHistory forgets a deleted cluster's history.
+func (s *Service) dropHistory(id string) {
+	err := s.cfg.Catalog.db.Update(func(tx *store.Txn) error {
+		var keys [][]byte
+		if err := tx.Scan(store.Key("w", "h", id, ""), nil, func(k, _ []byte) (bool, error) {
+			keys = append(keys, append([]byte(nil), k...))
+			return true, nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range append(keys, eventCountKey(id)) {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("dropping a deleted cluster's history failed", "cluster", id, "err", err)
+	}
+}
+
+// serveHistory is the directory's side of historyProto.
+func (s *Service) serveHistory(_ context.Context, from peer.ID, raw []byte) ([]byte, error) {
+	var q historyRequest
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return nil, err
+	}
+	switch q.Op {
+	case historyAppend:
+		if len(q.Events) > historyBatch {
+			q.Events = q.Events[:historyBatch]
+		}
+		return []byte{}, s.storeEvents(q.Cluster, from, q.Events)
+	case historyRead:
+		events, err := s.readEvents(q.Cluster, min(max(q.Limit, 1), historyKeep))
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(historyResponse{Events: events})
+	}
+	return nil, httpx.ErrInvalid
+}
+
+// fetchEvents gets a cluster's stored events from the directory.
+func (s *Service) fetchEvents(ctx context.Context, id string, limit int) ([]storedEvent, error) {
+	if s.isDirectory() {
+		return s.readEvents(id, limit)
+	}
+	req, _ := json.Marshal(historyRequest{Op: historyRead, Cluster: id, Limit: limit})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, maxHistoryResp)
+	if err != nil {
+		return nil, ErrNoDirectory.With("the directory node, which keeps cluster histories, did not answer: %v", err)
+	}
+	var resp historyResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Events, nil
+}
+
+func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
+	cl, err := s.cluster(r.Context(), r.PathValue("id"), false)
+	if err != nil {
+		return err
+	}
+	cred := clusterToken(r)
+	tok, ok := cl.memberToken(cred)
+	if !ok {
+		return ErrNotOwner
+	}
+	limit := defaultHistoryN
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > historyKeep {
+			return httpx.ErrInvalid.With("limit must be an integer from 1 to %d", historyKeep)
+		}
+	}
+	stored, err := s.fetchEvents(r.Context(), cl.ID, limit)
+	if err != nil {
+		return err
+	}
+	var seal *sealer
+	if !cl.Public() {
+		seal = newSealer(cl.ID, tok)
+	}
+	events := make([]Event, 0, len(stored))
+	for _, e := range stored {
+		var b eventBody
+		if decodeWire(seal, sealHistory, e.Body, &b) != nil {
+			continue // not sealed with this cluster's key: not an event of ours
+		}
+		events = append(events, Event{At: time.UnixMilli(e.At).UTC(), Event: b.Event, Agent: b.Agent,
+			DID: b.DID, Vis: b.Vis, Node: e.Node})
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"cluster_id": cl.ID, "events": events, "count": len(events)})
+	return nil
+}

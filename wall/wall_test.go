@@ -1,0 +1,365 @@
+package wall
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+func TestFramesOnOneNode(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(`{"visibility":"public","name":"frames"}`)["cluster_id"].(string)
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+	bob := h.dial(id, vals("agent", "bob")).listen()
+	bob.next(KindWelcome)
+	carol := h.dial(id, vals("agent", "carol")).listen()
+	carol.next(KindWelcome)
+
+	// Several recipients: each sees itself in "to"; the ack echoes the list.
+	alice.send(map[string]any{"to": []string{"bob", "carol", "nobody"}, "payload": "hi both"})
+	for _, c := range []*client{bob, carol} {
+		if f := c.next(KindMessage); f["payload"] != "hi both" || f["from"] != "alice" {
+			t.Fatalf("multi: %v", f)
+		}
+	}
+	if a := alice.next(KindAck); a["delivered"] != 2.0 || len(a["to"].([]any)) != 3 {
+		t.Fatalf("multi ack: %v", a)
+	}
+	// An empty "to" is refused, never broadcast.
+	alice.send(`{"to":[],"payload":"oops"}`)
+	if e := alice.next(KindError); e["code"] != "empty_to" {
+		t.Fatalf("empty to: %v", e)
+	}
+	// An object with other keys is content, broadcast whole.
+	alice.send(`{"kind":"message","to":"bob","payload":"x"}`)
+	f := carol.next(KindMessage)
+	if p, ok := f["payload"].(map[string]any); !ok || p["kind"] != "message" || f["to"] != nil {
+		t.Fatalf("content object: %v", f)
+	}
+	if f := bob.next(KindMessage); f["to"] != nil {
+		t.Fatalf("content object reached bob as %v", f)
+	}
+	alice.next(KindAck)
+	// Over 64 KB: an error frame, and the socket stays usable.
+	alice.send(`"` + strings.Repeat("x", MaxFrame) + `"`)
+	if e := alice.next(KindError); e["code"] != "frame_too_large" {
+		t.Fatalf("big frame: %v", e)
+	}
+	alice.write(websocket.MessageBinary, []byte("bin"))
+	if e := alice.next(KindError); e["code"] != "binary_frame" {
+		t.Fatalf("binary frame: %v", e)
+	}
+	alice.send("still here")
+	if f := bob.next(KindMessage); f["payload"] != "still here" {
+		t.Fatalf("after errors: %v", f)
+	}
+	if a := alice.next(KindAck); a["delivered"] != 2.0 {
+		t.Fatalf("ack after errors: %v", a)
+	}
+}
+
+func TestConnectRefusedBeforeUpgrade(t *testing.T) {
+	h := newHarness(t, nil)
+	priv := h.create(`{}`)
+	pub := h.create(`{"visibility":"public"}`)
+	privID, pubID := priv["cluster_id"].(string), pub["cluster_id"].(string)
+	for _, tc := range []struct {
+		id, query string
+		status    int
+		code      string
+	}{
+		{pubID, "", 400, "invalid_request"},
+		{pubID, "agent=", 400, "invalid_request"},
+		{pubID, "agent=a%20b", 400, "invalid_request"},
+		{pubID, "agent=a&vis=invisible", 400, "invalid_request"},
+		{pubID, "agent=a&did=nope", 400, "invalid_request"},
+		{pubID, "agent=a&token=ck_wrong", 401, "invalid_token"},
+		{privID, "agent=a", 401, "token_required"},
+		{privID, "agent=a&token=" + pub["token"].(string), 401, "invalid_token"},
+		{"c_unknown", "agent=a", 404, "cluster_not_found"},
+		{pubID, "agent=a", 426, "websocket_required"}, // a plain GET
+	} {
+		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+tc.id+"/ws?"+tc.query, nil)
+		if tc.status != 426 {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || body["code"] != tc.code || body["detail"] == "" {
+			t.Errorf("%s?%s: %d %v, want %d %s", tc.id, tc.query, resp.StatusCode, body, tc.status, tc.code)
+		}
+	}
+	// The right credentials: the token, or the admin token, makes an owner.
+	for _, tok := range []string{priv["token"].(string), priv["admin_token"].(string)} {
+		c := h.dial(privID, vals("agent", "m", "token", tok)).listen()
+		if w := c.next(KindWelcome); w["owner"] != true || w["public"] != false {
+			t.Fatalf("welcome with a credential: %v", w)
+		}
+	}
+	if w := h.dial(pubID, vals("agent", "guest")).listen().next(KindWelcome); w["owner"] != false {
+		t.Fatalf("tokenless guest is an owner: %v", w)
+	}
+}
+
+// TestSlowConsumerDoesNotStallTheRoom: a client that stops reading is
+// disconnected once its queue fills; the others keep chatting.
+func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SendQueue, c.AckWindow = 4, 200*time.Millisecond })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	slow := h.dial(id, vals("agent", "slow")) // never reads
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+	bob := h.dial(id, vals("agent", "bob")).listen()
+	bob.next(KindWelcome)
+	big := `"` + strings.Repeat("y", MaxFrame-16) + `"`
+	deadline := time.Now().Add(30 * time.Second)
+	for slowConnected(h, id) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow consumer was never disconnected")
+		}
+		alice.send(big)
+		bob.next(KindMessage)
+		alice.next(KindAck)
+	}
+	alice.send("after")
+	if f := bob.next(KindMessage); f["payload"] != "after" {
+		t.Fatalf("room stalled: %v", f)
+	}
+	if n := testutil.ToFloat64(h.svc.metrics.slow); n != 1 {
+		t.Fatalf("slow consumers counted: %v", n)
+	}
+	// The server closed the connection (with 1008 when the client's
+	// buffers let the close frame through; a stuck client just sees EOF).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := slow.conn.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal("the slow consumer's connection is still open")
+			}
+			break
+		}
+	}
+}
+
+func slowConnected(h *harness, id string) bool {
+	r := h.svc.room(id)
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.local["slow"]
+	return ok
+}
+
+// TestGhostIsInvisibleAndUncounted: a ghost reads and sends, but is in no
+// presence frame, welcome list, member list or ack count.
+func TestGhostIsInvisibleAndUncounted(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	obs := h.dial(id, vals("agent", "obs")).listen()
+	obs.next(KindWelcome)
+	ghost := h.dial(id, vals("agent", "casper", "vis", VisGhost)).listen()
+	if w := ghost.next(KindWelcome); len(w["online"].([]any)) != 1 {
+		t.Fatalf("ghost's welcome: %v", w)
+	}
+	priv := h.dial(id, vals("agent", "secretive", "vis", VisPrivate)).listen()
+	priv.next(KindWelcome)
+	if p := obs.next(KindPresence); p["agent"] != "secretive" {
+		t.Fatalf("first presence after a ghost joined: %v (the ghost was announced?)", p)
+	}
+	obs.send("hello all")
+	if f := ghost.next(KindMessage); f["payload"] != "hello all" {
+		t.Fatalf("ghost cannot read: %v", f)
+	}
+	if a := obs.next(KindAck); a["delivered"] != 1.0 {
+		t.Fatalf("ack counts the ghost: %v", a)
+	}
+	ghost.send("boo")
+	if f := obs.next(KindMessage); f["from"] != "casper" {
+		t.Fatalf("ghost cannot send: %v", f)
+	}
+	st, v := h.call("GET", "/v1/clusters/"+id, "")
+	c := v["cluster"].(map[string]any)
+	if st != 200 || c["online"] != 2.0 || strings.Join(toStrings(c["members"]), ",") != "obs,s***" {
+		t.Fatalf("external view: %d %v", st, v)
+	}
+	ghost.conn.Close(websocket.StatusNormalClosure, "")
+	priv.conn.Close(websocket.StatusNormalClosure, "")
+	if p := obs.next(KindPresence); p["agent"] != "secretive" || p["status"] != "offline" {
+		t.Fatalf("after both left: %v", p)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func TestDeleteCredentials(t *testing.T) {
+	h := newHarness(t, nil)
+	for i, send := range []func(tok string) []string{
+		func(tok string) []string { return []string{"X-Cluster-Token", tok} },
+		func(tok string) []string { return []string{"Authorization", "Bearer " + tok} },
+		nil, // ?token=
+	} {
+		cl := h.create(`{"visibility":"public","name":"d"}`)
+		id := cl["cluster_id"].(string)
+		del := func(tok string) (int, map[string]any) {
+			if send == nil {
+				return h.call("DELETE", "/v1/clusters/"+id+"?token="+tok, "")
+			}
+			return h.call("DELETE", "/v1/clusters/"+id, "", send(tok)...)
+		}
+		member := h.dial(id, vals("agent", "m")).listen()
+		member.next(KindWelcome)
+		if st, v := h.call("DELETE", "/v1/clusters/"+id, ""); st != 401 || v["code"] != "token_required" {
+			t.Fatalf("%d: no token: %d %v", i, st, v)
+		}
+		if st, v := del(cl["token"].(string)); st != 401 || v["code"] != "admin_token_required" {
+			t.Fatalf("%d: ck_ token: %d %v", i, st, v)
+		}
+		if st, v := del(newSecret(adminPrefix)); st != 401 || v["code"] != "invalid_token" {
+			t.Fatalf("%d: another admin token: %d %v", i, st, v)
+		}
+		if st, v := del(cl["admin_token"].(string)); st != 200 || v["ok"] != true || v["cluster_id"] != id {
+			t.Fatalf("%d: admin token: %d %v", i, st, v)
+		}
+		if f := member.next(KindClosed); f["reason"] != reasonDeleted {
+			t.Fatalf("%d: closed frame: %v", i, f)
+		}
+		if st, _ := del(cl["admin_token"].(string)); st != 404 {
+			t.Fatalf("%d: deleting twice: %d", i, st)
+		}
+		if _, resp, err := h.tryDial(id, vals("agent", "late")); err == nil || resp.StatusCode != 404 {
+			t.Fatalf("%d: connect after delete: %v", i, resp)
+		}
+	}
+	if st, v := h.call("DELETE", "/v1/clusters/c_nope", "", "X-Cluster-Token", newSecret(adminPrefix)); st != 404 {
+		t.Fatalf("unknown cluster: %d %v", st, v)
+	}
+	if st, v := h.call("DELETE", "/v1/clusters/"+LobbyID, "", "X-Cluster-Token", newSecret(adminPrefix)); st != 401 {
+		t.Fatalf("the lobby was deletable: %d %v", st, v)
+	}
+}
+
+func TestHistoryIsOwnerOnly(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, vis := range []string{Public, Private} {
+		cl := h.create(`{"visibility":"` + vis + `"}`)
+		id, tok := cl["cluster_id"].(string), cl["token"].(string)
+		a := h.dial(id, vals("agent", "ann", "token", tok)).listen()
+		a.next(KindWelcome)
+		g := h.dial(id, vals("agent", "gus", "token", tok, "vis", VisGhost)).listen()
+		g.next(KindWelcome)
+		a.conn.Close(websocket.StatusNormalClosure, "")
+		for _, cred := range []string{"", "ck_nope", newSecret(adminPrefix)} {
+			if st, v := h.call("GET", "/v1/clusters/"+id+"/history?token="+cred, ""); st != 401 {
+				t.Fatalf("%s history with %q: %d %v", vis, cred, st, v)
+			}
+		}
+		for _, cred := range []string{tok, cl["admin_token"].(string)} {
+			var events []any
+			deadline := time.Now().Add(10 * time.Second)
+			for len(events) < 2 && time.Now().Before(deadline) {
+				_, v := h.call("GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", cred)
+				events = v["events"].([]any)
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(events) != 2 {
+				t.Fatalf("%s history: %v", vis, events)
+			}
+			leave, join := events[0].(map[string]any), events[1].(map[string]any)
+			if leave["event"] != "leave" || join["event"] != "join" || join["agent"] != "ann" || join["node"] != h.host.ID().String() {
+				t.Fatalf("%s history (newest first, ghosts absent): %v", vis, events)
+			}
+		}
+	}
+}
+
+// TestPeerFloodIsThrottled: a node that floods a cluster's topic gets its
+// excess dropped, and its malformed messages rejected, before any socket.
+func TestPeerFloodIsThrottled(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.PeerRate = 20 })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+
+	rogue, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rogue.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rogue.Connect(ctx, peer.AddrInfo{ID: h.host.ID(), Addrs: h.host.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := rogue.Join(topicName(id), p2p.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := h.svc.room(id)
+	for !containsPeer(room.topic.Peers(), rogue.ID()) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	const n = 400
+	for i := range n {
+		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Payload: json.RawMessage(`"spam"`)}
+		b, _ := json.Marshal(w)
+		topic.Publish(ctx, b)
+	}
+	topic.Publish(ctx, []byte("garbage"))
+	for room.topic.Dropped(p2p.DropRate) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := 0
+	for quiet := time.After(time.Second); ; {
+		select {
+		case f := <-alice.frames:
+			if f["kind"] == KindMessage {
+				got++
+			}
+			continue
+		case <-quiet:
+		}
+		break
+	}
+	if got == 0 || got >= n {
+		t.Fatalf("alice got %d of %d flooded messages", got, n)
+	}
+	t.Logf("flood: %d of %d delivered, %d dropped by rate", got, n, room.topic.Dropped(p2p.DropRate))
+}
+
+func containsPeer(ps []peer.ID, p peer.ID) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
