@@ -107,16 +107,16 @@ type Record struct {
 	Visibility string `json:"visibility"`
 	// Meta is a public cluster's metadata; a private cluster's is Sealed
 	// with the wire key, so that only members read its name.
-	Meta     *Meta           `json:"meta,omitempty"`
-	Sealed   string          `json:"sealed,omitempty"`
-	Verifier string          `json:"verifier"`
+	Meta     *Meta  `json:"meta,omitempty"`
+	Sealed   string `json:"sealed,omitempty"`
+	Verifier string `json:"verifier"`
 	// TokenWrap is the member token sealed with a key derived from the
 	// admin token, so that the admin can act as a member of a private
 	// cluster (read its history) without the member token at hand.
-	TokenWrap string `json:"token_wrap"`
-	Boards   bool            `json:"boards_enabled"`
-	Props    json.RawMessage `json:"props,omitempty"`
-	Created  int64           `json:"created"` // Unix ms, as the creator's clock read
+	TokenWrap string          `json:"token_wrap"`
+	Boards    bool            `json:"boards_enabled"`
+	Props     json.RawMessage `json:"props,omitempty"`
+	Created   int64           `json:"created"` // Unix ms, as the creator's clock read
 }
 
 // Meta is what a cluster says about itself.
