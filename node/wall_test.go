@@ -1,8 +1,24 @@
 package node
 
 import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/p2p/p2ptest"
 )
 
 // TestWallAcrossNodes: clients on different nodes of one mesh see each
@@ -50,5 +66,302 @@ func TestWallAcrossNodes(t *testing.T) {
 	if a := bob.next("ack"); a["delivered"] != 0.0 {
 		t.Fatalf("ack to an absent handle: %v", a)
 	}
-	alice.quiet(300 * 1e6)
+	alice.quiet(300 * time.Millisecond)
+}
+
+// TestWallPrivateCluster: a private cluster admits only token holders, is
+// never listed, and its traffic is unreadable on the wire: a raw libp2p
+// peer subscribed to its topic receives only ciphertext.
+func TestWallPrivateCluster(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := createCluster(t, c, `{"name":"war room"}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	if cl["visibility"] != "private" || cl["slug"] != nil || !strings.Contains(cl["ws"].(string), "token="+tok) {
+		t.Fatalf("create: %v", cl)
+	}
+	for _, n := range []*Node{b, c, m.boot} {
+		if st, v := call(t, n, "GET", "/v1/clusters/"+id, ""); st != 404 {
+			t.Fatalf("private cluster visible on %s: %d %v", n.URL(), st, v)
+		}
+		_, list := call(t, n, "GET", "/v1/clusters", "")
+		if strings.Contains(fmt.Sprint(list), id) {
+			t.Fatalf("private cluster listed: %v", list)
+		}
+	}
+	if _, resp, err := tryDialWall(t, b, id, q("agent", "eve")); err == nil || resp.StatusCode != 401 {
+		t.Fatalf("no token: %v", resp)
+	}
+
+	// A raw peer on the topic, connected to b, with no token.
+	raw := rawPeer(t, b)
+	topic, err := raw.Join("mesh/wall/1/"+id, p2p.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen [][]byte
+	go func() {
+		for {
+			msg, err := topic.Next(context.Background())
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, msg.Data)
+			mu.Unlock()
+		}
+	}()
+
+	alice := dialWall(t, b, id, q("agent", "alice", "token", tok))
+	alice.next("welcome")
+	admin := dialWall(t, c, id, q("agent", "boss", "token", cl["admin_token"].(string)))
+	if w := admin.next("welcome"); !slices.Contains(w["online"].([]any), any("alice")) {
+		t.Fatalf("admin's welcome: %v", w)
+	}
+	alice.send(map[string]any{"payload": "the eagle lands at noon"})
+	if f := admin.next("message"); f["payload"] != "the eagle lands at noon" {
+		t.Fatalf("admin got %v", f)
+	}
+	eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) > 0 },
+		"the raw peer received nothing from the topic")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, data := range seen {
+		for _, secret := range []string{"eagle", "alice", "boss", "msg", "roster"} {
+			if bytes.Contains(data, []byte(secret)) {
+				t.Fatalf("%q readable on the wire: %q", secret, data)
+			}
+		}
+	}
+}
+
+// rawPeer is a bare libp2p host connected to n, with pubsub: what any
+// relaying node without the cluster token sees.
+func rawPeer(t *testing.T, n *Node) *rawHost {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ps, err := pubsub.NewGossipSub(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return &rawHost{ps: ps}
+}
+
+type rawHost struct{ ps *pubsub.PubSub }
+
+func (r *rawHost) Join(topic string, _ p2p.TopicConfig) (*pubsub.Subscription, error) {
+	tp, err := r.ps.Join(topic)
+	if err != nil {
+		return nil, err
+	}
+	return tp.Subscribe()
+}
+
+// TestWallDeleteAcrossNodes: deleting through one node closes every socket
+// on every node with a closed frame, and the id then behaves as never
+// existing everywhere.
+func TestWallDeleteAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := createCluster(t, b, `{"visibility":"public","name":"short lived"}`)
+	id := cl["cluster_id"].(string)
+	onB := dialWall(t, b, id, q("agent", "x"))
+	onB.next("welcome")
+	onC := dialWall(t, c, id, q("agent", "y"))
+	onC.next("welcome")
+	if st, v := call(t, c, "DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", cl["token"].(string)); st != 401 {
+		t.Fatalf("delete with ck_: %d %v", st, v)
+	}
+	if st, v := call(t, c, "DELETE", "/v1/clusters/"+id, "", "Authorization", "Bearer "+cl["admin_token"].(string)); st != 200 || v["ok"] != true {
+		t.Fatalf("delete through c: %d %v", st, v)
+	}
+	for _, s := range []*wsClient{onB, onC} {
+		if f := s.next("closed"); f["reason"] != "cluster deleted" {
+			t.Fatalf("closed frame: %v", f)
+		}
+		<-s.done
+	}
+	for _, n := range []*Node{b, c, m.boot} {
+		eventually(t, 5*time.Second, func() bool {
+			st, _ := call(t, n, "GET", "/v1/clusters/"+id, "")
+			return st == 404
+		}, "deleted cluster still served by %s", n.URL())
+		if st, _ := call(t, n, "GET", "/v1/clusters/short-lived", ""); st != 404 {
+			t.Fatalf("slug still resolves on %s", n.URL())
+		}
+		if _, resp, err := tryDialWall(t, n, id, q("agent", "z")); err == nil || resp.StatusCode != 404 {
+			t.Fatalf("connect after delete on %s: %v", n.URL(), resp)
+		}
+		if st, _ := call(t, n, "DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", cl["admin_token"].(string)); st != 404 {
+			t.Fatalf("second delete on %s: %d", n.URL(), st)
+		}
+	}
+}
+
+// TestWallVisibilityAcrossNodes: presence crosses nodes for public and
+// private members, never for ghosts; external surfaces mask private
+// handles, even on a node that serves nobody in the cluster.
+func TestWallVisibilityAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c, d := m.join(), m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	obs := dialWall(t, c, id, q("agent", "obs"))
+	obs.next("welcome")
+	pub := dialWall(t, b, id, q("agent", "pub", "vis", "public"))
+	pub.next("welcome")
+	ghost := dialWall(t, b, id, q("agent", "ghost", "vis", "ghost"))
+	ghost.next("welcome")
+	priv := dialWall(t, b, id, q("agent", "priv", "vis", "private"))
+	priv.next("welcome")
+	for _, want := range []string{"pub", "priv"} {
+		if p := obs.next("presence"); p["agent"] != want || p["status"] != "online" {
+			t.Fatalf("obs saw %v, want %s online (ghosts are never announced)", p, want)
+		}
+	}
+	late := dialWall(t, c, id, q("agent", "late"))
+	if w := late.next("welcome"); fmt.Sprint(w["online"]) != "[late obs priv pub]" {
+		t.Fatalf("late welcome: %v", w["online"])
+	}
+	obs.send("anyone?")
+	if f := ghost.next("message"); f["payload"] != "anyone?" {
+		t.Fatalf("ghost on another node: %v", f)
+	}
+	if a := obs.next("ack"); a["delivered"] != 3.0 { // pub, priv, late; not the ghost
+		t.Fatalf("ack across nodes: %v", a)
+	}
+	// d serves nobody in the cluster; it asks the nodes that do.
+	_, v := call(t, d, "GET", "/v1/clusters/"+id, "")
+	got := v["cluster"].(map[string]any)
+	if got["online"] != 4.0 || fmt.Sprint(got["members"]) != "[late obs p*** pub]" {
+		t.Fatalf("external view on d: %v", got)
+	}
+	priv.conn.Close(websocket.StatusNormalClosure, "")
+	if p := obs.next("presence"); p["agent"] != "priv" || p["status"] != "offline" {
+		t.Fatalf("after priv left: %v", p)
+	}
+}
+
+// TestWallLobby: the open lobby has a fixed id and slug on every node.
+func TestWallLobby(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	for _, n := range []*Node{b, c, m.boot} {
+		st, v := call(t, n, "GET", "/v1/clusters/lobby", "")
+		lb := v["cluster"].(map[string]any)
+		if st != 200 || lb["id"] != "c_lobby" || lb["topic"] != "#public" {
+			t.Fatalf("lobby on %s: %d %v", n.URL(), st, v)
+		}
+		_, list := call(t, n, "GET", "/v1/clusters", "")
+		if first := list["clusters"].([]any)[0].(map[string]any); first["slug"] != "lobby" {
+			t.Fatalf("catalog on %s: %v", n.URL(), list)
+		}
+	}
+	x := dialWall(t, b, "c_lobby", q("agent", "x"))
+	x.next("welcome")
+	y := dialWall(t, c, "c_lobby", q("agent", "y"))
+	y.next("welcome")
+	y.send("hello lobby")
+	if f := x.next("message"); f["payload"] != "hello lobby" {
+		t.Fatalf("lobby message: %v", f)
+	}
+}
+
+// TestWallHistoryAcrossNodes: joins and leaves on every node reach the
+// owner's history, asked of any node.
+func TestWallHistoryAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := createCluster(t, b, `{}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	one := dialWall(t, b, id, q("agent", "one", "token", tok))
+	one.next("welcome")
+	two := dialWall(t, c, id, q("agent", "two", "token", tok))
+	two.next("welcome")
+	two.conn.Close(websocket.StatusNormalClosure, "")
+	if st, _ := call(t, c, "GET", "/v1/clusters/"+id+"/history", ""); st != 401 {
+		t.Fatalf("history without a token: %d", st)
+	}
+	var events []any
+	eventually(t, 10*time.Second, func() bool {
+		_, v := call(t, c, "GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", cl["admin_token"].(string))
+		events, _ = v["events"].([]any)
+		return len(events) == 3
+	}, "history on c: %v", events)
+	var got []string
+	for _, e := range events {
+		e := e.(map[string]any)
+		got = append(got, e["event"].(string)+" "+e["agent"].(string))
+	}
+	if fmt.Sprint(got) != "[leave two join two join one]" {
+		t.Fatalf("history: %v", got)
+	}
+}
+
+// TestWallRelayedChat: two nodes behind NATs that refuse direct connections
+// between them chat through a bootstrap node's relay.
+func TestWallRelayedChat(t *testing.T) {
+	m := newMesh(t)
+	keyB, keyC := identity.GenerateKey(), identity.GenerateKey()
+	idB, idC := mustPeer(t, keyB), mustPeer(t, keyC)
+	natted := func(key ed25519.PrivateKey, other peer.ID) *Node {
+		cfg := m.config(t.TempDir(), RoleNode)
+		cfg.Key, cfg.Reachability, cfg.Gater = key, "private", p2ptest.NewNAT(other)
+		n := m.start(cfg)
+		m.waitCaughtUp(n)
+		return n
+	}
+	b, c := natted(keyB, idC), natted(keyC, idB)
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	alice := dialWall(t, b, id, q("agent", "alice"))
+	alice.next("welcome")
+	var bob *wsClient
+	eventually(t, 30*time.Second, func() bool {
+		// Until b holds a reservation on the relay, c cannot reach it.
+		bob = dialWall(t, c, id, q("agent", "bob"))
+		w := bob.next("welcome")
+		if slices.Contains(w["online"].([]any), any("alice")) {
+			return true
+		}
+		bob.conn.Close(websocket.StatusNormalClosure, "")
+		return false
+	}, "bob never saw alice across the relay")
+	alice.send("through the relay")
+	if f := bob.next("message"); f["payload"] != "through the relay" {
+		t.Fatalf("bob got %v", f)
+	}
+	if a := alice.next("ack"); a["delivered"] != 1.0 {
+		t.Fatalf("ack through the relay: %v", a)
+	}
+	bob.send(map[string]any{"to": "alice", "payload": "and back"})
+	if f := alice.next("message"); f["payload"] != "and back" {
+		t.Fatalf("alice got %v", f)
+	}
+	conns := b.host.Libp2p().Network().ConnsToPeer(idC)
+	if len(conns) == 0 {
+		t.Fatal("b and c are not connected at all")
+	}
+	for _, cn := range conns {
+		if !p2ptest.IsRelayed(cn.RemoteMultiaddr()) {
+			t.Fatalf("a direct connection between the NATed nodes: %s", cn.RemoteMultiaddr())
+		}
+	}
+}
+
+func mustPeer(t *testing.T, key ed25519.PrivateKey) peer.ID {
+	t.Helper()
+	id, err := p2p.PeerID(key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
