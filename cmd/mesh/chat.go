@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentmesh/mesh/wall"
+)
+
+func chatCmd() *cobra.Command {
+	var nodeURL, agent, token, vis, did string
+	c := &cobra.Command{
+		Use:   "chat <ws-url | cluster id | slug>",
+		Short: "Chat in a cluster from the terminal",
+		Long: `Connects to a cluster's wall and sends each line typed on stdin:
+
+  some text          to everyone
+  @bob some text     to bob only
+  @bob,carol text    to bob and carol
+
+Frames are printed as they arrive. Ctrl-D (end of input) leaves.
+The cluster is a ws:// address (as POST /v1/clusters returns it), or a
+cluster id or public slug on --node.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := chatURL(cmd.Context(), args[0], nodeURL, url.Values{"agent": {agent}, "token": {token}, "vis": {vis}, "did": {did}})
+			if err != nil {
+				return err
+			}
+			return runChat(cmd.Context(), u, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&agent, "agent", env("MESH_AGENT", ""), "your handle in the cluster (env MESH_AGENT)")
+	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "node to connect through, for a cluster id or slug (env MESH_NODE)")
+	f.StringVar(&token, "token", env("MESH_CLUSTER_TOKEN", ""), "cluster token (ck_) or admin token (ak_); private clusters need one (env MESH_CLUSTER_TOKEN)")
+	f.StringVar(&vis, "vis", "", "your visibility: public (default), private or ghost")
+	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified)")
+	c.MarkFlagRequired("agent")
+	return c
+}
+
+// chatURL turns the argument into a wall address with the given query.
+func chatURL(ctx context.Context, arg, nodeURL string, query url.Values) (string, error) {
+	if !strings.HasPrefix(arg, "ws://") && !strings.HasPrefix(arg, "wss://") {
+		id := arg
+		if !strings.HasPrefix(arg, "c_") {
+			var err error
+			if id, err = resolveSlug(ctx, nodeURL, arg); err != nil {
+				return "", err
+			}
+		}
+		node, err := url.Parse(strings.TrimRight(nodeURL, "/"))
+		if err != nil || (node.Scheme != "http" && node.Scheme != "https") {
+			return "", fmt.Errorf("--node %q: want an http:// or https:// address", nodeURL)
+		}
+		node.Scheme = map[string]string{"http": "ws", "https": "wss"}[node.Scheme]
+		arg = node.String() + "/v1/clusters/" + url.PathEscape(id) + "/ws"
+	}
+	u, err := url.Parse(arg)
+	if err != nil {
+		return "", fmt.Errorf("cluster address %q: %w", arg, err)
+	}
+	q := u.Query()
+	for k, v := range query {
+		if v[0] != "" {
+			q.Set(k, v[0])
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// resolveSlug finds a public cluster's id by its slug.
+func resolveSlug(ctx context.Context, nodeURL, slug string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(nodeURL, "/")+"/v1/clusters/"+url.PathEscape(slug), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", nodeURL, err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Cluster struct{ ID string } `json:"cluster"`
+		Detail  string             `json:"detail"`
+	}
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("cluster %q: %d %s", slug, resp.StatusCode, v.Detail)
+	}
+	return v.Cluster.ID, nil
+}
+
+func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) error {
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	c, err := wall.Dial(dctx, wsURL)
+	cancel()
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		defer stop()
+		me := ""
+		for {
+			f, err := c.Next(ctx)
+			if err != nil {
+				done <- nil
+				return
+			}
+			if f.Kind == wall.KindWelcome {
+				me = f.You
+			}
+			fmt.Fprintln(out, formatFrame(f, me))
+			if f.Kind == wall.KindClosed {
+				done <- fmt.Errorf("the cluster was closed: %s", f.Reason)
+				return
+			}
+		}
+	}()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), wall.MaxFrame)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return <-done
+		case line, ok := <-lines:
+			if !ok {
+				c.Close()
+				return <-done
+			}
+			to, text := parseLine(line)
+			if text == "" {
+				continue
+			}
+			if err := c.Send(ctx, text, to...); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// parseLine reads "@bob,carol text" as a direct message, anything else as
+// text for everyone.
+func parseLine(line string) (to []string, text string) {
+	line = strings.TrimSpace(line)
+	if rest, ok := strings.CutPrefix(line, "@"); ok {
+		handles, text, _ := strings.Cut(rest, " ")
+		return strings.Split(handles, ","), strings.TrimSpace(text)
+	}
+	return nil, line
+}
+
+// formatFrame renders a frame for a person.
+func formatFrame(f wall.Frame, me string) string {
+	switch f.Kind {
+	case wall.KindWelcome:
+		role := ""
+		if f.Owner {
+			role = " (owner)"
+		}
+		return fmt.Sprintf("* you are %s%s in %s; online: %s", f.You, role, f.Cluster, strings.Join(f.Online, ", "))
+	case wall.KindPresence:
+		if f.Status == "online" {
+			return fmt.Sprintf("* %s is online", f.Agent)
+		}
+		return fmt.Sprintf("* %s went offline", f.Agent)
+	case wall.KindMessage:
+		at := time.UnixMilli(f.TS).Format("15:04:05")
+		who := f.From
+		if len(f.To) > 0 && string(f.To) != "null" {
+			who += " → " + me
+		}
+		return fmt.Sprintf("[%s] <%s> %s", at, who, payloadText(f.Payload))
+	case wall.KindAck:
+		return fmt.Sprintf("  (delivered to %d)", f.Delivered)
+	case wall.KindClosed:
+		return "* closed: " + f.Reason
+	case wall.KindError:
+		return "! " + f.Detail
+	}
+	return fmt.Sprintf("? %s frame", f.Kind)
+}
+
+// payloadText shows a text payload as text, anything else as JSON.
+func payloadText(p json.RawMessage) string {
+	var s string
+	if json.Unmarshal(p, &s) == nil {
+		return s
+	}
+	var obj struct{ Text string }
+	if json.Unmarshal(p, &obj) == nil && obj.Text != "" {
+		return obj.Text
+	}
+	return string(p)
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/node"
+)
+
+// syncBuffer is an io.Writer safe for a command and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitOutput(t *testing.T, out *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output never showed %q:\n%s", want, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// chatting runs `mesh chat` with the given arguments; lines written to the
+// returned writer are its stdin.
+func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan error) {
+	t.Helper()
+	in, w := io.Pipe()
+	out := &syncBuffer{}
+	cmd := rootCmd()
+	cmd.SetArgs(append([]string{"chat"}, args...))
+	cmd.SetIn(in)
+	cmd.SetOut(out)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(context.Background()) }()
+	t.Cleanup(func() { w.Close() })
+	return w, out, done
+}
+
+func TestChatCommand(t *testing.T) {
+	cfg := node.DefaultConfig()
+	cfg.InMemory, cfg.HTTPAddr, cfg.Listen = true, "127.0.0.1:0", []string{"/ip4/127.0.0.1/tcp/0"}
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	resp, err := http.Post(n.URL()+"/v1/clusters", "application/json", strings.NewReader(`{"visibility":"public","name":"tea room"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl struct {
+		ClusterID string `json:"cluster_id"`
+		WS        string `json:"ws"`
+	}
+	json.NewDecoder(resp.Body).Decode(&cl)
+	resp.Body.Close()
+
+	// One joins by the ws address the node handed out, one by slug.
+	aliceIn, aliceOut, _ := chatting(t, cl.WS, "--agent", "alice")
+	waitOutput(t, aliceOut, "* you are alice in "+cl.ClusterID)
+	bobIn, bobOut, bobDone := chatting(t, "tea-room", "--agent", "bob", "--node", n.URL())
+	waitOutput(t, bobOut, "online: alice, bob")
+	waitOutput(t, aliceOut, "* bob is online")
+
+	io.WriteString(aliceIn, "hello everyone\n")
+	waitOutput(t, bobOut, "<alice> hello everyone")
+	waitOutput(t, aliceOut, "(delivered to 1)")
+	io.WriteString(bobIn, "@alice just you\n")
+	waitOutput(t, aliceOut, "<bob → alice> just you")
+	io.WriteString(bobIn, "@nobody hello?\n")
+	waitOutput(t, bobOut, "(delivered to 0)")
+
+	// End of input leaves the cluster.
+	bobIn.Close()
+	select {
+	case err := <-bobDone:
+		if err != nil {
+			t.Fatalf("bob's chat ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("chat did not end at end of input")
+	}
+	waitOutput(t, aliceOut, "* bob went offline")
+
+	// Refusals come back readable.
+	_, _, done := chatting(t, "c_nope", "--agent", "x", "--node", n.URL())
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "cluster not found") {
+		t.Fatalf("unknown cluster: %v", err)
+	}
+}
