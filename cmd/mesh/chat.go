@@ -93,7 +93,7 @@ func resolveSlug(ctx context.Context, nodeURL, slug string) (string, error) {
 	defer resp.Body.Close()
 	var v struct {
 		Cluster struct{ ID string } `json:"cluster"`
-		Detail  string             `json:"detail"`
+		Detail  string              `json:"detail"`
 	}
 	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
 	if resp.StatusCode != http.StatusOK {
