@@ -37,6 +37,7 @@ func (n *Node) buildHTTP() error {
 	}
 	api.Routes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
+	n.agentRoutes(mux.ServeMux)
 
 	reg := n.metrics
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

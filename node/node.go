@@ -40,7 +40,8 @@ type Node struct {
 	regLog    registryapi.Log
 	replica   *registryapi.Replica // nil on the directory node
 	dirTopic  *p2p.Topic
-	publisher *publisher // nil on replicas
+	publisher *publisher    // nil on replicas
+	agent     *agentRuntime // nil unless an agent is embedded
 
 	handler http.Handler
 	ln      net.Listener
@@ -97,6 +98,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.PublicURL == "" {
 		n.cfg.PublicURL = "http://" + n.ln.Addr().String()
 	}
+	if err := n.openAgent(); err != nil {
+		return err
+	}
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}
@@ -115,6 +119,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
+	}
+	if err := n.startAgent(ctx); err != nil {
+		return err
 	}
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil
@@ -177,6 +184,7 @@ func (n *Node) Close() error {
 			n.cancel()
 		}
 		n.wg.Wait()
+		n.closeAgent()
 		if n.host != nil {
 			if err := n.host.Close(); err != nil {
 				n.log.Debug("closing the p2p host", "err", err)

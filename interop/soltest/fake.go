@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -69,7 +70,7 @@ type landed struct {
 func New(t testing.TB) *Chain {
 	c := &Chain{genesis: Genesis, slot: 1000, balances: map[solana.PublicKey]uint64{},
 		txs: map[string]*landed{}, tables: map[solana.PublicKey]solana.PublicKeySlice{},
-		failures: map[string]Failure{}, blockTime: 1_800_000_000, calls: map[string]int{}}
+		failures: map[string]Failure{}, calls: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(srv.Close)
 	c.URL = srv.URL
@@ -79,7 +80,8 @@ func New(t testing.TB) *Chain {
 // SetGenesis changes the genesis hash the chain reports.
 func (c *Chain) SetGenesis(h string) { c.mu.Lock(); c.genesis = h; c.mu.Unlock() }
 
-// SetBlockTime sets the blockTime of transactions landed from now on.
+// SetBlockTime sets the blockTime of transactions landed from now on
+// (default: the wall clock at landing).
 func (c *Chain) SetBlockTime(unix int64) { c.mu.Lock(); c.blockTime = unix; c.mu.Unlock() }
 
 // Fund credits lamports to addr.
@@ -209,7 +211,11 @@ func (c *Chain) land(raw []byte, o Land) (solana.Signature, error) {
 	if inner == nil {
 		inner = []rpc.InnerInstruction{}
 	}
-	c.txs[sig.String()] = &landed{raw: raw, tx: tx, slot: c.slot, blockTime: c.blockTime, hidden: o.Hidden,
+	bt := c.blockTime
+	if bt == 0 {
+		bt = time.Now().Unix()
+	}
+	c.txs[sig.String()] = &landed{raw: raw, tx: tx, slot: c.slot, blockTime: bt, hidden: o.Hidden,
 		meta: rpc.TransactionMeta{Err: o.Err, Fee: fee, PreBalances: pre, PostBalances: post,
 			InnerInstructions: inner, LoadedAddresses: loaded, LogMessages: []string{}}}
 	c.order = append(c.order, sig.String())
