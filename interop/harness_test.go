@@ -82,19 +82,24 @@ func testPayment(chain *soltest.Chain, wallet string) *PaymentConfig {
 func newHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 	t.Helper()
 	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
-		clock: &clock{now: time.Unix(1_800_000_000, 0)}}
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: memDB(t)}
 	h.chain.SetBlockTime(h.clock.Now().Unix())
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	h.db = db
 	pc := testPayment(h.chain, h.provider.Address())
 	for _, e := range edit {
 		e(pc)
 	}
 	h.start(pc)
+	return h
+}
+
+// newHarnessOn is a harness on a real RPC endpoint (the LiteSVM shim) with
+// its genesis hash as the override, on the wall clock.
+func newHarnessOn(t *testing.T, rpcURL, genesis string) *harness {
+	t.Helper()
+	h := &harness{t: t, provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
+		clock: &clock{now: time.Now()}, db: memDB(t)}
+	h.start(&PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
+		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}})
 	return h
 }
 
