@@ -210,11 +210,11 @@ func (a *Agent) Routes(mux *http.ServeMux) {
 		}
 		mux.Handle("POST /v1/"+s.ID, httpx.Handle(a.log, signed(a.ledger, a.now, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
 			// Refuse bad input before anyone pays for it.
-			if body, _ := io.ReadAll(r.Body); len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+			body, _ := io.ReadAll(r.Body)
+			if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
 				return httpx.ErrBadJSON.With("request body of skill %s is not valid JSON", s.ID)
-			} else {
-				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return nil
 		})))

@@ -241,17 +241,7 @@ func TestClientPaysAndRefuses(t *testing.T) {
 		t.Fatalf("refused calls paid something: provider balance %d", got)
 	}
 	// Top up, deposit, poll, call with the api_key.
-	top, err := c.Topup(ctx, card, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.MaxLamports = top.Lamports
-	if _, err := c.Deposit(ctx, card, top); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.agent.paywall.PollNow(ctx); err != nil {
-		t.Fatal(err)
-	}
+	top := h.deposit(c, card, 0)
 	c.APIKey, c.Wallet = top.APIKey, nil
 	res, err = c.Call(ctx, card, "echo", []byte(`{}`))
 	if err != nil || res.Header.Get(HeaderDebitedLamports) != strconv.Itoa(testPrice) {
@@ -260,4 +250,25 @@ func TestClientPaysAndRefuses(t *testing.T) {
 	if b, err := c.Balance(ctx, card, top.APIKey); err != nil || b.Lamports != top.Lamports-testPrice {
 		t.Fatalf("balance %+v %v", b, err)
 	}
+}
+
+// deposit tops up through the client, pays the link, and lets the
+// provider poll twice (the second poll must credit nothing).
+func (h *harness) deposit(c *Client, card *Card, lamports uint64) *TopupResponse {
+	h.t.Helper()
+	ctx := context.Background()
+	top, err := c.Topup(ctx, card, lamports)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	c.MaxLamports = top.Lamports
+	if _, err := c.Deposit(ctx, card, top); err != nil {
+		h.t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.agent.paywall.PollNow(ctx); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return top
 }

@@ -175,12 +175,7 @@ func PaymentTx(w *Wallet, payTo solana.PublicKey, lamports uint64, memoText stri
 	if err != nil {
 		return nil, err
 	}
-	_, err = tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
-		if k.Equals(w.PublicKey()) {
-			return &w.key
-		}
-		return nil
-	})
+	_, err = tx.Sign(w.signer)
 	return tx, err
 }
 

@@ -105,19 +105,32 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, hdr
 	return resp, b, err
 }
 
+// doJSON sends a signed request and decodes the answer into out, which
+// must come with status want; what names the step in errors.
+func (c *Client) doJSON(ctx context.Context, what, method, rawURL string, body []byte, hdr http.Header, want int, out any) error {
+	resp, b, err := c.do(ctx, method, rawURL, body, hdr)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%w: %s: %d %s", ErrCall, what, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%w: %s: answer is not the expected JSON: %v", ErrCall, what, err)
+	}
+	return nil
+}
+
 // Resolve asks a mesh node for agent id and returns its endpoint.
 func (c *Client) Resolve(ctx context.Context, nodeURL, id string) (string, error) {
-	resp, b, err := c.do(ctx, http.MethodGet, strings.TrimRight(nodeURL, "/")+"/v1/agents/"+url.PathEscape(id), nil, nil)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%w: resolving %s: %d %s", ErrCall, id, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
 	var v struct {
 		Endpoint *string `json:"endpoint"`
 	}
-	if err := json.Unmarshal(b, &v); err != nil || v.Endpoint == nil || *v.Endpoint == "" {
+	u := strings.TrimRight(nodeURL, "/") + "/v1/agents/" + url.PathEscape(id)
+	if err := c.doJSON(ctx, "resolving "+id, http.MethodGet, u, nil, nil, http.StatusOK, &v); err != nil {
+		return "", err
+	}
+	if v.Endpoint == nil || *v.Endpoint == "" {
 		return "", fmt.Errorf("%w: agent %s has no endpoint", ErrCall, id)
 	}
 	return *v.Endpoint, nil
@@ -125,16 +138,9 @@ func (c *Client) Resolve(ctx context.Context, nodeURL, id string) (string, error
 
 // Card fetches an agent's card from its endpoint.
 func (c *Client) Card(ctx context.Context, endpoint string) (*Card, error) {
-	resp, b, err := c.do(ctx, http.MethodGet, strings.TrimRight(endpoint, "/")+"/.well-known/agent.json", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: card: %d %s", ErrCall, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
 	var card Card
-	if err := json.Unmarshal(b, &card); err != nil {
-		return nil, fmt.Errorf("%w: card is not JSON: %v", ErrCall, err)
+	if err := c.doJSON(ctx, "card", http.MethodGet, strings.TrimRight(endpoint, "/")+"/.well-known/agent.json", nil, nil, http.StatusOK, &card); err != nil {
+		return nil, err
 	}
 	if card.URL == "" {
 		card.URL = strings.TrimRight(endpoint, "/")
@@ -259,16 +265,9 @@ func (c *Client) Topup(ctx context.Context, card *Card, lamports uint64) (*Topup
 		return nil, fmt.Errorf("%w: no wallet configured", ErrRefused)
 	}
 	body, _ := json.Marshal(map[string]any{"payer_address": c.Wallet.Address(), "lamports": lamports})
-	resp, b, err := c.do(ctx, http.MethodPost, strings.TrimRight(card.URL, "/")+"/v1/topup", body, nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusCreated {
-		return nil, fmt.Errorf("%w: topup: %d %s", ErrCall, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
 	var t TopupResponse
-	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("%w: topup answer: %v", ErrCall, err)
+	if err := c.doJSON(ctx, "topup", http.MethodPost, strings.TrimRight(card.URL, "/")+"/v1/topup", body, nil, http.StatusCreated, &t); err != nil {
+		return nil, err
 	}
 	return &t, nil
 }
@@ -298,15 +297,11 @@ func (c *Client) Deposit(ctx context.Context, card *Card, t *TopupResponse) (str
 func (c *Client) Balance(ctx context.Context, card *Card, apiKey string) (*BalanceResponse, error) {
 	hdr := http.Header{}
 	hdr.Set(HeaderAPIKey, apiKey)
-	resp, b, err := c.do(ctx, http.MethodGet, strings.TrimRight(card.URL, "/")+"/v1/balance", nil, hdr)
-	if err != nil {
+	var v BalanceResponse
+	if err := c.doJSON(ctx, "balance", http.MethodGet, strings.TrimRight(card.URL, "/")+"/v1/balance", nil, hdr, http.StatusOK, &v); err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: balance: %d %s", ErrCall, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	var v BalanceResponse
-	return &v, json.Unmarshal(b, &v)
+	return &v, nil
 }
 
 // CallAgent resolves id through nodeURL, fetches its card and calls skill.

@@ -112,20 +112,7 @@ func TestLiteSVMPayAndDeposit(t *testing.T) {
 		t.Fatalf("replay: %d %s", r.status, r.raw)
 	}
 
-	top, err := c.Topup(ctx, card, 3*testPrice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.MaxLamports = top.Lamports
-	if _, err := c.Deposit(ctx, card, top); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.agent.paywall.PollNow(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.agent.paywall.PollNow(ctx); err != nil { // idempotent
-		t.Fatal(err)
-	}
+	top := h.deposit(c, card, 3*testPrice)
 	bal, err := c.Balance(ctx, card, top.APIKey)
 	if err != nil || bal.Lamports != 3*testPrice {
 		t.Fatalf("balance after deposit: %+v %v", bal, err)

@@ -28,13 +28,13 @@ func buildTx(t testing.TB, payer *Wallet, to solana.PublicKey, lamports uint64, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
-		if k.Equals(payer.PublicKey()) {
-			return &payer.key
-		}
-		return nil
-	}); err != nil {
+	signWith(t, tx, payer)
+	return tx
+}
+
+func signWith(t testing.TB, tx *solana.Transaction, w *Wallet) {
+	t.Helper()
+	if _, err := tx.Sign(w.signer); err != nil {
 		t.Fatal(err)
 	}
-	return tx
 }

@@ -109,7 +109,13 @@ func (w *Wallet) PublicKey() solana.PublicKey { return w.key.PublicKey() }
 // Address is the wallet's base58 address.
 func (w *Wallet) Address() string { return w.key.PublicKey().String() }
 
-func (w *Wallet) sign(msg []byte) (solana.Signature, error) { return w.key.Sign(msg) }
+// signer hands solana-go's Transaction.Sign the wallet's key for its address.
+func (w *Wallet) signer(k solana.PublicKey) *solana.PrivateKey {
+	if k.Equals(w.PublicKey()) {
+		return &w.key
+	}
+	return nil
+}
 
 // String shows the address only.
 func (w *Wallet) String() string { return "wallet(" + w.Address() + ")" }

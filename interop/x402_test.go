@@ -67,6 +67,15 @@ func TestX402PayAndReplay(t *testing.T) {
 func TestX402Refusals(t *testing.T) {
 	type setup func(h *harness) (sig string, nonce string)
 	payer := NewWallet()
+	// rpcFault pays properly, then breaks getTransaction.
+	rpcFault := func(f soltest.Failure) setup {
+		return func(h *harness) (string, string) {
+			n := h.challenge()
+			sig := h.pay(payer, testPrice, n)
+			h.chain.Fail("getTransaction", f)
+			return sig.String(), n
+		}
+	}
 	land := func(h *harness, to solana.PublicKey, lamports uint64, o soltest.Land, memos ...string) solana.Signature {
 		h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
 		return h.chain.Land(h.payTx(payer, to, lamports, memos...), o)
@@ -122,24 +131,9 @@ func TestX402Refusals(t *testing.T) {
 		{"unknown signature", "payment_not_visible", func(h *harness) (string, string) {
 			return solana.Signature{9, 9, 9}.String(), h.challenge()
 		}},
-		{"rpc error", "payment_rpc_error", func(h *harness) (string, string) {
-			n := h.challenge()
-			sig := h.pay(payer, testPrice, n)
-			h.chain.Fail("getTransaction", soltest.RPCError)
-			return sig.String(), n
-		}},
-		{"rpc http 500", "payment_rpc_error", func(h *harness) (string, string) {
-			n := h.challenge()
-			sig := h.pay(payer, testPrice, n)
-			h.chain.Fail("getTransaction", soltest.HTTP500)
-			return sig.String(), n
-		}},
-		{"rpc timeout", "payment_rpc_timeout", func(h *harness) (string, string) {
-			n := h.challenge()
-			sig := h.pay(payer, testPrice, n)
-			h.chain.Fail("getTransaction", soltest.Hang)
-			return sig.String(), n
-		}},
+		{"rpc error", "payment_rpc_error", rpcFault(soltest.RPCError)},
+		{"rpc http 500", "payment_rpc_error", rpcFault(soltest.HTTP500)},
+		{"rpc timeout", "payment_rpc_timeout", rpcFault(soltest.Hang)},
 		{"nonce of another skill", "payment_nonce_mismatch", func(h *harness) (string, string) {
 			n, _ := h.agent.paywall.ledger.issue(challengeRec{Skill: "other", Lamports: testPrice, Network: NetworkDevnet,
 				Wallet: h.provider.Address(), Expires: h.clock.Now().Add(time.Minute).UnixNano()}, "x4_", h.clock.Now())
@@ -289,14 +283,7 @@ func TestX402TransactionShapes(t *testing.T) {
 
 func resign(t *testing.T, tx *solana.Transaction, w *Wallet) {
 	tx.Signatures = nil
-	if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
-		if k.Equals(w.PublicKey()) {
-			return &w.key
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	signWith(t, tx, w)
 }
 
 func TestGenesisCheck(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/fsx"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -61,6 +62,7 @@ type agentRuntime struct {
 	key        ed25519.PrivateKey
 	api        *interop.Agent
 	registered atomic.Bool
+	ready      chan struct{} // closed once registered
 	token      string
 }
 
@@ -89,7 +91,7 @@ func (n *Node) openAgent() error {
 		return err
 	}
 	api.SetURL(n.URL())
-	n.agent = &agentRuntime{cfg: cfg, key: cfg.Key, api: api}
+	n.agent = &agentRuntime{cfg: cfg, key: cfg.Key, api: api, ready: make(chan struct{})}
 	return nil
 }
 
@@ -130,6 +132,19 @@ func (n *Node) Agent() *interop.Agent {
 // has sent a heartbeat since the node started.
 func (n *Node) AgentRegistered() bool { return n.agent != nil && n.agent.registered.Load() }
 
+// WaitAgent waits until the embedded agent is registered (or ctx ends).
+func (n *Node) WaitAgent(ctx context.Context) error {
+	if n.agent == nil {
+		return errors.New("node: no agent is embedded")
+	}
+	select {
+	case <-n.agent.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("node: agent %s not registered: %w", n.agent.cfg.ID, ctx.Err())
+	}
+}
+
 // keepRegistered registers the agent (retrying with backoff while the
 // directory is unreachable), then heartbeats until ctx ends.
 func (n *Node) keepRegistered(ctx context.Context) {
@@ -142,6 +157,7 @@ func (n *Node) keepRegistered(ctx context.Context) {
 		}
 		if err == nil {
 			a.registered.Store(true)
+			close(a.ready)
 			break
 		}
 		n.log.Warn("agent registration failed; retrying", "agent", a.cfg.ID, "err", err, "in", backoff)
@@ -215,7 +231,7 @@ func (n *Node) agentRegister(ctx context.Context) error {
 		return fmt.Errorf("register: answer without api_key")
 	}
 	if file := n.apiKeyFile(); file != "" {
-		if err := writeSecret(file, []byte(reg.APIKey+"\n")); err != nil {
+		if err := fsx.WriteSecret(file, []byte(reg.APIKey+"\n"), true); err != nil {
 			return fmt.Errorf("storing the api_key: %w", err)
 		}
 	}
@@ -292,27 +308,6 @@ func (n *Node) local(ctx context.Context, key ed25519.PrivateKey, method, path s
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	n.handler.ServeHTTP(rec, req)
 	return rec.status, rec.body.Bytes(), nil
-}
-
-// writeSecret writes a 0600 file atomically.
-func writeSecret(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // agentRegistry gives the embedded agent what it needs of the registry:

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gagliardetto/solana-go"
 
+	"github.com/agentmesh/mesh/internal/agenttest"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/node"
@@ -24,26 +24,14 @@ func TestCallCommand(t *testing.T) {
 	chain := soltest.New(t)
 	provider := interop.NewWallet()
 	cfg := node.DefaultConfig()
-	cfg.DataDir, cfg.HTTPAddr, cfg.SyncWrites = t.TempDir(), "127.0.0.1:0", false
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.DataDir = t.TempDir()
 	cfg.Agent = &node.AgentConfig{ID: "echo-1", AgentConfig: interop.AgentConfig{
 		Card: interop.Card{Name: "Echo"},
 		Skills: []interop.Skill{{ID: "echo", Pricing: interop.Prices{interop.Lamports(5000, interop.NetworkDevnet)},
 			Handler: func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }}},
 		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: provider.Address(), RPCURL: chain.URL},
 	}}
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.AgentRegistered() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	n := agenttest.Start(t, cfg)
 
 	run := func(args ...string) (string, string, error) {
 		var out, errOut bytes.Buffer

@@ -9,9 +9,9 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/agenttest"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
-	"github.com/agentmesh/mesh/node"
 )
 
 // TestEchoAgent runs the example's configuration on a fake chain: a
@@ -24,21 +24,7 @@ func TestEchoAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.SyncWrites = false
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	for deadline := time.Now().Add(10 * time.Second); !n.AgentRegistered(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("agent never registered")
-		}
-	}
+	n := agenttest.Start(t, cfg)
 
 	wallet := interop.NewWallet()
 	chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)
