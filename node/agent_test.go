@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -128,4 +130,29 @@ func TestAgentConfigRefusedByNode(t *testing.T) {
 		t.Fatal("started against a mainnet RPC with a devnet wallet")
 	}
 	n.Close()
+}
+
+// TestAgentCloseLeavesNoGoroutines: the agent's registration loop, poller
+// and RPC connections all end with Close.
+func TestAgentCloseLeavesNoGoroutines(t *testing.T) {
+	chain := soltest.New(t)
+	provider := interop.NewWallet().Address()
+	before := runtime.NumGoroutine()
+	for range 2 {
+		cfg := testConfig(t, t.TempDir())
+		cfg.Agent = echoAgent("echo-1", chain, provider)
+		n := startNode(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.WaitAgent(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if st, _ := call(t, n, "GET", "/.well-known/agent.json", ""); st != 200 {
+			t.Fatalf("card: %d", st)
+		}
+		n.Close()
+		n.Close()
+	}
+	http.DefaultClient.CloseIdleConnections()
+	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines left after Close")
 }
