@@ -272,3 +272,47 @@ func (h *harness) deposit(c *Client, card *Card, lamports uint64) *TopupResponse
 	}
 	return top
 }
+
+// TestPollerWorksOffABacklog: a backlog larger than one poll is read over
+// several polls without skipping the oldest deposits, and new deposits
+// that land meanwhile are credited once the backlog is done.
+func TestPollerWorksOffABacklog(t *testing.T) {
+	oldPage, oldPages := pollPage, maxPollPages
+	pollPage, maxPollPages = 2, 2 // four signatures per poll
+	t.Cleanup(func() { pollPage, maxPollPages = oldPage, oldPages })
+	h := newHarness(t)
+	caller, payer := identity.GenerateKey(), NewWallet()
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	key := h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`).body["api_key"].(string)
+	for i := range 9 {
+		h.chain.Land(h.payTx(payer, h.provider.PublicKey(), uint64(1000+i), key), soltest.Land{})
+	}
+	balance := func() float64 {
+		return h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key).body["lamports"].(float64)
+	}
+	want := 0.0
+	for i := range 9 {
+		want += float64(1000 + i)
+	}
+	for poll := 0; poll < 3; poll++ {
+		if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if poll == 1 {
+			h.chain.Land(h.payTx(payer, h.provider.PublicKey(), 50_000, key), soltest.Land{})
+			want += 50_000
+		}
+	}
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := balance(); got != want {
+		t.Fatalf("balance %v after working off the backlog, want %v", got, want)
+	}
+	for range 2 {
+		h.agent.paywall.PollNow(context.Background())
+	}
+	if got := balance(); got != want {
+		t.Fatalf("balance %v after more polls, want %v", got, want)
+	}
+}

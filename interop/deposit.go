@@ -104,8 +104,8 @@ func (p *Paywall) balance(w http.ResponseWriter, r *http.Request) error {
 }
 
 // pollPage is the page size of getSignaturesForAddress; maxPollPages
-// bounds one poll (the rest waits for the next).
-const (
+// bounds one poll (the rest waits for the next). Variables for tests.
+var (
 	pollPage     = 1000
 	maxPollPages = 20
 )
@@ -128,12 +128,16 @@ func (p *Paywall) pollLoop(ctx context.Context) {
 	}
 }
 
-// PollNow reads the wallet's transactions newer than the checkpoint, oldest
-// first, and handles each exactly once: a deposit with an api_key memo from
-// its bound payer is credited, a payment of a post-pay invoice settles it.
-// The checkpoint advances past a transaction only once it is handled, so a
-// failure (RPC down, transaction not visible yet) is retried next time,
-// and a restart never credits twice (handled signatures are recorded).
+// PollNow reads the wallet's transactions newer than the checkpoint and
+// handles each exactly once: a deposit with an api_key memo from its bound
+// payer is credited, a payment of a post-pay invoice settles it. Handled
+// signatures are recorded, so a restart or a second poll credits nothing
+// twice. The checkpoint only bounds the walk: it advances past a
+// transaction once it is handled, and an error (RPC down, transaction not
+// visible yet) leaves the rest for the next poll. A backlog larger than one
+// poll reads (maxPollPages) is worked off over several polls through a gap
+// cursor: the newest transactions first, then older pages down to the
+// checkpoint, which then jumps to the newest.
 func (p *Paywall) PollNow(ctx context.Context) error {
 	p.pollMu.Lock()
 	defer p.pollMu.Unlock()
@@ -141,36 +145,77 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var until solana.Signature
-	if cp != "" {
-		if until, err = solana.SignatureFromBase58(cp); err != nil {
+	g, err := p.ledger.gap()
+	if err != nil {
+		return err
+	}
+	before := ""
+	if g != nil {
+		before = g.Cursor
+	}
+	sigs, complete, err := p.walk(ctx, before, cp)
+	if err != nil {
+		return err
+	}
+	for i := len(sigs) - 1; i >= 0; i-- { // oldest first
+		if err := p.handleTx(ctx, sigs[i]); err != nil {
 			return err
+		}
+		if g == nil && complete {
+			if err := p.ledger.setCheckpoint(sigs[i]); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case g == nil && complete:
+		return nil
+	case g == nil: // the first pages of a backlog: remember where to go on
+		return p.ledger.setGap(&gapRec{Top: sigs[0], Cursor: sigs[len(sigs)-1]})
+	case complete: // the gap is closed
+		if err := p.ledger.setCheckpoint(g.Top); err != nil {
+			return err
+		}
+		return p.ledger.setGap(nil)
+	case len(sigs) > 0:
+		g.Cursor = sigs[len(sigs)-1]
+		return p.ledger.setGap(g)
+	}
+	return nil
+}
+
+// walk lists the wallet's signatures older than before and newer than
+// until (either may be empty), newest first, for at most maxPollPages
+// pages; complete says whether it reached until (or the wallet's first
+// transaction).
+func (p *Paywall) walk(ctx context.Context, before, until string) ([]string, bool, error) {
+	var b, u solana.Signature
+	var err error
+	if before != "" {
+		if b, err = solana.SignatureFromBase58(before); err != nil {
+			return nil, false, err
+		}
+	}
+	if until != "" {
+		if u, err = solana.SignatureFromBase58(until); err != nil {
+			return nil, false, err
 		}
 	}
 	var sigs []string
-	var before solana.Signature
 	for page := 0; page < maxPollPages; page++ {
-		got, err := p.chain.Signatures(ctx, p.wallet, before, until, pollPage)
+		got, err := p.chain.Signatures(ctx, p.wallet, b, u, pollPage)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		for _, s := range got {
 			sigs = append(sigs, s.Signature.String())
 		}
 		if len(got) < pollPage {
-			break
+			return sigs, true, nil
 		}
-		before = got[len(got)-1].Signature
+		b = got[len(got)-1].Signature
 	}
-	for i := len(sigs) - 1; i >= 0; i-- {
-		if err := p.handleTx(ctx, sigs[i]); err != nil {
-			return err
-		}
-		if err := p.ledger.setCheckpoint(sigs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sigs, false, nil
 }
 
 // handleTx handles one wallet transaction; an error means "try again later".

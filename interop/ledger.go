@@ -23,6 +23,7 @@ import (
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
 //	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
 //	x/m/checkpoint            newest wallet signature the poller has handled
+//	x/m/gap                   a backlog being worked off (gapRec)
 //	x/i/<invoice nonce>       post-pay invoice (invoiceRec)
 //	x/o/<pubkey hex>          the caller's open invoice nonce
 //	x/g/<pubkey hex>/<nonce>  Mesh-Sig nonce seen on an agent endpoint; TTL 240 s
@@ -39,6 +40,7 @@ const (
 	claimTTL       = 7 * 24 * time.Hour
 	freeTierWindow = 24 * time.Hour
 	checkpointKey  = "x/m/checkpoint"
+	gapKey         = "x/m/gap"
 	meshNonceTTL   = 240 * time.Second
 	maxCachedBody  = 1 << 20
 )
@@ -406,4 +408,30 @@ func (l *ledger) checkpoint() (string, error) {
 
 func (l *ledger) setCheckpoint(sig string) error {
 	return l.update(func(tx *store.Txn) error { return tx.Set([]byte(checkpointKey), []byte(sig)) })
+}
+
+// gapRec is a backlog of wallet transactions larger than one poll: every
+// signature newer than Cursor up to Top is handled; those between the
+// checkpoint and Cursor are not yet.
+type gapRec struct {
+	Top    string `json:"top"`
+	Cursor string `json:"cursor"`
+}
+
+func (l *ledger) gap() (*gapRec, error) {
+	g, err := getJSON[gapRec](l.db, []byte(gapKey))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return g, err
+}
+
+// setGap stores the backlog cursor; nil removes it.
+func (l *ledger) setGap(g *gapRec) error {
+	return l.update(func(tx *store.Txn) error {
+		if g == nil {
+			return tx.Delete([]byte(gapKey))
+		}
+		return tx.SetJSON([]byte(gapKey), g)
+	})
 }
