@@ -3,8 +3,10 @@ package interop
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -314,5 +316,18 @@ func TestPollerWorksOffABacklog(t *testing.T) {
 	}
 	if got := balance(); got != want {
 		t.Fatalf("balance %v after more polls, want %v", got, want)
+	}
+}
+
+func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
+	h := newHarness(t, func(pc *PaymentConfig) { pc.Modes = []string{ModeDeposit} })
+	r := h.call(nil, "POST", "/v1/echo", `{}`)
+	if r.status != 402 || r.body["code"] != "payment_required" || r.header.Get(HeaderPaymentNonce) != "" || r.body["accepts"] != nil {
+		t.Fatalf("deposit-only 402: %d %v %s", r.status, r.header, r.raw)
+	}
+	var card Card
+	json.Unmarshal([]byte(h.call(nil, "GET", "/.well-known/agent.json", "").raw), &card)
+	if slices.Contains(card.Protocols, ModeX402) || card.Payment.Deposit == nil {
+		t.Fatalf("deposit-only card %+v", card)
 	}
 }

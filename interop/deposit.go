@@ -242,9 +242,10 @@ func (p *Paywall) handleTx(ctx context.Context, sigStr string) error {
 	if strings.HasPrefix(memo, "tk_") {
 		return p.credit(sigStr, memo, paid, now)
 	}
-	if ch, err := p.ledger.challenge(memo); err == nil && ch.Invoice {
+	if strings.HasPrefix(memo, invoicePrefix) {
 		return p.settleInvoice(ctx, sigStr, memo, paid, now)
-	} else if err == nil {
+	}
+	if _, err := p.ledger.challenge(memo); err == nil {
 		_, err = p.ledger.recordDeposit(sigStr, depositRec{Outcome: outcomeX402, Lamports: paid.Lamports, At: now}, nil)
 		return err
 	}

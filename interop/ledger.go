@@ -256,7 +256,7 @@ func (l *ledger) claim(sig, nonce string, c claimRec) error {
 			return ErrNonceUsed
 		}
 		ch.Sig = sig
-		if err := setJSONTTL(tx, nk, ch, time.Until(time.Unix(0, ch.Expires))+nonceGrace); err != nil {
+		if err := setJSONTTL(tx, nk, ch, max(time.Until(time.Unix(0, ch.Expires))+nonceGrace, nonceGrace)); err != nil {
 			return err
 		}
 		return setJSONTTL(tx, sk, c, claimTTL)

@@ -242,7 +242,7 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			return nil
 		}
 		c := CallerFrom(r.Context())
-		if proof := r.Header.Get(HeaderPaymentProof); proof != "" {
+		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
 			return p.serveProof(w, r, skill, lamports, proof, next)
 		}
 		cause := ErrPaymentRequired
@@ -266,8 +266,12 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 	})
 }
 
-// challenge answers 402 with a fresh nonce; cause says why.
+// challenge answers 402 with a fresh nonce; cause says why. Without the
+// x402 mode there is nothing to pay per call: the 402 says to top up.
 func (p *Paywall) challenge(w http.ResponseWriter, skill string, lamports uint64, cause *httpx.Error) error {
+	if !p.cfg.has(ModeX402) {
+		return cause.With("%s; this agent takes prepaid deposits only: POST /v1/topup, then call with X-Api-Key", cause.Detail)
+	}
 	now := p.now()
 	exp := now.Add(p.cfg.ChallengeTTL)
 	nonce, err := p.ledger.issue(challengeRec{Skill: skill, Lamports: lamports, Network: p.cfg.Network,

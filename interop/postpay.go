@@ -25,6 +25,9 @@ import (
 // (settlement counts paid-and-not-disputed over paid). A settled invoice
 // files paid=true, disputed=false.
 
+// invoicePrefix opens invoice nonces; the poller settles memos that carry it.
+const invoicePrefix = "inv_"
+
 // servePostpay serves a trusted caller and invoices it; served is false
 // when the caller is not eligible.
 func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill string, lamports uint64, next http.Handler) (bool, error) {
@@ -59,7 +62,7 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 		return true, nil
 	}
 	nonce, err := p.ledger.issue(challengeRec{Skill: skill, Lamports: lamports, Network: p.cfg.Network,
-		Wallet: p.cfg.Wallet, Expires: due.UnixNano(), Invoice: true}, "inv_", now)
+		Wallet: p.cfg.Wallet, Expires: due.UnixNano(), Invoice: true}, invoicePrefix, now)
 	if err != nil {
 		return false, err
 	}
@@ -85,7 +88,11 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Paid, now int64) error {
 	ik := store.Key("x", "i", nonce)
 	var inv invoiceRec
-	if err := p.db().View(func(tx *store.Txn) error { return tx.GetJSON(ik, &inv) }); err != nil {
+	err := p.db().View(func(tx *store.Txn) error { return tx.GetJSON(ik, &inv) })
+	if errors.Is(err, store.ErrNotFound) {
+		_, err = p.ledger.recordDeposit(sig, depositRec{Outcome: outcomeUnmatched, Lamports: paid.Lamports, At: now}, nil)
+		return err
+	} else if err != nil {
 		return err
 	}
 	if inv.PaidSig != "" || paid.Lamports < inv.Lamports {
