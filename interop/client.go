@@ -219,6 +219,8 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 	}
 }
 
+// retryableCode: the agent could not check the proof yet (the transaction
+// is not visible, or its RPC failed); the same proof may pass later.
 func retryableCode(code string) bool {
 	return code == ErrTxNotVisible.Code || code == ErrRPC.Code || code == ErrRPCTimeout.Code
 }

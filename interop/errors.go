@@ -36,15 +36,8 @@ var (
 	ErrBadSig        = httpx.E(http.StatusUnauthorized, "invalid_signature", "Mesh-Sig does not verify")
 	ErrStaleSig      = httpx.E(http.StatusUnauthorized, "stale_signature", "Mesh-Sig timestamp outside the 120 s tolerance")
 	ErrReplay        = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
-	ErrInProgress    = httpx.E(http.StatusConflict, "payment_in_progress", "this payment is being served by another request")
 	ErrNoDeposits    = httpx.E(http.StatusNotFound, "deposits_disabled", "this agent does not take deposits")
 )
-
-// retryable reports whether a failed payment check may pass later with the
-// same proof (the transaction is not visible yet, or the RPC failed).
-func retryable(err error) bool {
-	return errors.Is(err, ErrTxNotVisible) || errors.Is(err, ErrRPC) || errors.Is(err, ErrRPCTimeout)
-}
 
 // Errors of configuration and of the client, matched with errors.Is.
 var (
