@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/agentmesh/mesh/internal/fsx"
 )
 
 const pemType = "PRIVATE KEY"
@@ -66,31 +67,7 @@ func LoadKey(path string) (ed25519.PrivateKey, error) {
 // file. The file is written to a temporary name and renamed, so a crash never
 // leaves a half-written key.
 func WriteKey(path string, key ed25519.PrivateKey) error {
-	if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("%s: %w", path, fs.ErrExist)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(MarshalKey(key)); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	// Link, unlike rename, fails when path appeared meanwhile.
-	return os.Link(tmp.Name(), path)
+	return fsx.WriteSecret(path, MarshalKey(key), false)
 }
 
 // LoadOrCreateKey loads the key at path, creating it first if it does not exist.

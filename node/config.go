@@ -63,6 +63,8 @@ type Config struct {
 	Logger *slog.Logger `json:"-"`
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time `json:"-"`
+	// Agent, when set, embeds an agent in the node (see AgentConfig).
+	Agent *AgentConfig `json:"-"`
 }
 
 // DefaultConfig returns the configuration of `mesh node` without flags.
@@ -123,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")
+	}
+	if c.Agent != nil {
+		return c.Agent.validate()
 	}
 	return nil
 }

@@ -51,6 +51,7 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall.Routes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
+	n.agentRoutes(mux.ServeMux)
 
 	reg := n.metrics
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -44,7 +44,8 @@ type Node struct {
 	proposer  cmdlog.Proposer
 	replica   *cmdlog.Replica // nil on the directory node
 	dirTopic  *p2p.Topic
-	publisher *publisher // nil on replicas
+	publisher *publisher    // nil on replicas
+	agent     *agentRuntime // nil unless an agent is embedded
 
 	wall    *wall.Service
 	handler http.Handler
@@ -102,6 +103,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.PublicURL == "" {
 		n.cfg.PublicURL = "http://" + n.ln.Addr().String()
 	}
+	if err := n.openAgent(); err != nil {
+		return err
+	}
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}
@@ -123,6 +127,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
+	}
+	if err := n.startAgent(ctx); err != nil {
+		return err
 	}
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil
@@ -192,6 +199,7 @@ func (n *Node) Close() error {
 			n.cancel()
 		}
 		n.wg.Wait()
+		n.closeAgent()
 		if n.host != nil {
 			if err := n.host.Close(); err != nil {
 				n.log.Debug("closing the p2p host", "err", err)

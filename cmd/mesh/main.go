@@ -24,7 +24,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodeCmd(), keygenCmd(), pubkeyCmd(), signCmd(), chatCmd(), benchCmd())
+	root.AddCommand(nodeCmd(), keygenCmd(), pubkeyCmd(), signCmd(), chatCmd(), callCmd(), benchCmd())
 	return root
 }
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/internal/agenttest"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/node"
+)
+
+// TestCallCommand runs `mesh call` against a node that embeds a paid
+// agent on a fake chain: without a wallet it reports the price and fails;
+// with one it pays within --max-lamports and prints the answer.
+func TestCallCommand(t *testing.T) {
+	chain := soltest.New(t)
+	provider := interop.NewWallet()
+	cfg := node.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Agent = &node.AgentConfig{ID: "echo-1", AgentConfig: interop.AgentConfig{
+		Card: interop.Card{Name: "Echo"},
+		Skills: []interop.Skill{{ID: "echo", Pricing: interop.Prices{interop.Lamports(5000, interop.NetworkDevnet)},
+			Handler: func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }}},
+		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: provider.Address(), RPCURL: chain.URL},
+	}}
+	n := agenttest.Start(t, cfg)
+
+	run := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		root := rootCmd()
+		root.SetArgs(args)
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		err := root.Execute()
+		return out.String(), errOut.String(), err
+	}
+	_, stderr, err := run("call", "echo-1", "echo", "--node", n.URL(), "--data", `{"text":"hi"}`)
+	if err == nil || !strings.Contains(stderr, "price: 5000 lamports") || !strings.Contains(err.Error(), "no wallet") {
+		t.Fatalf("call without a wallet: %v %q", err, stderr)
+	}
+
+	wallet := interop.NewWallet()
+	chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)
+	wfile := filepath.Join(t.TempDir(), "wallet.json")
+	os.WriteFile(wfile, wallet.MarshalKeyFile(), 0o600)
+	args := []string{"call", "echo-1", "echo", "--node", n.URL(), "--data", `{"text":"hi"}`, "--wallet-key", wfile, "--rpc", chain.URL}
+	if _, _, err := run(append(args, "--max-lamports", "4999")...); err == nil || !strings.Contains(err.Error(), "over the cap") {
+		t.Fatalf("over the cap: %v", err)
+	}
+	stdout, stderr, err := run(append(args, "--max-lamports", "5000")...)
+	if err != nil || !strings.Contains(stdout, `"text":"hi"`) || !strings.Contains(stderr, "paid 5000 lamports") {
+		t.Fatalf("paid call: %v\nstdout %s\nstderr %s", err, stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, string(wallet.MarshalKeyFile())) {
+		t.Fatal("the wallet key was printed")
+	}
+	if got := chain.Balance(provider.PublicKey()); got != 5000 {
+		t.Fatalf("provider got %d lamports", got)
+	}
+}

@@ -1,0 +1,104 @@
+// Command echo-agent is a paid echo agent: a Go program that embeds a mesh
+// node, declares its card and one skill priced in lamports, and lets the
+// node serve, register and enforce payment.
+//
+//	go run ./examples/echo-agent --id echo-1 --wallet <provider address> \
+//	    --rpc https://api.devnet.solana.com --bootstrap /ip4/.../p2p/...
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/node"
+)
+
+// options are the example's flags.
+type options struct {
+	id, dataDir, httpAddr, bootstrap, wallet, rpc, network, genesis string
+	price                                                           uint64
+}
+
+// echo is the skill: it answers its input.
+func echo(ctx context.Context, in json.RawMessage) (any, error) {
+	return map[string]any{"echo": in, "paid_by": interop.CallerFrom(ctx).PaidBy}, nil
+}
+
+// config is the whole embedding: a node config with the agent's identity
+// key, its card, its skill and how it is paid.
+func config(o options) (node.Config, error) {
+	key, err := identity.LoadOrCreateKey(o.dataDir + "/agent.key")
+	if err != nil {
+		return node.Config{}, err
+	}
+	cfg := node.DefaultConfig()
+	cfg.DataDir, cfg.HTTPAddr, cfg.Key = o.dataDir, o.httpAddr, key
+	if o.bootstrap != "" {
+		cfg.Bootstrap = strings.Split(o.bootstrap, ",")
+	}
+	cfg.Agent = &node.AgentConfig{
+		ID: o.id,
+		AgentConfig: interop.AgentConfig{
+			Card: interop.Card{Name: "Echo", Description: "Answers what it is sent."},
+			Skills: []interop.Skill{{
+				ID: "echo", Name: "Echo", Description: "Returns its JSON input.",
+				Examples: []string{`{"text":"hello"}`},
+				Pricing:  interop.Prices{interop.Lamports(o.price, o.network)},
+				Handler:  echo,
+			}},
+			Payment: &interop.PaymentConfig{
+				Network: o.network, Wallet: o.wallet, RPCURL: o.rpc, GenesisHash: o.genesis,
+				Modes: []string{interop.ModeX402, interop.ModeDeposit}, FreeCallsPerDay: 5,
+			},
+		},
+	}
+	return cfg, nil
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.id, "id", "echo-1", "agent id")
+	flag.StringVar(&o.dataDir, "data", "./echo-data", "data directory")
+	flag.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	flag.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap multiaddrs, comma-separated (empty: the node is its own directory)")
+	flag.StringVar(&o.wallet, "wallet", "", "provider wallet address (base58) that receives payments")
+	flag.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
+	flag.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
+	flag.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
+	flag.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "echo-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := config(o)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	defer n.Close()
+	fmt.Printf("echo agent %s at %s (did %s)\n", o.id, n.URL(), n.DID())
+	<-ctx.Done()
+	return nil
+}

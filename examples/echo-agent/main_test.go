@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/agenttest"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/interop/soltest"
+)
+
+// TestEchoAgent runs the example's configuration on a fake chain: a
+// signed caller gets its free calls, then pays per call.
+func TestEchoAgent(t *testing.T) {
+	chain := soltest.New(t)
+	provider := interop.NewWallet()
+	cfg, err := config(options{id: "echo-1", dataDir: t.TempDir(), httpAddr: "127.0.0.1:0", wallet: provider.Address(),
+		rpc: chain.URL, network: interop.NetworkDevnet, price: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := agenttest.Start(t, cfg)
+
+	wallet := interop.NewWallet()
+	chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)
+	c := &interop.Client{Key: identity.GenerateKey(), Wallet: wallet, Chain: interop.NewChain(chain.URL, "", time.Second), MaxLamports: 5000}
+	defer c.Chain.Close()
+	var paidBy []string
+	for range 6 {
+		res, _, err := c.CallAgent(context.Background(), n.URL(), "echo-1", "echo", []byte(`{"text":"hello"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Echo   map[string]string `json:"echo"`
+			PaidBy string            `json:"paid_by"`
+		}
+		if err := json.Unmarshal(res.Body, &out); err != nil || out.Echo["text"] != "hello" {
+			t.Fatalf("answer %s", res.Body)
+		}
+		paidBy = append(paidBy, out.PaidBy)
+	}
+	if paidBy[0] != "free" || paidBy[4] != "free" || paidBy[5] != "x402" {
+		t.Fatalf("paid by %v: want 5 free calls, then x402", paidBy)
+	}
+	if got := chain.Balance(provider.PublicKey()); got != 5000 {
+		t.Fatalf("provider got %d", got)
+	}
+}

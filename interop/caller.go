@@ -1,0 +1,88 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// Caller is who called a skill, as far as the agent could verify.
+type Caller struct {
+	// Pubkey is the verified Mesh-Sig key; nil for an unsigned call.
+	Pubkey ed25519.PublicKey
+	// IP is the address the request came from.
+	IP string
+	// PaidBy is how the call was paid: "free", "balance", "x402",
+	// "postpay", or "" for a free skill.
+	PaidBy string
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the caller of the request a skill handler serves.
+func CallerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
+}
+
+func withCaller(r *http.Request, c Caller) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+}
+
+func withPaidBy(w http.ResponseWriter, r *http.Request, how string) (http.ResponseWriter, *http.Request) {
+	c := CallerFrom(r.Context())
+	c.PaidBy = how
+	return w, withCaller(r, c)
+}
+
+// signed reads the body (at most maxBody), verifies a Mesh-Sig when one is
+// present (required when require is set), claims its nonce, and hands next
+// a request whose context carries the Caller and whose body can be read
+// again.
+func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next httpx.HandlerFunc) httpx.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		body, err := httpx.ReadBody(w, r, maxBody)
+		if err != nil {
+			return err
+		}
+		c := Caller{IP: remoteIP(r)}
+		hdr := r.Header.Get(identity.SigHeaderName)
+		switch {
+		case hdr != "":
+			h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, now())
+			switch {
+			case errors.Is(err, identity.ErrStaleSig):
+				return ErrStaleSig.With("%v", err)
+			case err != nil:
+				return ErrBadSig.With("%v", err)
+			}
+			if err := l.claimMeshNonce(hex.EncodeToString(h.Pubkey), h.Nonce); err != nil {
+				return err
+			}
+			c.Pubkey = h.Pubkey
+		case require:
+			return ErrNoSig
+		}
+		r = withCaller(r, c)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		return next(w, r)
+	}
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

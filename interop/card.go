@@ -1,0 +1,198 @@
+package interop
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// Card is the full public card an agent serves at /.well-known/agent.json
+// (spec 2.3, the A2A PublicCard) plus the payment block of spec 2.5.
+type Card struct {
+	Name               string        `json:"name"`
+	Version            string        `json:"version"`
+	Description        string        `json:"description"`
+	URL                string        `json:"url"`
+	DefaultInputModes  []string      `json:"defaultInputModes"`
+	DefaultOutputModes []string      `json:"defaultOutputModes"`
+	Protocols          []string      `json:"protocols"`
+	Pricing            Prices        `json:"pricing"`
+	Payment            *PaymentBlock `json:"payment,omitempty"`
+	Availability       Availability  `json:"availability"`
+	Contact            Contact       `json:"contact"`
+	Skills             []SkillCard   `json:"skills"`
+}
+
+// Availability is the card's availability block.
+type Availability struct {
+	Now         bool   `json:"now"`
+	WindowHours int    `json:"window_hours"`
+	SLA         string `json:"sla"`
+}
+
+// Contact says where to call the agent: http is the skill endpoint base,
+// a2a the URL of the well-known card.
+type Contact struct {
+	HTTP string `json:"http"`
+	A2A  string `json:"a2a"`
+}
+
+// SkillCard is a skill as the card shows it. Pricing is this project's
+// extension of the A2A skill entry: the rows that price this skill (the
+// card's top-level pricing is the cheapest row per network, for indexers).
+type SkillCard struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Examples    []string `json:"examples"`
+	Pricing     Prices   `json:"pricing,omitempty"`
+}
+
+// Price is one pricing row (spec 2.5). Amount is integer lamports per Unit;
+// Network is explicit on every priced row.
+type Price struct {
+	Unit     string `json:"unit"`
+	Amount   uint64 `json:"amount"`
+	Currency string `json:"currency"`
+	Network  string `json:"network,omitempty"`
+	Tier     string `json:"tier,omitempty"`
+}
+
+// Free is the pricing row of a free skill or agent: unit request, amount 0,
+// currency free.
+func Free() Price { return Price{Unit: UnitRequest, Amount: 0, Currency: CurrencyFree} }
+
+// Lamports is a per-request price in lamports on network.
+func Lamports(amount uint64, network string) Price {
+	return Price{Unit: UnitRequest, Amount: amount, Currency: CurrencyLamports, Network: network}
+}
+
+// IsFree reports whether the row asks for nothing.
+func (p Price) IsFree() bool { return p.Currency == CurrencyFree || p.Amount == 0 }
+
+func (p Price) validate() error {
+	switch {
+	case p.Unit == "":
+		return fmt.Errorf("pricing row: unit is required")
+	case p.Currency == CurrencyFree:
+		if p.Amount != 0 {
+			return fmt.Errorf("pricing row: currency free needs amount 0")
+		}
+	case p.Currency == CurrencyLamports:
+		if p.Network == "" {
+			return fmt.Errorf("pricing row of %d lamports: network is required", p.Amount)
+		}
+	default:
+		return fmt.Errorf("pricing row: currency %q is not supported (lamports or free)", p.Currency)
+	}
+	return nil
+}
+
+// Prices is a list of pricing rows. On the wire it is one object when it
+// holds one row and an array otherwise; both forms are accepted.
+type Prices []Price
+
+// MarshalJSON writes one row as an object, several as an array.
+func (ps Prices) MarshalJSON() ([]byte, error) {
+	if len(ps) == 1 {
+		return json.Marshal(ps[0])
+	}
+	return json.Marshal([]Price(ps))
+}
+
+// UnmarshalJSON accepts an object, an array of objects or null.
+func (ps *Prices) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		*ps = nil
+		return nil
+	case b[0] == '{':
+		var p Price
+		if err := json.Unmarshal(b, &p); err != nil {
+			return err
+		}
+		*ps = Prices{p}
+		return nil
+	}
+	var rows []Price
+	if err := json.Unmarshal(b, &rows); err != nil {
+		return err
+	}
+	*ps = rows
+	return nil
+}
+
+// For returns the row priced on network, or a free row, if any.
+func (ps Prices) For(network string) (Price, bool) {
+	for _, p := range ps {
+		if p.Currency == CurrencyLamports && p.Network == network {
+			return p, true
+		}
+	}
+	for _, p := range ps {
+		if p.IsFree() {
+			return p, true
+		}
+	}
+	return Price{}, false
+}
+
+// PaymentBlock is the card's payment block (spec 2.5).
+type PaymentBlock struct {
+	Modes   []string `json:"modes"`
+	Network string   `json:"network"`
+	Wallet  string   `json:"wallet"`
+	// Deposit is present when the agent takes prepaid deposits.
+	Deposit *DepositTerms `json:"deposit,omitempty"`
+	// PostpayMinReputation: callers at or above this score are served
+	// first and billed after; null means pre-pay only.
+	PostpayMinReputation *float64  `json:"postpay_min_reputation"`
+	FreeTier             *FreeTier `json:"free_tier,omitempty"`
+}
+
+// Payment modes.
+const (
+	ModeX402    = "x402"
+	ModeDeposit = "deposit"
+)
+
+// DepositTerms describe prepaid deposits. A deposit of L lamports credits
+// L / Divisor units; one call debits its price / Divisor units.
+type DepositTerms struct {
+	MinLamports uint64 `json:"min_lamports"`
+	CreditUnit  string `json:"credit_unit"`
+	Divisor     uint64 `json:"divisor"`
+}
+
+// FreeTier is the daily allowance of signed callers.
+type FreeTier struct {
+	CallsPerDay int    `json:"calls_per_day"`
+	By          string `json:"by"`
+}
+
+// FreeTierBy is how this implementation counts the allowance: against the
+// caller's key and its IP address, both.
+const FreeTierBy = "pubkey+ip"
+
+// reservedSkillIDs collide with /v1 paths of the node or of the spec.
+var reservedSkillIDs = []string{
+	"agents", "clusters", "whoami", "topup", "balance", "admin", "search",
+	"health", "metrics", "me", "register", "token", "ws", "wall", "boards",
+}
+
+var skillIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// ValidateSkillID checks a skill id: 1-64 lowercase letters, digits, and
+// "_.-", starting with a letter or digit, not a reserved /v1 path segment.
+func ValidateSkillID(id string) error {
+	if !skillIDPattern.MatchString(id) {
+		return fmt.Errorf("%w: skill id %q must be 1-64 of a-z 0-9 _ . - starting with a letter or digit", ErrConfig, id)
+	}
+	if slices.Contains(reservedSkillIDs, id) {
+		return fmt.Errorf("%w: skill id %q is reserved (it names a /v1 path of the node)", ErrConfig, id)
+	}
+	return nil
+}

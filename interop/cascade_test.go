@@ -1,0 +1,333 @@
+package interop
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/interop/soltest"
+)
+
+func TestFreeTierByKeyAndIP(t *testing.T) {
+	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 2 })
+	a, b := identity.GenerateKey(), identity.GenerateKey()
+	for i := range 2 {
+		if r := h.call(a, "POST", "/v1/echo", `{}`); r.status != 200 || r.body["paid_by"] != "free" {
+			t.Fatalf("free call %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	if r := h.call(a, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("third call of the day: %d %s", r.status, r.raw)
+	}
+	// Another key from the same IP: the IP's allowance is used up too.
+	if r := h.call(b, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("second key, same IP: %d %s", r.status, r.raw)
+	}
+	// Unsigned callers have no free tier.
+	h.clock.Advance(25 * time.Hour)
+	if r := h.call(nil, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("unsigned: %d", r.status)
+	}
+	// After 24 h the allowance is back.
+	if r := h.call(b, "POST", "/v1/echo", `{}`); r.status != 200 {
+		t.Fatalf("next day: %d %s", r.status, r.raw)
+	}
+	// A replayed signed request is refused, not counted.
+	req := func() *http.Request {
+		r, _ := http.NewRequest("POST", h.srv.URL+"/v1/echo", nil)
+		return r
+	}
+	r1 := req()
+	identity.SignRequest(r1, a, nil, h.clock.Now())
+	r2 := req()
+	r2.Header = r1.Header.Clone()
+	http.DefaultClient.Do(r1)
+	res, err := http.DefaultClient.Do(r2)
+	if err != nil || res.StatusCode != 401 {
+		t.Fatalf("replayed Mesh-Sig: %v %v", res.StatusCode, err)
+	}
+}
+
+func TestDepositsBalanceAndPoller(t *testing.T) {
+	h := newHarness(t)
+	caller, payer := identity.GenerateKey(), NewWallet()
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+
+	r := h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`)
+	if r.status != 201 {
+		t.Fatalf("topup: %d %s", r.status, r.raw)
+	}
+	key := r.body["api_key"].(string)
+	link, err := ParsePayLink(r.body["chainPayUrl"].(string))
+	if err != nil || link.Memo != key || link.Address != h.provider.Address() || link.Lamports != 100_000 || key[:3] != "tk_" {
+		t.Fatalf("topup answer %s: %+v %v", r.raw, link, err)
+	}
+	// Nothing deposited yet: the key falls back to 402.
+	if r := h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, key); r.status != 402 || r.body["code"] != "balance_insufficient" {
+		t.Fatalf("empty balance: %d %s", r.status, r.raw)
+	}
+	// Deposit 12,345 lamports with the key as memo; a stranger's deposit
+	// with the same memo is not credited to it.
+	sig := h.chain.Land(h.payTx(payer, h.provider.PublicKey(), 12_345, key), soltest.Land{})
+	stranger := NewWallet()
+	h.chain.Fund(stranger.PublicKey(), solana.LAMPORTS_PER_SOL)
+	h.chain.Land(h.payTx(stranger, h.provider.PublicKey(), 99_999, key), soltest.Land{})
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	balance := func() uint64 {
+		r := h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key)
+		if r.status != 200 {
+			t.Fatalf("balance: %d %s", r.status, r.raw)
+		}
+		return uint64(r.body["lamports"].(float64))
+	}
+	if got := balance(); got != 12_345 {
+		t.Fatalf("balance after deposit = %d, want 12345", got)
+	}
+	// Polling again, and after a restart on the same store, credits nothing twice.
+	h.agent.paywall.PollNow(context.Background())
+	h.agent.Close()
+	h.start(testPayment(h.chain, h.provider.Address()))
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := balance(); got != 12_345 {
+		t.Fatalf("balance after re-poll and restart = %d", got)
+	}
+	// A call debits one unit and says so.
+	r = h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, key)
+	if r.status != 200 || r.body["paid_by"] != "balance" || r.header.Get(HeaderDebitedLamports) != strconv.Itoa(testPrice) ||
+		r.header.Get(HeaderBalanceRemaining) != strconv.Itoa(12_345-testPrice) {
+		t.Fatalf("balance call: %d %v %s", r.status, r.header, r.raw)
+	}
+	// The key is useless without the owner's Mesh-Sig (the memo is public).
+	if r := h.call(identity.GenerateKey(), "POST", "/v1/echo", `{}`, HeaderAPIKey, key); r.status != 401 || r.body["code"] != "api_key_owner" {
+		t.Fatalf("someone else's key: %d %s", r.status, r.raw)
+	}
+	// A failing skill refunds.
+	h.fail.Store(true)
+	r = h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, key)
+	h.fail.Store(false)
+	if r.status != 500 || r.header.Get(HeaderDebitedLamports) != "0" || balance() != 12_345-testPrice {
+		t.Fatalf("failed call charged: %d %v", r.status, r.header)
+	}
+	if ok, _ := h.agent.paywall.ledger.handled(sig.String()); !ok {
+		t.Fatal("deposit signature not recorded")
+	}
+}
+
+func TestPollerRetriesAfterRPCFailure(t *testing.T) {
+	h := newHarness(t, func(pc *PaymentConfig) { pc.CreditDivisor = 1000 })
+	caller, payer := identity.GenerateKey(), NewWallet()
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	key := h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`).body["api_key"].(string)
+	h.chain.Land(h.payTx(payer, h.provider.PublicKey(), 2_500, key), soltest.Land{})
+	h.chain.Fail("getTransaction", soltest.RPCError)
+	if err := h.agent.paywall.PollNow(context.Background()); !errors.Is(err, ErrRPC) {
+		t.Fatalf("poll with a failing RPC: %v", err)
+	}
+	h.chain.Heal()
+	h.chain.Land(h.payTx(payer, h.provider.PublicKey(), 600, key), soltest.Land{})
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key)
+	// 3,100 lamports at 1,000 per credit: 3 credits, 100 kept toward the next.
+	if r.body["credits"] != 3.0 || r.body["lamports"] != 3000.0 || r.body["deposited"] != 3100.0 {
+		t.Fatalf("balance %s", r.raw)
+	}
+}
+
+func TestPostpay(t *testing.T) {
+	min := 0.8
+	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+	trusted, shady := identity.GenerateKey(), identity.GenerateKey()
+	score := 0.9
+	h.reg.score = &score
+	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+
+	if r := h.call(shady, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("unregistered caller got post-pay: %d", r.status)
+	}
+	r := h.call(trusted, "POST", "/v1/echo", `{}`)
+	if r.status != 200 || r.body["paid_by"] != "postpay" || r.header.Get(HeaderPostpayDue) == "" {
+		t.Fatalf("post-pay: %d %v %s", r.status, r.header, r.raw)
+	}
+	invoice := r.header.Get(HeaderPaymentNonce)
+	// One open invoice at a time.
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("second post-pay with an open invoice: %d", r.status)
+	}
+	// Paying the invoice settles it at the next poll and is reported.
+	payer := NewWallet()
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	h.chain.Land(h.payTx(payer, h.provider.PublicKey(), testPrice, invoice), soltest.Land{})
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Paid || reps[0].Disputed {
+		t.Fatalf("reports after settlement: %+v", reps)
+	}
+	// Served again on credit; this time the caller never pays.
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 200 {
+		t.Fatalf("post-pay after settling: %d %s", r.status, r.raw)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.agent.paywall.checkInvoices(context.Background()) // reported once only
+	reps := h.reg.Reports()
+	if len(reps) != 2 || !reps[1].Paid || !reps[1].Disputed {
+		t.Fatalf("reports after default: %+v", reps)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("defaulter still on credit: %d", r.status)
+	}
+}
+
+func TestClientPaysAndRefuses(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	w := NewWallet()
+	h.chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
+	c := &Client{Key: identity.GenerateKey(), Wallet: w, Chain: NewChain(h.chain.URL, "", time.Second),
+		MaxLamports: testPrice, Now: h.clock.Now, ProofBackoff: 10 * time.Millisecond}
+	defer c.Chain.Close()
+	card, err := c.Card(ctx, h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if card.Payment == nil || card.Payment.Wallet != h.provider.Address() || len(card.Skills) != 2 {
+		t.Fatalf("card %+v", card)
+	}
+	res, err := c.Call(ctx, card, "echo", []byte(`{"hello":"world"}`))
+	if err != nil || res.Status != 200 || res.Lamports != testPrice || res.Signature == "" {
+		t.Fatalf("paid call: %+v %v", res, err)
+	}
+	if got := h.chain.Balance(h.provider.PublicKey()); got != testPrice {
+		t.Fatalf("provider balance %d", got)
+	}
+	// A free skill costs nothing.
+	if res, err := c.Call(ctx, card, "ping", nil); err != nil || string(res.Body) != "\"pong\"\n" {
+		t.Fatalf("free skill: %v %v", res, err)
+	}
+	// Over the cap, to another wallet, or without a wallet: refused, nothing paid.
+	for name, edit := range map[string]func(*Client, *Card){
+		"cap":       func(c *Client, _ *Card) { c.MaxLamports = testPrice - 1 },
+		"payee":     func(_ *Client, k *Card) { k.Payment.Wallet = NewWallet().Address() },
+		"network":   func(_ *Client, k *Card) { k.Payment.Network = NetworkMainnet },
+		"no wallet": func(c *Client, _ *Card) { c.Wallet = nil },
+	} {
+		c2, card2 := *c, *card
+		p := *card.Payment
+		card2.Payment = &p
+		edit(&c2, &card2)
+		_, err := c2.Call(ctx, &card2, "echo", []byte(`{}`))
+		var pe *PaymentError
+		if !errors.As(err, &pe) || !errors.Is(err, ErrRefused) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if got := h.chain.Balance(h.provider.PublicKey()); got != testPrice {
+		t.Fatalf("refused calls paid something: provider balance %d", got)
+	}
+	// Top up, deposit, poll, call with the api_key.
+	top := h.deposit(c, card, 0)
+	c.APIKey, c.Wallet = top.APIKey, nil
+	res, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil || res.Header.Get(HeaderDebitedLamports) != strconv.Itoa(testPrice) {
+		t.Fatalf("call on balance: %+v %v", res, err)
+	}
+	if b, err := c.Balance(ctx, card, top.APIKey); err != nil || b.Lamports != top.Lamports-testPrice {
+		t.Fatalf("balance %+v %v", b, err)
+	}
+}
+
+// deposit tops up through the client, pays the link, and lets the
+// provider poll twice (the second poll must credit nothing).
+func (h *harness) deposit(c *Client, card *Card, lamports uint64) *TopupResponse {
+	h.t.Helper()
+	ctx := context.Background()
+	top, err := c.Topup(ctx, card, lamports)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	c.MaxLamports = top.Lamports
+	if _, err := c.Deposit(ctx, card, top); err != nil {
+		h.t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.agent.paywall.PollNow(ctx); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return top
+}
+
+// TestPollerWorksOffABacklog: a backlog larger than one poll is read over
+// several polls without skipping the oldest deposits, and new deposits
+// that land meanwhile are credited once the backlog is done.
+func TestPollerWorksOffABacklog(t *testing.T) {
+	oldPage, oldPages := pollPage, maxPollPages
+	pollPage, maxPollPages = 2, 2 // four signatures per poll
+	t.Cleanup(func() { pollPage, maxPollPages = oldPage, oldPages })
+	h := newHarness(t)
+	caller, payer := identity.GenerateKey(), NewWallet()
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	key := h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`).body["api_key"].(string)
+	for i := range 9 {
+		h.chain.Land(h.payTx(payer, h.provider.PublicKey(), uint64(1000+i), key), soltest.Land{})
+	}
+	balance := func() float64 {
+		return h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key).body["lamports"].(float64)
+	}
+	want := 0.0
+	for i := range 9 {
+		want += float64(1000 + i)
+	}
+	for poll := 0; poll < 3; poll++ {
+		if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if poll == 1 {
+			h.chain.Land(h.payTx(payer, h.provider.PublicKey(), 50_000, key), soltest.Land{})
+			want += 50_000
+		}
+	}
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := balance(); got != want {
+		t.Fatalf("balance %v after working off the backlog, want %v", got, want)
+	}
+	for range 2 {
+		h.agent.paywall.PollNow(context.Background())
+	}
+	if got := balance(); got != want {
+		t.Fatalf("balance %v after more polls, want %v", got, want)
+	}
+}
+
+func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
+	h := newHarness(t, func(pc *PaymentConfig) { pc.Modes = []string{ModeDeposit} })
+	r := h.call(nil, "POST", "/v1/echo", `{}`)
+	if r.status != 402 || r.body["code"] != "payment_required" || r.header.Get(HeaderPaymentNonce) != "" || r.body["accepts"] != nil {
+		t.Fatalf("deposit-only 402: %d %v %s", r.status, r.header, r.raw)
+	}
+	var card Card
+	json.Unmarshal([]byte(h.call(nil, "GET", "/.well-known/agent.json", "").raw), &card)
+	if slices.Contains(card.Protocols, ModeX402) || card.Payment.Deposit == nil {
+		t.Fatalf("deposit-only card %+v", card)
+	}
+}

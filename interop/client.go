@@ -1,0 +1,321 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/identity"
+)
+
+// Client calls agents: it resolves an agent through any mesh node, reads
+// its card, calls a skill with a Mesh-Sig and, on 402, pays with its wallet
+// and retries with the proof; or it tops up a prepaid balance and calls
+// with X-Api-Key. It never pays more than MaxLamports for one call, and
+// only to the network and wallet the agent's card declares.
+type Client struct {
+	// Key signs every request (Mesh-Sig); required.
+	Key ed25519.PrivateKey
+	// Wallet pays; nil means the client cannot pay (a 402 is returned as
+	// an error carrying the challenge).
+	Wallet *Wallet
+	// Chain is the RPC used to pay; required with Wallet.
+	Chain *Chain
+	// MaxLamports caps one payment; 0 refuses every payment.
+	MaxLamports uint64
+	// APIKey, when set, is sent as X-Api-Key (prepaid balance).
+	APIKey string
+	// HTTP is the HTTP client; nil means one with a 60 s timeout.
+	HTTP *http.Client
+	// Now is the clock for signatures; nil means time.Now.
+	Now func() time.Time
+	// ProofRetries is how often a proof is re-sent while the agent cannot
+	// see the transaction yet (default 5), ProofBackoff the pause (1 s).
+	ProofRetries int
+	ProofBackoff time.Duration
+}
+
+// Result is the answer of a skill call.
+type Result struct {
+	Status int
+	Body   json.RawMessage
+	Header http.Header
+	// Signature is the transaction that paid for the call, if one did.
+	Signature string
+	// Lamports is what the client paid on chain for this call.
+	Lamports uint64
+}
+
+// PaymentError is returned when a call ends in 402: the challenge and why.
+type PaymentError struct {
+	Challenge Challenge
+	Reason    error
+}
+
+func (e *PaymentError) Error() string {
+	return fmt.Sprintf("payment required (%s: %s): %v", e.Challenge.Code, e.Challenge.Detail, e.Reason)
+}
+
+func (e *PaymentError) Unwrap() error { return e.Reason }
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 60 * time.Second}
+}
+
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// do sends a signed request and reads the whole answer (at most 8 MiB).
+func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, hdr http.Header) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Key != nil {
+		identity.SignRequest(req, c.Key, body, c.now())
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp, b, err
+}
+
+// doJSON sends a signed request and decodes the answer into out, which
+// must come with status want; what names the step in errors.
+func (c *Client) doJSON(ctx context.Context, what, method, rawURL string, body []byte, hdr http.Header, want int, out any) error {
+	resp, b, err := c.do(ctx, method, rawURL, body, hdr)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%w: %s: %d %s", ErrCall, what, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%w: %s: answer is not the expected JSON: %v", ErrCall, what, err)
+	}
+	return nil
+}
+
+// Resolve asks a mesh node for agent id and returns its endpoint.
+func (c *Client) Resolve(ctx context.Context, nodeURL, id string) (string, error) {
+	var v struct {
+		Endpoint *string `json:"endpoint"`
+	}
+	u := strings.TrimRight(nodeURL, "/") + "/v1/agents/" + url.PathEscape(id)
+	if err := c.doJSON(ctx, "resolving "+id, http.MethodGet, u, nil, nil, http.StatusOK, &v); err != nil {
+		return "", err
+	}
+	if v.Endpoint == nil || *v.Endpoint == "" {
+		return "", fmt.Errorf("%w: agent %s has no endpoint", ErrCall, id)
+	}
+	return *v.Endpoint, nil
+}
+
+// Card fetches an agent's card from its endpoint.
+func (c *Client) Card(ctx context.Context, endpoint string) (*Card, error) {
+	var card Card
+	if err := c.doJSON(ctx, "card", http.MethodGet, strings.TrimRight(endpoint, "/")+"/.well-known/agent.json", nil, nil, http.StatusOK, &card); err != nil {
+		return nil, err
+	}
+	if card.URL == "" {
+		card.URL = strings.TrimRight(endpoint, "/")
+	}
+	return &card, nil
+}
+
+// Call calls skill on the agent of card with input (JSON). On 402 it pays
+// when it may and retries with the proof.
+func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byte) (*Result, error) {
+	if err := ValidateSkillID(skill); err != nil {
+		return nil, err
+	}
+	target := strings.TrimRight(card.URL, "/") + "/v1/" + skill
+	hdr := http.Header{}
+	if c.APIKey != "" {
+		hdr.Set(HeaderAPIKey, c.APIKey)
+	}
+	resp, b, err := c.do(ctx, http.MethodPost, target, input, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusPaymentRequired {
+		return result(resp, b)
+	}
+	ch, err := ParseChallenge(resp.Header, b)
+	if err != nil {
+		return nil, &PaymentError{Reason: err}
+	}
+	offer, err := c.choose(card, ch)
+	if err != nil {
+		return nil, &PaymentError{Challenge: ch, Reason: err}
+	}
+	payTo, _ := solana.PublicKeyFromBase58(offer.PayTo)
+	sig, err := c.Chain.Pay(ctx, c.Wallet, payTo, offer.Lamports, offer.Nonce)
+	if err != nil {
+		return nil, fmt.Errorf("paying %d lamports to %s: %w", offer.Lamports, offer.PayTo, err)
+	}
+	hdr = http.Header{}
+	hdr.Set(HeaderPaymentProof, sig.String())
+	hdr.Set(HeaderPaymentNonce, offer.Nonce)
+	retries, backoff := c.ProofRetries, c.ProofBackoff
+	if retries <= 0 {
+		retries = 5
+	}
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	for attempt := 0; ; attempt++ {
+		resp, b, err = c.do(ctx, http.MethodPost, target, input, hdr)
+		if err != nil {
+			// The transaction is paid: retrying with the same proof is safe
+			// (the agent serves it once and replays its answer).
+			if attempt < retries && ctx.Err() == nil {
+				time.Sleep(backoff)
+				continue
+			}
+			return nil, fmt.Errorf("calling %s after paying (proof %s): %w", skill, sig, err)
+		}
+		if resp.StatusCode != http.StatusPaymentRequired {
+			res, err := result(resp, b)
+			if res != nil {
+				res.Signature, res.Lamports = sig.String(), offer.Lamports
+			}
+			return res, err
+		}
+		again, _ := ParseChallenge(resp.Header, b)
+		if !retryableCode(again.Code) || attempt >= retries {
+			return nil, &PaymentError{Challenge: again, Reason: fmt.Errorf("proof %s refused", sig)}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// retryableCode: the agent could not check the proof yet (the transaction
+// is not visible, or its RPC failed); the same proof may pass later.
+func retryableCode(code string) bool {
+	return code == ErrTxNotVisible.Code || code == ErrRPC.Code || code == ErrRPCTimeout.Code
+}
+
+// choose picks the offer the client will pay: on the card's network, to
+// the card's wallet, within MaxLamports, not expired.
+func (c *Client) choose(card *Card, ch Challenge) (Offer, error) {
+	if c.Wallet == nil || c.Chain == nil {
+		return Offer{}, fmt.Errorf("%w: no wallet configured", ErrRefused)
+	}
+	if card.Payment == nil {
+		return Offer{}, fmt.Errorf("%w: the card declares no payment block", ErrRefused)
+	}
+	var why []string
+	for _, o := range ch.Offers {
+		switch {
+		case o.Network != card.Payment.Network:
+			why = append(why, fmt.Sprintf("network %s is not the card's %s", o.Network, card.Payment.Network))
+		case o.PayTo != card.Payment.Wallet:
+			why = append(why, fmt.Sprintf("payee %s is not the card's wallet %s", o.PayTo, card.Payment.Wallet))
+		case o.Lamports > c.MaxLamports:
+			why = append(why, fmt.Sprintf("%d lamports is over the cap of %d", o.Lamports, c.MaxLamports))
+		case !o.ExpiresAt.IsZero() && !c.now().Before(o.ExpiresAt):
+			why = append(why, "the challenge has expired")
+		default:
+			return o, nil
+		}
+	}
+	return Offer{}, fmt.Errorf("%w: %s", ErrRefused, strings.Join(why, "; "))
+}
+
+func result(resp *http.Response, b []byte) (*Result, error) {
+	r := &Result{Status: resp.StatusCode, Body: b, Header: resp.Header}
+	if resp.StatusCode >= 300 {
+		return r, fmt.Errorf("%w: %d %s", ErrCall, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return r, nil
+}
+
+// Topup asks the agent for a prepaid api_key bound to the client's wallet
+// and returns the answer (the api_key and the link to pay).
+func (c *Client) Topup(ctx context.Context, card *Card, lamports uint64) (*TopupResponse, error) {
+	if c.Wallet == nil {
+		return nil, fmt.Errorf("%w: no wallet configured", ErrRefused)
+	}
+	body, _ := json.Marshal(map[string]any{"payer_address": c.Wallet.Address(), "lamports": lamports})
+	var t TopupResponse
+	if err := c.doJSON(ctx, "topup", http.MethodPost, strings.TrimRight(card.URL, "/")+"/v1/topup", body, nil, http.StatusCreated, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Deposit pays a top-up link, after checking it against the card and the
+// cap, and returns the transaction signature. The agent credits it at its
+// next poll.
+func (c *Client) Deposit(ctx context.Context, card *Card, t *TopupResponse) (string, error) {
+	link, err := ParsePayLink(t.ChainPayURL)
+	if err != nil {
+		return "", err
+	}
+	if card.Payment == nil || link.Address != card.Payment.Wallet || t.Network != card.Payment.Network {
+		return "", fmt.Errorf("%w: the top-up link does not pay the card's wallet on the card's network", ErrRefused)
+	}
+	if link.Lamports > c.MaxLamports {
+		return "", fmt.Errorf("%w: %d lamports is over the cap of %d", ErrRefused, link.Lamports, c.MaxLamports)
+	}
+	if c.Wallet == nil || c.Chain == nil {
+		return "", fmt.Errorf("%w: no wallet configured", ErrRefused)
+	}
+	sig, err := c.Chain.Pay(ctx, c.Wallet, solana.MustPublicKeyFromBase58(link.Address), link.Lamports, link.Memo)
+	return sig.String(), err
+}
+
+// Balance reads the prepaid balance of apiKey.
+func (c *Client) Balance(ctx context.Context, card *Card, apiKey string) (*BalanceResponse, error) {
+	hdr := http.Header{}
+	hdr.Set(HeaderAPIKey, apiKey)
+	var v BalanceResponse
+	if err := c.doJSON(ctx, "balance", http.MethodGet, strings.TrimRight(card.URL, "/")+"/v1/balance", nil, hdr, http.StatusOK, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// CallAgent resolves id through nodeURL, fetches its card and calls skill.
+func (c *Client) CallAgent(ctx context.Context, nodeURL, id, skill string, input []byte) (*Result, *Card, error) {
+	ep, err := c.Resolve(ctx, nodeURL, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	card, err := c.Card(ctx, ep)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := c.Call(ctx, card, skill, input)
+	return res, card, err
+}

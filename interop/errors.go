@@ -1,0 +1,62 @@
+package interop
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// Errors a caller of a skill endpoint can see. Every failed payment check is
+// a 402 with its own code, and the 402 body also carries a fresh challenge,
+// so a client always knows how to pay.
+var (
+	ErrPaymentRequired  = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
+	ErrProofMalformed   = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")
+	ErrNonceUnknown     = httpx.E(http.StatusPaymentRequired, "payment_nonce_unknown", "payment nonce was not issued by this agent")
+	ErrNonceExpired     = httpx.E(http.StatusPaymentRequired, "payment_nonce_expired", "payment nonce has expired")
+	ErrNonceUsed        = httpx.E(http.StatusPaymentRequired, "payment_nonce_used", "payment nonce was already paid by another transaction")
+	ErrNonceOtherSkill  = httpx.E(http.StatusPaymentRequired, "payment_nonce_mismatch", "payment nonce was issued for another skill")
+	ErrProofUsed        = httpx.E(http.StatusPaymentRequired, "payment_proof_used", "transaction already paid for another challenge")
+	ErrUnderpaid        = httpx.E(http.StatusPaymentRequired, "payment_underpaid", "transaction pays less than the price")
+	ErrWrongDestination = httpx.E(http.StatusPaymentRequired, "payment_wrong_destination", "transaction does not pay the provider wallet")
+	ErrMemoMissing      = httpx.E(http.StatusPaymentRequired, "payment_memo_missing", "transaction has no memo instruction")
+	ErrMemoMismatch     = httpx.E(http.StatusPaymentRequired, "payment_memo_mismatch", "transaction memo is not the issued nonce")
+	ErrMemoDuplicate    = httpx.E(http.StatusPaymentRequired, "payment_memo_duplicate", "transaction carries more than one memo")
+	ErrTxFailed         = httpx.E(http.StatusPaymentRequired, "payment_tx_failed", "transaction failed on chain")
+	ErrTxNotVisible     = httpx.E(http.StatusPaymentRequired, "payment_not_visible", "transaction is not visible at the required commitment yet; retry shortly")
+	ErrTxMalformed      = httpx.E(http.StatusPaymentRequired, "payment_tx_malformed", "transaction could not be decoded")
+	ErrRPC              = httpx.E(http.StatusPaymentRequired, "payment_rpc_error", "the chain RPC could not be asked; retry shortly")
+	ErrRPCTimeout       = httpx.E(http.StatusPaymentRequired, "payment_rpc_timeout", "the chain RPC did not answer in time; retry shortly")
+	ErrBalanceEmpty     = httpx.E(http.StatusPaymentRequired, "balance_insufficient", "prepaid balance is lower than the price")
+
+	ErrAPIKeyUnknown = httpx.E(http.StatusUnauthorized, "api_key_unknown", "X-Api-Key is not known to this agent")
+	ErrAPIKeyOwner   = httpx.E(http.StatusUnauthorized, "api_key_owner", "X-Api-Key must be used with a Mesh-Sig by the key that requested it")
+	ErrNoSig         = httpx.E(http.StatusUnauthorized, "signature_required", "Mesh-Sig header required")
+	ErrBadSig        = httpx.E(http.StatusUnauthorized, "invalid_signature", "Mesh-Sig does not verify")
+	ErrStaleSig      = httpx.E(http.StatusUnauthorized, "stale_signature", "Mesh-Sig timestamp outside the 120 s tolerance")
+	ErrReplay        = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
+	ErrNoDeposits    = httpx.E(http.StatusNotFound, "deposits_disabled", "this agent does not take deposits")
+)
+
+// Errors of configuration and of the client, matched with errors.Is.
+var (
+	// ErrConfig wraps every configuration problem.
+	ErrConfig = errors.New("interop: invalid configuration")
+	// ErrGenesisMismatch is returned by Start when the RPC endpoint serves
+	// another network than the configured one.
+	ErrGenesisMismatch = errors.New("interop: RPC genesis hash does not match the configured network")
+	// ErrBadPayLink is returned for a string that is not a native-coin payment link.
+	ErrBadPayLink = errors.New("interop: invalid payment link")
+	// ErrBadChallenge is returned for a 402 answer that carries no usable challenge.
+	ErrBadChallenge = errors.New("interop: invalid x402 challenge")
+	// ErrBadAmount is returned for a coin amount that is not an exact decimal.
+	ErrBadAmount = errors.New("interop: invalid coin amount")
+	// ErrBadWallet is returned for wallet key material that cannot be read.
+	ErrBadWallet = errors.New("interop: invalid wallet key")
+	// ErrRefused is returned by the client when it will not pay a challenge
+	// (over the cap, wrong network or payee, expired, no wallet).
+	ErrRefused = errors.New("interop: payment refused by the client")
+	// ErrCall is returned by the client for an unexpected answer of an agent or node.
+	ErrCall = errors.New("interop: call failed")
+)

@@ -1,0 +1,206 @@
+package interop
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/store"
+)
+
+const testPrice = 5000
+
+// fakeRegistry answers reputation lookups and records reports.
+type fakeRegistry struct {
+	mu      sync.Mutex
+	agents  map[string]string // pubkey b64 -> agent id
+	score   *float64
+	reports []Report
+	fail    bool
+}
+
+func (f *fakeRegistry) AgentByKey(_ context.Context, pub ed25519.PublicKey) (string, *float64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.agents[identity.EncodePublicKey(pub)], f.score, nil
+}
+
+func (f *fakeRegistry) Report(_ context.Context, id string, r Report) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports = append(f.reports, r)
+	return nil
+}
+
+func (f *fakeRegistry) Reports() []Report {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Report(nil), f.reports...)
+}
+
+// harness is an agent with one paid skill ("echo") and one free skill
+// ("ping") behind httptest, on a fake chain, with a controllable clock.
+type harness struct {
+	t        *testing.T
+	chain    *soltest.Chain
+	provider *Wallet
+	db       *store.DB
+	agent    *Agent
+	srv      *httptest.Server
+	reg      *fakeRegistry
+	served   atomic.Int64
+	fail     atomic.Bool
+	clock    *clock
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func testPayment(chain *soltest.Chain, wallet string) *PaymentConfig {
+	return &PaymentConfig{Network: NetworkDevnet, Wallet: wallet, RPCURL: chain.URL, RPCTimeout: 2 * time.Second,
+		Modes: []string{ModeX402, ModeDeposit}, DepositMinLamports: 100_000}
+}
+
+func newHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
+	t.Helper()
+	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: memDB(t)}
+	h.chain.SetBlockTime(h.clock.Now().Unix())
+	pc := testPayment(h.chain, h.provider.Address())
+	for _, e := range edit {
+		e(pc)
+	}
+	h.start(pc)
+	return h
+}
+
+// newHarnessOn is a harness on a real RPC endpoint (the LiteSVM shim) with
+// its genesis hash as the override, on the wall clock.
+func newHarnessOn(t *testing.T, rpcURL, genesis string) *harness {
+	t.Helper()
+	h := &harness{t: t, provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
+		clock: &clock{now: time.Now()}, db: memDB(t)}
+	h.start(&PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
+		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}})
+	return h
+}
+
+// start (re)starts the agent on h.db.
+func (h *harness) start(pc *PaymentConfig) {
+	h.t.Helper()
+	echo := func(ctx context.Context, in json.RawMessage) (any, error) {
+		if h.fail.Load() {
+			return nil, io.ErrUnexpectedEOF
+		}
+		h.served.Add(1)
+		return map[string]any{"echo": in, "paid_by": CallerFrom(ctx).PaidBy}, nil
+	}
+	cfg := AgentConfig{
+		Card: Card{Name: "Echo", Description: "echoes"},
+		Skills: []Skill{
+			{ID: "echo", Name: "Echo", Pricing: Prices{Lamports(testPrice, NetworkDevnet)}, Handler: echo},
+			{ID: "ping", Name: "Ping", Handler: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }},
+		},
+		Payment: pc,
+	}
+	a, err := NewAgent(cfg, AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(a.Close)
+	mux := httpx.NewMux()
+	a.Routes(mux.ServeMux)
+	h.srv = httptest.NewServer(mux)
+	h.t.Cleanup(h.srv.Close)
+	a.SetURL(h.srv.URL)
+	h.agent = a
+}
+
+// resp is a decoded answer.
+type resp struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (h *harness) call(key ed25519.PrivateKey, method, path, body string, hdr ...string) resp {
+	h.t.Helper()
+	req, _ := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	if key != nil {
+		identity.SignRequest(req, key, []byte(body), h.clock.Now())
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := resp{status: res.StatusCode, header: res.Header, raw: string(raw)}
+	json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// challenge calls echo unpaid and returns the 402's nonce.
+func (h *harness) challenge() string {
+	h.t.Helper()
+	r := h.call(nil, "POST", "/v1/echo", `{"x":1}`)
+	if r.status != 402 {
+		h.t.Fatalf("unpaid call: %d %s", r.status, r.raw)
+	}
+	return r.header.Get(HeaderPaymentNonce)
+}
+
+// payTx builds a legacy payment transaction from payer.
+func (h *harness) payTx(payer *Wallet, to solana.PublicKey, lamports uint64, memos ...string) *solana.Transaction {
+	h.t.Helper()
+	return buildTx(h.t, payer, to, lamports, nil, memos...)
+}
+
+func (h *harness) pay(payer *Wallet, lamports uint64, memos ...string) solana.Signature {
+	h.chain.Fund(payer.PublicKey(), 10*solana.LAMPORTS_PER_SOL)
+	return h.chain.Land(h.payTx(payer, h.provider.PublicKey(), lamports, memos...), soltest.Land{})
+}
+
+// withProof calls echo with a proof and nonce.
+func (h *harness) withProof(sig solana.Signature, nonce string) resp {
+	hdr := []string{HeaderPaymentProof, sig.String()}
+	if nonce != "" {
+		hdr = append(hdr, HeaderPaymentNonce, nonce)
+	}
+	return h.call(nil, "POST", "/v1/echo", `{"x":1}`, hdr...)
+}
+
+func memDB(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(store.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}

@@ -1,0 +1,437 @@
+package interop
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/mesh/store"
+)
+
+// Storage layout. Everything interop keeps lives in the node's Badger store
+// under "x/", apart from the registry's keys:
+//
+//	x/n/<nonce>               issued x402 challenge (challengeRec); TTL: expiry + nonceGrace
+//	x/s/<tx signature>        claim of a signature by a nonce, with the cached answer (claimRec); TTL claimTTL
+//	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
+//	x/f/i/<ip>                free-tier counter of an IP address (freeRec); TTL: until its reset
+//	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
+//	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
+//	x/m/checkpoint            newest wallet signature the poller has handled
+//	x/m/gap                   a backlog being worked off (gapRec)
+//	x/i/<invoice nonce>       post-pay invoice (invoiceRec)
+//	x/o/<pubkey hex>          the caller's open invoice nonce
+//	x/g/<pubkey hex>/<nonce>  Mesh-Sig nonce seen on an agent endpoint; TTL 240 s
+//
+// Decisions that must hold across restarts (a signature claimed, a deposit
+// credited) are keys that never expire; TTLs only collect garbage or bound
+// windows whose end is also stored in the value.
+const (
+	// nonceGrace keeps an expired challenge long enough to answer
+	// "expired" rather than "unknown", and to honour a payment that landed
+	// before expiry but was presented late.
+	nonceGrace = 24 * time.Hour
+	// claimTTL is how long a paid answer can be replayed.
+	claimTTL       = 7 * 24 * time.Hour
+	freeTierWindow = 24 * time.Hour
+	checkpointKey  = "x/m/checkpoint"
+	gapKey         = "x/m/gap"
+	meshNonceTTL   = 240 * time.Second
+	maxCachedBody  = 1 << 20
+)
+
+// challengeRec is an issued nonce.
+type challengeRec struct {
+	Skill    string `json:"skill"`
+	Lamports uint64 `json:"lamports"`
+	Network  string `json:"network"`
+	Wallet   string `json:"wallet"`
+	Expires  int64  `json:"expires"` // unix ns
+	Sig      string `json:"sig,omitempty"`
+	// Invoice marks a post-pay invoice nonce (settled by the poller).
+	Invoice bool `json:"invoice,omitempty"`
+}
+
+// claimRec ties a transaction signature to the nonce it paid, and keeps
+// the answer served for it.
+type claimRec struct {
+	Nonce    string `json:"nonce"`
+	Skill    string `json:"skill"`
+	Lamports uint64 `json:"lamports"`
+	At       int64  `json:"at"`
+	Served   bool   `json:"served"`
+	Status   int    `json:"status,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Body     []byte `json:"body,omitempty"`
+}
+
+type freeRec struct {
+	Count int   `json:"count"`
+	Reset int64 `json:"reset"` // unix ns
+}
+
+// accountRec is a prepaid balance, bound to the payer address that funds
+// it and to the caller key that asked for it.
+type accountRec struct {
+	Payer   string `json:"payer"`
+	Owner   string `json:"owner"` // base64 Ed25519 key
+	Credits uint64 `json:"credits"`
+	// Residue is deposited lamports not yet worth a whole credit.
+	Residue   uint64 `json:"residue"`
+	Deposited uint64 `json:"deposited"`
+	Created   int64  `json:"created"`
+}
+
+// depositRec records what the poller did with one wallet transaction.
+type depositRec struct {
+	Outcome  string `json:"outcome"`
+	Account  string `json:"account,omitempty"`
+	Lamports uint64 `json:"lamports,omitempty"`
+	Credited uint64 `json:"credited,omitempty"`
+	At       int64  `json:"at"`
+}
+
+// Poller outcomes.
+const (
+	outcomeCredited  = "credited"
+	outcomeInvoice   = "invoice_paid"
+	outcomeFailed    = "failed"
+	outcomeUnmatched = "unmatched"
+	outcomeX402      = "x402"
+)
+
+// invoiceRec is a post-paid call not yet settled.
+type invoiceRec struct {
+	Caller   string `json:"caller"` // base64 key
+	AgentID  string `json:"agent_id,omitempty"`
+	Skill    string `json:"skill"`
+	Lamports uint64 `json:"lamports"`
+	Created  int64  `json:"created"`
+	Due      int64  `json:"due"`
+	PaidSig  string `json:"paid_sig,omitempty"`
+	Reported bool   `json:"reported,omitempty"`
+}
+
+// ledger is interop's state. Every write goes through mu, so Badger
+// transactions never conflict and read-check-write steps are atomic.
+type ledger struct {
+	db *store.DB
+	mu sync.Mutex
+
+	locksMu sync.Mutex
+	locks   map[string]*keyLock
+}
+
+type keyLock struct {
+	sync.Mutex
+	refs int
+}
+
+func newLedger(db *store.DB) *ledger { return &ledger{db: db, locks: map[string]*keyLock{}} }
+
+// lock serialises work on one key (a transaction signature) and returns
+// its unlock.
+func (l *ledger) lock(key string) func() {
+	l.locksMu.Lock()
+	k := l.locks[key]
+	if k == nil {
+		k = &keyLock{}
+		l.locks[key] = k
+	}
+	k.refs++
+	l.locksMu.Unlock()
+	k.Lock()
+	return func() {
+		k.Unlock()
+		l.locksMu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.locksMu.Unlock()
+	}
+}
+
+func (l *ledger) update(fn func(*store.Txn) error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.db.Update(fn)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func getJSON[T any](db *store.DB, key []byte) (*T, error) {
+	var v T
+	err := db.View(func(tx *store.Txn) error { return tx.GetJSON(key, &v) })
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func setJSONTTL(tx *store.Txn, key []byte, v any, ttl time.Duration) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return tx.Set(key, b)
+	}
+	return tx.SetTTL(key, b, ttl)
+}
+
+func randomToken(prefix string, n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hashKey(k string) string {
+	s := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(s[:])
+}
+
+// --- Mesh-Sig nonces ---
+
+// claimMeshNonce remembers a Mesh-Sig nonce; a second use is ErrReplay.
+func (l *ledger) claimMeshNonce(pubHex, nonce string) error {
+	key := store.Key("x", "g", pubHex, nonce)
+	return l.update(func(tx *store.Txn) error {
+		if ok, err := tx.Has(key); err != nil || ok {
+			if ok {
+				return ErrReplay
+			}
+			return err
+		}
+		return tx.SetTTL(key, []byte{1}, meshNonceTTL)
+	})
+}
+
+// --- x402 challenges and claims ---
+
+// issue stores a fresh challenge nonce.
+func (l *ledger) issue(rec challengeRec, prefix string, now time.Time) (string, error) {
+	nonce := randomToken(prefix, 16)
+	ttl := time.Duration(rec.Expires-now.UnixNano()) + nonceGrace
+	err := l.update(func(tx *store.Txn) error { return setJSONTTL(tx, store.Key("x", "n", nonce), rec, ttl) })
+	return nonce, err
+}
+
+func (l *ledger) challenge(nonce string) (*challengeRec, error) {
+	if validNonce(nonce) != nil {
+		return nil, store.ErrNotFound
+	}
+	return getJSON[challengeRec](l.db, store.Key("x", "n", nonce))
+}
+
+func (l *ledger) claimOf(sig string) (*claimRec, error) {
+	return getJSON[claimRec](l.db, store.Key("x", "s", sig))
+}
+
+// claim atomically ties sig to nonce: the signature must be unclaimed and
+// the nonce unpaid. It is the one step after which the caller has paid for
+// exactly this nonce.
+func (l *ledger) claim(sig, nonce string, c claimRec) error {
+	sk, nk := store.Key("x", "s", sig), store.Key("x", "n", nonce)
+	return l.update(func(tx *store.Txn) error {
+		var prev claimRec
+		switch err := tx.GetJSON(sk, &prev); {
+		case err == nil:
+			return ErrProofUsed.With("transaction %s already paid for nonce %s", sig, prev.Nonce)
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		var ch challengeRec
+		if err := tx.GetJSON(nk, &ch); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return ErrNonceUnknown
+			}
+			return err
+		}
+		if ch.Sig != "" {
+			return ErrNonceUsed
+		}
+		ch.Sig = sig
+		if err := setJSONTTL(tx, nk, ch, max(time.Until(time.Unix(0, ch.Expires))+nonceGrace, nonceGrace)); err != nil {
+			return err
+		}
+		return setJSONTTL(tx, sk, c, claimTTL)
+	})
+}
+
+// served stores the answer given for a claimed signature.
+func (l *ledger) served(sig string, status int, ctype string, body []byte) error {
+	sk := store.Key("x", "s", sig)
+	return l.update(func(tx *store.Txn) error {
+		var c claimRec
+		if err := tx.GetJSON(sk, &c); err != nil {
+			return err
+		}
+		c.Served, c.Status, c.Type = true, status, ctype
+		if len(body) <= maxCachedBody {
+			c.Body = body
+		}
+		return setJSONTTL(tx, sk, c, claimTTL)
+	})
+}
+
+// --- free tier ---
+
+// takeFree counts one free call against every key when all of them have
+// allowance left; otherwise it counts nothing and returns false.
+func (l *ledger) takeFree(keys [][]byte, allowance int, now time.Time) (bool, error) {
+	ok := false
+	err := l.update(func(tx *store.Txn) error {
+		recs := make([]freeRec, len(keys))
+		for i, k := range keys {
+			err := tx.GetJSON(k, &recs[i])
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if recs[i].Reset <= now.UnixNano() {
+				recs[i] = freeRec{Reset: now.Add(freeTierWindow).UnixNano()}
+			}
+			if recs[i].Count >= allowance {
+				return nil
+			}
+		}
+		for i, k := range keys {
+			recs[i].Count++
+			if err := setJSONTTL(tx, k, recs[i], time.Duration(recs[i].Reset-now.UnixNano())); err != nil {
+				return err
+			}
+		}
+		ok = true
+		return nil
+	})
+	return ok, err
+}
+
+// --- prepaid accounts ---
+
+func (l *ledger) newAccount(payer, owner string, now time.Time) (string, error) {
+	apiKey := randomToken("tk_", 32)
+	err := l.update(func(tx *store.Txn) error {
+		return tx.SetJSON(store.Key("x", "k", hashKey(apiKey)), accountRec{Payer: payer, Owner: owner, Created: now.UnixNano()})
+	})
+	return apiKey, err
+}
+
+func (l *ledger) account(apiKey string) (*accountRec, error) {
+	if len(apiKey) > 128 {
+		return nil, store.ErrNotFound
+	}
+	return getJSON[accountRec](l.db, store.Key("x", "k", hashKey(apiKey)))
+}
+
+// debit takes credits from the account when it holds that many and
+// returns what remains; ok is false (and nothing changes) otherwise.
+func (l *ledger) debit(apiKey string, credits uint64) (remaining uint64, ok bool, err error) {
+	key := store.Key("x", "k", hashKey(apiKey))
+	err = l.update(func(tx *store.Txn) error {
+		var a accountRec
+		if err := tx.GetJSON(key, &a); err != nil {
+			return err
+		}
+		remaining = a.Credits
+		if a.Credits < credits {
+			return nil
+		}
+		a.Credits -= credits
+		remaining, ok = a.Credits, true
+		return tx.SetJSON(key, a)
+	})
+	return remaining, ok, err
+}
+
+// refund gives back credits taken for a call that was not served.
+func (l *ledger) refund(apiKey string, credits uint64) error {
+	key := store.Key("x", "k", hashKey(apiKey))
+	return l.update(func(tx *store.Txn) error {
+		var a accountRec
+		if err := tx.GetJSON(key, &a); err != nil {
+			return err
+		}
+		a.Credits = addSat(a.Credits, credits)
+		return tx.SetJSON(key, a)
+	})
+}
+
+// --- the poller's records ---
+
+func (l *ledger) handled(sig string) (bool, error) {
+	var ok bool
+	err := l.db.View(func(tx *store.Txn) (err error) {
+		ok, err = tx.Has(store.Key("x", "d", sig))
+		return err
+	})
+	return ok, err
+}
+
+// recordDeposit stores the outcome for sig and applies it, exactly once:
+// a signature already handled changes nothing. apply runs inside the same
+// transaction.
+func (l *ledger) recordDeposit(sig string, rec depositRec, apply func(*store.Txn) error) (bool, error) {
+	key := store.Key("x", "d", sig)
+	done := false
+	err := l.update(func(tx *store.Txn) error {
+		if ok, err := tx.Has(key); err != nil || ok {
+			return err
+		}
+		if apply != nil {
+			if err := apply(tx); err != nil {
+				return err
+			}
+		}
+		done = true
+		return tx.SetJSON(key, rec)
+	})
+	return done, err
+}
+
+func (l *ledger) checkpoint() (string, error) {
+	var s string
+	err := l.db.View(func(tx *store.Txn) error {
+		b, err := tx.Get([]byte(checkpointKey))
+		s = string(b)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	return s, err
+}
+
+func (l *ledger) setCheckpoint(sig string) error {
+	return l.update(func(tx *store.Txn) error { return tx.Set([]byte(checkpointKey), []byte(sig)) })
+}
+
+// gapRec is a backlog of wallet transactions larger than one poll: every
+// signature newer than Cursor up to Top is handled; those between the
+// checkpoint and Cursor are not yet.
+type gapRec struct {
+	Top    string `json:"top"`
+	Cursor string `json:"cursor"`
+}
+
+func (l *ledger) gap() (*gapRec, error) {
+	g, err := getJSON[gapRec](l.db, []byte(gapKey))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return g, err
+}
+
+// setGap stores the backlog cursor; nil removes it.
+func (l *ledger) setGap(g *gapRec) error {
+	return l.update(func(tx *store.Txn) error {
+		if g == nil {
+			return tx.Delete([]byte(gapKey))
+		}
+		return tx.SetJSON([]byte(gapKey), g)
+	})
+}

@@ -1,0 +1,125 @@
+package interop
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
+
+	"github.com/agentmesh/mesh/identity"
+)
+
+// litesvmDir is the JSON-RPC shim over LiteSVM (npm's litesvm: the real
+// Solana runtime in process).
+const litesvmDir = "testdata/litesvm-rpc"
+
+// startLiteSVM runs the shim and returns its URL and genesis hash. Without
+// node and npm the test is skipped, unless MESH_REQUIRE_LITESVM=1 (CI),
+// where it fails. Missing node_modules are installed with `npm ci`.
+func startLiteSVM(t *testing.T) (string, string) {
+	t.Helper()
+	require := os.Getenv("MESH_REQUIRE_LITESVM") == "1"
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if require {
+				t.Fatalf("MESH_REQUIRE_LITESVM=1 but %s is not installed", tool)
+			}
+			t.Skipf("%s is not installed: skipping the LiteSVM end-to-end test (set MESH_REQUIRE_LITESVM=1 to make this a failure)", tool)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(litesvmDir, "node_modules", "litesvm")); err != nil {
+		out, err := exec.Command("npm", "ci", "--prefix", litesvmDir, "--no-audit", "--no-fund").CombinedOutput()
+		if err != nil {
+			t.Fatalf("npm ci --prefix %s: %v\n%s", litesvmDir, err, out)
+		}
+	}
+	cmd := exec.Command("node", "server.mjs")
+	cmd.Dir = litesvmDir
+	stdin, _ := cmd.StdinPipe() // the shim exits when this closes
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	ready := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "ready" {
+				ready <- f
+				return
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case f, ok := <-ready:
+		if !ok {
+			t.Fatal("the LiteSVM shim exited before it was ready")
+		}
+		return "http://127.0.0.1:" + f[1], f[2]
+	case <-time.After(60 * time.Second):
+		t.Fatal("the LiteSVM shim did not start within 60 s")
+	}
+	return "", ""
+}
+
+// TestLiteSVMPayAndDeposit pays for a call and funds a prepaid balance on
+// the real Solana runtime: the caller's client builds, signs and sends the
+// transfer-plus-memo transaction, the provider verifies it through RPC,
+// and the deposit poller credits the top-up.
+func TestLiteSVMPayAndDeposit(t *testing.T) {
+	url, genesis := startLiteSVM(t)
+	ctx := context.Background()
+	h := newHarnessOn(t, url, genesis)
+	rpcc := rpc.New(url)
+	// The provider wallet must exist (rent-exempt) before small payments land.
+	for _, w := range []*Wallet{h.provider} {
+		if _, err := rpcc.RequestAirdrop(ctx, w.PublicKey(), solana.LAMPORTS_PER_SOL, rpc.CommitmentFinalized); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payer := NewWallet()
+	if _, err := rpcc.RequestAirdrop(ctx, payer.PublicKey(), 2*solana.LAMPORTS_PER_SOL, rpc.CommitmentFinalized); err != nil {
+		t.Fatal(err)
+	}
+	chain := NewChain(url, CommitmentFinalized, 10*time.Second)
+	defer chain.Close()
+	c := &Client{Key: identity.GenerateKey(), Wallet: payer, Chain: chain, MaxLamports: testPrice, Now: h.clock.Now}
+	card, err := c.Card(ctx, h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := chain.Balance(ctx, h.provider.PublicKey())
+	res, err := c.Call(ctx, card, "echo", []byte(`{"on":"litesvm"}`))
+	if err != nil || res.Status != 200 || res.Signature == "" {
+		t.Fatalf("paid call: %+v %v", res, err)
+	}
+	after, _ := chain.Balance(ctx, h.provider.PublicKey())
+	if after-before != testPrice {
+		t.Fatalf("provider received %d lamports, want %d", after-before, testPrice)
+	}
+	// The same proof again: served from the entitlement, nothing charged.
+	if r := h.withProof(solana.MustSignatureFromBase58(res.Signature), ""); r.status != 200 || r.header.Get(HeaderPaymentReplay) != "true" {
+		t.Fatalf("replay: %d %s", r.status, r.raw)
+	}
+
+	top := h.deposit(c, card, 3*testPrice)
+	bal, err := c.Balance(ctx, card, top.APIKey)
+	if err != nil || bal.Lamports != 3*testPrice {
+		t.Fatalf("balance after deposit: %+v %v", bal, err)
+	}
+	c.APIKey, c.Wallet = top.APIKey, nil
+	res, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil || res.Header.Get(HeaderBalanceRemaining) != "10000" {
+		t.Fatalf("call on the deposit: %+v %v", res, err)
+	}
+}

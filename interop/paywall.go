@@ -1,0 +1,474 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/store"
+)
+
+// PaymentConfig is how an agent takes payment. The same price (a skill's
+// pricing row on Network) drives the x402 challenge and the deposit debit.
+type PaymentConfig struct {
+	// Network is the network tag of the wallet: NetworkDevnet or NetworkMainnet.
+	Network string `json:"network"`
+	// Wallet is the provider's base58 address; payments go there. Only the
+	// address is needed: the provider never signs.
+	Wallet string `json:"wallet"`
+	// RPCURL is the Solana JSON-RPC endpoint used to verify payments.
+	RPCURL string `json:"rpc_url"`
+	// GenesisHash overrides the expected genesis hash of Network, for a
+	// local validator or test runtime. Empty: the known hash of Network.
+	GenesisHash string `json:"genesis_hash"`
+	// Commitment a payment must reach: confirmed (default) or finalized.
+	Commitment string `json:"commitment"`
+	// RPCTimeout bounds each RPC call (default 15 s).
+	RPCTimeout time.Duration `json:"rpc_timeout"`
+	// Modes are the accepted payment modes: ModeX402 and/or ModeDeposit.
+	Modes []string `json:"modes"`
+	// ChallengeTTL is how long an x402 nonce can be paid (default 5 min).
+	ChallengeTTL time.Duration `json:"challenge_ttl"`
+	// FreeCallsPerDay is the daily allowance of each signed caller, counted
+	// against its key and its IP address (0: no free tier).
+	FreeCallsPerDay int `json:"free_calls_per_day"`
+	// DepositMinLamports is the amount the top-up link asks for.
+	DepositMinLamports uint64 `json:"deposit_min_lamports"`
+	// CreditDivisor: a deposit of L lamports credits L / CreditDivisor
+	// units (the remainder is kept toward the next unit); a call debits its
+	// price / CreditDivisor units. Default 1 (balances in lamports). Every
+	// price must be a multiple of it.
+	CreditDivisor uint64 `json:"credit_divisor"`
+	// PollInterval is how often the deposit poller reads the wallet's
+	// transactions: 1 to 5 minutes (default 1 minute).
+	PollInterval time.Duration `json:"poll_interval"`
+	// PostpayMinReputation: signed callers whose registered agent has a
+	// reputation score at least this are served first and invoiced; nil
+	// means pre-pay only.
+	PostpayMinReputation *float64 `json:"postpay_min_reputation"`
+	// PostpayDue is how long a post-pay invoice may stay unpaid before the
+	// provider reports the caller as not settling (default 24 h).
+	PostpayDue time.Duration `json:"postpay_due"`
+}
+
+// Defaults of PaymentConfig.
+const (
+	DefaultChallengeTTL = 5 * time.Minute
+	DefaultPollInterval = time.Minute
+	MinPollInterval     = time.Minute
+	MaxPollInterval     = 5 * time.Minute
+	DefaultPostpayDue   = 24 * time.Hour
+)
+
+func (c *PaymentConfig) setDefaults() {
+	if c.Commitment == "" {
+		c.Commitment = CommitmentConfirmed
+	}
+	if c.ChallengeTTL == 0 {
+		c.ChallengeTTL = DefaultChallengeTTL
+	}
+	if c.CreditDivisor == 0 {
+		c.CreditDivisor = 1
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.PostpayDue == 0 {
+		c.PostpayDue = DefaultPostpayDue
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []string{ModeX402}
+	}
+}
+
+// Validate reports the first problem with c (after defaults).
+func (c *PaymentConfig) Validate() error {
+	c.setDefaults()
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: payment: %s", ErrConfig, fmt.Sprintf(f, a...)) }
+	if c.Network == "" {
+		return bad("network is required (%s or %s)", NetworkDevnet, NetworkMainnet)
+	}
+	if _, ok := GenesisHash(c.Network); !ok && c.GenesisHash == "" {
+		return bad("network %q is unknown; give its genesis hash", c.Network)
+	}
+	if _, err := solana.PublicKeyFromBase58(c.Wallet); err != nil {
+		return bad("wallet %q is not a base58 address", c.Wallet)
+	}
+	if c.RPCURL == "" {
+		return bad("rpc_url is required")
+	}
+	if c.Commitment != CommitmentConfirmed && c.Commitment != CommitmentFinalized {
+		return bad("commitment must be confirmed or finalized")
+	}
+	for _, m := range c.Modes {
+		if m != ModeX402 && m != ModeDeposit {
+			return bad("unknown mode %q (x402 or deposit)", m)
+		}
+	}
+	if c.ChallengeTTL < 30*time.Second || c.ChallengeTTL > time.Hour {
+		return bad("challenge_ttl must be between 30 s and 1 h")
+	}
+	if c.PollInterval < MinPollInterval || c.PollInterval > MaxPollInterval {
+		return bad("poll_interval must be between 1 and 5 minutes")
+	}
+	if c.FreeCallsPerDay < 0 {
+		return bad("free_calls_per_day must not be negative")
+	}
+	if r := c.PostpayMinReputation; r != nil && (*r < 0 || *r > 1) {
+		return bad("postpay_min_reputation must be within 0..1")
+	}
+	if c.PostpayDue < time.Minute {
+		return bad("postpay_due must be at least a minute")
+	}
+	return nil
+}
+
+func (c *PaymentConfig) has(mode string) bool { return slices.Contains(c.Modes, mode) }
+
+// Registry is what payments and the agent need of the mesh's registry;
+// node provides it, so that interop does not import registryapi.
+type Registry interface {
+	// AgentByKey returns the registered agent bound to pub and its
+	// reputation score (nil when it has none); id "" when there is none.
+	AgentByKey(ctx context.Context, pub ed25519.PublicKey) (id string, score *float64, err error)
+	// Report files a reputation report about agent id, signed by this agent.
+	Report(ctx context.Context, id string, rep Report) error
+}
+
+// Report is a reputation report (spec 2.7) this agent files about a caller.
+type Report struct {
+	Success    bool   `json:"success"`
+	LatencyMS  int64  `json:"latency_ms"`
+	Paid       bool   `json:"paid"`
+	Disputed   bool   `json:"disputed"`
+	Capability string `json:"capability,omitempty"`
+}
+
+// Paywall enforces payment at skill endpoints: the cascade of spec 3.4,
+// x402 verification (3.3), prepaid deposits and post-pay invoices.
+type Paywall struct {
+	cfg      PaymentConfig
+	wallet   solana.PublicKey
+	chain    *Chain
+	ledger   *ledger
+	registry Registry
+	log      *slog.Logger
+	now      func() time.Time
+
+	pollMu sync.Mutex // one poll at a time
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// NewPaywall checks cfg; it opens nothing and starts nothing.
+func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger, now func() time.Time) (*Paywall, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil {
+		return nil, fmt.Errorf("%w: payment: a store is required", ErrConfig)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Paywall{
+		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
+		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now,
+	}, nil
+}
+
+// Start checks that the RPC endpoint serves the configured network, then
+// runs the deposit poller and the post-pay invoice checks until Close.
+func (p *Paywall) Start(ctx context.Context) error {
+	if err := p.chain.CheckGenesis(ctx, p.cfg.Network, p.cfg.GenesisHash); err != nil {
+		return err
+	}
+	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.pollLoop(ctx)
+		}()
+	}
+	return nil
+}
+
+// Close stops the poller and waits for it. Safe to call twice.
+func (p *Paywall) Close() {
+	p.once.Do(func() {
+		if p.cancel != nil {
+			p.cancel()
+		}
+		p.wg.Wait()
+		p.chain.Close()
+	})
+}
+
+// Config is the validated configuration.
+func (p *Paywall) Config() PaymentConfig { return p.cfg }
+
+// Guard enforces payment of lamports for skill before next runs:
+//
+//   - a request with X-Payment-Proof is checked as an x402 payment;
+//   - otherwise a signed caller with free allowance left (by key and by IP) is served;
+//   - then a request with X-Api-Key is debited one unit from its prepaid balance;
+//   - then a caller trusted for post-pay is served and invoiced;
+//   - anything else gets 402 with a fresh challenge.
+//
+// next's answer is buffered: a 5xx answer charges nothing (the balance is
+// refunded, the entitlement stays open for a retry).
+func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.Handler {
+	return httpx.Handle(p.log, func(w http.ResponseWriter, r *http.Request) error {
+		if lamports == 0 {
+			next.ServeHTTP(w, r)
+			return nil
+		}
+		c := CallerFrom(r.Context())
+		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
+			return p.serveProof(w, r, skill, lamports, proof, next)
+		}
+		cause := ErrPaymentRequired
+		if ok, err := p.takeFree(c); err != nil {
+			return err
+		} else if ok {
+			next.ServeHTTP(withPaidBy(w, r, "free"))
+			return nil
+		}
+		if key := r.Header.Get(HeaderAPIKey); key != "" && p.cfg.has(ModeDeposit) {
+			served, err := p.serveBalance(w, r, key, lamports, next)
+			if served || err != nil {
+				return err
+			}
+			cause = ErrBalanceEmpty
+		}
+		if served, err := p.servePostpay(w, r, skill, lamports, next); served || err != nil {
+			return err
+		}
+		return p.challenge(w, skill, lamports, cause)
+	})
+}
+
+// challenge answers 402 with a fresh nonce; cause says why. Without the
+// x402 mode there is nothing to pay per call: the 402 says to top up.
+func (p *Paywall) challenge(w http.ResponseWriter, skill string, lamports uint64, cause *httpx.Error) error {
+	if !p.cfg.has(ModeX402) {
+		return cause.With("%s; this agent takes prepaid deposits only: POST /v1/topup, then call with X-Api-Key", cause.Detail)
+	}
+	now := p.now()
+	exp := now.Add(p.cfg.ChallengeTTL)
+	nonce, err := p.ledger.issue(challengeRec{Skill: skill, Lamports: lamports, Network: p.cfg.Network,
+		Wallet: p.cfg.Wallet, Expires: exp.UnixNano()}, "x4_", now)
+	if err != nil {
+		return err
+	}
+	body := BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: lamports,
+		Nonce: nonce, Resource: "/v1/" + skill, ExpiresAt: exp}, cause.Code, cause.Detail)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusPaymentRequired)
+	w.Write(append(body, '\n'))
+	return nil
+}
+
+// refuse answers a failed check: 402 causes come with a fresh challenge,
+// anything else is returned as an error.
+func (p *Paywall) refuse(w http.ResponseWriter, skill string, lamports uint64, err error) error {
+	var e *httpx.Error
+	if errors.As(err, &e) && e.Status == http.StatusPaymentRequired {
+		return p.challenge(w, skill, lamports, e)
+	}
+	return err
+}
+
+func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, skill string, lamports uint64, proof string, next http.Handler) error {
+	sig, err := solana.SignatureFromBase58(proof)
+	if err != nil || len(proof) > 100 {
+		return p.refuse(w, skill, lamports, ErrProofMalformed)
+	}
+	unlock := p.ledger.lock(sig.String())
+	defer unlock()
+	nonce := r.Header.Get(HeaderPaymentNonce)
+	if c, err := p.ledger.claimOf(sig.String()); err == nil {
+		if nonce != "" && c.Nonce != nonce || c.Skill != skill {
+			return p.refuse(w, skill, lamports, ErrProofUsed.With("transaction %s already paid for another challenge", sig))
+		}
+		if c.Served {
+			h := w.Header()
+			h.Set(HeaderPaymentReplay, "true")
+			h.Set(HeaderPaymentProof, sig.String())
+			if c.Type != "" {
+				h.Set("Content-Type", c.Type)
+			}
+			w.WriteHeader(c.Status)
+			w.Write(c.Body)
+			return nil
+		}
+		return p.serveClaimed(w, r, sig.String(), next) // its first answer failed: serve again
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+
+	var ch *challengeRec
+	if nonce != "" {
+		if ch, err = p.openChallenge(nonce, skill); err != nil {
+			return p.refuse(w, skill, lamports, err)
+		}
+	}
+	res, err := p.chain.Transaction(r.Context(), sig)
+	if err != nil {
+		return p.refuse(w, skill, lamports, err)
+	}
+	paid, err := inspect(res, p.wallet)
+	if err != nil {
+		return p.refuse(w, skill, lamports, err)
+	}
+	if paid.Signature != sig.String() {
+		return p.refuse(w, skill, lamports, ErrTxMalformed.With("the RPC returned another transaction than %s", sig))
+	}
+	if ch == nil { // no X-Payment-Nonce: the memo names the challenge
+		if len(paid.Memos) != 1 {
+			return p.refuse(w, skill, lamports, checkPayment(paid, lamports, ""))
+		}
+		nonce = string(paid.Memos[0])
+		if ch, err = p.openChallenge(nonce, skill); err != nil {
+			return p.refuse(w, skill, lamports, err)
+		}
+	}
+	if err := checkPayment(paid, ch.Lamports, nonce); err != nil {
+		return p.refuse(w, skill, lamports, err)
+	}
+	landed := p.now()
+	if paid.BlockTime > 0 {
+		landed = time.Unix(paid.BlockTime, 0)
+	}
+	if landed.UnixNano() > ch.Expires {
+		return p.refuse(w, skill, lamports, ErrNonceExpired.With("nonce expired at %s; the transaction landed at %s",
+			time.Unix(0, ch.Expires).UTC().Format(time.RFC3339), landed.UTC().Format(time.RFC3339)))
+	}
+	err = p.ledger.claim(sig.String(), nonce, claimRec{Nonce: nonce, Skill: skill, Lamports: paid.Lamports, At: p.now().UnixNano()})
+	if err != nil {
+		return p.refuse(w, skill, lamports, err)
+	}
+	p.log.Info("x402 payment accepted", "skill", skill, "signature", sig.String(), "lamports", paid.Lamports)
+	return p.serveClaimed(w, r, sig.String(), next)
+}
+
+// openChallenge returns the unpaid, unexpired-or-grace challenge nonce of skill.
+func (p *Paywall) openChallenge(nonce, skill string) (*challengeRec, error) {
+	ch, err := p.ledger.challenge(nonce)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, ErrNonceUnknown
+	case err != nil:
+		return nil, err
+	case ch.Invoice || ch.Skill != skill:
+		return nil, ErrNonceOtherSkill
+	case ch.Sig != "":
+		return nil, ErrNonceUsed
+	case ch.Network != p.cfg.Network || ch.Wallet != p.cfg.Wallet:
+		return nil, ErrNonceUnknown.With("nonce was issued for another network or wallet")
+	}
+	return ch, nil
+}
+
+// serveClaimed runs next for a claimed signature and caches its answer;
+// a 5xx answer is not cached, so a retry with the same proof runs again.
+func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
+	rec := newCapture()
+	next.ServeHTTP(withPaidBy(rec, r, "x402"))
+	if rec.status < 500 {
+		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
+			p.log.Error("caching a paid answer", "signature", sig, "err", err)
+		}
+	}
+	rec.header.Set(HeaderPaymentProof, sig)
+	rec.flush(w)
+	return nil
+}
+
+// takeFree counts a free call for a signed caller with allowance left.
+func (p *Paywall) takeFree(c Caller) (bool, error) {
+	if p.cfg.FreeCallsPerDay <= 0 || c.Pubkey == nil {
+		return false, nil
+	}
+	keys := [][]byte{store.Key("x", "f", "p", hex.EncodeToString(c.Pubkey))}
+	if c.IP != "" {
+		keys = append(keys, store.Key("x", "f", "i", c.IP))
+	}
+	return p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now())
+}
+
+// serveBalance debits one call from a prepaid balance. served is false
+// when the balance is too low (nothing debited).
+func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key string, lamports uint64, next http.Handler) (bool, error) {
+	acct, err := p.ledger.account(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, ErrAPIKeyUnknown
+	} else if err != nil {
+		return false, err
+	}
+	if c := CallerFrom(r.Context()); acct.Owner != "" && (c.Pubkey == nil || identity.EncodePublicKey(c.Pubkey) != acct.Owner) {
+		return false, ErrAPIKeyOwner
+	}
+	credits := lamports / p.cfg.CreditDivisor
+	remaining, ok, err := p.ledger.debit(key, credits)
+	if err != nil || !ok {
+		return false, err
+	}
+	rec := newCapture()
+	next.ServeHTTP(withPaidBy(rec, r, "balance"))
+	debited := lamports
+	if rec.status >= 500 {
+		if err := p.ledger.refund(key, credits); err != nil {
+			p.log.Error("refunding a failed call", "err", err)
+		} else {
+			debited, remaining = 0, remaining+credits
+		}
+	}
+	rec.header.Set(HeaderDebitedLamports, strconv.FormatUint(debited, 10))
+	rec.header.Set(HeaderBalanceRemaining, strconv.FormatUint(remaining*p.cfg.CreditDivisor, 10))
+	rec.flush(w)
+	return true, nil
+}
+
+// capture buffers an answer so that payment is settled on its status.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newCapture() *capture { return &capture{header: http.Header{}, status: http.StatusOK} }
+
+func (c *capture) Header() http.Header { return c.header }
+func (c *capture) WriteHeader(code int) {
+	if code >= 200 {
+		c.status = code
+	}
+}
+func (c *capture) Write(b []byte) (int, error) { return c.body.Write(b) }
+
+func (c *capture) flush(w http.ResponseWriter) {
+	for k, v := range c.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(c.status)
+	w.Write(c.body.Bytes())
+}

@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/interop/soltest"
+)
+
+func echoAgent(id string, chain *soltest.Chain, wallet string) *AgentConfig {
+	return &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
+		Card: interop.Card{Name: "Echo", Description: "echoes its input"},
+		Skills: []interop.Skill{{ID: "echo", Name: "Echo", Examples: []string{`{"text":"hi"}`},
+			Pricing: interop.Prices{interop.Lamports(5000, interop.NetworkDevnet)},
+			Handler: func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }}},
+		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: wallet, RPCURL: chain.URL,
+			Modes: []string{interop.ModeX402, interop.ModeDeposit}},
+	}}
+}
+
+// TestEmbeddedAgentPaidThroughMesh: an agent embedded in a mesh node
+// registers through its node (forwarded to the bootstrap), and a caller
+// that knows only the bootstrap resolves it, reads its card, pays on 402
+// and gets the answer.
+func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
+	m := newMesh(t)
+	chain := soltest.New(t)
+	provider := interop.NewWallet()
+	agentKey := identity.GenerateKey()
+	dir := t.TempDir()
+	cfg := m.config(dir, RoleNode)
+	cfg.Key = agentKey // the agent's identity is the node's
+	cfg.Agent = echoAgent("echo-1", chain, provider.Address())
+	n := m.start(cfg)
+	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	if n.DID() != identity.DIDFromPublicKey(agentKey.Public().(ed25519.PublicKey)) {
+		t.Fatal("node key is not the agent key")
+	}
+	st, v := call(t, m.boot, "GET", "/v1/agents/echo-1", "")
+	if st != 200 || v["endpoint"] != n.URL() || v["online"] != true || v["did"] != n.DID() {
+		t.Fatalf("bootstrap's view of the agent: %d %v", st, v)
+	}
+	apiKey, err := os.ReadFile(filepath.Join(dir, "agent-echo-1.apikey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "agent-echo-1.apikey")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("api_key file mode %v", fi.Mode().Perm())
+	}
+
+	wallet := interop.NewWallet()
+	chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)
+	caller := identity.GenerateKey()
+	c := &interop.Client{Key: caller, Wallet: wallet, Chain: interop.NewChain(chain.URL, "", 5*time.Second),
+		MaxLamports: 10_000, Now: m.clock.Now}
+	defer c.Chain.Close()
+	res, card, err := c.CallAgent(context.Background(), m.boot.URL(), "echo-1", "echo", []byte(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if card.URL != n.URL() || card.Payment.Wallet != provider.Address() {
+		t.Fatalf("card %+v", card)
+	}
+	var out map[string]any
+	if json.Unmarshal(res.Body, &out); out["echo"].(map[string]any)["text"] != "hi" || res.Lamports != 5000 {
+		t.Fatalf("answer %s (%d lamports)", res.Body, res.Lamports)
+	}
+	if got := chain.Balance(provider.PublicKey()); got != 5000 {
+		t.Fatalf("provider received %d", got)
+	}
+
+	// whoami names a registered caller's agent id.
+	m.register(m.boot, "caller-1", caller)
+	eventually(t, 10*time.Second, func() bool { _, v := call(t, n, "GET", "/v1/agents/caller-1", ""); return v["agent_id"] == "caller-1" }, "replica never saw caller-1")
+	st, v = m.signedCall(n, caller, "GET", "/v1/whoami", "")
+	if st != 200 || v["agent_id"] != "caller-1" || v["verified"] != true {
+		t.Fatalf("whoami: %d %v", st, v)
+	}
+
+	// A restart at the same address reuses the stored api_key: no new
+	// registration. (A node that moved re-registers: its endpoint changed.)
+	seq := m.boot.clog.Seq()
+	cfg.HTTPAddr = n.Addr()
+	n.Close()
+	n2 := m.start(cfg)
+	eventually(t, 15*time.Second, n2.AgentRegistered, "agent never came back")
+	again, _ := os.ReadFile(filepath.Join(dir, "agent-echo-1.apikey"))
+	if string(again) != string(apiKey) {
+		t.Fatal("restart issued a new api_key")
+	}
+	if st, _ := call(t, n2, "GET", "/.well-known/agent.json", ""); st != 200 {
+		t.Fatalf("card after restart: %d", st)
+	}
+	if m.boot.clog.Seq() > seq+1 { // at most the heartbeat
+		t.Fatalf("restart wrote %d directory commands", m.boot.clog.Seq()-seq)
+	}
+}
+
+func TestAgentConfigRefusedByNode(t *testing.T) {
+	chain := soltest.New(t)
+	cfg := testConfig(t, t.TempDir())
+	cfg.Agent = echoAgent("echo-1", chain, interop.NewWallet().Address())
+	cfg.Agent.Skills[0].ID = "agents"
+	if _, err := New(cfg); err == nil {
+		t.Fatal("a skill named agents was accepted")
+	}
+	cfg.Agent = echoAgent("bad/id", chain, interop.NewWallet().Address())
+	if _, err := New(cfg); err == nil {
+		t.Fatal("a bad agent id was accepted")
+	}
+	// A payment RPC on another network makes Start fail cleanly.
+	chain.SetGenesis(interop.GenesisMainnet)
+	cfg.Agent = echoAgent("echo-1", chain, interop.NewWallet().Address())
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err == nil {
+		t.Fatal("started against a mainnet RPC with a devnet wallet")
+	}
+	n.Close()
+}
+
+// TestAgentCloseLeavesNoGoroutines: the agent's registration loop, poller
+// and RPC connections all end with Close.
+func TestAgentCloseLeavesNoGoroutines(t *testing.T) {
+	chain := soltest.New(t)
+	provider := interop.NewWallet().Address()
+	before := runtime.NumGoroutine()
+	for range 2 {
+		cfg := testConfig(t, t.TempDir())
+		cfg.Agent = echoAgent("echo-1", chain, provider)
+		n := startNode(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.WaitAgent(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if st, _ := call(t, n, "GET", "/.well-known/agent.json", ""); st != 200 {
+			t.Fatalf("card: %d", st)
+		}
+		n.Close()
+		n.Close()
+	}
+	http.DefaultClient.CloseIdleConnections()
+	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines left after Close")
+}
