@@ -1,15 +1,13 @@
 package wall
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -258,27 +256,30 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return httpx.E(http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket: connect with a WebSocket client")
 	}
-	// Sockets authenticate with tokens in the query, never with cookies,
-	// so any origin may connect (browser clients of a public map, say).
 	if !s.track() {
 		return httpx.ErrUnavailable.With("the node is shutting down")
 	}
-	defer s.wg.Done()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	conn, err := upgrade(w, r)
 	if err != nil {
-		return nil // Accept answered the client itself
+		s.wg.Done()
+		return nil // the upgrader answered the client itself
 	}
 	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, s.cfg.SendQueue)
-	room, err := s.enter(cl, j.token, sk)
-	if err != nil {
-		sk.abort(websocket.StatusTryAgainLater, "cannot join the cluster now")
-		if !errors.Is(err, context.Canceled) {
+	// The socket lives on in a goroutine of its own, so that the request's
+	// goroutine, its stack grown by the HTTP machinery, ends here.
+	go func() {
+		defer s.wg.Done()
+		room, err := s.enter(cl, j.token, sk)
+		if err != nil {
+			sk.abort(statusTryAgain, "cannot join the cluster now")
 			s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
+			return
 		}
-		return nil
-	}
-	sk.readLoop(func(data []byte) { room.handleSend(sk, data) })
-	sk.abort(websocket.StatusNormalClosure, "")
-	s.leave(room, sk)
+		sk.readLoop(func(data []byte) { room.handleSend(sk, data) })
+		s.leave(room, sk)
+	}()
 	return nil
 }
+
+// statusTryAgain is the close code 1013 (try again later).
+const statusTryAgain ws.StatusCode = 1013

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,10 +32,9 @@ const (
 	DefaultAckWindow       = 2 * time.Second
 	DefaultSyncTimeout     = 2 * time.Second
 	DefaultPeerRate        = 500
-	// pingInterval is how often sockets are pinged; one that does not
-	// answer within pingTimeout is closed.
+	// pingInterval is how often sockets are pinged; one that has not
+	// answered by the next ping is closed.
 	pingInterval = 30 * time.Second
-	pingTimeout  = 15 * time.Second
 )
 
 // Config configures the wall.
@@ -139,7 +138,7 @@ func (s *Service) Start(context.Context) error {
 	}
 	s.cfg.Catalog.OnDelete(func(id string) {
 		s.goroutine(func() {
-			s.closeRoom(id, reasonDeleted, websocket.StatusNormalClosure)
+			s.closeRoom(id, reasonDeleted, ws.StatusNormalClosure)
 			s.dropHistory(id)
 		})
 	})
@@ -163,7 +162,7 @@ func (s *Service) Close() error {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		s.closeRoom(id, reasonNodeEnd, websocket.StatusGoingAway)
+		s.closeRoom(id, reasonNodeEnd, ws.StatusGoingAway)
 	}
 	s.cancel()
 	s.wg.Wait()
@@ -261,7 +260,7 @@ func (s *Service) dropRoom(r *room) {
 }
 
 // closeRoom disconnects every socket of cluster id with a closed frame.
-func (s *Service) closeRoom(id, reason string, code websocket.StatusCode) {
+func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 	s.mu.Lock()
 	r := s.rooms[id]
 	delete(s.rooms, id)
@@ -395,12 +394,11 @@ func (s *Service) serveReceipt(_ context.Context, from peer.ID, raw []byte) ([]b
 	return []byte{}, nil
 }
 
-// keepalive pings every socket every pingInterval, a bounded number at a
-// time, and closes those that do not answer.
+// keepalive pings every socket every pingInterval; one that has not
+// answered the previous ping is closed.
 func (s *Service) keepalive() {
 	tick := time.NewTicker(pingInterval)
 	defer tick.Stop()
-	sem := make(chan struct{}, 64)
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -408,15 +406,7 @@ func (s *Service) keepalive() {
 		case <-tick.C:
 		}
 		for _, sk := range s.allSockets() {
-			select {
-			case sem <- struct{}{}:
-			case <-s.ctx.Done():
-				return
-			}
-			go func() {
-				defer func() { <-sem }()
-				sk.ping(pingTimeout)
-			}()
+			sk.ping()
 		}
 	}
 }

@@ -3,12 +3,13 @@ package wall
 import (
 	"context"
 	"errors"
-	"io"
+	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
 )
 
 // Socket limits.
@@ -17,17 +18,18 @@ const (
 	// between MaxFrame and this get an error frame and the socket stays
 	// open; larger ones close it (1009, message too big).
 	maxMessage = 1 << 20
-	// writeTimeout bounds one frame's write to a client.
+	// writeTimeout bounds one write to a client.
 	writeTimeout = 10 * time.Second
 	// DefaultSendQueue is how many frames may wait for a slow client
 	// before the socket is closed (1008, slow consumer): a slow client
 	// never stalls a room.
 	DefaultSendQueue = 256
+	// maxBatch bounds the frames one write sends.
+	maxBatch = 256
 )
 
-// Close codes and reasons.
+// Close reasons.
 const (
-	closeSlow     = websocket.StatusPolicyViolation
 	reasonSlow    = "slow consumer: send queue full"
 	reasonDeleted = "cluster deleted"
 	reasonNodeEnd = "node shutting down"
@@ -35,40 +37,44 @@ const (
 
 // socket is one client connection to a room.
 type socket struct {
-	conn   *websocket.Conn
+	conn   *wsConn
 	room   *room
 	handle string
 	did    string
 	vis    string
 	owner  bool
 	limit  int             // send queue bound
-	wg     *sync.WaitGroup // owns the socket's writer and closer goroutines
+	wg     *sync.WaitGroup // owns the socket's goroutines
 
 	ctx    context.Context // ends when the socket closes
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	queue   []outFrame
-	writing bool
-	closed  bool
+	writing bool   // a writer goroutine is running
+	closed  bool   // no more frames; the writer closes the connection
+	bye     []byte // the close frame's payload, written last
+
+	pinged atomic.Int64 // Unix ns of the last keepalive ping
+	ponged atomic.Int64 // Unix ns of the last pong
 }
 
 // outFrame is a frame waiting to be written, and who counts its delivery.
 type outFrame struct {
+	op    ws.OpCode // 0 means text
 	data  []byte
 	d     *delivery // nil: not counted (ghost sockets, acks, errors)
 	close *closing  // close the socket once this frame is written
 }
 
 type closing struct {
-	code   websocket.StatusCode
+	code   ws.StatusCode
 	reason string
 }
 
-func newSocket(conn *websocket.Conn, wg *sync.WaitGroup, handle, did, vis string, owner bool, limit int) *socket {
+func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, limit int) *socket {
 	s := &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: limit}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	conn.SetReadLimit(maxMessage)
 	return s
 }
 
@@ -78,120 +84,178 @@ func (s *socket) ghost() bool { return s.vis == VisGhost }
 // closed as a slow consumer.
 func (s *socket) send(f outFrame) {
 	s.mu.Lock()
-	if s.closed {
+	switch {
+	case s.closed:
 		s.mu.Unlock()
 		f.d.finish(false)
 		return
-	}
-	if len(s.queue) >= s.limit {
+	case len(s.queue) >= s.limit && f.op == 0:
 		s.mu.Unlock()
 		f.d.finish(false)
 		if s.room != nil {
 			s.room.svc.metrics.slow.Inc()
 		}
-		s.abort(closeSlow, reasonSlow)
+		s.abort(ws.StatusPolicyViolation, reasonSlow)
 		return
 	}
 	s.queue = append(s.queue, f)
-	start := !s.writing
-	s.writing = true
+	s.startWriterLocked()
 	s.mu.Unlock()
-	if start {
+}
+
+// startWriterLocked starts the writer unless it runs: an idle socket holds
+// no writer goroutine.
+func (s *socket) startWriterLocked() {
+	if !s.writing {
+		s.writing = true
 		s.wg.Go(s.writeLoop)
 	}
 }
 
-// writeLoop writes queued frames in order and exits when the queue is
-// empty, so that an idle socket holds no writer goroutine.
+// writeLoop writes what is queued, all of it at once, until the queue is
+// empty; once the socket is closed it sends the close frame and hangs up.
 func (s *socket) writeLoop() {
+	var hdrs []byte
 	for {
+		// Let the frames of a burst gather, so that one write sends them.
+		runtime.Gosched()
 		s.mu.Lock()
-		if len(s.queue) == 0 || s.closed {
+		if s.closed {
+			bye := s.bye
+			s.mu.Unlock()
+			s.hangUp(bye)
+			return
+		}
+		if len(s.queue) == 0 {
 			s.writing = false
+			s.queue = nil // let the backing array go
 			s.mu.Unlock()
 			return
 		}
-		f := s.queue[0]
-		s.queue[0] = outFrame{}
-		s.queue = s.queue[1:]
-		if len(s.queue) == 0 {
-			s.queue = nil // let the backing array go
-		}
+		n := min(len(s.queue), maxBatch)
+		batch := make([]outFrame, n)
+		copy(batch, s.queue)
+		clear(s.queue[:n])
+		s.queue = s.queue[n:]
 		s.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
-		err := s.conn.Write(ctx, websocket.MessageText, f.data)
-		cancel()
-		f.d.finish(err == nil)
-		switch {
-		case err != nil:
-			s.abort(websocket.StatusInternalError, "write failed")
-		case f.close != nil:
-			s.abort(f.close.code, f.close.reason)
+		hdrs = hdrs[:0]
+		bufs := make(net.Buffers, 0, 2*n)
+		for _, f := range batch {
+			start := len(hdrs)
+			hdrs = appendHeader(hdrs, f.opcode(), len(f.data))
+			bufs = append(bufs, hdrs[start:len(hdrs):len(hdrs)], f.data)
+		}
+		s.conn.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, err := bufs.WriteTo(s.conn.conn)
+		for _, f := range batch {
+			f.d.finish(err == nil)
+			if err == nil && f.close != nil {
+				s.abort(f.close.code, f.close.reason)
+			}
+		}
+		if err != nil {
+			s.abort(ws.StatusInternalServerError, "write failed")
 		}
 	}
 }
 
-// abort closes the socket now, failing whatever is still queued.
-func (s *socket) abort(code websocket.StatusCode, reason string) {
+func (f outFrame) opcode() ws.OpCode {
+	if f.op == 0 {
+		return ws.OpText
+	}
+	return f.op
+}
+
+// hangUp sends the close frame, briefly, and closes the connection.
+func (s *socket) hangUp(bye []byte) {
+	if bye != nil {
+		s.conn.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		s.conn.conn.Write(append(appendHeader(nil, ws.OpClose, len(bye)), bye...))
+	}
+	s.conn.conn.Close()
+}
+
+// abort closes the socket: what is still queued fails, the client gets a
+// close frame with code and reason if its connection takes it, and the
+// connection is closed.
+func (s *socket) abort(code ws.StatusCode, reason string) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
 	s.closed = true
+	s.bye = closeBody(code, reason)
 	q := s.queue
 	s.queue = nil
+	s.startWriterLocked()
 	s.mu.Unlock()
 	for _, f := range q {
 		f.d.finish(false)
 	}
 	s.cancel()
-	// The close handshake waits (5 s at most) for the client's answer.
-	s.wg.Go(func() { s.conn.Close(code, reason) })
+	// Unstick a write blocked on a client that stopped reading.
+	s.conn.conn.SetWriteDeadline(time.Now().Add(time.Second))
 }
 
 // closeAfter queues a last frame (closed, say) and closes the socket once
 // it is written.
-func (s *socket) closeAfter(data []byte, code websocket.StatusCode, reason string) {
+func (s *socket) closeAfter(data []byte, code ws.StatusCode, reason string) {
 	s.send(outFrame{data: data, close: &closing{code: code, reason: reason}})
 }
 
-// readLoop hands each client frame to fn until the connection ends.
+// readLoop hands each client text frame to fn until the connection ends,
+// answering pings and closes on the way.
 func (s *socket) readLoop(fn func(data []byte)) {
-	for {
-		typ, r, err := s.conn.Reader(s.ctx)
-		if err != nil {
-			return
-		}
-		data, err := io.ReadAll(io.LimitReader(r, MaxFrame+1))
-		if err != nil {
-			return
-		}
-		if len(data) > MaxFrame {
-			n, err := io.Copy(io.Discard, r)
-			if err != nil {
-				return
+	control := func(op ws.OpCode, p []byte) {
+		switch op {
+		case ws.OpPing:
+			s.sendControl(ws.OpPong, p)
+		case ws.OpPong:
+			s.ponged.Store(time.Now().UnixNano())
+		case ws.OpClose:
+			code, _ := ws.ParseCloseFrameData(p)
+			if !code.Empty() {
+				s.abort(code, "") // echo the client's close
 			}
+		}
+	}
+	for {
+		m, err := s.conn.readMessage(MaxFrame+1, control)
+		var ce *closeError
+		switch {
+		case errors.As(err, &ce):
+			s.abort(ce.code, ce.reason)
+			return
+		case err != nil:
+			s.abort(ws.StatusNormalClosure, "")
+			return
+		case m.size > MaxFrame:
 			s.send(outFrame{data: errorFrameBytes("frame_too_large",
-				"frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", int64(len(data))+n, MaxFrame)})
-			continue
-		}
-		if typ != websocket.MessageText {
+				"frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame)})
+		case m.op != ws.OpText:
 			s.send(outFrame{data: errorFrameBytes("binary_frame", "binary frames are not supported; send JSON text")})
-			continue
+		default:
+			fn(m.data)
 		}
-		fn(data)
 	}
 }
 
-// ping checks that the client still answers; a socket that does not is closed.
-func (s *socket) ping(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
-	defer cancel()
-	if err := s.conn.Ping(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		s.abort(websocket.StatusGoingAway, "keepalive ping unanswered")
+// sendControl queues a control frame; control frames skip the queue bound.
+func (s *socket) sendControl(op ws.OpCode, payload []byte) {
+	s.send(outFrame{op: op, data: payload})
+}
+
+// ping sends a keepalive ping; a socket that has not answered the previous
+// one (sent a pingInterval ago) is closed.
+func (s *socket) ping() {
+	if last := s.pinged.Load(); last != 0 && s.ponged.Load() < last {
+		s.abort(ws.StatusGoingAway, "keepalive ping unanswered")
+		return
 	}
+	s.pinged.Store(time.Now().UnixNano())
+	s.sendControl(ws.OpPing, nil)
 }
 
 // delivery counts the sockets that actually received one frame: each

@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestMain doubles as the client process of the memory measurement.
+func TestMain(m *testing.M) {
+	if url := os.Getenv("BENCH_CLIENTS_URL"); url != "" {
+		n, _ := strconv.Atoi(os.Getenv("BENCH_CLIENTS_N"))
+		if err := HoldClients(context.Background(), url, n, os.Stdout, os.Stdin); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestMeasurementsRun runs each measurement small: the figures are for
+// `mesh bench`; here they must only come out and make sense.
+func TestMeasurementsRun(t *testing.T) {
+	ctx := context.Background()
+	m, err := StartMesh(ctx, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	base := m.Nodes[1].URL()
+
+	fan, err := Fanout(ctx, base, FanoutOptions{Receivers: 20, Size: 64, Duration: 300 * time.Millisecond, Window: 4})
+	if err != nil || fan.Messages == 0 || fan.Deliveries != 20*fan.Messages {
+		t.Fatalf("fan-out: %v, %v (every receiver gets every message)", fan, err)
+	}
+	lat, err := Latency(ctx, []string{m.Nodes[1].URL(), m.Nodes[2].URL(), m.Nodes[0].URL()}, LatencyOptions{Rate: 50, Duration: 300 * time.Millisecond, Size: 64})
+	if err != nil || lat.N < 20 || lat.P50 <= 0 || lat.P99 < lat.P50 {
+		t.Fatalf("latency: %v, %v", lat, err)
+	}
+	self, _ := os.Executable()
+	mem, err := IdleMemory(ctx, base, 50, func(url string, n int) *exec.Cmd {
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), "BENCH_CLIENTS_URL="+url, "BENCH_CLIENTS_N="+strconv.Itoa(n))
+		return cmd
+	})
+	if err != nil || mem.Conns != 50 {
+		t.Fatalf("memory: %v, %v", mem, err)
+	}
+	t.Log(fan, "|", lat, "|", mem)
+}

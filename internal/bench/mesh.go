@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/mesh/node"
+)
+
+// Mesh is a bootstrap node and others joined to it, in this process.
+type Mesh struct {
+	Nodes []*node.Node // Nodes[0] is the bootstrap
+	dirs  []string
+}
+
+// StartMesh starts n nodes (n >= 1) with in-memory stores on loopback and
+// waits until every node has caught up with the directory.
+func StartMesh(ctx context.Context, n int, tweak func(*node.Config)) (*Mesh, error) {
+	m := &Mesh{}
+	for i := range n {
+		cfg := node.DefaultConfig()
+		cfg.InMemory, cfg.DataDir, cfg.HTTPAddr = true, "", "127.0.0.1:0"
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		if i > 0 {
+			cfg.Bootstrap = m.Nodes[0].P2PAddrs()
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		nd, err := node.New(cfg)
+		if err == nil {
+			err = nd.Start(ctx)
+		}
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		m.Nodes = append(m.Nodes, nd)
+	}
+	for _, nd := range m.Nodes[1:] {
+		if err := waitCaughtUp(ctx, nd); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Close stops every node.
+func (m *Mesh) Close() {
+	for _, nd := range slices.Backward(m.Nodes) {
+		nd.Close()
+	}
+	for _, d := range m.dirs {
+		os.RemoveAll(d)
+	}
+}
+
+func waitCaughtUp(ctx context.Context, nd *node.Node) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var h struct {
+			Directory struct {
+				CaughtUp bool `json:"caught_up"`
+			} `json:"directory"`
+		}
+		if err := getJSON(ctx, nd.URL()+"/health", &h); err == nil && h.Directory.CaughtUp {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("node %s never caught up with the directory", nd.URL())
+}
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+}
+
+// postJSON posts body and decodes a 2xx answer into v.
+func postJSON(ctx context.Context, url, body string, hdr http.Header, v any) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
+	if v != nil {
+		return resp.StatusCode, json.Unmarshal(b, v)
+	}
+	return resp.StatusCode, nil
+}
+
+// CreateCluster creates a public cluster through the node at base.
+func CreateCluster(ctx context.Context, base string) (string, error) {
+	var v struct {
+		ID string `json:"cluster_id"`
+	}
+	if _, err := postJSON(ctx, base+"/v1/clusters", `{"visibility":"public","name":"bench"}`, nil, &v); err != nil {
+		return "", err
+	}
+	if v.ID == "" {
+		return "", errors.New("no cluster id in the create response")
+	}
+	return v.ID, nil
+}
+
+// Percentiles of sorted durations.
+type Percentiles struct {
+	N             int
+	P50, P99, Max time.Duration
+}
+
+func percentiles(d []time.Duration) Percentiles {
+	if len(d) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(d)
+	at := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	return Percentiles{N: len(d), P50: at(0.50), P99: at(0.99), Max: d[len(d)-1]}
+}
+
+func (p Percentiles) String() string {
+	return fmt.Sprintf("n=%d p50 %s p99 %s max %s", p.N, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond))
+}
