@@ -159,6 +159,22 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 
+// LookupDHT finds agent id in the DHT alone, bypassing the local
+// directory: the agent's own signed record, as the directory attested it.
+// Only agents that registered with a key have one.
+func (n *Node) LookupDHT(ctx context.Context, id string) (*registryapi.Agent, error) {
+	key := registryapi.IDRecordKey(id)
+	val, err := n.host.GetValue(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", registryapi.ErrAgentNotFound, err)
+	}
+	rec, err := n.recordValidator().Parse(key, val)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Agent(), nil
+}
+
 // fallbackAgent finds an agent this replica does not hold: while it is
 // still catching up, from the DHT record, then from the directory node.
 // A replica that is caught up is authoritative and answers not found.
@@ -166,14 +182,11 @@ func (n *Node) fallbackAgent(ctx context.Context, id string) (*registryapi.Agent
 	if _, caughtUp, _ := n.replica.Status(); caughtUp {
 		return nil, registryapi.ErrAgentNotFound
 	}
-	key := registryapi.IDRecordKey(id)
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	val, err := n.host.GetValue(dctx, key)
+	rec, err := n.LookupDHT(dctx, id)
 	cancel()
 	if err == nil {
-		if rec, err := n.recordValidator().Parse(key, val); err == nil {
-			return rec.Agent(), nil
-		}
+		return rec, nil
 	}
 	req, _ := http.NewRequest(http.MethodGet, "/v1/agents/"+url.PathEscape(id), nil)
 	resp, err := n.roundTrip(ctx, req)

@@ -122,3 +122,44 @@ func benchClientsCmd() *cobra.Command {
 		},
 	}
 }
+
+func benchMeshCmd() *cobra.Command {
+	var sizes []int
+	var registrations, agents int
+	c := &cobra.Command{
+		Use:   "mesh",
+		Short: "Registration propagation and DHT lookups across N in-process nodes",
+		Long: `For each size N, starts N nodes on loopback (a bootstrap and N-1 nodes),
+registers agents through them in turn and reports how long each took to be
+served by every node (p50, max); then looks agents up in the DHT from every
+ordinary node, bypassing the local directory, and reports the latency.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bench.RaiseFileLimit()
+			for _, n := range sizes {
+				fmt.Fprintf(os.Stderr, "starting %d nodes\n", n)
+				m, err := bench.StartMesh(cmd.Context(), n, nil)
+				if err != nil {
+					return err
+				}
+				vis, err := bench.Propagation(cmd.Context(), m, registrations)
+				if err == nil {
+					var dht bench.Percentiles
+					if dht, err = bench.DHTLookups(cmd.Context(), m, agents); err == nil {
+						fmt.Fprintf(cmd.OutOrStdout(), "%d nodes: registration visible on every node: %s; DHT lookup: %s\n", n, vis, dht)
+					}
+				}
+				m.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntSliceVar(&sizes, "nodes", []int{5, 20}, "mesh sizes to measure")
+	f.IntVar(&registrations, "registrations", 30, "registrations to time per size")
+	f.IntVar(&agents, "agents", 10, "agents to look up per node")
+	return c
+}

@@ -49,5 +49,13 @@ func TestMeasurementsRun(t *testing.T) {
 	if err != nil || mem.Conns != 50 {
 		t.Fatalf("memory: %v, %v", mem, err)
 	}
-	t.Log(fan, "|", lat, "|", mem)
+	vis, err := Propagation(ctx, m, 3)
+	if err != nil || vis.N != 3 || vis.Max <= 0 {
+		t.Fatalf("propagation: %v, %v", vis, err)
+	}
+	dht, err := DHTLookups(ctx, m, 2)
+	if err != nil || dht.N != 4 {
+		t.Fatalf("DHT lookups: %v, %v", dht, err)
+	}
+	t.Log(fan, "|", lat, "|", mem, "|", vis, "|", dht)
 }
