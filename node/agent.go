@@ -209,9 +209,16 @@ func (n *Node) agentRegister(ctx context.Context) error {
 	pub := identity.EncodePublicKey(a.key.Public().(ed25519.PublicKey))
 	if file := n.apiKeyFile(); file != "" {
 		if b, err := os.ReadFile(file); err == nil && n.registrationMatches(ctx, pub) {
-			if tok, err := n.agentToken(ctx, strings.TrimSpace(string(b))); err == nil {
+			tok, err := n.agentToken(ctx, strings.TrimSpace(string(b)))
+			if err == nil {
 				a.token = tok
 				return nil
+			}
+			// Only a directory that refuses the key earns a new
+			// registration; while it is unreachable (a node that has
+			// just started and not yet dialled it), keep the key and retry.
+			if !errors.Is(err, errAPIKeyRefused) {
+				return err
 			}
 		}
 	}
@@ -265,11 +272,18 @@ func (n *Node) agentToken(ctx context.Context, apiKey string) (string, error) {
 	var v struct {
 		Token string `json:"token"`
 	}
+	if st == http.StatusUnauthorized || st == http.StatusNotFound {
+		return "", fmt.Errorf("token: %d %s: %w", st, out, errAPIKeyRefused)
+	}
 	if st != http.StatusOK || json.Unmarshal(out, &v) != nil || v.Token == "" {
 		return "", fmt.Errorf("token: %d %s", st, out)
 	}
 	return v.Token, nil
 }
+
+// errAPIKeyRefused: the directory does not take the stored api_key (the
+// agent was deleted, or registered again elsewhere).
+var errAPIKeyRefused = errors.New("api_key refused")
 
 func (n *Node) agentHeartbeat(ctx context.Context) error {
 	st, out, err := n.local(ctx, nil, http.MethodPost, "/v1/agents/me/heartbeat", nil, n.agent.token)

@@ -139,6 +139,7 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 	payload := strings.Repeat("x", o.Size-2) // a JSON string of Size bytes
 	inFlight := make(chan struct{}, o.Window)
 	acks := make(chan error, 1)
+	var acked atomic.Int64 // deliveries the node reported in acks
 	go func() {
 		for {
 			f, err := sender.Next(ctx)
@@ -147,6 +148,7 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 				return
 			}
 			if f.Kind == wall.KindAck {
+				acked.Add(int64(f.Delivered))
 				<-inFlight
 			}
 		}
@@ -172,6 +174,11 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 		}
 	}
 	el := time.Since(start)
+	// An ack means the node wrote the frame to every socket; the receivers
+	// may still be reading the last ones.
+	for settle := time.Now().Add(5 * time.Second); delivered.Load() < acked.Load() && time.Now().Before(settle); {
+		time.Sleep(time.Millisecond)
+	}
 	d := delivered.Load()
 	return FanoutResult{Messages: sent, Deliveries: d, Elapsed: el, PerSecond: float64(d) / el.Seconds(), Disconnected: dropped.Load()}, nil
 }
