@@ -21,17 +21,17 @@ import (
 const litesvmDir = "testdata/litesvm-rpc"
 
 // startLiteSVM runs the shim and returns its URL and genesis hash. Without
-// node and npm the test is skipped, unless MESH_REQUIRE_LITESVM=1 (CI),
+// node and npm the test is skipped, unless MESH_REQUIRE_TOOLS=1 (CI),
 // where it fails. Missing node_modules are installed with `npm ci`.
 func startLiteSVM(t *testing.T) (string, string) {
 	t.Helper()
-	require := os.Getenv("MESH_REQUIRE_LITESVM") == "1"
+	require := os.Getenv("MESH_REQUIRE_TOOLS") == "1"
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if require {
-				t.Fatalf("MESH_REQUIRE_LITESVM=1 but %s is not installed", tool)
+				t.Fatalf("MESH_REQUIRE_TOOLS=1 but %s is not installed", tool)
 			}
-			t.Skipf("%s is not installed: skipping the LiteSVM end-to-end test (set MESH_REQUIRE_LITESVM=1 to make this a failure)", tool)
+			t.Skipf("%s is not installed: skipping the LiteSVM end-to-end test (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(litesvmDir, "node_modules", "litesvm")); err != nil {

@@ -68,7 +68,10 @@ func walkthrough(t *testing.T) string {
 func TestREADMEWalkthrough(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README walk-through needs %s (apt-get install %s)", tool, tool)
+			if os.Getenv("MESH_REQUIRE_TOOLS") == "1" {
+				t.Fatalf("MESH_REQUIRE_TOOLS=1 but the README walk-through needs %s (apt-get install %s)", tool, tool)
+			}
+			t.Skipf("%s is not installed: skipping the README walk-through (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool)
 		}
 	}
 	bin := buildMesh(t)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,13 +19,16 @@ import (
 type MemoryResult struct {
 	Conns int
 	// InUse is heap plus goroutine stacks in use, after a collection, per
-	// connection; RSS the growth of the resident set per connection.
-	InUse, RSS float64
+	// connection; RSS the growth of the resident set per connection right
+	// after the sockets opened (garbage of the handshakes included), and
+	// Settled once freed memory went back to the system, as the runtime's
+	// scavenger does by itself on an idle node.
+	InUse, RSS, Settled float64
 }
 
 func (r MemoryResult) String() string {
-	return fmt.Sprintf("%d idle sockets: %.1f KiB per connection in use (heap+stacks), %.1f KiB resident",
-		r.Conns, r.InUse/1024, r.RSS/1024)
+	return fmt.Sprintf("%d idle sockets: %.1f KiB per connection in use (heap+stacks), %.1f KiB resident (%.1f KiB once freed memory is returned)",
+		r.Conns, r.InUse/1024, r.RSS/1024, r.Settled/1024)
 }
 
 // IdleMemory opens n sockets to cluster id on the node at base from
@@ -36,7 +40,9 @@ func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL stri
 		return MemoryResult{}, err
 	}
 	RaiseFileLimit()
-	before, rssBefore := inUse(), rss()
+	before := inUse()
+	debug.FreeOSMemory()
+	rssBefore := rss()
 	cmd := clients(WSURL(base, id, "idle", nil), n)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -66,7 +72,10 @@ func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL stri
 	}
 	time.Sleep(time.Second) // writers and greetings settle
 	after, rssAfter := inUse(), rss()
-	return MemoryResult{Conns: n, InUse: float64(after-before) / float64(n), RSS: float64(rssAfter-rssBefore) / float64(n)}, nil
+	debug.FreeOSMemory()
+	settled := rss()
+	per := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
+	return MemoryResult{Conns: n, InUse: per(after, before), RSS: per(rssAfter, rssBefore), Settled: per(settled, rssBefore)}, nil
 }
 
 func inUse() uint64 {
