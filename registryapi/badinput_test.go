@@ -1,10 +1,12 @@
 package registryapi
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/mesh/identity"
 )
@@ -40,40 +42,77 @@ var badBodies = []string{
 	strings.Repeat("[", 10000), `{"agent_id":"` + strings.Repeat("x", 70<<10) + `"}`,
 }
 
+// credentials are the ways a request can (fail to) authenticate; each
+// returns the headers for a request with that body.
+func credentials(h *harness, tok string) []struct {
+	name string
+	hdr  func(method, path, body string) []string
+} {
+	caller := identity.GenerateKey()
+	sig := func(key ed25519.PrivateKey, at time.Time) func(method, path, body string) []string {
+		return func(method, path, body string) []string {
+			return []string{identity.SigHeaderName, identity.Sign(key, method, path, []byte(body), at)}
+		}
+	}
+	fixed := func(hdr ...string) func(string, string, string) []string {
+		return func(string, string, string) []string { return hdr }
+	}
+	replayed := identity.Sign(caller, "POST", "/v1/agents/target/feedback", []byte(goodReport), h.clock.Now())
+	h.do("POST", "/v1/agents/target/feedback", goodReport, identity.SigHeaderName, replayed)
+	expired, _ := h.tokens.Issue("target", 1, h.clock.Now().Add(-TokenTTL-time.Minute))
+	foreign, _ := NewTokens(identity.GenerateKey()).Issue("target", 1, h.clock.Now())
+	return []struct {
+		name string
+		hdr  func(method, path, body string) []string
+	}{
+		{"none", fixed()},
+		{"sig", sig(caller, h.clock.Now())},
+		{"admin", sig(h.admin, h.clock.Now())},
+		{"bearer", fixed(bearer(tok)...)},
+		{"stale sig", sig(caller, h.clock.Now().Add(-10*time.Minute))},
+		{"future sig", sig(caller, h.clock.Now().Add(10*time.Minute))},
+		{"replayed sig", fixed(identity.SigHeaderName, replayed)},
+		{"garbage sig", fixed(identity.SigHeaderName, "v1 !!! 0 n ###")},
+		{"expired bearer", fixed(bearer(expired)...)},
+		{"foreign bearer", fixed(bearer(foreign)...)},
+		{"garbage bearer", fixed("Authorization", "Bearer mt1.@@@.###")},
+	}
+}
+
 // TestBadInputNeverServerError walks every endpoint through malformed
-// bodies, with no credentials, with a valid Mesh-Sig over the bad body and
-// with a valid bearer token: the answer is always a JSON 4xx (or a 2xx where
-// the body does not matter), never a 5xx.
+// bodies under every kind of credential (none, valid, stale, replayed or
+// garbage Mesh-Sig, valid, expired, foreign or garbage bearer token): the
+// answer is always a JSON 4xx (or a 2xx where the body does not matter),
+// never a 5xx.
 func TestBadInputNeverServerError(t *testing.T) {
 	h := newHarness(t)
 	key := identity.GenerateKey()
 	_, tok := h.registerKeyed("target", key)
-	caller := identity.GenerateKey()
-	for _, ep := range endpoints {
-		for _, body := range badBodies {
-			for _, auth := range []string{"none", "sig", "admin", "bearer"} {
-				var r reply
-				switch auth {
-				case "none":
-					r = h.do(ep.method, ep.path, body)
-				case "sig":
-					r = h.signed(caller, ep.method, ep.path, body)
-				case "admin":
-					r = h.signed(h.admin, ep.method, ep.path, body)
-				case "bearer":
-					r = h.do(ep.method, ep.path, body, bearer(tok)...)
-				}
+	for _, cred := range credentials(h, tok) {
+		valid := cred.name == "sig" || cred.name == "admin" || cred.name == "bearer"
+		for _, ep := range endpoints {
+			for _, body := range append(badBodies, goodReport) {
+				r := h.do(ep.method, ep.path, body, cred.hdr(ep.method, ep.path, body)...)
 				if r.status >= 500 || (r.status >= 400 && (r.str("code") == "" || r.str("detail") == "")) {
-					t.Fatalf("%s %s auth=%s body=%.60q: %d %s", ep.method, ep.path, auth, body, r.status, r.raw)
+					t.Fatalf("%s %s auth=%s body=%.60q: %d %s", ep.method, ep.path, cred.name, body, r.status, r.raw)
 				}
-				if ep.method == "POST" && auth != "none" && r.status < 400 && !acceptsAnyBody(ep.path) {
-					t.Fatalf("%s %s auth=%s accepted bad body %.60q: %s", ep.method, ep.path, auth, body, r.raw)
+				if ep.method == "POST" && valid && body != goodReport && r.status < 400 && !acceptsAnyBody(ep.path) {
+					t.Fatalf("%s %s auth=%s accepted bad body %.60q: %s", ep.method, ep.path, cred.name, body, r.raw)
+				}
+				if !valid && cred.name != "none" && needsCredential(ep.path) && r.status < 400 {
+					t.Fatalf("%s %s accepted auth=%s: %d %s", ep.method, ep.path, cred.name, r.status, r.raw)
 				}
 			}
 		}
 	}
 	// The node still serves after all of that.
 	h.registerPlain("after")
+}
+
+// needsCredential: endpoints that act for someone and so refuse bad
+// credentials whatever the body.
+func needsCredential(path string) bool {
+	return strings.Contains(path, "/me") || strings.HasSuffix(path, "/feedback") || strings.HasPrefix(path, "/v1/admin/")
 }
 
 // acceptsAnyBody: the heartbeat body is optional and ignored when it is an
@@ -115,25 +154,32 @@ func TestSpecificBadInputs(t *testing.T) {
 	}
 }
 
-// FuzzRegistryRequest feeds arbitrary bodies, optionally signed, to every
-// endpoint's decoder: no input may produce a 5xx, a panic or a non-JSON answer.
+// FuzzRegistryRequest feeds arbitrary bodies, signed by a real key or
+// carrying arbitrary Mesh-Sig and Authorization headers, to every
+// endpoint: no input may produce a 5xx, a panic or a non-JSON answer.
 func FuzzRegistryRequest(f *testing.F) {
 	for i := range endpoints {
-		f.Add(uint8(i), []byte(goodReport), true)
-		f.Add(uint8(i), []byte(`{"agent_id":"a1","capabilities":["x"]}`), false)
+		f.Add(uint8(i), []byte(goodReport), true, "", "")
+		f.Add(uint8(i), []byte(`{"agent_id":"a1","capabilities":["x"]}`), false, "v1 AAAA 0 n AAAA", "Bearer mt1.e30.AAAA")
 	}
 	for _, b := range badBodies[:20] {
-		f.Add(uint8(0), []byte(b), true)
+		f.Add(uint8(0), []byte(b), true, "", "")
 	}
 	h := newHarness(f)
 	h.registerKeyed("target", identity.GenerateKey())
 	handler := h.srv.Config.Handler
 	caller := identity.GenerateKey()
-	f.Fuzz(func(t *testing.T, ep uint8, body []byte, sign bool) {
+	f.Fuzz(func(t *testing.T, ep uint8, body []byte, sign bool, sigHeader, auth string) {
 		e := endpoints[int(ep)%len(endpoints)]
 		req := httptest.NewRequest(e.method, e.path, strings.NewReader(string(body)))
 		if sign {
-			req.Header.Set(identity.SigHeaderName, identity.Sign(caller, e.method, e.path, body, h.clock.Now()))
+			sigHeader = identity.Sign(caller, e.method, e.path, body, h.clock.Now())
+		}
+		if sigHeader != "" {
+			req.Header.Set(identity.SigHeaderName, sigHeader)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
 		}
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, req)

@@ -32,6 +32,10 @@ type Directory struct {
 
 var _ cmdlog.Machine = (*Directory)(nil)
 
+// reportTTL keeps a counted report a little longer than the reputation
+// window, so that clock skew between nodes never drops one early.
+const reportTTL = ReputationWindow + 48*time.Hour
+
 // maxCachedAgents bounds the read cache (a row is a few hundred bytes).
 const maxCachedAgents = 100_000
 
@@ -266,8 +270,10 @@ func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) 
 		if err := tx.SetTTL(day, []byte(store.U64(n+1)), 48*time.Hour); err != nil {
 			return Result{}, err
 		}
-		rep := storedReport{Seq: cmd.Seq, At: now, Reporter: cmd.Sig.Pubkey, Report: op.Report, Signed: op.Signed}
-		if err := tx.SetJSON(reportKey(a.ID, a.Reg, cmd.At, cmd.Seq), rep); err != nil {
+		rep, _ := json.Marshal(storedReport{Seq: cmd.Seq, At: now, Reporter: cmd.Sig.Pubkey, Report: op.Report, Signed: op.Signed})
+		// Past the window a report counts nowhere; the TTL only collects it
+		// (and the reports of registrations since deleted).
+		if err := tx.SetTTL(reportKey(a.ID, a.Reg, cmd.At, cmd.Seq), rep, reportTTL); err != nil {
 			return Result{}, err
 		}
 	}

@@ -32,11 +32,12 @@ func (c *clock) Advance(d time.Duration) {
 
 // harness is one registry served over real HTTP on loopback.
 type harness struct {
-	t     testing.TB
-	srv   *httptest.Server
-	clock *clock
-	dir   *Directory
-	admin ed25519.PrivateKey
+	t      testing.TB
+	srv    *httptest.Server
+	clock  *clock
+	dir    *Directory
+	admin  ed25519.PrivateKey
+	tokens *Tokens // issues the harness's bearer tokens
 }
 
 func newHarness(t testing.TB) *harness {
@@ -56,10 +57,10 @@ func newHarnessOn(t testing.TB, db *store.DB) *harness {
 		t.Fatal(err)
 	}
 	dir := NewDirectory(log)
-	h := &harness{t: t, dir: dir, admin: identity.GenerateKey(),
+	h := &harness{t: t, dir: dir, admin: identity.GenerateKey(), tokens: NewTokens(identity.GenerateKey()),
 		clock: &clock{now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}}
 	api, err := NewAPI(Config{
-		Directory: dir, Log: cmdlog.NewLocal(log), Tokens: NewTokens(identity.GenerateKey()),
+		Directory: dir, Log: cmdlog.NewLocal(log), Tokens: h.tokens,
 		PublicURL: "https://mesh.test", Now: h.clock.Now,
 		Admins: []ed25519.PublicKey{h.admin.Public().(ed25519.PublicKey)},
 	})

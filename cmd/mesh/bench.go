@@ -31,6 +31,9 @@ func benchGetAgentCmd() *cobra.Command {
 in-memory node on a loopback port in this process.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agents < 1 || conc < 1 || dur <= 0 {
+				return fmt.Errorf("--agents and --concurrency must be at least 1 and --duration positive")
+			}
 			ctx := cmd.Context()
 			if url == "" {
 				n, err := startBenchNode(ctx)
@@ -40,9 +43,11 @@ in-memory node on a loopback port in this process.`,
 				defer n.Close()
 				url = n.URL()
 			}
+			// Ids of this run only, so that runs against one node do not collide.
+			prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano())
 			fmt.Fprintf(os.Stderr, "registering %d agents at %s\n", agents, url)
 			for i := range agents {
-				body := fmt.Sprintf(`{"agent_id":"bench-%d","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, i, i)
+				body := fmt.Sprintf(`{"agent_id":"%s-%d","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, prefix, i, i)
 				if err := loadgen.Post(ctx, url+"/v1/agents/register", body); err != nil {
 					return err
 				}
@@ -51,7 +56,7 @@ in-memory node on a loopback port in this process.`,
 			res := loadgen.Run(ctx, loadgen.Options{
 				Concurrency: conc, Duration: dur,
 				Request: func(w, i int) (*http.Request, error) {
-					return http.NewRequest("GET", fmt.Sprintf("%s/v1/agents/bench-%d", url, (w*7919+i)%agents), nil)
+					return http.NewRequest("GET", fmt.Sprintf("%s/v1/agents/%s-%d", url, prefix, (w*7919+i)%agents), nil)
 				},
 				Progress: func(done int64) { fmt.Fprintf(os.Stderr, "  %d requests\n", done) },
 			})

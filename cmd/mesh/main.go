@@ -1,5 +1,3 @@
-// Command mesh runs a mesh node and offers the small tools a person needs to
-// talk to one: key generation and Mesh-Sig signing.
 package main
 
 import (

@@ -36,14 +36,13 @@ func E(status int, code, format string, args ...any) *Error {
 
 // Errors shared by every surface.
 var (
-	ErrBadJSON      = E(http.StatusBadRequest, "invalid_json", "request body is not valid JSON")
-	ErrInvalid      = E(http.StatusBadRequest, "invalid_request", "invalid request")
-	ErrTooLarge     = E(http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
-	ErrNotFound     = E(http.StatusNotFound, "not_found", "no such endpoint")
-	ErrMethod       = E(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed")
-	ErrInternal     = E(http.StatusInternalServerError, "internal", "internal error")
-	ErrUnavailable  = E(http.StatusServiceUnavailable, "unavailable", "service unavailable")
-	ErrUnauthorized = E(http.StatusUnauthorized, "unauthorized", "authentication required")
+	ErrBadJSON     = E(http.StatusBadRequest, "invalid_json", "request body is not valid JSON")
+	ErrInvalid     = E(http.StatusBadRequest, "invalid_request", "invalid request")
+	ErrTooLarge    = E(http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+	ErrNotFound    = E(http.StatusNotFound, "not_found", "no such endpoint")
+	ErrMethod      = E(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed")
+	ErrInternal    = E(http.StatusInternalServerError, "internal", "internal error")
+	ErrUnavailable = E(http.StatusServiceUnavailable, "unavailable", "service unavailable")
 )
 
 // AsError returns err as a client-facing *Error; anything else becomes

@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,16 @@ func Handle(log *slog.Logger, h HandlerFunc) http.Handler {
 	})
 }
 
-// WriteError writes err as {"detail","code"} with its status.
+// WriteError writes err as {"detail","code"} with its status. A request
+// whose client went away is not an internal error: nobody reads the answer,
+// and a client must not be able to fill the log at error level by hanging up.
 func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		if log != nil {
+			log.Debug("client went away", "method", r.Method, "path", r.URL.Path)
+		}
+		return
+	}
 	e, ok := AsError(err)
 	if !ok && log != nil {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,8 +69,8 @@ func TestMuxNotFound(t *testing.T) {
 			if rec.Header().Get("X-Content-Type-Options") != "nosniff" {
 				t.Errorf("missing X-Content-Type-Options: nosniff")
 			}
-			if m.Route(httptest.NewRequest(http.MethodGet, target, nil)) != "" {
-				t.Errorf("Route(%s) != \"\"", target)
+			if _, pattern := m.Handler(httptest.NewRequest(http.MethodGet, target, nil)); pattern != "" {
+				t.Errorf("pattern for %s = %q", target, pattern)
 			}
 		})
 	}
@@ -110,8 +111,8 @@ func TestMuxMatched(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
 			req := httptest.NewRequest(tt.method, tt.target, nil)
-			if got := m.Route(req); got != tt.want["pattern"] {
-				t.Errorf("Route = %q, want %q", got, tt.want["pattern"])
+			if _, got := m.Handler(req); got != tt.want["pattern"] {
+				t.Errorf("pattern = %q, want %q", got, tt.want["pattern"])
 			}
 			rec := httptest.NewRecorder()
 			m.ServeHTTP(rec, req)
@@ -281,7 +282,7 @@ func TestHandle(t *testing.T) {
 	}{
 		{name: "client error", err: ErrInvalid.With("field x is required"), status: http.StatusBadRequest, code: "invalid_request"},
 		{name: "custom error", err: E(http.StatusConflict, "conflict", "agent %s exists", "a1"), status: http.StatusConflict, code: "conflict"},
-		{name: "wrapped client error", err: fmt.Errorf("ctx: %w", ErrUnauthorized), status: http.StatusUnauthorized, code: "unauthorized"},
+		{name: "wrapped client error", err: fmt.Errorf("ctx: %w", ErrTooLarge), status: http.StatusRequestEntityTooLarge, code: "body_too_large"},
 		{name: "plain error", err: errors.New(secret), status: http.StatusInternalServerError, code: "internal", logged: true},
 		{name: "wrapped plain error", err: fmt.Errorf("wrap: %w", errors.New(secret)), status: http.StatusInternalServerError, code: "internal", logged: true},
 	}
@@ -319,6 +320,19 @@ func TestHandle(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
 		if rec.Code != http.StatusNoContent || rec.Body.Len() != 0 {
 			t.Fatalf("got %d %q, want 204 and no body", rec.Code, rec.Body.String())
+		}
+	})
+
+	t.Run("client gone is not an error", func(t *testing.T) {
+		logBuf.Reset()
+		h := Handle(log, func(w http.ResponseWriter, r *http.Request) error {
+			return fmt.Errorf("proposing: %w", r.Context().Err())
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil).WithContext(ctx))
+		if strings.Contains(logBuf.String(), "level=ERROR") {
+			t.Fatalf("a client hanging up was logged as an error: %q", logBuf.String())
 		}
 	})
 

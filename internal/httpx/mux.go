@@ -13,12 +13,6 @@ type Mux struct {
 // NewMux returns an empty Mux.
 func NewMux() *Mux { return &Mux{ServeMux: http.NewServeMux()} }
 
-// Route returns the pattern that serves r, or "" when none does.
-func (m *Mux) Route(r *http.Request) string {
-	_, pattern := m.Handler(r)
-	return pattern
-}
-
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, pattern := m.Handler(r)
 	if pattern != "" {
