@@ -79,11 +79,15 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer resp.Body.Close()
+	ctx, cancel := context.WithTimeout(r.Context(), readYourWrite)
 	if seq, err := strconv.ParseUint(resp.Header.Get(seqHeader), 10, 64); err == nil {
-		ctx, cancel := context.WithTimeout(r.Context(), readYourWrite)
 		n.replica.WaitFor(ctx, seq)
-		cancel()
 	}
+	if c := resp.Header.Get(registryapi.PresenceHeader); c != "" {
+		n.awaitPresence(ctx, c)
+		resp.Header.Del(registryapi.PresenceHeader)
+	}
+	cancel()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}

@@ -134,7 +134,9 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
+	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
 	n.goroutine(func() { pub.run(ctx) })
+	n.goroutine(func() { n.flushPresence(ctx) })
 	return nil
 }
 
@@ -225,6 +227,10 @@ func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, 
 		if err := json.Unmarshal(c, &entries[i]); err != nil {
 			return nil, 0, fmt.Errorf("changes response: %w", err)
 		}
+	}
+	// Heartbeats ride along; missing them costs freshness, not the log.
+	if err := n.fetchPresence(ctx); err != nil {
+		n.log.Debug("copying heartbeats failed", "err", err)
 	}
 	return entries, resp.Head, nil
 }

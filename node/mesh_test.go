@@ -36,8 +36,15 @@ func TestMeshRegistrySurface(t *testing.T) {
 	if _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); v["online"] != false {
 		t.Fatalf("still online after the window: %v", v)
 	}
+	seq := m.boot.clog.Seq()
 	if st, v := call(t, c, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok); st != 200 {
 		t.Fatalf("heartbeat on c: %d %v", st, v)
+	}
+	if _, v := call(t, c, "GET", "/v1/agents/agent-b", ""); v["online"] != true {
+		t.Fatalf("c does not read its own heartbeat: %v", v)
+	}
+	if m.boot.clog.Seq() != seq {
+		t.Fatal("a heartbeat went into the directory's log")
 	}
 	eventually(t, 5*time.Second, func() bool { _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); return v["online"] == true },
 		"heartbeat on c not seen on b")

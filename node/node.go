@@ -164,7 +164,9 @@ func (n *Node) openState() error {
 	if n.clog, err = cmdlog.Open(db); err != nil {
 		return err
 	}
-	n.dir = registryapi.NewDirectory(n.clog)
+	if n.dir, err = registryapi.NewDirectory(n.clog); err != nil {
+		return err
+	}
 	n.catalog = wall.NewCatalog(n.clog)
 	return nil
 }

@@ -21,10 +21,10 @@ type Agent struct {
 	Pubkey       string    `json:"pubkey,omitempty"` // canonical base64
 	DID          string    `json:"did,omitempty"`    // did:key of Pubkey
 	APIKeyHash   string    `json:"api_key_hash,omitempty"`
-	AvailStatus  string    `json:"avail_status,omitempty"`
 	RegisteredAt time.Time `json:"registered_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
-	LastSeen     time.Time `json:"last_seen"`
+	// LastSeen is the registration time; heartbeats live in Presence.
+	LastSeen time.Time `json:"last_seen"`
 	// Record is the agent's latest register request signed by its bound
 	// key: what the directory attests and publishes in the DHT.
 	Record *Signed `json:"record,omitempty"`
@@ -35,11 +35,6 @@ type Agent struct {
 
 // Registered reports whether the id currently has an owner.
 func (a *Agent) Registered() bool { return a.Reg != 0 }
-
-// Online reports whether a heartbeat (or the registration) arrived within window of now.
-func (a *Agent) Online(now time.Time, window time.Duration) bool {
-	return a.Registered() && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= window
-}
 
 // clearMesh drops every mesh-side field, keeping id and listing (catalog-only).
 func (a *Agent) clearMesh() {

@@ -146,6 +146,7 @@ func TestDeleteCatalogOnly(t *testing.T) {
 	key := identity.GenerateKey()
 	_, tok := h.registerKeyed("scraped-1", key)
 	h.want(h.do("GET", "/v1/agents/scraped-1", ""), 200, "")
+	h.want(h.do("POST", "/v1/agents/me/heartbeat", `{"status":"busy"}`, bearer(tok)...), 200, "")
 	d := h.want(h.do("DELETE", "/v1/agents/me", "", bearer(tok)...), 200, "")
 	if d.body["catalog_only"] != true {
 		t.Fatalf("delete reply %s", d.raw)
@@ -155,8 +156,11 @@ func TestDeleteCatalogOnly(t *testing.T) {
 	if err != nil || a.Listing == nil || a.Listing.Name != "Scraped" {
 		t.Fatalf("listing lost: %+v %v", a, err)
 	}
-	if a.Registered() || a.Pubkey != "" || a.Endpoint != "" || a.APIKeyHash != "" || a.AvailStatus != "" {
+	if a.Registered() || a.Pubkey != "" || a.Endpoint != "" || a.APIKeyHash != "" {
 		t.Fatalf("mesh fields kept: %+v", a)
+	}
+	if b, ok := h.dir.presence.get("scraped-1"); ok {
+		t.Fatalf("availability status kept: %+v", b)
 	}
 	// The key is free for another registration.
 	pub := identity.EncodePublicKey(key.Public().(ed25519.PublicKey))

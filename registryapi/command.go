@@ -32,8 +32,6 @@ func (c *Command) agentIDs() []string {
 	switch {
 	case c.Register != nil:
 		return []string{c.Register.AgentID}
-	case c.Heartbeat != nil:
-		return []string{c.Heartbeat.AgentID}
 	case c.Delete != nil:
 		return []string{c.Delete.AgentID}
 	case c.Catalog != nil:
@@ -68,11 +66,9 @@ type RegisterOp struct {
 	Signed *Signed `json:"signed,omitempty"`
 }
 
-// HeartbeatOp marks an agent present.
+// HeartbeatOp is a heartbeat as logs written before Presence carried it.
 type HeartbeatOp struct {
 	AgentID string `json:"agent_id"`
-	Reg     uint64 `json:"reg"`
-	Status  string `json:"status,omitempty"`
 }
 
 // DeleteOp deregisters an agent.

@@ -28,6 +28,8 @@ type Directory struct {
 	cacheMu sync.RWMutex
 	cache   map[string]*Agent
 	gen     atomic.Uint64
+
+	presence *Presence // who heartbeats: soft state, outside the log
 }
 
 var _ cmdlog.Machine = (*Directory)(nil)
@@ -50,10 +52,13 @@ type storedReport struct {
 
 // NewDirectory returns the directory kept in db and registers it with log,
 // which must use the same store.
-func NewDirectory(log *cmdlog.Log) *Directory {
-	d := &Directory{db: log.DB(), cache: map[string]*Agent{}}
+func NewDirectory(log *cmdlog.Log) (*Directory, error) {
+	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano()))}
+	if err := d.presence.load(d.db); err != nil {
+		return nil, fmt.Errorf("registry: loading presence: %w", err)
+	}
 	log.Handle(Kind, d)
-	return d
+	return d, nil
 }
 
 // AgentCount returns how many agents are registered.
@@ -99,6 +104,9 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	}
 	d.gen.Add(1)
 	d.cacheMu.Unlock()
+	if cmd.Delete != nil {
+		d.presence.forget(cmd.Delete.AgentID)
+	}
 }
 
 // apply runs one command against state; delta is the change in the number
@@ -113,8 +121,9 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 	case cmd.Register != nil:
 		return applyRegister(tx, cmd, cmd.Register)
 	case cmd.Heartbeat != nil:
-		res, err := applyHeartbeat(tx, cmd, cmd.Heartbeat)
-		return res, 0, err
+		// Logs written before heartbeats moved to Presence carry them; they
+		// change nothing any more.
+		return Result{}, 0, nil
 	case cmd.Delete != nil:
 		return applyDelete(tx, cmd.Delete)
 	case cmd.Feedback != nil:
@@ -214,18 +223,6 @@ func registeredAgent(tx *store.Txn, id string, reg uint64) (*Agent, error) {
 		return nil, ErrAgentNotFound
 	}
 	return a, err
-}
-
-func applyHeartbeat(tx *store.Txn, cmd *Command, op *HeartbeatOp) (Result, error) {
-	a, err := registeredAgent(tx, op.AgentID, op.Reg)
-	if err != nil {
-		return Result{}, err
-	}
-	a.LastSeen = cmd.Time()
-	if op.Status != "" {
-		a.AvailStatus = op.Status
-	}
-	return Result{Agent: a}, tx.SetJSON(agentKey(a.ID), a)
 }
 
 func applyDelete(tx *store.Txn, op *DeleteOp) (Result, int64, error) {

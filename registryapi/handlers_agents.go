@@ -169,13 +169,16 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(),
-		Heartbeat: &HeartbeatOp{AgentID: c.Sub, Reg: c.Reg, Status: req.Status}})
+	beat, err := a.cfg.Directory.Heartbeat(c.Sub, c.Reg, a.now(), req.Status)
 	if err != nil {
 		return err
 	}
+	// A node that forwarded the heartbeat waits until its copy of presence
+	// holds it, so that its client reads its own write.
+	epoch, _ := a.cfg.Directory.PresenceCursor()
+	w.Header().Set(PresenceHeader, FormatPresenceCursor(epoch, beat.Ver))
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
-		"status": "ok", "agent_id": c.Sub, "online": true, "last_seen": res.Agent.LastSeen,
+		"status": "ok", "agent_id": c.Sub, "online": true, "last_seen": beat.At,
 		"next_heartbeat_s": int(HeartbeatInterval / time.Second),
 	})
 	return nil
@@ -221,12 +224,12 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	online := ag.Online(a.now(), a.cfg.OnlineWindow)
+	online := a.cfg.Directory.Online(ag, a.now(), a.cfg.OnlineWindow)
 	httpx.WriteJSON(w, http.StatusOK, agentView{
 		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
 		Handle: a.handle(r, ag.ID), Registered: 1, Live: b2i(online), Online: online,
-		LastSeen: ag.LastSeen, RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
+		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
 	})
 	return nil
 }

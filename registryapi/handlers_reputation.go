@@ -107,7 +107,7 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 	v := identityView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID),
 		Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
-		Online: ag.Online(now, a.cfg.OnlineWindow),
+		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow),
 	}
 	v.Reputation.N, v.Reputation.Score, v.Reputation.Dims = roll.N, roll.Score, roll.Dims
 	httpx.WriteJSON(w, http.StatusOK, v)

@@ -38,7 +38,11 @@ type harness struct {
 	dir    *Directory
 	admin  ed25519.PrivateKey
 	tokens *Tokens // issues the harness's bearer tokens
+	log    *cmdlog.Log
 }
+
+// seq is the last committed log entry.
+func (h *harness) seq() uint64 { return h.log.Seq() }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
@@ -56,8 +60,11 @@ func newHarnessOn(t testing.TB, db *store.DB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := NewDirectory(log)
-	h := &harness{t: t, dir: dir, admin: identity.GenerateKey(), tokens: NewTokens(identity.GenerateKey()),
+	dir, err := NewDirectory(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, dir: dir, log: log, admin: identity.GenerateKey(), tokens: NewTokens(identity.GenerateKey()),
 		clock: &clock{now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}}
 	api, err := NewAPI(Config{
 		Directory: dir, Log: cmdlog.NewLocal(log), Tokens: h.tokens,
@@ -77,6 +84,7 @@ func newHarnessOn(t testing.TB, db *store.DB) *harness {
 // reply is a decoded response.
 type reply struct {
 	status int
+	hdr    http.Header
 	body   map[string]any
 	raw    string
 }
@@ -99,7 +107,7 @@ func (h *harness) do(method, path, body string, hdr ...string) reply {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: string(raw)}
+	r := reply{status: resp.StatusCode, hdr: resp.Header, raw: string(raw)}
 	if err := json.Unmarshal(raw, &r.body); err != nil {
 		h.t.Fatalf("%s %s: status %d, body is not a JSON object: %q", method, path, resp.StatusCode, raw)
 	}

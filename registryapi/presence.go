@@ -1,0 +1,272 @@
+package registryapi
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/mesh/store"
+)
+
+// Presence holds each agent's latest heartbeat. It is soft state, kept
+// apart from the canonical log on purpose: a heartbeat every 5 minutes from
+// every agent would be most of the log (288 entries per agent per day, each
+// fsynced, published to every node and replayed by every new replica, for
+// ever) for a value only ever read as "the latest". So the directory node
+// records heartbeats here, numbered by a version counter, and flushes them
+// to its store every few seconds (a restart keeps who was online); other
+// nodes copy them with PresenceSince and MergePresence as they follow the
+// directory. Reads take the later of the row's registration time and the
+// agent's beat, and only a beat of the agent's current registration counts,
+// so a stale or reordered beat can never make a deleted or re-registered id
+// look alive.
+type Presence struct {
+	mu sync.Mutex
+	// epoch names the directory run that numbered ver: versions of one run
+	// mean nothing in another, so a cursor of another epoch gets everything.
+	epoch uint64
+	ver   uint64
+	beats map[string]Beat
+	// recent lists the ids beaten in version order, so that a follower's
+	// catch-up costs what changed, not the whole map.
+	recent []versioned
+	// dirty ids await Flush (a deleted id flushes as a removal).
+	dirty map[string]bool
+}
+
+// Beat is an agent's latest heartbeat.
+type Beat struct {
+	ID     string    `json:"agent_id"`
+	Reg    uint64    `json:"reg"`
+	At     time.Time `json:"at"`
+	Status string    `json:"status,omitempty"`
+	Ver    uint64    `json:"ver"`
+}
+
+// PresenceChanges is what a follower receives: the beats changed since its
+// cursor, or all of them when Full (the follower then drops what it had).
+type PresenceChanges struct {
+	Epoch uint64 `json:"epoch"`
+	Ver   uint64 `json:"ver"`
+	Full  bool   `json:"full,omitempty"`
+	Beats []Beat `json:"beats"`
+}
+
+// PresenceHeader carries, on a heartbeat's answer, the presence cursor
+// "<epoch>.<ver>" that holds the beat.
+const PresenceHeader = "X-Mesh-Presence"
+
+// FormatPresenceCursor encodes a cursor for PresenceHeader.
+func FormatPresenceCursor(epoch, ver uint64) string {
+	return strconv.FormatUint(epoch, 10) + "." + strconv.FormatUint(ver, 10)
+}
+
+// ParsePresenceCursor decodes a PresenceHeader value.
+func ParsePresenceCursor(s string) (epoch, ver uint64, ok bool) {
+	e, v, found := strings.Cut(s, ".")
+	epoch, err1 := strconv.ParseUint(e, 10, 64)
+	ver, err2 := strconv.ParseUint(v, 10, 64)
+	return epoch, ver, found && err1 == nil && err2 == nil
+}
+
+type versioned struct {
+	ver uint64
+	id  string
+}
+
+// maxRecent bounds the catch-up index; a follower further behind gets a
+// full copy.
+const maxRecent = 1 << 16
+
+func presenceKey(id string) []byte { return store.Key("p", id) }
+
+var presencePrefix = []byte("p/")
+
+func newPresence(epoch uint64) *Presence {
+	return &Presence{epoch: epoch, beats: map[string]Beat{}, dirty: map[string]bool{}}
+}
+
+// load reads the beats the directory flushed before a restart.
+func (p *Presence) load(db *store.DB) error {
+	return db.View(func(tx *store.Txn) error {
+		return tx.Scan(presencePrefix, nil, func(_, v []byte) (bool, error) {
+			var b Beat
+			if err := json.Unmarshal(v, &b); err != nil {
+				return false, err
+			}
+			b.Ver = 0 // versions of another run
+			p.beats[b.ID] = b
+			return true, nil
+		})
+	})
+}
+
+// record stores a heartbeat of the directory node and returns it numbered.
+func (p *Presence) record(b Beat) Beat {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ver++
+	b.Ver = p.ver
+	p.beats[b.ID] = b
+	p.dirty[b.ID] = true
+	p.recent = append(p.recent, versioned{p.ver, b.ID})
+	if len(p.recent) > 2*maxRecent {
+		p.recent = append(p.recent[:0], p.recent[len(p.recent)-maxRecent:]...)
+	}
+	return b
+}
+
+// get returns the beat of id, if any.
+func (p *Presence) get(id string) (Beat, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.beats[id]
+	return b, ok
+}
+
+// forget drops the beat of a deleted agent.
+func (p *Presence) forget(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.beats[id]; ok {
+		delete(p.beats, id)
+		p.dirty[id] = true
+	}
+}
+
+// since returns the changes after a follower's cursor (epoch, ver).
+func (p *Presence) since(epoch, ver uint64) PresenceChanges {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := PresenceChanges{Epoch: p.epoch, Ver: p.ver, Beats: []Beat{}}
+	oldest := p.ver + 1
+	if len(p.recent) > 0 {
+		oldest = p.recent[0].ver
+	}
+	if epoch != p.epoch || ver+1 < oldest || ver > p.ver {
+		out.Full = true
+		for _, b := range p.beats {
+			out.Beats = append(out.Beats, b)
+		}
+		return out
+	}
+	for _, r := range p.recent {
+		if b, ok := p.beats[r.id]; r.ver > ver && ok && b.Ver == r.ver {
+			out.Beats = append(out.Beats, b) // the id's latest beat, once
+		}
+	}
+	return out
+}
+
+// merge applies changes from the directory and moves the cursor.
+func (p *Presence) merge(c PresenceChanges) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.Full {
+		p.beats = make(map[string]Beat, len(c.Beats))
+	}
+	for _, b := range c.Beats {
+		p.beats[b.ID] = b
+	}
+	p.epoch, p.ver = c.Epoch, c.Ver
+}
+
+// cursor is how far a follower has merged.
+func (p *Presence) cursor() (epoch, ver uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch, p.ver
+}
+
+// flush writes the changed beats to db, a bounded batch per transaction.
+func (p *Presence) flush(db *store.DB) error {
+	p.mu.Lock()
+	batch := make(map[string]*Beat, len(p.dirty))
+	for id := range p.dirty {
+		if b, ok := p.beats[id]; ok {
+			batch[id] = &b
+		} else {
+			batch[id] = nil
+		}
+	}
+	clear(p.dirty)
+	p.mu.Unlock()
+	ids := slices.Collect(maps.Keys(batch))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 1000)]
+		err := db.Update(func(tx *store.Txn) error {
+			for _, id := range chunk {
+				if err := writeBeat(tx, id, batch[id]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil { // the rest waits for the next flush
+			p.mu.Lock()
+			for _, id := range ids {
+				p.dirty[id] = true
+			}
+			p.mu.Unlock()
+			return err
+		}
+		ids = ids[len(chunk):]
+	}
+	return nil
+}
+
+func writeBeat(tx *store.Txn, id string, b *Beat) error {
+	if b == nil {
+		return tx.Delete(presenceKey(id))
+	}
+	return tx.SetJSON(presenceKey(id), b)
+}
+
+// Heartbeat records that registration reg of agent id is alive at now (on
+// the directory node), or returns ErrAgentNotFound when that registration
+// is gone.
+func (d *Directory) Heartbeat(id string, reg uint64, now time.Time, status string) (Beat, error) {
+	a, err := d.Agent(id)
+	if err != nil {
+		return Beat{}, err
+	}
+	if a.Reg != reg {
+		return Beat{}, ErrAgentNotFound
+	}
+	return d.presence.record(Beat{ID: id, Reg: reg, At: now.UTC(), Status: status}), nil
+}
+
+// LastSeen is when a was last heard of: its latest heartbeat of this
+// registration, or the registration itself.
+func (d *Directory) LastSeen(a *Agent) time.Time {
+	if b, ok := d.presence.get(a.ID); ok && b.Reg == a.Reg && b.At.After(a.LastSeen) {
+		return b.At
+	}
+	return a.LastSeen
+}
+
+// Online reports whether a is registered and was heard of within window of now.
+func (d *Directory) Online(a *Agent, now time.Time, window time.Duration) bool {
+	seen := d.LastSeen(a)
+	return a.Registered() && !seen.IsZero() && now.Sub(seen) <= window
+}
+
+// PresenceSince returns the heartbeats a follower at cursor (epoch, ver)
+// lacks; see Presence.
+func (d *Directory) PresenceSince(epoch, ver uint64) PresenceChanges {
+	return d.presence.since(epoch, ver)
+}
+
+// MergePresence applies heartbeats copied from the directory node.
+func (d *Directory) MergePresence(c PresenceChanges) { d.presence.merge(c) }
+
+// PresenceCursor is how far this node has copied the directory's heartbeats.
+func (d *Directory) PresenceCursor() (epoch, ver uint64) { return d.presence.cursor() }
+
+// FlushPresence writes the heartbeats recorded since the last flush to the
+// store, so that a directory node that restarts still knows who is online.
+func (d *Directory) FlushPresence() error { return d.presence.flush(d.db) }
