@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -210,11 +209,9 @@ func (a *Agent) Routes(mux *http.ServeMux) {
 		}
 		mux.Handle("POST /v1/"+s.ID, httpx.Handle(a.log, signed(a.ledger, a.now, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
 			// Refuse bad input before anyone pays for it.
-			body, _ := io.ReadAll(r.Body)
-			if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+			if body := rereadBody(r); len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
 				return httpx.ErrBadJSON.With("request body of skill %s is not valid JSON", s.ID)
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return nil
 		})))

@@ -245,7 +245,7 @@ func (p *Paywall) handleTx(ctx context.Context, sigStr string) error {
 	if strings.HasPrefix(memo, invoicePrefix) {
 		return p.settleInvoice(ctx, sigStr, memo, paid, now)
 	}
-	if _, err := p.ledger.challenge(memo); err == nil {
+	if _, _, ok := parseNonce(memo); ok { // an x402 payment, served (or not) at its proof
 		_, err = p.ledger.recordDeposit(sigStr, depositRec{Outcome: outcomeX402, Lamports: paid.Lamports, At: now}, nil)
 		return err
 	}

@@ -11,12 +11,13 @@ import (
 // a 402 with its own code, and the 402 body also carries a fresh challenge,
 // so a client always knows how to pay.
 var (
-	ErrPaymentRequired  = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
-	ErrProofMalformed   = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")
-	ErrNonceUnknown     = httpx.E(http.StatusPaymentRequired, "payment_nonce_unknown", "payment nonce was not issued by this agent")
-	ErrNonceExpired     = httpx.E(http.StatusPaymentRequired, "payment_nonce_expired", "payment nonce has expired")
-	ErrNonceUsed        = httpx.E(http.StatusPaymentRequired, "payment_nonce_used", "payment nonce was already paid by another transaction")
-	ErrNonceOtherSkill  = httpx.E(http.StatusPaymentRequired, "payment_nonce_mismatch", "payment nonce was issued for another skill")
+	ErrPaymentRequired = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
+	ErrProofMalformed  = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")
+	ErrNonceUnknown    = httpx.E(http.StatusPaymentRequired, "payment_nonce_unknown", "payment nonce was not issued by this agent")
+	ErrNonceExpired    = httpx.E(http.StatusPaymentRequired, "payment_nonce_expired", "payment nonce has expired")
+	ErrNonceUsed       = httpx.E(http.StatusPaymentRequired, "payment_nonce_used", "payment nonce was already paid by another transaction")
+	ErrPaymentBinding  = httpx.E(http.StatusPaymentRequired, "payment_binding_mismatch",
+		"payment was made for another request: the retry must repeat the challenged request's skill, body and Mesh-Sig key")
 	ErrProofUsed        = httpx.E(http.StatusPaymentRequired, "payment_proof_used", "transaction already paid for another challenge")
 	ErrUnderpaid        = httpx.E(http.StatusPaymentRequired, "payment_underpaid", "transaction pays less than the price")
 	ErrWrongDestination = httpx.E(http.StatusPaymentRequired, "payment_wrong_destination", "transaction does not pay the provider wallet")

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -16,7 +17,7 @@ import (
 // Storage layout. Everything interop keeps lives in the node's Badger store
 // under "x/", apart from the registry's keys:
 //
-//	x/n/<nonce>               issued x402 challenge (challengeRec); TTL: expiry + nonceGrace
+//	x/n/<nonce>               the signature that paid an x402 nonce; TTL: expiry + nonceGrace
 //	x/s/<tx signature>        claim of a signature by a nonce, with the cached answer (claimRec); TTL claimTTL
 //	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
 //	x/f/i/<ip>                free-tier counter of an IP address (freeRec); TTL: until its reset
@@ -24,6 +25,7 @@ import (
 //	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
 //	x/m/checkpoint            newest wallet signature the poller has handled
 //	x/m/gap                   a backlog being worked off (gapRec)
+//	x/m/noncekey              the key of x402 nonce MACs (see nonce.go)
 //	x/i/<invoice nonce>       post-pay invoice (invoiceRec)
 //	x/o/<pubkey hex>          the caller's open invoice nonce
 //	x/g/<pubkey hex>/<nonce>  Mesh-Sig nonce seen on an agent endpoint; TTL 240 s
@@ -32,9 +34,9 @@ import (
 // credited) are keys that never expire; TTLs only collect garbage or bound
 // windows whose end is also stored in the value.
 const (
-	// nonceGrace keeps an expired challenge long enough to answer
-	// "expired" rather than "unknown", and to honour a payment that landed
-	// before expiry but was presented late.
+	// nonceGrace is how long after its expiry a nonce's proof is still
+	// taken: a payment that landed before expiry but was presented late is
+	// honoured. The single-use mark of a paid nonce lives as long.
 	nonceGrace = 24 * time.Hour
 	// claimTTL is how long a paid answer can be replayed.
 	claimTTL       = 7 * 24 * time.Hour
@@ -45,29 +47,22 @@ const (
 	maxCachedBody  = 1 << 20
 )
 
-// challengeRec is an issued nonce.
-type challengeRec struct {
-	Skill    string `json:"skill"`
-	Lamports uint64 `json:"lamports"`
-	Network  string `json:"network"`
-	Wallet   string `json:"wallet"`
-	Expires  int64  `json:"expires"` // unix ns
-	Sig      string `json:"sig,omitempty"`
-	// Invoice marks a post-pay invoice nonce (settled by the poller).
-	Invoice bool `json:"invoice,omitempty"`
-}
-
-// claimRec ties a transaction signature to the nonce it paid, and keeps
-// the answer served for it.
+// claimRec ties a transaction signature to the nonce it paid and to the
+// request it paid for, and keeps the answer served for it.
 type claimRec struct {
 	Nonce    string `json:"nonce"`
 	Skill    string `json:"skill"`
 	Lamports uint64 `json:"lamports"`
 	At       int64  `json:"at"`
-	Served   bool   `json:"served"`
-	Status   int    `json:"status,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Body     []byte `json:"body,omitempty"`
+	// Bind is the hex SHA-256 of the skill and request body, Key the
+	// caller's Mesh-Sig key when the nonce was bound to one: only a
+	// request with the same binding is served.
+	Bind   string `json:"bind"`
+	Key    string `json:"key,omitempty"`
+	Served bool   `json:"served"`
+	Status int    `json:"status,omitempty"`
+	Type   string `json:"type,omitempty"`
+	Body   []byte `json:"body,omitempty"`
 }
 
 type freeRec struct {
@@ -122,6 +117,9 @@ type invoiceRec struct {
 type ledger struct {
 	db *store.DB
 	mu sync.Mutex
+
+	keyMu    sync.Mutex
+	nonceKey []byte
 
 	locksMu sync.Mutex
 	locks   map[string]*keyLock
@@ -213,19 +211,38 @@ func (l *ledger) claimMeshNonce(pubHex, nonce string) error {
 
 // --- x402 challenges and claims ---
 
-// issue stores a fresh challenge nonce.
-func (l *ledger) issue(rec challengeRec, prefix string, now time.Time) (string, error) {
-	nonce := randomToken(prefix, 16)
-	ttl := time.Duration(rec.Expires-now.UnixNano()) + nonceGrace
-	err := l.update(func(tx *store.Txn) error { return setJSONTTL(tx, store.Key("x", "n", nonce), rec, ttl) })
-	return nonce, err
+// macKey returns the key of x402 nonce MACs, created on first use and kept
+// in the store so that nonces outlive a restart.
+func (l *ledger) macKey() ([]byte, error) {
+	l.keyMu.Lock()
+	defer l.keyMu.Unlock()
+	if l.nonceKey != nil {
+		return l.nonceKey, nil
+	}
+	err := l.update(func(tx *store.Txn) error {
+		b, err := tx.Get([]byte(nonceKeyDB))
+		if errors.Is(err, store.ErrNotFound) {
+			b = make([]byte, macKeySize)
+			rand.Read(b)
+			err = tx.Set([]byte(nonceKeyDB), b)
+		}
+		l.nonceKey = bytes.Clone(b)
+		return err
+	})
+	if err != nil {
+		l.nonceKey = nil
+	}
+	return l.nonceKey, err
 }
 
-func (l *ledger) challenge(nonce string) (*challengeRec, error) {
-	if validNonce(nonce) != nil {
-		return nil, store.ErrNotFound
-	}
-	return getJSON[challengeRec](l.db, store.Key("x", "n", nonce))
+// nonceUsed reports whether a transaction has paid nonce.
+func (l *ledger) nonceUsed(nonce string) (bool, error) {
+	var ok bool
+	err := l.db.View(func(tx *store.Txn) (err error) {
+		ok, err = tx.Has(store.Key("x", "n", nonce))
+		return err
+	})
+	return ok, err
 }
 
 func (l *ledger) claimOf(sig string) (*claimRec, error) {
@@ -234,8 +251,9 @@ func (l *ledger) claimOf(sig string) (*claimRec, error) {
 
 // claim atomically ties sig to nonce: the signature must be unclaimed and
 // the nonce unpaid. It is the one step after which the caller has paid for
-// exactly this nonce.
-func (l *ledger) claim(sig, nonce string, c claimRec) error {
+// exactly this nonce. The nonce's mark lives for nonceTTL, as long as a
+// proof of it is taken.
+func (l *ledger) claim(sig, nonce string, c claimRec, nonceTTL time.Duration) error {
 	sk, nk := store.Key("x", "s", sig), store.Key("x", "n", nonce)
 	return l.update(func(tx *store.Txn) error {
 		var prev claimRec
@@ -245,18 +263,13 @@ func (l *ledger) claim(sig, nonce string, c claimRec) error {
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		var ch challengeRec
-		if err := tx.GetJSON(nk, &ch); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return ErrNonceUnknown
+		if used, err := tx.Has(nk); err != nil || used {
+			if used {
+				return ErrNonceUsed
 			}
 			return err
 		}
-		if ch.Sig != "" {
-			return ErrNonceUsed
-		}
-		ch.Sig = sig
-		if err := setJSONTTL(tx, nk, ch, max(time.Until(time.Unix(0, ch.Expires))+nonceGrace, nonceGrace)); err != nil {
+		if err := tx.SetTTL(nk, []byte(sig), max(nonceTTL, time.Minute)); err != nil {
 			return err
 		}
 		return setJSONTTL(tx, sk, c, claimTTL)

@@ -242,8 +242,9 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			return nil
 		}
 		c := CallerFrom(r.Context())
+		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c)}
 		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
-			return p.serveProof(w, r, skill, lamports, proof, next)
+			return p.serveProof(w, r, pc, proof, next)
 		}
 		cause := ErrPaymentRequired
 		if ok, err := p.takeFree(c); err != nil {
@@ -262,145 +263,8 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 		if served, err := p.servePostpay(w, r, skill, lamports, next); served || err != nil {
 			return err
 		}
-		return p.challenge(w, skill, lamports, cause)
+		return p.challenge(w, pc, cause)
 	})
-}
-
-// challenge answers 402 with a fresh nonce; cause says why. Without the
-// x402 mode there is nothing to pay per call: the 402 says to top up.
-func (p *Paywall) challenge(w http.ResponseWriter, skill string, lamports uint64, cause *httpx.Error) error {
-	if !p.cfg.has(ModeX402) {
-		return cause.With("%s; this agent takes prepaid deposits only: POST /v1/topup, then call with X-Api-Key", cause.Detail)
-	}
-	now := p.now()
-	exp := now.Add(p.cfg.ChallengeTTL)
-	nonce, err := p.ledger.issue(challengeRec{Skill: skill, Lamports: lamports, Network: p.cfg.Network,
-		Wallet: p.cfg.Wallet, Expires: exp.UnixNano()}, "x4_", now)
-	if err != nil {
-		return err
-	}
-	body := BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: lamports,
-		Nonce: nonce, Resource: "/v1/" + skill, ExpiresAt: exp}, cause.Code, cause.Detail)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusPaymentRequired)
-	w.Write(append(body, '\n'))
-	return nil
-}
-
-// refuse answers a failed check: 402 causes come with a fresh challenge,
-// anything else is returned as an error.
-func (p *Paywall) refuse(w http.ResponseWriter, skill string, lamports uint64, err error) error {
-	var e *httpx.Error
-	if errors.As(err, &e) && e.Status == http.StatusPaymentRequired {
-		return p.challenge(w, skill, lamports, e)
-	}
-	return err
-}
-
-func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, skill string, lamports uint64, proof string, next http.Handler) error {
-	sig, err := solana.SignatureFromBase58(proof)
-	if err != nil || len(proof) > 100 {
-		return p.refuse(w, skill, lamports, ErrProofMalformed)
-	}
-	unlock := p.ledger.lock(sig.String())
-	defer unlock()
-	nonce := r.Header.Get(HeaderPaymentNonce)
-	if c, err := p.ledger.claimOf(sig.String()); err == nil {
-		if nonce != "" && c.Nonce != nonce || c.Skill != skill {
-			return p.refuse(w, skill, lamports, ErrProofUsed.With("transaction %s already paid for another challenge", sig))
-		}
-		if c.Served {
-			h := w.Header()
-			h.Set(HeaderPaymentReplay, "true")
-			h.Set(HeaderPaymentProof, sig.String())
-			if c.Type != "" {
-				h.Set("Content-Type", c.Type)
-			}
-			w.WriteHeader(c.Status)
-			w.Write(c.Body)
-			return nil
-		}
-		return p.serveClaimed(w, r, sig.String(), next) // its first answer failed: serve again
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-
-	var ch *challengeRec
-	if nonce != "" {
-		if ch, err = p.openChallenge(nonce, skill); err != nil {
-			return p.refuse(w, skill, lamports, err)
-		}
-	}
-	res, err := p.chain.Transaction(r.Context(), sig)
-	if err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	paid, err := inspect(res, p.wallet)
-	if err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	if paid.Signature != sig.String() {
-		return p.refuse(w, skill, lamports, ErrTxMalformed.With("the RPC returned another transaction than %s", sig))
-	}
-	if ch == nil { // no X-Payment-Nonce: the memo names the challenge
-		if len(paid.Memos) != 1 {
-			return p.refuse(w, skill, lamports, checkPayment(paid, lamports, ""))
-		}
-		nonce = string(paid.Memos[0])
-		if ch, err = p.openChallenge(nonce, skill); err != nil {
-			return p.refuse(w, skill, lamports, err)
-		}
-	}
-	if err := checkPayment(paid, ch.Lamports, nonce); err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	landed := p.now()
-	if paid.BlockTime > 0 {
-		landed = time.Unix(paid.BlockTime, 0)
-	}
-	if landed.UnixNano() > ch.Expires {
-		return p.refuse(w, skill, lamports, ErrNonceExpired.With("nonce expired at %s; the transaction landed at %s",
-			time.Unix(0, ch.Expires).UTC().Format(time.RFC3339), landed.UTC().Format(time.RFC3339)))
-	}
-	err = p.ledger.claim(sig.String(), nonce, claimRec{Nonce: nonce, Skill: skill, Lamports: paid.Lamports, At: p.now().UnixNano()})
-	if err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	p.log.Info("x402 payment accepted", "skill", skill, "signature", sig.String(), "lamports", paid.Lamports)
-	return p.serveClaimed(w, r, sig.String(), next)
-}
-
-// openChallenge returns the unpaid, unexpired-or-grace challenge nonce of skill.
-func (p *Paywall) openChallenge(nonce, skill string) (*challengeRec, error) {
-	ch, err := p.ledger.challenge(nonce)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, ErrNonceUnknown
-	case err != nil:
-		return nil, err
-	case ch.Invoice || ch.Skill != skill:
-		return nil, ErrNonceOtherSkill
-	case ch.Sig != "":
-		return nil, ErrNonceUsed
-	case ch.Network != p.cfg.Network || ch.Wallet != p.cfg.Wallet:
-		return nil, ErrNonceUnknown.With("nonce was issued for another network or wallet")
-	}
-	return ch, nil
-}
-
-// serveClaimed runs next for a claimed signature and caches its answer;
-// a 5xx answer is not cached, so a retry with the same proof runs again.
-func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "x402"))
-	if rec.status < 500 {
-		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
-			p.log.Error("caching a paid answer", "signature", sig, "err", err)
-		}
-	}
-	rec.header.Set(HeaderPaymentProof, sig)
-	rec.flush(w)
-	return nil
 }
 
 // takeFree counts a free call for a signed caller with allowance left.

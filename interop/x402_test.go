@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
 
@@ -134,10 +136,33 @@ func TestX402Refusals(t *testing.T) {
 		{"rpc error", "payment_rpc_error", rpcFault(soltest.RPCError)},
 		{"rpc http 500", "payment_rpc_error", rpcFault(soltest.HTTP500)},
 		{"rpc timeout", "payment_rpc_timeout", rpcFault(soltest.Hang)},
-		{"nonce of another skill", "payment_nonce_mismatch", func(h *harness) (string, string) {
-			n, _ := h.agent.paywall.ledger.issue(challengeRec{Skill: "other", Lamports: testPrice, Network: NetworkDevnet,
-				Wallet: h.provider.Address(), Expires: h.clock.Now().Add(time.Minute).UnixNano()}, "x4_", h.clock.Now())
+		{"nonce of another skill", "payment_binding_mismatch", func(h *harness) (string, string) {
+			key, _ := h.agent.paywall.ledger.macKey()
+			n := newNonce(key, NetworkDevnet, h.provider.Address(), nonceTerms{Expires: h.clock.Now().Add(time.Minute), Lamports: testPrice},
+				bindingOf("other", []byte(`{"x":1}`), Caller{}))
 			return h.pay(payer, testPrice, n).String(), n
+		}},
+		{"nonce of another body", "payment_binding_mismatch", func(h *harness) (string, string) {
+			r := h.call(nil, "POST", "/v1/echo", `{"x":2}`)
+			n := r.header.Get(HeaderPaymentNonce)
+			return h.pay(payer, testPrice, n).String(), n
+		}},
+		{"nonce of another body, from the memo", "payment_binding_mismatch", func(h *harness) (string, string) {
+			r := h.call(nil, "POST", "/v1/echo", `{"x":2}`)
+			return h.pay(payer, testPrice, r.header.Get(HeaderPaymentNonce)).String(), ""
+		}},
+		{"nonce of a signed request, retried unsigned", "payment_binding_mismatch", func(h *harness) (string, string) {
+			r := h.call(identity.GenerateKey(), "POST", "/v1/echo", `{"x":1}`)
+			n := r.header.Get(HeaderPaymentNonce)
+			return h.pay(payer, testPrice, n).String(), n
+		}},
+		{"forged nonce", "payment_binding_mismatch", func(h *harness) (string, string) {
+			n := h.challenge()
+			forged := n[:len(n)-4] + "AAAA"
+			if forged == n {
+				forged = n[:len(n)-4] + "BBBB"
+			}
+			return h.pay(payer, testPrice, forged).String(), forged
 		}},
 		{"nonce paid by another transaction", "payment_nonce_used", func(h *harness) (string, string) {
 			n := h.challenge()
@@ -311,5 +336,77 @@ func TestGenesisCheck(t *testing.T) {
 	a.Close()
 	if !strings.Contains(ErrGenesisMismatch.Error(), "genesis") {
 		t.Fatal("sentinel text")
+	}
+}
+
+// TestX402PaymentIsBoundToTheRequest: the signature and memo of a payment
+// are public on chain. An observer who sends them before the payer is not
+// served and claims nothing; after the payer is served, the observer
+// cannot read the cached answer; and the payer's own replay with another
+// body is refused rather than answered with the old result.
+func TestX402PaymentIsBoundToTheRequest(t *testing.T) {
+	for _, signed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "signed payer", false: "unsigned payer"}[signed], func(t *testing.T) {
+			h := newHarness(t)
+			var payer ed25519.PrivateKey
+			if signed {
+				payer = identity.GenerateKey()
+			}
+			body := `{"secret":"payer's question"}`
+			r := h.call(payer, "POST", "/v1/echo", body)
+			n := r.header.Get(HeaderPaymentNonce)
+			sig := h.pay(NewWallet(), testPrice, n).String()
+
+			observers := []struct {
+				name string
+				key  ed25519.PrivateKey
+				body string
+			}{
+				{"observer, other key", identity.GenerateKey(), `{"x":1}`},
+				{"observer, unsigned", nil, `{"x":1}`},
+			}
+			if signed { // knowing the body is not enough without the payer's key
+				observers = append(observers, struct {
+					name string
+					key  ed25519.PrivateKey
+					body string
+				}{"observer, same body", identity.GenerateKey(), body})
+			}
+			try := func(key ed25519.PrivateKey, body string, withNonce bool) resp {
+				hdr := []string{HeaderPaymentProof, sig}
+				if withNonce {
+					hdr = append(hdr, HeaderPaymentNonce, n)
+				}
+				return h.call(key, "POST", "/v1/echo", body, hdr...)
+			}
+			for _, o := range observers {
+				for _, withNonce := range []bool{true, false} {
+					if r := try(o.key, o.body, withNonce); r.status != 402 || r.body["code"] != "payment_binding_mismatch" {
+						t.Fatalf("%s before the payer (nonce header %v): %d %s", o.name, withNonce, r.status, r.raw)
+					}
+				}
+			}
+			if h.served.Load() != 0 {
+				t.Fatal("an observer was served")
+			}
+			first := try(payer, body, true)
+			if first.status != 200 || first.header.Get(HeaderPaymentReplay) != "" || !strings.Contains(first.raw, "payer's question") {
+				t.Fatalf("payer after the observers: %d %s", first.status, first.raw)
+			}
+			for _, o := range observers {
+				if r := try(o.key, o.body, false); r.status != 402 || r.body["code"] != "payment_binding_mismatch" || strings.Contains(r.raw, "payer's question") {
+					t.Fatalf("%s after the payer: %d %s", o.name, r.status, r.raw)
+				}
+			}
+			if r := try(payer, `{"other":"question"}`, true); r.status != 402 || r.body["code"] != "payment_binding_mismatch" {
+				t.Fatalf("payer's replay with another body: %d %s", r.status, r.raw)
+			}
+			if r := try(payer, body, false); r.status != 200 || r.raw != first.raw || r.header.Get(HeaderPaymentReplay) != "true" {
+				t.Fatalf("payer's replay: %d %s", r.status, r.raw)
+			}
+			if n := h.served.Load(); n != 1 {
+				t.Fatalf("skill ran %d times", n)
+			}
+		})
 	}
 }
