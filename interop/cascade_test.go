@@ -3,11 +3,13 @@ package interop
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -329,5 +331,80 @@ func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
 	json.Unmarshal([]byte(h.call(nil, "GET", "/.well-known/agent.json", "").raw), &card)
 	if slices.Contains(card.Protocols, ModeX402) || card.Payment.Deposit == nil {
 		t.Fatalf("deposit-only card %+v", card)
+	}
+}
+
+// TestPostpayOneOpenInvoiceUnderConcurrency: many concurrent calls from a
+// trusted caller get one delivery on credit between them; the rest are
+// asked to pre-pay. A call that fails with a 5xx releases its invoice.
+func TestPostpayOneOpenInvoiceUnderConcurrency(t *testing.T) {
+	min := 0.8
+	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min })
+	trusted := identity.GenerateKey()
+	score := 0.9
+	h.reg.score = &score
+	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+
+	h.fail.Store(true)
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 500 {
+		t.Fatalf("failing skill: %d %s", r.status, r.raw)
+	}
+	h.fail.Store(false)
+
+	// A slow skill keeps every call inside the check-serve-record window
+	// a racy reservation would have; the answer must not depend on it.
+	h.slow.Store(int64(100 * time.Millisecond))
+	const calls = 20
+	statuses := make(chan int, calls)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses <- h.call(trusted, "POST", "/v1/echo", `{}`).status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[200] != 1 || count[402] != calls-1 {
+		t.Fatalf("%d concurrent post-pay calls answered %v; want one 200 and the rest 402", calls, count)
+	}
+	if n := h.served.Load(); n != 1 {
+		t.Fatalf("skill ran %d times on credit", n)
+	}
+}
+
+// TestPostpayUnansweredInvoiceIsDropped: an invoice reserved for a call
+// that was never answered (the provider stopped mid-call) is dropped when
+// due, without a report against the caller, who may post-pay again.
+func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
+	min := 0.8
+	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+	trusted := identity.GenerateKey()
+	pub := trusted.Public().(ed25519.PublicKey)
+	score := 0.9
+	h.reg.score = &score
+	h.reg.agents[identity.EncodePublicKey(pub)] = "trusted-1"
+	inv := invoiceRec{Caller: identity.EncodePublicKey(pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice,
+		Due: h.clock.Now().Add(time.Hour).UnixNano(), Pending: true}
+	if ok, err := h.agent.paywall.ledger.reserveInvoice(hex.EncodeToString(pub), "inv_crashed", inv); !ok || err != nil {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("with a reserved invoice: %d", r.status)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 0 {
+		t.Fatalf("reported for a call never answered: %+v", reps)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 200 || r.body["paid_by"] != "postpay" {
+		t.Fatalf("after the dropped invoice: %d %s", r.status, r.raw)
 	}
 }

@@ -63,7 +63,9 @@ type harness struct {
 	reg      *fakeRegistry
 	served   atomic.Int64
 	fail     atomic.Bool
-	clock    *clock
+	// slow makes the paid skill take this long: a wide window for races.
+	slow  atomic.Int64
+	clock *clock
 }
 
 type clock struct {
@@ -110,6 +112,7 @@ func (h *harness) start(pc *PaymentConfig) {
 		if h.fail.Load() {
 			return nil, io.ErrUnexpectedEOF
 		}
+		time.Sleep(time.Duration(h.slow.Load()))
 		h.served.Add(1)
 		return map[string]any{"echo": in, "paid_by": CallerFrom(ctx).PaidBy}, nil
 	}

@@ -110,6 +110,10 @@ type invoiceRec struct {
 	Due      int64  `json:"due"`
 	PaidSig  string `json:"paid_sig,omitempty"`
 	Reported bool   `json:"reported,omitempty"`
+	// Pending: reserved, the call not answered yet. An invoice left
+	// pending (the provider stopped mid-call) is dropped when due, never
+	// reported: the caller may not have been served.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // ledger is interop's state. Every write goes through mu, so Badger
