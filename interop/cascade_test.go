@@ -177,7 +177,7 @@ func TestPostpay(t *testing.T) {
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Paid || reps[0].Disputed {
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Success || !reps[0].Paid || reps[0].Disputed || reps[0].LatencyMS != nil {
 		t.Fatalf("reports after settlement: %+v", reps)
 	}
 	// Served again on credit; this time the caller never pays.
@@ -190,7 +190,7 @@ func TestPostpay(t *testing.T) {
 	}
 	h.agent.paywall.checkInvoices(context.Background()) // reported once only
 	reps := h.reg.Reports()
-	if len(reps) != 2 || !reps[1].Paid || !reps[1].Disputed {
+	if len(reps) != 2 || reps[1].Success || !reps[1].Paid || !reps[1].Disputed || reps[1].LatencyMS != nil {
 		t.Fatalf("reports after default: %+v", reps)
 	}
 	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {

@@ -149,9 +149,11 @@ type Registry interface {
 }
 
 // Report is a reputation report (spec 2.7) this agent files about a caller.
+// A settlement report times no call: LatencyMS is nil, so it gives the
+// registry no speed signal.
 type Report struct {
 	Success    bool   `json:"success"`
-	LatencyMS  int64  `json:"latency_ms"`
+	LatencyMS  *int64 `json:"latency_ms,omitempty"`
 	Paid       bool   `json:"paid"`
 	Disputed   bool   `json:"disputed"`
 	Capability string `json:"capability,omitempty"`

@@ -19,11 +19,12 @@ import (
 // transfer (memo = invoice id) and settles the invoice. A caller has at most
 // one open invoice: while one is unpaid it pre-pays like anyone else.
 //
-// A caller that never pays lowers its own settlement score: when an
-// invoice is overdue the provider files a signed reputation report about
-// the caller's agent through the registry with paid=true, disputed=true
-// (settlement counts paid-and-not-disputed over paid). A settled invoice
-// files paid=true, disputed=false.
+// A caller that never pays lowers its own score: when an invoice is
+// overdue the provider files a signed reputation report about the caller's
+// agent through the registry with success=false, paid=true, disputed=true
+// (reliability counts successes, settlement paid-and-not-disputed over
+// paid). A settled invoice files success=true, paid=true, disputed=false.
+// Neither carries latency_ms: no call was timed, so speed is not touched.
 
 // invoicePrefix opens invoice nonces; the poller settles memos that carry it.
 const invoicePrefix = "inv_"
@@ -225,7 +226,9 @@ func (p *Paywall) report(ctx context.Context, inv invoiceRec, disputed bool) boo
 	if p.registry == nil || inv.AgentID == "" {
 		return false
 	}
-	err := p.registry.Report(ctx, inv.AgentID, Report{Success: true, Paid: true, Disputed: disputed, Capability: inv.Skill})
+	// A default is a failed exchange (success false): reliability and
+	// settlement both fall. No latency is invented for either outcome.
+	err := p.registry.Report(ctx, inv.AgentID, Report{Success: !disputed, Paid: true, Disputed: disputed, Capability: inv.Skill})
 	if err != nil {
 		p.log.Warn("filing a settlement report failed; retried later", "agent", inv.AgentID, "err", err)
 		return false
