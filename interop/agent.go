@@ -275,7 +275,8 @@ func (a *Agent) Card() Card {
 		c.Pricing = append(c.Pricing, cheapest[k])
 	}
 	if pc := a.cfg.Payment; pc != nil {
-		pb := &PaymentBlock{Modes: pc.Modes, Network: pc.Network, Wallet: pc.Wallet, PostpayMinReputation: pc.PostpayMinReputation}
+		pb := &PaymentBlock{Modes: pc.Modes, Network: pc.Network, Wallet: pc.Wallet, Commitment: pc.Commitment,
+			PostpayMinReputation: pc.PostpayMinReputation}
 		if pc.has(ModeDeposit) {
 			pb.Deposit = &DepositTerms{MinLamports: pc.DepositMinLamports, CreditUnit: CurrencyLamports, Divisor: pc.CreditDivisor}
 		}

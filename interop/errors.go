@@ -58,6 +58,9 @@ var (
 	// ErrRefused is returned by the client when it will not pay a challenge
 	// (over the cap, wrong network or payee, expired, no wallet).
 	ErrRefused = errors.New("interop: payment refused by the client")
+	// ErrTxExpired is returned by Chain.Pay when the transaction's blockhash
+	// expired before it landed: it can never land, and nothing was paid.
+	ErrTxExpired = errors.New("interop: the payment transaction expired before it landed; nothing was paid")
 	// ErrCall is returned by the client for an unexpected answer of an agent or node.
 	ErrCall = errors.New("interop: call failed")
 )

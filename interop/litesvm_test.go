@@ -93,7 +93,7 @@ func TestLiteSVMPayAndDeposit(t *testing.T) {
 	}
 	chain := NewChain(url, CommitmentFinalized, 10*time.Second)
 	defer chain.Close()
-	c := &Client{Key: identity.GenerateKey(), Wallet: payer, Chain: chain, MaxLamports: testPrice, Now: h.clock.Now}
+	c := &Client{Key: identity.GenerateKey(), Wallet: payer, Chain: chain, MaxLamports: testPrice, Now: h.clock.Now, GenesisHash: genesis}
 	card, err := c.Card(ctx, h.srv.URL)
 	if err != nil {
 		t.Fatal(err)
