@@ -272,6 +272,8 @@ func (c *Client) sendProof(ctx context.Context, target string, input []byte, sig
 			// Retrying with the same proof is safe: the agent serves a
 			// payment once and replays its answer.
 			err = fmt.Errorf("sending the proof: %w", err)
+		case resp.StatusCode == http.StatusTooManyRequests:
+			err = errors.New("the agent limits proof checks; waiting")
 		case resp.StatusCode != http.StatusPaymentRequired:
 			res, err := result(resp, b)
 			if res != nil {

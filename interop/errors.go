@@ -30,6 +30,8 @@ var (
 	ErrRPC              = httpx.E(http.StatusPaymentRequired, "payment_rpc_error", "the chain RPC could not be asked; retry shortly")
 	ErrRPCTimeout       = httpx.E(http.StatusPaymentRequired, "payment_rpc_timeout", "the chain RPC did not answer in time; retry shortly")
 	ErrBalanceEmpty     = httpx.E(http.StatusPaymentRequired, "balance_insufficient", "prepaid balance is lower than the price")
+	ErrProofRateLimited = httpx.E(http.StatusTooManyRequests, "proof_rate_limited",
+		"too many payment proofs from this address were checked on chain; retry in a few seconds")
 
 	ErrAPIKeyUnknown = httpx.E(http.StatusUnauthorized, "api_key_unknown", "X-Api-Key is not known to this agent")
 	ErrAPIKeyOwner   = httpx.E(http.StatusUnauthorized, "api_key_owner", "X-Api-Key must be used with a Mesh-Sig by the key that requested it")

@@ -169,6 +169,7 @@ type Paywall struct {
 	registry Registry
 	log      *slog.Logger
 	now      func() time.Time
+	proofs   *ipLimiter // proof checks that reach the chain, per IP
 
 	pollMu sync.Mutex // one poll at a time
 	cancel context.CancelFunc
@@ -192,7 +193,7 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	}
 	return &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
-		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now,
+		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newIPLimiter(),
 	}, nil
 }
 
@@ -244,7 +245,7 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			return nil
 		}
 		c := CallerFrom(r.Context())
-		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c)}
+		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c), ip: c.IP}
 		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
 			return p.serveProof(w, r, pc, proof, next)
 		}

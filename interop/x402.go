@@ -17,6 +17,7 @@ type paidCall struct {
 	skill    string
 	lamports uint64
 	bind     binding
+	ip       string
 }
 
 // challenge answers 402 with a fresh nonce bound to the request; cause
@@ -67,6 +68,9 @@ func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, pc *paidCal
 		return err
 	}
 	v, err := p.verifyProof(r.Context(), pc, sig, nonce)
+	if errors.Is(err, ErrProofRateLimited) {
+		w.Header().Set("Retry-After", "5")
+	}
 	if err != nil {
 		return p.refuse(w, pc, err)
 	}
@@ -123,6 +127,9 @@ func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Sign
 		if v.terms, err = p.openNonce(nonce, pc); err != nil {
 			return v, err
 		}
+	}
+	if !p.proofs.allow(pc.ip, p.now()) {
+		return v, ErrProofRateLimited
 	}
 	res, err := p.chain.Transaction(ctx, sig)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/store"
 )
 
 func TestX402PayAndReplay(t *testing.T) {
@@ -157,11 +159,7 @@ func TestX402Refusals(t *testing.T) {
 			return h.pay(payer, testPrice, n).String(), n
 		}},
 		{"forged nonce", "payment_binding_mismatch", func(h *harness) (string, string) {
-			n := h.challenge()
-			forged := n[:len(n)-4] + "AAAA"
-			if forged == n {
-				forged = n[:len(n)-4] + "BBBB"
-			}
+			forged := forge(h.challenge())
 			return h.pay(payer, testPrice, forged).String(), forged
 		}},
 		{"nonce paid by another transaction", "payment_nonce_used", func(h *harness) (string, string) {
@@ -409,4 +407,71 @@ func TestX402PaymentIsBoundToTheRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countKeys counts the store's keys under prefix.
+func countKeys(t *testing.T, db *store.DB, prefix string) int {
+	t.Helper()
+	n := 0
+	err := db.View(func(tx *store.Txn) error {
+		return tx.Scan([]byte(prefix), nil, func(_, _ []byte) (bool, error) { n++; return true, nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestUnpaidCallsCostTheProviderNothing: a flood of unpaid calls and of
+// refused proofs writes nothing to the store, and made-up proofs reach the
+// chain at most a burst's worth of times per address per minute.
+func TestUnpaidCallsCostTheProviderNothing(t *testing.T) {
+	h := newHarness(t)
+	n := h.challenge() // creates the nonce key, once
+	before := countKeys(t, h.db, "x/")
+	for i := range 200 {
+		if r := h.call(nil, "POST", "/v1/echo", fmt.Sprintf(`{"i":%d}`, i)); r.status != 402 {
+			t.Fatalf("unpaid call: %d", r.status)
+		}
+	}
+	fake := func(i int) solana.Signature { return solana.Signature{byte(i), byte(i >> 8), 7} }
+	rpcBefore := h.chain.Calls("getTransaction")
+	for i := range 100 { // forged nonces fail their MAC before the chain is asked
+		if r := h.withProof(fake(i), forge(n)); r.status != 402 {
+			t.Fatalf("forged nonce: %d %s", r.status, r.raw)
+		}
+	}
+	if got := h.chain.Calls("getTransaction") - rpcBefore; got != 0 {
+		t.Fatalf("forged nonces cost %d RPC calls", got)
+	}
+	limited := 0
+	for i := range 100 { // made-up signatures with a real nonce: rate limited
+		switch r := h.withProof(fake(1000+i), n); {
+		case r.status == 429 && r.body["code"] == "proof_rate_limited" && r.header.Get("Retry-After") != "":
+			limited++
+		case r.status != 402 || r.body["code"] != "payment_not_visible":
+			t.Fatalf("made-up signature: %d %s", r.status, r.raw)
+		}
+	}
+	if got := h.chain.Calls("getTransaction") - rpcBefore; got != proofCheckBurst || limited != 100-proofCheckBurst {
+		t.Fatalf("100 made-up proofs: %d RPC calls, %d limited; want %d calls", got, limited, proofCheckBurst)
+	}
+	if after := countKeys(t, h.db, "x/"); after != before {
+		t.Fatalf("unpaid calls and refused proofs left %d keys in the store", after-before)
+	}
+	// The bucket refills with time: a payer is checked again.
+	h.clock.Advance(time.Minute)
+	sig := h.pay(NewWallet(), testPrice, n)
+	if r := h.withProof(sig, n); r.status != 200 {
+		t.Fatalf("payer after the flood: %d %s", r.status, r.raw)
+	}
+}
+
+// forge changes the last character of a nonce (part of its MAC).
+func forge(nonce string) string {
+	c := "A"
+	if nonce[len(nonce)-1] == 'A' {
+		c = "B"
+	}
+	return nonce[:len(nonce)-1] + c
 }
