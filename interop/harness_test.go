@@ -207,3 +207,13 @@ func memDB(t *testing.T) *store.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// balance reads the prepaid balance (lamports) of key as its owner.
+func (h *harness) balance(owner ed25519.PrivateKey, key string) float64 {
+	h.t.Helper()
+	r := h.call(owner, "GET", "/v1/balance", "", HeaderAPIKey, key)
+	if r.status != 200 {
+		h.t.Fatalf("balance: %d %s", r.status, r.raw)
+	}
+	return r.body["lamports"].(float64)
+}

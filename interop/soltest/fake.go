@@ -212,12 +212,18 @@ func (c *Chain) land(raw []byte, o Land) (solana.Signature, error) {
 	fee := uint64(5000 * len(tx.Signatures))
 	c.balances[keys[0]] -= min(fee, c.balances[keys[0]])
 	if o.Err == nil {
+		// System Transfer (2: from, to) and TransferWithSeed (11: from,
+		// base, to) move lamports, top-level or inner.
 		move := func(prog uint16, accts []uint16, data []byte) {
-			if int(prog) >= len(keys) || !keys[prog].Equals(solana.SystemProgramID) || len(data) < 12 || binary.LittleEndian.Uint32(data) != 2 || len(accts) < 2 {
+			if int(prog) >= len(keys) || !keys[prog].Equals(solana.SystemProgramID) || len(data) < 12 {
+				return
+			}
+			toIdx := map[uint32]int{2: 1, 11: 2}[binary.LittleEndian.Uint32(data)]
+			if toIdx == 0 || len(accts) <= toIdx {
 				return
 			}
 			n := binary.LittleEndian.Uint64(data[4:12])
-			from, to := keys[accts[0]], keys[accts[1]]
+			from, to := keys[accts[0]], keys[accts[toIdx]]
 			c.balances[from] -= min(n, c.balances[from])
 			c.balances[to] += n
 		}
