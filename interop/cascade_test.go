@@ -408,3 +408,43 @@ func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
 		t.Fatalf("after the dropped invoice: %d %s", r.status, r.raw)
 	}
 }
+
+// TestPollerFirstStartSkipsHistory: on its first start the agent does not
+// read the wallet's history (nothing in it can be credited); deposits made
+// afterwards, also while the agent is down, are credited.
+func TestPollerFirstStartSkipsHistory(t *testing.T) {
+	h := newHarness(t)
+	h.agent.Close()
+	h.db = memDB(t) // a first start, on a wallet with a history
+	old := NewWallet()
+	for i := range 30 {
+		h.pay(old, uint64(1000+i), "tk_from_before")
+	}
+	h.start(testPayment(h.chain, h.provider.Address()))
+	reads := h.chain.Calls("getTransaction")
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.chain.Calls("getTransaction") - reads; n != 0 {
+		t.Fatalf("the first start read %d old transactions", n)
+	}
+	caller, payer := identity.GenerateKey(), NewWallet()
+	key := h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`).body["api_key"].(string)
+	h.pay(payer, 2_000, key)
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A deposit landed while the agent is down is read at the next start.
+	h.agent.Close()
+	h.pay(payer, 3_000, key)
+	h.start(testPayment(h.chain, h.provider.Address()))
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.balance(caller, key); got != 5_000 {
+		t.Fatalf("balance %v, want 5000", got)
+	}
+	if n := h.chain.Calls("getTransaction") - reads; n != 2 {
+		t.Fatalf("%d transactions read; want the 2 deposits", n)
+	}
+}

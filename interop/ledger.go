@@ -410,17 +410,27 @@ func (l *ledger) recordDeposit(sig string, rec depositRec, apply func(*store.Txn
 	return done, err
 }
 
-func (l *ledger) checkpoint() (string, error) {
-	var s string
-	err := l.db.View(func(tx *store.Txn) error {
+// checkpoint is the newest wallet signature the poller has handled; ""
+// when none. ok is false when no checkpoint was ever stored.
+func (l *ledger) checkpoint() (sig string, ok bool, err error) {
+	err = l.db.View(func(tx *store.Txn) error {
 		b, err := tx.Get([]byte(checkpointKey))
-		s = string(b)
+		sig = string(b)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
+		return "", false, nil
 	}
-	return s, err
+	return sig, err == nil, err
+}
+
+// hasAny reports whether some key starts with prefix.
+func (l *ledger) hasAny(prefix []byte) (bool, error) {
+	found := false
+	err := l.db.View(func(tx *store.Txn) error {
+		return tx.Scan(prefix, nil, func(_, _ []byte) (bool, error) { found = true; return false, nil })
+	})
+	return found, err
 }
 
 func (l *ledger) setCheckpoint(sig string) error {

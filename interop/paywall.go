@@ -198,13 +198,20 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 }
 
 // Start checks that the RPC endpoint serves the configured network, then
-// runs the deposit poller and the post-pay invoice checks until Close.
+// runs the deposit poller and the post-pay invoice checks until Close (on
+// a first start the poller begins at the wallet's newest transaction).
 func (p *Paywall) Start(ctx context.Context) error {
 	if err := p.chain.CheckGenesis(ctx, p.cfg.Network, p.cfg.GenesisHash); err != nil {
 		return err
 	}
+	polls := p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil
+	if polls {
+		if err := p.startCheckpoint(ctx); err != nil {
+			return err
+		}
+	}
 	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil {
+	if polls {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
