@@ -218,7 +218,7 @@ func (a *Agent) Routes(mux *http.ServeMux) {
 	}
 	if a.paywall != nil && a.paywall.cfg.has(ModeDeposit) {
 		h("POST /v1/topup", signed(a.ledger, a.now, 4<<10, true, a.paywall.topup))
-		h("GET /v1/balance", a.paywall.balance)
+		h("GET /v1/balance", signed(a.ledger, a.now, 4<<10, true, a.paywall.balance))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,18 @@ func TestFreeTierByKeyAndIP(t *testing.T) {
 	// Another key from the same IP: the IP's allowance is used up too.
 	if r := h.call(b, "POST", "/v1/echo", `{}`); r.status != 402 {
 		t.Fatalf("second key, same IP: %d %s", r.status, r.raw)
+	}
+	// A free call answered with a 5xx is given back, to key and IP.
+	h.clock.Advance(25 * time.Hour)
+	h.fail.Store(true)
+	if r := h.call(a, "POST", "/v1/echo", `{}`); r.status != 500 {
+		t.Fatalf("failing free call: %d %s", r.status, r.raw)
+	}
+	h.fail.Store(false)
+	for i := range 2 {
+		if r := h.call(a, "POST", "/v1/echo", `{}`); r.status != 200 || r.body["paid_by"] != "free" {
+			t.Fatalf("free call %d after a failed one: %d %s", i, r.status, r.raw)
+		}
 	}
 	// Unsigned callers have no free tier.
 	h.clock.Advance(25 * time.Hour)
@@ -86,15 +99,20 @@ func TestDepositsBalanceAndPoller(t *testing.T) {
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	balance := func() uint64 {
-		r := h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key)
-		if r.status != 200 {
-			t.Fatalf("balance: %d %s", r.status, r.raw)
-		}
-		return uint64(r.body["lamports"].(float64))
-	}
+	balance := func() float64 { return h.balance(caller, key) }
 	if got := balance(); got != 12_345 {
-		t.Fatalf("balance after deposit = %d, want 12345", got)
+		t.Fatalf("balance after deposit = %v, want 12345", got)
+	}
+	// Reading the balance needs the owner's Mesh-Sig too: the key alone
+	// is public in the memo.
+	for name, k := range map[string]ed25519.PrivateKey{"unsigned": nil, "someone else": identity.GenerateKey()} {
+		if r := h.call(k, "GET", "/v1/balance", "", HeaderAPIKey, key); r.status != 401 || strings.Contains(r.raw, "lamports") {
+			t.Fatalf("balance read by %s: %d %s", name, r.status, r.raw)
+		}
+	}
+	// A key this agent never issued is a client mistake: 401, not 402.
+	if r := h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, "tk_unknown"); r.status != 401 || r.body["code"] != "api_key_unknown" {
+		t.Fatalf("unknown api_key: %d %s", r.status, r.raw)
 	}
 	// Polling again, and after a restart on the same store, credits nothing twice.
 	h.agent.paywall.PollNow(context.Background())
@@ -104,7 +122,7 @@ func TestDepositsBalanceAndPoller(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := balance(); got != 12_345 {
-		t.Fatalf("balance after re-poll and restart = %d", got)
+		t.Fatalf("balance after re-poll and restart = %v", got)
 	}
 	// A call debits one unit and says so.
 	r = h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, key)
@@ -143,7 +161,7 @@ func TestPollerRetriesAfterRPCFailure(t *testing.T) {
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r := h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key)
+	r := h.call(caller, "GET", "/v1/balance", "", HeaderAPIKey, key)
 	// 3,100 lamports at 1,000 per credit: 3 credits, 100 kept toward the next.
 	if r.body["credits"] != 3.0 || r.body["lamports"] != 3000.0 || r.body["deposited"] != 3100.0 {
 		t.Fatalf("balance %s", r.raw)
@@ -291,9 +309,7 @@ func TestPollerWorksOffABacklog(t *testing.T) {
 	for i := range 9 {
 		h.chain.Land(h.payTx(payer, h.provider.PublicKey(), uint64(1000+i), key), soltest.Land{})
 	}
-	balance := func() float64 {
-		return h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key).body["lamports"].(float64)
-	}
+	balance := func() float64 { return h.balance(caller, key) }
 	want := 0.0
 	for i := range 9 {
 		want += float64(1000 + i)

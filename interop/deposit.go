@@ -93,10 +93,8 @@ func (p *Paywall) balance(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return ErrAPIKeyUnknown.With("X-Api-Key header required")
 	}
-	a, err := p.ledger.account(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return ErrAPIKeyUnknown
-	} else if err != nil {
+	a, err := p.ownedAccount(r, key)
+	if err != nil {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, BalanceResponse{Lamports: a.Credits * p.cfg.CreditDivisor, Credits: a.Credits,

@@ -64,7 +64,9 @@ type harness struct {
 	served   atomic.Int64
 	fail     atomic.Bool
 	// slow makes the paid skill take this long: a wide window for races.
-	slow  atomic.Int64
+	slow atomic.Int64
+	// pad adds this many bytes to the paid skill's answer.
+	pad   atomic.Int64
 	clock *clock
 }
 
@@ -114,7 +116,11 @@ func (h *harness) start(pc *PaymentConfig) {
 		}
 		time.Sleep(time.Duration(h.slow.Load()))
 		h.served.Add(1)
-		return map[string]any{"echo": in, "paid_by": CallerFrom(ctx).PaidBy}, nil
+		out := map[string]any{"echo": in, "paid_by": CallerFrom(ctx).PaidBy}
+		if n := h.pad.Load(); n > 0 {
+			out["pad"] = strings.Repeat("p", int(n))
+		}
+		return out, nil
 	}
 	cfg := AgentConfig{
 		Card: Card{Name: "Echo", Description: "echoes"},

@@ -18,7 +18,7 @@ import (
 // under "x/", apart from the registry's keys:
 //
 //	x/n/<nonce>               the signature that paid an x402 nonce; TTL: expiry + nonceGrace
-//	x/s/<tx signature>        claim of a signature by a nonce, with the cached answer (claimRec); TTL claimTTL
+//	x/s/<tx signature>        claim of a signature by a nonce and request, with the cached answer ≤ 512 KiB (claimRec); TTL claimTTL
 //	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
 //	x/f/i/<ip>                free-tier counter of an IP address (freeRec); TTL: until its reset
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
@@ -44,7 +44,11 @@ const (
 	checkpointKey  = "x/m/checkpoint"
 	gapKey         = "x/m/gap"
 	meshNonceTTL   = 240 * time.Second
-	maxCachedBody  = 1 << 20
+	// maxCachedBody bounds a paid answer kept for replay; a larger one is
+	// not kept, and a replay runs the skill again for the same request.
+	// (Kept as base64 in JSON, 512 KiB stays under Badger's 1 MiB value
+	// limit of an in-memory store.)
+	maxCachedBody = 512 << 10
 )
 
 // claimRec ties a transaction signature to the nonce it paid and to the
@@ -280,7 +284,8 @@ func (l *ledger) claim(sig, nonce string, c claimRec, nonceTTL time.Duration) er
 	})
 }
 
-// served stores the answer given for a claimed signature.
+// served stores the answer given for a claimed signature, to be replayed.
+// The caller keeps answers over maxCachedBody out: those are not cached.
 func (l *ledger) served(sig string, status int, ctype string, body []byte) error {
 	sk := store.Key("x", "s", sig)
 	return l.update(func(tx *store.Txn) error {
@@ -288,10 +293,7 @@ func (l *ledger) served(sig string, status int, ctype string, body []byte) error
 		if err := tx.GetJSON(sk, &c); err != nil {
 			return err
 		}
-		c.Served, c.Status, c.Type = true, status, ctype
-		if len(body) <= maxCachedBody {
-			c.Body = body
-		}
+		c.Served, c.Status, c.Type, c.Body = true, status, ctype, body
 		return setJSONTTL(tx, sk, c, claimTTL)
 	})
 }
@@ -326,6 +328,26 @@ func (l *ledger) takeFree(keys [][]byte, allowance int, now time.Time) (bool, er
 		return nil
 	})
 	return ok, err
+}
+
+// giveBackFree uncounts one free call of every key (a call that failed).
+func (l *ledger) giveBackFree(keys [][]byte, now time.Time) error {
+	return l.update(func(tx *store.Txn) error {
+		for _, k := range keys {
+			var rec freeRec
+			err := tx.GetJSON(k, &rec)
+			if errors.Is(err, store.ErrNotFound) || err == nil && (rec.Count == 0 || rec.Reset <= now.UnixNano()) {
+				continue // nothing counted in this window
+			} else if err != nil {
+				return err
+			}
+			rec.Count--
+			if err := setJSONTTL(tx, k, rec, time.Duration(rec.Reset-now.UnixNano())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // --- prepaid accounts ---

@@ -257,11 +257,8 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			return p.serveProof(w, r, pc, proof, next)
 		}
 		cause := ErrPaymentRequired
-		if ok, err := p.takeFree(c); err != nil {
+		if served, err := p.serveFree(w, r, c, next); served || err != nil {
 			return err
-		} else if ok {
-			next.ServeHTTP(withPaidBy(w, r, "free"))
-			return nil
 		}
 		if key := r.Header.Get(HeaderAPIKey); key != "" && p.cfg.has(ModeDeposit) {
 			served, err := p.serveBalance(w, r, key, lamports, next)
@@ -277,8 +274,9 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 	})
 }
 
-// takeFree counts a free call for a signed caller with allowance left.
-func (p *Paywall) takeFree(c Caller) (bool, error) {
+// serveFree serves a signed caller with free allowance left and counts
+// the call against its key and IP; a 5xx answer gives the call back.
+func (p *Paywall) serveFree(w http.ResponseWriter, r *http.Request, c Caller, next http.Handler) (bool, error) {
 	if p.cfg.FreeCallsPerDay <= 0 || c.Pubkey == nil {
 		return false, nil
 	}
@@ -286,20 +284,25 @@ func (p *Paywall) takeFree(c Caller) (bool, error) {
 	if c.IP != "" {
 		keys = append(keys, store.Key("x", "f", "i", c.IP))
 	}
-	return p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now())
+	if ok, err := p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now()); err != nil || !ok {
+		return false, err
+	}
+	rec := newCapture()
+	next.ServeHTTP(withPaidBy(rec, r, "free"))
+	if rec.status >= 500 {
+		if err := p.ledger.giveBackFree(keys, p.now()); err != nil {
+			p.log.Error("giving back the free call of a failed call", "err", err)
+		}
+	}
+	rec.flush(w)
+	return true, nil
 }
 
 // serveBalance debits one call from a prepaid balance. served is false
 // when the balance is too low (nothing debited).
 func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key string, lamports uint64, next http.Handler) (bool, error) {
-	acct, err := p.ledger.account(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, ErrAPIKeyUnknown
-	} else if err != nil {
+	if _, err := p.ownedAccount(r, key); err != nil {
 		return false, err
-	}
-	if c := CallerFrom(r.Context()); acct.Owner != "" && (c.Pubkey == nil || identity.EncodePublicKey(c.Pubkey) != acct.Owner) {
-		return false, ErrAPIKeyOwner
 	}
 	credits := lamports / p.cfg.CreditDivisor
 	remaining, ok, err := p.ledger.debit(key, credits)
@@ -320,6 +323,25 @@ func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key strin
 	rec.header.Set(HeaderBalanceRemaining, strconv.FormatUint(remaining*p.cfg.CreditDivisor, 10))
 	rec.flush(w)
 	return true, nil
+}
+
+// ownedAccount returns the prepaid account of key when the request is
+// signed by the key that asked for it. The api_key is public on chain (the
+// deposit memo), so it is never a credential alone. A key this agent never
+// issued is 401 api_key_unknown rather than a fall-through to 402: it is a
+// client's mistake (another agent's key, a typo), and a client that pays
+// per call on 402 should not do so while it means to spend a balance.
+func (p *Paywall) ownedAccount(r *http.Request, key string) (*accountRec, error) {
+	acct, err := p.ledger.account(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrAPIKeyUnknown
+	} else if err != nil {
+		return nil, err
+	}
+	if c := CallerFrom(r.Context()); acct.Owner != "" && (c.Pubkey == nil || identity.EncodePublicKey(c.Pubkey) != acct.Owner) {
+		return nil, ErrAPIKeyOwner
+	}
+	return acct, nil
 }
 
 // capture buffers an answer so that payment is settled on its status.

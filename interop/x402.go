@@ -188,12 +188,14 @@ func (p *Paywall) openNonce(nonce string, pc *paidCall) (nonceTerms, error) {
 	return t, nil
 }
 
-// serveClaimed runs next for a claimed signature and caches its answer;
-// a 5xx answer is not cached, so a retry with the same proof runs again.
+// serveClaimed runs next for a claimed signature and caches its answer.
+// A 5xx answer is not cached, so a retry with the same proof runs again;
+// nor is one over maxCachedBody: a replay of it runs the skill again (for
+// the same request, which the binding ensures) rather than serve less.
 func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
 	rec := newCapture()
 	next.ServeHTTP(withPaidBy(rec, r, "x402"))
-	if rec.status < 500 {
+	if rec.status < 500 && rec.body.Len() <= maxCachedBody {
 		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
 			p.log.Error("caching a paid answer", "signature", sig, "err", err)
 		}

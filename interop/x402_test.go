@@ -227,6 +227,32 @@ func TestX402FailedSkillIsNotCharged(t *testing.T) {
 	}
 }
 
+// TestX402LargeAnswerReplays: an answer within maxCachedBody is replayed
+// from the cache; a larger one is never replayed empty: the replay runs the
+// skill again for the same request.
+func TestX402LargeAnswerReplays(t *testing.T) {
+	for _, c := range []struct {
+		pad  int64
+		runs int64
+	}{{maxCachedBody - 1000, 1}, {maxCachedBody, 2}} {
+		h := newHarness(t)
+		h.pad.Store(c.pad)
+		n := h.challenge()
+		sig := h.pay(NewWallet(), testPrice, n)
+		first := h.withProof(sig, n)
+		if first.status != 200 || len(first.raw) < int(c.pad) {
+			t.Fatalf("answer of %d bytes: %d, %d bytes", c.pad, first.status, len(first.raw))
+		}
+		again := h.withProof(sig, n)
+		if again.status != 200 || again.raw != first.raw {
+			t.Fatalf("replay of an answer of %d bytes: %d, %d bytes", c.pad, again.status, len(again.raw))
+		}
+		if got := h.served.Load(); got != c.runs {
+			t.Fatalf("answer of %d bytes: skill ran %d times, want %d", c.pad, got, c.runs)
+		}
+	}
+}
+
 // TestX402ConcurrentProofs: the same proof sent many times at once is
 // served by the skill once.
 func TestX402ConcurrentProofs(t *testing.T) {
