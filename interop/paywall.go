@@ -287,8 +287,7 @@ func (p *Paywall) serveFree(w http.ResponseWriter, r *http.Request, c Caller, ne
 	if ok, err := p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now()); err != nil || !ok {
 		return false, err
 	}
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "free"))
+	rec := runPaid(r, "free", next)
 	if rec.status >= 500 {
 		if err := p.ledger.giveBackFree(keys, p.now()); err != nil {
 			p.log.Error("giving back the free call of a failed call", "err", err)
@@ -309,8 +308,7 @@ func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key strin
 	if err != nil || !ok {
 		return false, err
 	}
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "balance"))
+	rec := runPaid(r, "balance", next)
 	debited := lamports
 	if rec.status >= 500 {
 		if err := p.ledger.refund(key, credits); err != nil {
@@ -351,7 +349,13 @@ type capture struct {
 	body   bytes.Buffer
 }
 
-func newCapture() *capture { return &capture{header: http.Header{}, status: http.StatusOK} }
+// runPaid runs next for a call paid by how, buffering its answer so that
+// payment is settled on its status before anything is sent.
+func runPaid(r *http.Request, how string, next http.Handler) *capture {
+	rec := &capture{header: http.Header{}, status: http.StatusOK}
+	next.ServeHTTP(withPaidBy(rec, r, how))
+	return rec
+}
 
 func (c *capture) Header() http.Header { return c.header }
 func (c *capture) WriteHeader(code int) {

@@ -59,8 +59,7 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 	if ok, err := p.ledger.reserveInvoice(pubHex, nonce, inv); err != nil || !ok {
 		return false, err
 	}
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "postpay"))
+	rec := runPaid(r, "postpay", next)
 	if rec.status >= 500 {
 		if err := p.ledger.releaseInvoice(pubHex, nonce); err != nil {
 			p.log.Error("post-pay: releasing the invoice of a failed call", "invoice", nonce, "err", err)

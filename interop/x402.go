@@ -193,8 +193,7 @@ func (p *Paywall) openNonce(nonce string, pc *paidCall) (nonceTerms, error) {
 // nor is one over maxCachedBody: a replay of it runs the skill again (for
 // the same request, which the binding ensures) rather than serve less.
 func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "x402"))
+	rec := runPaid(r, "x402", next)
 	if rec.status < 500 && rec.body.Len() <= maxCachedBody {
 		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
 			p.log.Error("caching a paid answer", "signature", sig, "err", err)
