@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -210,18 +209,16 @@ func (a *Agent) Routes(mux *http.ServeMux) {
 		}
 		mux.Handle("POST /v1/"+s.ID, httpx.Handle(a.log, signed(a.ledger, a.now, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
 			// Refuse bad input before anyone pays for it.
-			body, _ := io.ReadAll(r.Body)
-			if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+			if body := rereadBody(r); len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
 				return httpx.ErrBadJSON.With("request body of skill %s is not valid JSON", s.ID)
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return nil
 		})))
 	}
 	if a.paywall != nil && a.paywall.cfg.has(ModeDeposit) {
 		h("POST /v1/topup", signed(a.ledger, a.now, 4<<10, true, a.paywall.topup))
-		h("GET /v1/balance", a.paywall.balance)
+		h("GET /v1/balance", signed(a.ledger, a.now, 4<<10, true, a.paywall.balance))
 	}
 }
 
@@ -278,7 +275,8 @@ func (a *Agent) Card() Card {
 		c.Pricing = append(c.Pricing, cheapest[k])
 	}
 	if pc := a.cfg.Payment; pc != nil {
-		pb := &PaymentBlock{Modes: pc.Modes, Network: pc.Network, Wallet: pc.Wallet, PostpayMinReputation: pc.PostpayMinReputation}
+		pb := &PaymentBlock{Modes: pc.Modes, Network: pc.Network, Wallet: pc.Wallet, Commitment: pc.Commitment,
+			PostpayMinReputation: pc.PostpayMinReputation}
 		if pc.has(ModeDeposit) {
 			pb.Deposit = &DepositTerms{MinLamports: pc.DepositMinLamports, CreditUnit: CurrencyLamports, Divisor: pc.CreditDivisor}
 		}

@@ -86,3 +86,11 @@ func remoteIP(r *http.Request) string {
 	}
 	return host
 }
+
+// rereadBody returns the request body, already read and bounded by
+// signed, and leaves it in place for the next reader.
+func rereadBody(r *http.Request) []byte {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body
+}

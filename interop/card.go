@@ -145,6 +145,10 @@ type PaymentBlock struct {
 	Modes   []string `json:"modes"`
 	Network string   `json:"network"`
 	Wallet  string   `json:"wallet"`
+	// Commitment is what a payment must reach before the agent sees it
+	// (confirmed or finalized): a client waits for it before sending the
+	// proof. This project's extension of the block.
+	Commitment string `json:"commitment,omitempty"`
 	// Deposit is present when the agent takes prepaid deposits.
 	Deposit *DepositTerms `json:"deposit,omitempty"`
 	// PostpayMinReputation: callers at or above this score are served

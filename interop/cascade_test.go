@@ -3,11 +3,14 @@ package interop
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +34,18 @@ func TestFreeTierByKeyAndIP(t *testing.T) {
 	// Another key from the same IP: the IP's allowance is used up too.
 	if r := h.call(b, "POST", "/v1/echo", `{}`); r.status != 402 {
 		t.Fatalf("second key, same IP: %d %s", r.status, r.raw)
+	}
+	// A free call answered with a 5xx is given back, to key and IP.
+	h.clock.Advance(25 * time.Hour)
+	h.fail.Store(true)
+	if r := h.call(a, "POST", "/v1/echo", `{}`); r.status != 500 {
+		t.Fatalf("failing free call: %d %s", r.status, r.raw)
+	}
+	h.fail.Store(false)
+	for i := range 2 {
+		if r := h.call(a, "POST", "/v1/echo", `{}`); r.status != 200 || r.body["paid_by"] != "free" {
+			t.Fatalf("free call %d after a failed one: %d %s", i, r.status, r.raw)
+		}
 	}
 	// Unsigned callers have no free tier.
 	h.clock.Advance(25 * time.Hour)
@@ -84,15 +99,20 @@ func TestDepositsBalanceAndPoller(t *testing.T) {
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	balance := func() uint64 {
-		r := h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key)
-		if r.status != 200 {
-			t.Fatalf("balance: %d %s", r.status, r.raw)
-		}
-		return uint64(r.body["lamports"].(float64))
-	}
+	balance := func() float64 { return h.balance(caller, key) }
 	if got := balance(); got != 12_345 {
-		t.Fatalf("balance after deposit = %d, want 12345", got)
+		t.Fatalf("balance after deposit = %v, want 12345", got)
+	}
+	// Reading the balance needs the owner's Mesh-Sig too: the key alone
+	// is public in the memo.
+	for name, k := range map[string]ed25519.PrivateKey{"unsigned": nil, "someone else": identity.GenerateKey()} {
+		if r := h.call(k, "GET", "/v1/balance", "", HeaderAPIKey, key); r.status != 401 || strings.Contains(r.raw, "lamports") {
+			t.Fatalf("balance read by %s: %d %s", name, r.status, r.raw)
+		}
+	}
+	// A key this agent never issued is a client mistake: 401, not 402.
+	if r := h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, "tk_unknown"); r.status != 401 || r.body["code"] != "api_key_unknown" {
+		t.Fatalf("unknown api_key: %d %s", r.status, r.raw)
 	}
 	// Polling again, and after a restart on the same store, credits nothing twice.
 	h.agent.paywall.PollNow(context.Background())
@@ -102,7 +122,7 @@ func TestDepositsBalanceAndPoller(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := balance(); got != 12_345 {
-		t.Fatalf("balance after re-poll and restart = %d", got)
+		t.Fatalf("balance after re-poll and restart = %v", got)
 	}
 	// A call debits one unit and says so.
 	r = h.call(caller, "POST", "/v1/echo", `{}`, HeaderAPIKey, key)
@@ -141,7 +161,7 @@ func TestPollerRetriesAfterRPCFailure(t *testing.T) {
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r := h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key)
+	r := h.call(caller, "GET", "/v1/balance", "", HeaderAPIKey, key)
 	// 3,100 lamports at 1,000 per credit: 3 credits, 100 kept toward the next.
 	if r.body["credits"] != 3.0 || r.body["lamports"] != 3000.0 || r.body["deposited"] != 3100.0 {
 		t.Fatalf("balance %s", r.raw)
@@ -175,7 +195,7 @@ func TestPostpay(t *testing.T) {
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Paid || reps[0].Disputed {
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Success || !reps[0].Paid || reps[0].Disputed || reps[0].LatencyMS != nil {
 		t.Fatalf("reports after settlement: %+v", reps)
 	}
 	// Served again on credit; this time the caller never pays.
@@ -188,7 +208,7 @@ func TestPostpay(t *testing.T) {
 	}
 	h.agent.paywall.checkInvoices(context.Background()) // reported once only
 	reps := h.reg.Reports()
-	if len(reps) != 2 || !reps[1].Paid || !reps[1].Disputed {
+	if len(reps) != 2 || reps[1].Success || !reps[1].Paid || !reps[1].Disputed || reps[1].LatencyMS != nil {
 		t.Fatalf("reports after default: %+v", reps)
 	}
 	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
@@ -289,9 +309,7 @@ func TestPollerWorksOffABacklog(t *testing.T) {
 	for i := range 9 {
 		h.chain.Land(h.payTx(payer, h.provider.PublicKey(), uint64(1000+i), key), soltest.Land{})
 	}
-	balance := func() float64 {
-		return h.call(nil, "GET", "/v1/balance", "", HeaderAPIKey, key).body["lamports"].(float64)
-	}
+	balance := func() float64 { return h.balance(caller, key) }
 	want := 0.0
 	for i := range 9 {
 		want += float64(1000 + i)
@@ -329,5 +347,120 @@ func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
 	json.Unmarshal([]byte(h.call(nil, "GET", "/.well-known/agent.json", "").raw), &card)
 	if slices.Contains(card.Protocols, ModeX402) || card.Payment.Deposit == nil {
 		t.Fatalf("deposit-only card %+v", card)
+	}
+}
+
+// TestPostpayOneOpenInvoiceUnderConcurrency: many concurrent calls from a
+// trusted caller get one delivery on credit between them; the rest are
+// asked to pre-pay. A call that fails with a 5xx releases its invoice.
+func TestPostpayOneOpenInvoiceUnderConcurrency(t *testing.T) {
+	min := 0.8
+	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min })
+	trusted := identity.GenerateKey()
+	score := 0.9
+	h.reg.score = &score
+	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+
+	h.fail.Store(true)
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 500 {
+		t.Fatalf("failing skill: %d %s", r.status, r.raw)
+	}
+	h.fail.Store(false)
+
+	// A slow skill keeps every call inside the check-serve-record window
+	// a racy reservation would have; the answer must not depend on it.
+	h.slow.Store(int64(100 * time.Millisecond))
+	const calls = 20
+	statuses := make(chan int, calls)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses <- h.call(trusted, "POST", "/v1/echo", `{}`).status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[200] != 1 || count[402] != calls-1 {
+		t.Fatalf("%d concurrent post-pay calls answered %v; want one 200 and the rest 402", calls, count)
+	}
+	if n := h.served.Load(); n != 1 {
+		t.Fatalf("skill ran %d times on credit", n)
+	}
+}
+
+// TestPostpayUnansweredInvoiceIsDropped: an invoice reserved for a call
+// that was never answered (the provider stopped mid-call) is dropped when
+// due, without a report against the caller, who may post-pay again.
+func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
+	min := 0.8
+	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+	trusted := identity.GenerateKey()
+	pub := trusted.Public().(ed25519.PublicKey)
+	score := 0.9
+	h.reg.score = &score
+	h.reg.agents[identity.EncodePublicKey(pub)] = "trusted-1"
+	inv := invoiceRec{Caller: identity.EncodePublicKey(pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice,
+		Due: h.clock.Now().Add(time.Hour).UnixNano(), Pending: true}
+	if ok, err := h.agent.paywall.ledger.reserveInvoice(hex.EncodeToString(pub), "inv_crashed", inv); !ok || err != nil {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("with a reserved invoice: %d", r.status)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 0 {
+		t.Fatalf("reported for a call never answered: %+v", reps)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 200 || r.body["paid_by"] != "postpay" {
+		t.Fatalf("after the dropped invoice: %d %s", r.status, r.raw)
+	}
+}
+
+// TestPollerFirstStartSkipsHistory: on its first start the agent does not
+// read the wallet's history (nothing in it can be credited); deposits made
+// afterwards, also while the agent is down, are credited.
+func TestPollerFirstStartSkipsHistory(t *testing.T) {
+	h := newHarness(t)
+	h.agent.Close()
+	h.db = memDB(t) // a first start, on a wallet with a history
+	old := NewWallet()
+	for i := range 30 {
+		h.pay(old, uint64(1000+i), "tk_from_before")
+	}
+	h.start(testPayment(h.chain, h.provider.Address()))
+	reads := h.chain.Calls("getTransaction")
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.chain.Calls("getTransaction") - reads; n != 0 {
+		t.Fatalf("the first start read %d old transactions", n)
+	}
+	caller, payer := identity.GenerateKey(), NewWallet()
+	key := h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`).body["api_key"].(string)
+	h.pay(payer, 2_000, key)
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A deposit landed while the agent is down is read at the next start.
+	h.agent.Close()
+	h.pay(payer, 3_000, key)
+	h.start(testPayment(h.chain, h.provider.Address()))
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.balance(caller, key); got != 5_000 {
+		t.Fatalf("balance %v, want 5000", got)
+	}
+	if n := h.chain.Calls("getTransaction") - reads; n != 2 {
+		t.Fatalf("%d transactions read; want the 2 deposits", n)
 	}
 }

@@ -187,13 +187,18 @@ func MemoInstruction(text string, signer solana.PublicKey) solana.Instruction {
 }
 
 // Pay sends lamports from w to payTo with memoText and waits until the
-// transaction reaches the chain's commitment.
+// transaction reaches the chain's commitment, or until its blockhash
+// expires (ErrTxExpired: it can no longer land, nothing was paid). The
+// signature is returned whenever the transaction may have been sent, also
+// with an error, so that the caller can look it up or present it later;
+// it is zero when the RPC refused the transaction.
 func (c *Chain) Pay(ctx context.Context, w *Wallet, payTo solana.PublicKey, lamports uint64, memoText string) (solana.Signature, error) {
 	var bh solana.Hash
+	var lastValid uint64
 	err := c.call(ctx, "getLatestBlockhash", func(ctx context.Context) error {
 		res, err := c.client.GetLatestBlockhash(ctx, c.commitment)
 		if err == nil {
-			bh = res.Value.Blockhash
+			bh, lastValid = res.Value.Blockhash, res.Value.LastValidBlockHeight
 		}
 		return err
 	})
@@ -204,23 +209,39 @@ func (c *Chain) Pay(ctx context.Context, w *Wallet, payTo solana.PublicKey, lamp
 	if err != nil {
 		return solana.Signature{}, err
 	}
-	var sig solana.Signature
-	err = c.call(ctx, "sendTransaction", func(ctx context.Context) (err error) {
-		sig, err = c.client.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: c.commitment})
+	refused := false
+	err = c.call(ctx, "sendTransaction", func(ctx context.Context) error {
+		_, err := c.client.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: c.commitment})
+		var re *jsonrpc.RPCError
+		refused = errors.As(err, &re) // an answer, not a lost request: the transaction was not taken
 		return err
 	})
-	if err != nil {
+	sig := tx.Signatures[0]
+	switch {
+	case refused:
+		return solana.Signature{}, err
+	case err != nil:
 		return sig, err
 	}
-	return sig, c.WaitConfirmed(ctx, sig, 500*time.Millisecond)
+	return sig, c.WaitConfirmed(ctx, sig, lastValid, 500*time.Millisecond)
 }
 
 // WaitConfirmed polls the signature's status every interval until it
-// reaches the chain's commitment, fails, or ctx ends.
-func (c *Chain) WaitConfirmed(ctx context.Context, sig solana.Signature, interval time.Duration) error {
+// reaches the chain's commitment, fails, or ctx ends. With lastValid (the
+// last block height at which its blockhash is valid; 0: unknown) it also
+// ends when the chain has passed that height without the transaction:
+// then it can never land, and the answer is ErrTxExpired.
+func (c *Chain) WaitConfirmed(ctx context.Context, sig solana.Signature, lastValid uint64, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		// The height is read before the status: a transaction that landed
+		// at or below lastValid is visible by the time the height passed it.
+		var height uint64
+		var herr error
+		if lastValid > 0 {
+			height, herr = c.blockHeight(ctx)
+		}
 		var st *rpc.SignatureStatusesResult
 		err := c.call(ctx, "getSignatureStatuses", func(ctx context.Context) error {
 			res, err := c.client.GetSignatureStatuses(ctx, true, sig)
@@ -236,6 +257,8 @@ func (c *Chain) WaitConfirmed(ctx context.Context, sig solana.Signature, interva
 			return ErrTxFailed.With("transaction %s failed: %v", sig, st.Err)
 		case err == nil && st != nil && reached(st.ConfirmationStatus, c.commitment):
 			return nil
+		case err == nil && st == nil && herr == nil && lastValid > 0 && height > lastValid:
+			return fmt.Errorf("%w: %s was not included by block height %d (the chain is at %d)", ErrTxExpired, sig, lastValid, height)
 		}
 		select {
 		case <-ctx.Done():
@@ -243,6 +266,26 @@ func (c *Chain) WaitConfirmed(ctx context.Context, sig solana.Signature, interva
 		case <-t.C:
 		}
 	}
+}
+
+func (c *Chain) blockHeight(ctx context.Context) (uint64, error) {
+	var h uint64
+	err := c.call(ctx, "getBlockHeight", func(ctx context.Context) (err error) {
+		h, err = c.client.GetBlockHeight(ctx, c.commitment)
+		return err
+	})
+	return h, err
+}
+
+// atLeast is c reading at commitment when that is stricter than its own
+// (finalized over confirmed); it shares c's connections.
+func (c *Chain) atLeast(commitment string) *Chain {
+	if commitment != CommitmentFinalized || c.commitment == rpc.CommitmentFinalized {
+		return c
+	}
+	cp := *c
+	cp.commitment = rpc.CommitmentFinalized
+	return &cp
 }
 
 func reached(st rpc.ConfirmationStatusType, want rpc.CommitmentType) bool {

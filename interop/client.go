@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,11 +39,25 @@ type Client struct {
 	HTTP *http.Client
 	// Now is the clock for signatures; nil means time.Now.
 	Now func() time.Time
-	// ProofRetries is how often a proof is re-sent while the agent cannot
-	// see the transaction yet (default 5), ProofBackoff the pause (1 s).
-	ProofRetries int
+	// GenesisHash is the genesis hash the RPC of Chain must answer for the
+	// network of an offer; empty means the known hash of the offer's
+	// network. Set it only for a local validator or test runtime. Nothing
+	// is paid through an RPC of another network.
+	GenesisHash string
+	// ProofWait bounds how long a proof is re-sent while the agent cannot
+	// check it yet (the transaction is not visible at the agent's
+	// commitment, its RPC failed, or the agent was unreachable): default
+	// DefaultProofWait. ProofBackoff is the first pause between attempts
+	// (default 1 s), doubled after each up to 8 s.
+	ProofWait    time.Duration
 	ProofBackoff time.Duration
 }
+
+// DefaultProofWait covers a provider that checks payments at finalized
+// commitment (about 13 s after confirmation) with room for a slow RPC.
+const DefaultProofWait = 60 * time.Second
+
+const maxProofBackoff = 8 * time.Second
 
 // Result is the answer of a skill call.
 type Result struct {
@@ -55,14 +70,29 @@ type Result struct {
 	Lamports uint64
 }
 
-// PaymentError is returned when a call ends in 402: the challenge and why.
+// PaymentError is returned when a call ends without service in the
+// payment step: the last challenge and why. When a payment transaction was
+// sent, Signature and Nonce name it: the same request (same skill, body
+// and signing key) can be retried with that proof (CallWithProof) without
+// paying again.
 type PaymentError struct {
 	Challenge Challenge
 	Reason    error
+	// Signature is the payment transaction, "" when none was sent.
+	Signature string
+	// Nonce is the challenge nonce the transaction pays.
+	Nonce string
 }
 
 func (e *PaymentError) Error() string {
-	return fmt.Sprintf("payment required (%s: %s): %v", e.Challenge.Code, e.Challenge.Detail, e.Reason)
+	msg := fmt.Sprintf("payment required (%s: %s): %v", e.Challenge.Code, e.Challenge.Detail, e.Reason)
+	if e.Challenge.Code == "" {
+		msg = fmt.Sprintf("payment: %v", e.Reason)
+	}
+	if e.Signature != "" {
+		msg += fmt.Sprintf(" [payment transaction %s for nonce %s: retry the same request with this proof]", e.Signature, e.Nonce)
+	}
+	return msg
 }
 
 func (e *PaymentError) Unwrap() error { return e.Reason }
@@ -151,10 +181,10 @@ func (c *Client) Card(ctx context.Context, endpoint string) (*Card, error) {
 // Call calls skill on the agent of card with input (JSON). On 402 it pays
 // when it may and retries with the proof.
 func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byte) (*Result, error) {
-	if err := ValidateSkillID(skill); err != nil {
+	target, err := skillURL(card, skill)
+	if err != nil {
 		return nil, err
 	}
-	target := strings.TrimRight(card.URL, "/") + "/v1/" + skill
 	hdr := http.Header{}
 	if c.APIKey != "" {
 		hdr.Set(HeaderAPIKey, c.APIKey)
@@ -171,51 +201,101 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 		return nil, &PaymentError{Reason: err}
 	}
 	offer, err := c.choose(card, ch)
+	if err == nil {
+		err = c.checkNetwork(ctx, offer.Network)
+	}
 	if err != nil {
 		return nil, &PaymentError{Challenge: ch, Reason: err}
 	}
 	payTo, _ := solana.PublicKeyFromBase58(offer.PayTo)
-	sig, err := c.Chain.Pay(ctx, c.Wallet, payTo, offer.Lamports, offer.Nonce)
+	// Wait for the provider's commitment before sending the proof.
+	sig, err := c.Chain.atLeast(card.Payment.Commitment).Pay(ctx, c.Wallet, payTo, offer.Lamports, offer.Nonce)
+	switch {
+	case err != nil && sig.IsZero():
+		return nil, &PaymentError{Challenge: ch, Reason: fmt.Errorf("paying %d lamports to %s: %w", offer.Lamports, offer.PayTo, err)}
+	case err != nil:
+		return nil, &PaymentError{Challenge: ch, Signature: sig.String(), Nonce: offer.Nonce,
+			Reason: fmt.Errorf("paying %d lamports to %s (the transaction may still land): %w", offer.Lamports, offer.PayTo, err)}
+	}
+	res, err := c.sendProof(ctx, target, input, sig.String(), offer.Nonce, ch)
+	if res != nil {
+		res.Lamports = offer.Lamports
+	}
+	return res, err
+}
+
+// CallWithProof calls skill with the proof of a payment already made, as
+// named by a PaymentError: sig and nonce (nonce may be empty: the agent
+// reads it from the memo). The payment is bound to the request it was
+// made for, so input and the client's Key must be those of that call.
+func (c *Client) CallWithProof(ctx context.Context, card *Card, skill string, input []byte, sig, nonce string) (*Result, error) {
+	target, err := skillURL(card, skill)
 	if err != nil {
-		return nil, fmt.Errorf("paying %d lamports to %s: %w", offer.Lamports, offer.PayTo, err)
+		return nil, err
 	}
-	hdr = http.Header{}
-	hdr.Set(HeaderPaymentProof, sig.String())
-	hdr.Set(HeaderPaymentNonce, offer.Nonce)
-	retries, backoff := c.ProofRetries, c.ProofBackoff
-	if retries <= 0 {
-		retries = 5
+	return c.sendProof(ctx, target, input, sig, nonce, Challenge{})
+}
+
+func skillURL(card *Card, skill string) (string, error) {
+	if err := ValidateSkillID(skill); err != nil {
+		return "", err
 	}
-	if backoff <= 0 {
-		backoff = time.Second
+	return strings.TrimRight(card.URL, "/") + "/v1/" + skill, nil
+}
+
+// sendProof sends the request with the proof until it is served, refused
+// for good, or ProofWait has passed while the agent could not check it.
+// ch is the challenge that was paid, for errors.
+func (c *Client) sendProof(ctx context.Context, target string, input []byte, sig, nonce string, ch Challenge) (*Result, error) {
+	hdr := http.Header{}
+	hdr.Set(HeaderPaymentProof, sig)
+	if nonce != "" {
+		hdr.Set(HeaderPaymentNonce, nonce)
 	}
-	for attempt := 0; ; attempt++ {
-		resp, b, err = c.do(ctx, http.MethodPost, target, input, hdr)
-		if err != nil {
-			// The transaction is paid: retrying with the same proof is safe
-			// (the agent serves it once and replays its answer).
-			if attempt < retries && ctx.Err() == nil {
-				time.Sleep(backoff)
-				continue
-			}
-			return nil, fmt.Errorf("calling %s after paying (proof %s): %w", skill, sig, err)
-		}
-		if resp.StatusCode != http.StatusPaymentRequired {
+	wait, pause := c.ProofWait, c.ProofBackoff
+	if wait <= 0 {
+		wait = DefaultProofWait
+	}
+	if pause <= 0 {
+		pause = time.Second
+	}
+	fail := func(reason error) error {
+		return &PaymentError{Challenge: ch, Signature: sig, Nonce: nonce, Reason: reason}
+	}
+	deadline := time.Now().Add(wait) // the wall clock: c.now may be a test's fixed clock
+	for {
+		resp, b, err := c.do(ctx, http.MethodPost, target, input, hdr)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, fail(err)
+		case err != nil:
+			// Retrying with the same proof is safe: the agent serves a
+			// payment once and replays its answer.
+			err = fmt.Errorf("sending the proof: %w", err)
+		case resp.StatusCode == http.StatusTooManyRequests:
+			err = errors.New("the agent limits proof checks; waiting")
+		case resp.StatusCode != http.StatusPaymentRequired:
 			res, err := result(resp, b)
 			if res != nil {
-				res.Signature, res.Lamports = sig.String(), offer.Lamports
+				res.Signature = sig
 			}
 			return res, err
+		default:
+			ch, _ = ParseChallenge(resp.Header, b)
+			if !retryableCode(ch.Code) {
+				return nil, fail(errors.New("the agent refused the proof"))
+			}
+			err = errors.New("the agent cannot check the payment yet")
 		}
-		again, _ := ParseChallenge(resp.Header, b)
-		if !retryableCode(again.Code) || attempt >= retries {
-			return nil, &PaymentError{Challenge: again, Reason: fmt.Errorf("proof %s refused", sig)}
+		if time.Now().Add(pause).After(deadline) {
+			return nil, fail(fmt.Errorf("gave up after %s: %w", wait, err))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
+			return nil, fail(ctx.Err())
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, maxProofBackoff)
 	}
 }
 
@@ -223,6 +303,15 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 // is not visible, or its RPC failed); the same proof may pass later.
 func retryableCode(code string) bool {
 	return code == ErrTxNotVisible.Code || code == ErrRPC.Code || code == ErrRPCTimeout.Code
+}
+
+// checkNetwork refuses to pay through an RPC endpoint of another network
+// than the offer's: its genesis hash must be the network's (or GenesisHash).
+func (c *Client) checkNetwork(ctx context.Context, network string) error {
+	if err := c.Chain.CheckGenesis(ctx, network, c.GenesisHash); err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return nil
 }
 
 // choose picks the offer the client will pay: on the card's network, to
@@ -291,7 +380,13 @@ func (c *Client) Deposit(ctx context.Context, card *Card, t *TopupResponse) (str
 	if c.Wallet == nil || c.Chain == nil {
 		return "", fmt.Errorf("%w: no wallet configured", ErrRefused)
 	}
+	if err := c.checkNetwork(ctx, t.Network); err != nil {
+		return "", err
+	}
 	sig, err := c.Chain.Pay(ctx, c.Wallet, solana.MustPublicKeyFromBase58(link.Address), link.Lamports, link.Memo)
+	if sig.IsZero() {
+		return "", err
+	}
 	return sig.String(), err
 }
 

@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -92,10 +93,8 @@ func (p *Paywall) balance(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return ErrAPIKeyUnknown.With("X-Api-Key header required")
 	}
-	a, err := p.ledger.account(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return ErrAPIKeyUnknown
-	} else if err != nil {
+	a, err := p.ownedAccount(r, key)
+	if err != nil {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, BalanceResponse{Lamports: a.Credits * p.cfg.CreditDivisor, Credits: a.Credits,
@@ -141,7 +140,7 @@ func (p *Paywall) pollLoop(ctx context.Context) {
 func (p *Paywall) PollNow(ctx context.Context) error {
 	p.pollMu.Lock()
 	defer p.pollMu.Unlock()
-	cp, err := p.ledger.checkpoint()
+	cp, _, err := p.ledger.checkpoint()
 	if err != nil {
 		return err
 	}
@@ -182,6 +181,35 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 		return p.ledger.setGap(g)
 	}
 	return nil
+}
+
+// startCheckpoint makes a first start begin at the wallet's newest
+// signature: before this agent's first start no api_key or invoice
+// existed, so nothing in the wallet's history can be credited, and reading
+// it all (possibly years of transactions) would only cost RPC calls. A
+// store that has a checkpoint, a backlog, accounts or invoices is not a
+// first start and keeps the normal walk. It runs in Start, before any
+// top-up can be served a deposit.
+func (p *Paywall) startCheckpoint(ctx context.Context) error {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+	if _, ok, err := p.ledger.checkpoint(); err != nil || ok {
+		return err
+	}
+	for _, prefix := range [][]byte{[]byte(gapKey), store.Key("x", "k", ""), store.Key("x", "i", "")} {
+		if found, err := p.ledger.hasAny(prefix); err != nil || found {
+			return err
+		}
+	}
+	sigs, err := p.chain.Signatures(ctx, p.wallet, solana.Signature{}, solana.Signature{}, 1)
+	if err != nil {
+		return fmt.Errorf("interop: reading the wallet's newest transaction: %w", err)
+	}
+	newest := "" // stored too: "polled, the wallet was empty"
+	if len(sigs) > 0 {
+		newest = sigs[0].Signature.String()
+	}
+	return p.ledger.setCheckpoint(newest)
 }
 
 // walk lists the wallet's signatures older than before and newer than
@@ -245,7 +273,7 @@ func (p *Paywall) handleTx(ctx context.Context, sigStr string) error {
 	if strings.HasPrefix(memo, invoicePrefix) {
 		return p.settleInvoice(ctx, sigStr, memo, paid, now)
 	}
-	if _, err := p.ledger.challenge(memo); err == nil {
+	if _, _, ok := parseNonce(memo); ok { // an x402 payment, served (or not) at its proof
 		_, err = p.ledger.recordDeposit(sigStr, depositRec{Outcome: outcomeX402, Lamports: paid.Lamports, At: now}, nil)
 		return err
 	}

@@ -11,12 +11,13 @@ import (
 // a 402 with its own code, and the 402 body also carries a fresh challenge,
 // so a client always knows how to pay.
 var (
-	ErrPaymentRequired  = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
-	ErrProofMalformed   = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")
-	ErrNonceUnknown     = httpx.E(http.StatusPaymentRequired, "payment_nonce_unknown", "payment nonce was not issued by this agent")
-	ErrNonceExpired     = httpx.E(http.StatusPaymentRequired, "payment_nonce_expired", "payment nonce has expired")
-	ErrNonceUsed        = httpx.E(http.StatusPaymentRequired, "payment_nonce_used", "payment nonce was already paid by another transaction")
-	ErrNonceOtherSkill  = httpx.E(http.StatusPaymentRequired, "payment_nonce_mismatch", "payment nonce was issued for another skill")
+	ErrPaymentRequired = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
+	ErrProofMalformed  = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")
+	ErrNonceUnknown    = httpx.E(http.StatusPaymentRequired, "payment_nonce_unknown", "payment nonce was not issued by this agent")
+	ErrNonceExpired    = httpx.E(http.StatusPaymentRequired, "payment_nonce_expired", "payment nonce has expired")
+	ErrNonceUsed       = httpx.E(http.StatusPaymentRequired, "payment_nonce_used", "payment nonce was already paid by another transaction")
+	ErrPaymentBinding  = httpx.E(http.StatusPaymentRequired, "payment_binding_mismatch",
+		"payment was made for another request: the retry must repeat the challenged request's skill, body and Mesh-Sig key")
 	ErrProofUsed        = httpx.E(http.StatusPaymentRequired, "payment_proof_used", "transaction already paid for another challenge")
 	ErrUnderpaid        = httpx.E(http.StatusPaymentRequired, "payment_underpaid", "transaction pays less than the price")
 	ErrWrongDestination = httpx.E(http.StatusPaymentRequired, "payment_wrong_destination", "transaction does not pay the provider wallet")
@@ -29,6 +30,8 @@ var (
 	ErrRPC              = httpx.E(http.StatusPaymentRequired, "payment_rpc_error", "the chain RPC could not be asked; retry shortly")
 	ErrRPCTimeout       = httpx.E(http.StatusPaymentRequired, "payment_rpc_timeout", "the chain RPC did not answer in time; retry shortly")
 	ErrBalanceEmpty     = httpx.E(http.StatusPaymentRequired, "balance_insufficient", "prepaid balance is lower than the price")
+	ErrProofRateLimited = httpx.E(http.StatusTooManyRequests, "proof_rate_limited",
+		"too many payment proofs from this address were checked on chain; retry in a few seconds")
 
 	ErrAPIKeyUnknown = httpx.E(http.StatusUnauthorized, "api_key_unknown", "X-Api-Key is not known to this agent")
 	ErrAPIKeyOwner   = httpx.E(http.StatusUnauthorized, "api_key_owner", "X-Api-Key must be used with a Mesh-Sig by the key that requested it")
@@ -57,6 +60,9 @@ var (
 	// ErrRefused is returned by the client when it will not pay a challenge
 	// (over the cap, wrong network or payee, expired, no wallet).
 	ErrRefused = errors.New("interop: payment refused by the client")
+	// ErrTxExpired is returned by Chain.Pay when the transaction's blockhash
+	// expired before it landed: it can never land, and nothing was paid.
+	ErrTxExpired = errors.New("interop: the payment transaction expired before it landed; nothing was paid")
 	// ErrCall is returned by the client for an unexpected answer of an agent or node.
 	ErrCall = errors.New("interop: call failed")
 )

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -258,4 +259,24 @@ func TestBadInput(t *testing.T) {
 	if r.status != 200 || r.body["verified"] != true || r.body["did"] != identity.DIDFromPublicKey(k.Public().(ed25519.PublicKey)) || r.body["agent_id"] != nil {
 		t.Fatalf("whoami: %s", r.raw)
 	}
+}
+
+// FuzzOpenNonce: whatever a caller sends as a nonce, opening it never
+// panics, and only a nonce issued to the same binding opens.
+func FuzzOpenNonce(f *testing.F) {
+	key := bytes.Repeat([]byte{7}, macKeySize)
+	b := bindingOf("echo", []byte(`{}`), Caller{})
+	good := newNonce(key, NetworkDevnet, addr, nonceTerms{Expires: time.Unix(1_900_000_000, 0), Lamports: 5000}, b)
+	f.Add(good)
+	f.Add("x4_")
+	f.Add("x4_AQ")
+	f.Add(good[:len(good)-1] + "A")
+	f.Fuzz(func(t *testing.T, nonce string) {
+		terms, err := openNonce(key, NetworkDevnet, addr, nonce, b)
+		// Only nonces issued here open; each worker issues its own (random
+		// salt), so the terms, not the string, are what can be compared.
+		if err == nil && (terms.Lamports != 5000 || terms.Expires.Unix() != 1_900_000_000 || terms.Keyed) {
+			t.Fatalf("nonce %q opened with terms %+v", nonce, terms)
+		}
+	})
 }

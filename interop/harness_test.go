@@ -63,7 +63,11 @@ type harness struct {
 	reg      *fakeRegistry
 	served   atomic.Int64
 	fail     atomic.Bool
-	clock    *clock
+	// slow makes the paid skill take this long: a wide window for races.
+	slow atomic.Int64
+	// pad adds this many bytes to the paid skill's answer.
+	pad   atomic.Int64
+	clock *clock
 }
 
 type clock struct {
@@ -110,8 +114,13 @@ func (h *harness) start(pc *PaymentConfig) {
 		if h.fail.Load() {
 			return nil, io.ErrUnexpectedEOF
 		}
+		time.Sleep(time.Duration(h.slow.Load()))
 		h.served.Add(1)
-		return map[string]any{"echo": in, "paid_by": CallerFrom(ctx).PaidBy}, nil
+		out := map[string]any{"echo": in, "paid_by": CallerFrom(ctx).PaidBy}
+		if n := h.pad.Load(); n > 0 {
+			out["pad"] = strings.Repeat("p", int(n))
+		}
+		return out, nil
 	}
 	cfg := AgentConfig{
 		Card: Card{Name: "Echo", Description: "echoes"},
@@ -203,4 +212,14 @@ func memDB(t *testing.T) *store.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// balance reads the prepaid balance (lamports) of key as its owner.
+func (h *harness) balance(owner ed25519.PrivateKey, key string) float64 {
+	h.t.Helper()
+	r := h.call(owner, "GET", "/v1/balance", "", HeaderAPIKey, key)
+	if r.status != 200 {
+		h.t.Fatalf("balance: %d %s", r.status, r.raw)
+	}
+	return r.body["lamports"].(float64)
 }

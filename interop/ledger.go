@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -16,14 +17,15 @@ import (
 // Storage layout. Everything interop keeps lives in the node's Badger store
 // under "x/", apart from the registry's keys:
 //
-//	x/n/<nonce>               issued x402 challenge (challengeRec); TTL: expiry + nonceGrace
-//	x/s/<tx signature>        claim of a signature by a nonce, with the cached answer (claimRec); TTL claimTTL
+//	x/n/<nonce>               the signature that paid an x402 nonce; TTL: expiry + nonceGrace
+//	x/s/<tx signature>        claim of a signature by a nonce and request, with the cached answer ≤ 512 KiB (claimRec); TTL claimTTL
 //	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
 //	x/f/i/<ip>                free-tier counter of an IP address (freeRec); TTL: until its reset
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
 //	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
 //	x/m/checkpoint            newest wallet signature the poller has handled
 //	x/m/gap                   a backlog being worked off (gapRec)
+//	x/m/noncekey              the key of x402 nonce MACs (see nonce.go)
 //	x/i/<invoice nonce>       post-pay invoice (invoiceRec)
 //	x/o/<pubkey hex>          the caller's open invoice nonce
 //	x/g/<pubkey hex>/<nonce>  Mesh-Sig nonce seen on an agent endpoint; TTL 240 s
@@ -32,9 +34,9 @@ import (
 // credited) are keys that never expire; TTLs only collect garbage or bound
 // windows whose end is also stored in the value.
 const (
-	// nonceGrace keeps an expired challenge long enough to answer
-	// "expired" rather than "unknown", and to honour a payment that landed
-	// before expiry but was presented late.
+	// nonceGrace is how long after its expiry a nonce's proof is still
+	// taken: a payment that landed before expiry but was presented late is
+	// honoured. The single-use mark of a paid nonce lives as long.
 	nonceGrace = 24 * time.Hour
 	// claimTTL is how long a paid answer can be replayed.
 	claimTTL       = 7 * 24 * time.Hour
@@ -42,32 +44,29 @@ const (
 	checkpointKey  = "x/m/checkpoint"
 	gapKey         = "x/m/gap"
 	meshNonceTTL   = 240 * time.Second
-	maxCachedBody  = 1 << 20
+	// maxCachedBody bounds a paid answer kept for replay; a larger one is
+	// not kept, and a replay runs the skill again for the same request.
+	// (Kept as base64 in JSON, 512 KiB stays under Badger's 1 MiB value
+	// limit of an in-memory store.)
+	maxCachedBody = 512 << 10
 )
 
-// challengeRec is an issued nonce.
-type challengeRec struct {
-	Skill    string `json:"skill"`
-	Lamports uint64 `json:"lamports"`
-	Network  string `json:"network"`
-	Wallet   string `json:"wallet"`
-	Expires  int64  `json:"expires"` // unix ns
-	Sig      string `json:"sig,omitempty"`
-	// Invoice marks a post-pay invoice nonce (settled by the poller).
-	Invoice bool `json:"invoice,omitempty"`
-}
-
-// claimRec ties a transaction signature to the nonce it paid, and keeps
-// the answer served for it.
+// claimRec ties a transaction signature to the nonce it paid and to the
+// request it paid for, and keeps the answer served for it.
 type claimRec struct {
 	Nonce    string `json:"nonce"`
 	Skill    string `json:"skill"`
 	Lamports uint64 `json:"lamports"`
 	At       int64  `json:"at"`
-	Served   bool   `json:"served"`
-	Status   int    `json:"status,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Body     []byte `json:"body,omitempty"`
+	// Bind is the hex SHA-256 of the skill and request body, Key the
+	// caller's Mesh-Sig key when the nonce was bound to one: only a
+	// request with the same binding is served.
+	Bind   string `json:"bind"`
+	Key    string `json:"key,omitempty"`
+	Served bool   `json:"served"`
+	Status int    `json:"status,omitempty"`
+	Type   string `json:"type,omitempty"`
+	Body   []byte `json:"body,omitempty"`
 }
 
 type freeRec struct {
@@ -115,6 +114,10 @@ type invoiceRec struct {
 	Due      int64  `json:"due"`
 	PaidSig  string `json:"paid_sig,omitempty"`
 	Reported bool   `json:"reported,omitempty"`
+	// Pending: reserved, the call not answered yet. An invoice left
+	// pending (the provider stopped mid-call) is dropped when due, never
+	// reported: the caller may not have been served.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // ledger is interop's state. Every write goes through mu, so Badger
@@ -122,6 +125,9 @@ type invoiceRec struct {
 type ledger struct {
 	db *store.DB
 	mu sync.Mutex
+
+	keyMu    sync.Mutex
+	nonceKey []byte
 
 	locksMu sync.Mutex
 	locks   map[string]*keyLock
@@ -213,19 +219,38 @@ func (l *ledger) claimMeshNonce(pubHex, nonce string) error {
 
 // --- x402 challenges and claims ---
 
-// issue stores a fresh challenge nonce.
-func (l *ledger) issue(rec challengeRec, prefix string, now time.Time) (string, error) {
-	nonce := randomToken(prefix, 16)
-	ttl := time.Duration(rec.Expires-now.UnixNano()) + nonceGrace
-	err := l.update(func(tx *store.Txn) error { return setJSONTTL(tx, store.Key("x", "n", nonce), rec, ttl) })
-	return nonce, err
+// macKey returns the key of x402 nonce MACs, created on first use and kept
+// in the store so that nonces outlive a restart.
+func (l *ledger) macKey() ([]byte, error) {
+	l.keyMu.Lock()
+	defer l.keyMu.Unlock()
+	if l.nonceKey != nil {
+		return l.nonceKey, nil
+	}
+	err := l.update(func(tx *store.Txn) error {
+		b, err := tx.Get([]byte(nonceKeyDB))
+		if errors.Is(err, store.ErrNotFound) {
+			b = make([]byte, macKeySize)
+			rand.Read(b)
+			err = tx.Set([]byte(nonceKeyDB), b)
+		}
+		l.nonceKey = bytes.Clone(b)
+		return err
+	})
+	if err != nil {
+		l.nonceKey = nil
+	}
+	return l.nonceKey, err
 }
 
-func (l *ledger) challenge(nonce string) (*challengeRec, error) {
-	if validNonce(nonce) != nil {
-		return nil, store.ErrNotFound
-	}
-	return getJSON[challengeRec](l.db, store.Key("x", "n", nonce))
+// nonceUsed reports whether a transaction has paid nonce.
+func (l *ledger) nonceUsed(nonce string) (bool, error) {
+	var ok bool
+	err := l.db.View(func(tx *store.Txn) (err error) {
+		ok, err = tx.Has(store.Key("x", "n", nonce))
+		return err
+	})
+	return ok, err
 }
 
 func (l *ledger) claimOf(sig string) (*claimRec, error) {
@@ -234,8 +259,9 @@ func (l *ledger) claimOf(sig string) (*claimRec, error) {
 
 // claim atomically ties sig to nonce: the signature must be unclaimed and
 // the nonce unpaid. It is the one step after which the caller has paid for
-// exactly this nonce.
-func (l *ledger) claim(sig, nonce string, c claimRec) error {
+// exactly this nonce. The nonce's mark lives for nonceTTL, as long as a
+// proof of it is taken.
+func (l *ledger) claim(sig, nonce string, c claimRec, nonceTTL time.Duration) error {
 	sk, nk := store.Key("x", "s", sig), store.Key("x", "n", nonce)
 	return l.update(func(tx *store.Txn) error {
 		var prev claimRec
@@ -245,25 +271,21 @@ func (l *ledger) claim(sig, nonce string, c claimRec) error {
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		var ch challengeRec
-		if err := tx.GetJSON(nk, &ch); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return ErrNonceUnknown
+		if used, err := tx.Has(nk); err != nil || used {
+			if used {
+				return ErrNonceUsed
 			}
 			return err
 		}
-		if ch.Sig != "" {
-			return ErrNonceUsed
-		}
-		ch.Sig = sig
-		if err := setJSONTTL(tx, nk, ch, max(time.Until(time.Unix(0, ch.Expires))+nonceGrace, nonceGrace)); err != nil {
+		if err := tx.SetTTL(nk, []byte(sig), max(nonceTTL, time.Minute)); err != nil {
 			return err
 		}
 		return setJSONTTL(tx, sk, c, claimTTL)
 	})
 }
 
-// served stores the answer given for a claimed signature.
+// served stores the answer given for a claimed signature, to be replayed.
+// The caller keeps answers over maxCachedBody out: those are not cached.
 func (l *ledger) served(sig string, status int, ctype string, body []byte) error {
 	sk := store.Key("x", "s", sig)
 	return l.update(func(tx *store.Txn) error {
@@ -271,10 +293,7 @@ func (l *ledger) served(sig string, status int, ctype string, body []byte) error
 		if err := tx.GetJSON(sk, &c); err != nil {
 			return err
 		}
-		c.Served, c.Status, c.Type = true, status, ctype
-		if len(body) <= maxCachedBody {
-			c.Body = body
-		}
+		c.Served, c.Status, c.Type, c.Body = true, status, ctype, body
 		return setJSONTTL(tx, sk, c, claimTTL)
 	})
 }
@@ -309,6 +328,26 @@ func (l *ledger) takeFree(keys [][]byte, allowance int, now time.Time) (bool, er
 		return nil
 	})
 	return ok, err
+}
+
+// giveBackFree uncounts one free call of every key (a call that failed).
+func (l *ledger) giveBackFree(keys [][]byte, now time.Time) error {
+	return l.update(func(tx *store.Txn) error {
+		for _, k := range keys {
+			var rec freeRec
+			err := tx.GetJSON(k, &rec)
+			if errors.Is(err, store.ErrNotFound) || err == nil && (rec.Count == 0 || rec.Reset <= now.UnixNano()) {
+				continue // nothing counted in this window
+			} else if err != nil {
+				return err
+			}
+			rec.Count--
+			if err := setJSONTTL(tx, k, rec, time.Duration(rec.Reset-now.UnixNano())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // --- prepaid accounts ---
@@ -393,17 +432,27 @@ func (l *ledger) recordDeposit(sig string, rec depositRec, apply func(*store.Txn
 	return done, err
 }
 
-func (l *ledger) checkpoint() (string, error) {
-	var s string
-	err := l.db.View(func(tx *store.Txn) error {
+// checkpoint is the newest wallet signature the poller has handled; ""
+// when none. ok is false when no checkpoint was ever stored.
+func (l *ledger) checkpoint() (sig string, ok bool, err error) {
+	err = l.db.View(func(tx *store.Txn) error {
 		b, err := tx.Get([]byte(checkpointKey))
-		s = string(b)
+		sig = string(b)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
+		return "", false, nil
 	}
-	return s, err
+	return sig, err == nil, err
+}
+
+// hasAny reports whether some key starts with prefix.
+func (l *ledger) hasAny(prefix []byte) (bool, error) {
+	found := false
+	err := l.db.View(func(tx *store.Txn) error {
+		return tx.Scan(prefix, nil, func(_, _ []byte) (bool, error) { found = true; return false, nil })
+	})
+	return found, err
 }
 
 func (l *ledger) setCheckpoint(sig string) error {

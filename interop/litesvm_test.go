@@ -93,7 +93,7 @@ func TestLiteSVMPayAndDeposit(t *testing.T) {
 	}
 	chain := NewChain(url, CommitmentFinalized, 10*time.Second)
 	defer chain.Close()
-	c := &Client{Key: identity.GenerateKey(), Wallet: payer, Chain: chain, MaxLamports: testPrice, Now: h.clock.Now}
+	c := &Client{Key: identity.GenerateKey(), Wallet: payer, Chain: chain, MaxLamports: testPrice, Now: h.clock.Now, GenesisHash: genesis}
 	card, err := c.Card(ctx, h.srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +107,13 @@ func TestLiteSVMPayAndDeposit(t *testing.T) {
 	if after-before != testPrice {
 		t.Fatalf("provider received %d lamports, want %d", after-before, testPrice)
 	}
-	// The same proof again: served from the entitlement, nothing charged.
-	if r := h.withProof(solana.MustSignatureFromBase58(res.Signature), ""); r.status != 200 || r.header.Get(HeaderPaymentReplay) != "true" {
+	// The same proof again, by the payer for the same request: served from
+	// the entitlement, nothing charged. Anyone else is refused.
+	if r := h.call(c.Key, "POST", "/v1/echo", `{"on":"litesvm"}`, HeaderPaymentProof, res.Signature); r.status != 200 || r.header.Get(HeaderPaymentReplay) != "true" {
 		t.Fatalf("replay: %d %s", r.status, r.raw)
+	}
+	if r := h.withProof(solana.MustSignatureFromBase58(res.Signature), ""); r.status != 402 || r.body["code"] != "payment_binding_mismatch" {
+		t.Fatalf("replay by another caller: %d %s", r.status, r.raw)
 	}
 
 	top := h.deposit(c, card, 3*testPrice)

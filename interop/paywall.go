@@ -149,9 +149,11 @@ type Registry interface {
 }
 
 // Report is a reputation report (spec 2.7) this agent files about a caller.
+// A settlement report times no call: LatencyMS is nil, so it gives the
+// registry no speed signal.
 type Report struct {
 	Success    bool   `json:"success"`
-	LatencyMS  int64  `json:"latency_ms"`
+	LatencyMS  *int64 `json:"latency_ms,omitempty"`
 	Paid       bool   `json:"paid"`
 	Disputed   bool   `json:"disputed"`
 	Capability string `json:"capability,omitempty"`
@@ -167,6 +169,7 @@ type Paywall struct {
 	registry Registry
 	log      *slog.Logger
 	now      func() time.Time
+	proofs   *ipLimiter // proof checks that reach the chain, per IP
 
 	pollMu sync.Mutex // one poll at a time
 	cancel context.CancelFunc
@@ -190,18 +193,25 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	}
 	return &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
-		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now,
+		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newIPLimiter(),
 	}, nil
 }
 
 // Start checks that the RPC endpoint serves the configured network, then
-// runs the deposit poller and the post-pay invoice checks until Close.
+// runs the deposit poller and the post-pay invoice checks until Close (on
+// a first start the poller begins at the wallet's newest transaction).
 func (p *Paywall) Start(ctx context.Context) error {
 	if err := p.chain.CheckGenesis(ctx, p.cfg.Network, p.cfg.GenesisHash); err != nil {
 		return err
 	}
+	polls := p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil
+	if polls {
+		if err := p.startCheckpoint(ctx); err != nil {
+			return err
+		}
+	}
 	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil {
+	if polls {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -242,15 +252,13 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			return nil
 		}
 		c := CallerFrom(r.Context())
+		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c), ip: c.IP}
 		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
-			return p.serveProof(w, r, skill, lamports, proof, next)
+			return p.serveProof(w, r, pc, proof, next)
 		}
 		cause := ErrPaymentRequired
-		if ok, err := p.takeFree(c); err != nil {
+		if served, err := p.serveFree(w, r, c, next); served || err != nil {
 			return err
-		} else if ok {
-			next.ServeHTTP(withPaidBy(w, r, "free"))
-			return nil
 		}
 		if key := r.Header.Get(HeaderAPIKey); key != "" && p.cfg.has(ModeDeposit) {
 			served, err := p.serveBalance(w, r, key, lamports, next)
@@ -262,149 +270,13 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 		if served, err := p.servePostpay(w, r, skill, lamports, next); served || err != nil {
 			return err
 		}
-		return p.challenge(w, skill, lamports, cause)
+		return p.challenge(w, pc, cause)
 	})
 }
 
-// challenge answers 402 with a fresh nonce; cause says why. Without the
-// x402 mode there is nothing to pay per call: the 402 says to top up.
-func (p *Paywall) challenge(w http.ResponseWriter, skill string, lamports uint64, cause *httpx.Error) error {
-	if !p.cfg.has(ModeX402) {
-		return cause.With("%s; this agent takes prepaid deposits only: POST /v1/topup, then call with X-Api-Key", cause.Detail)
-	}
-	now := p.now()
-	exp := now.Add(p.cfg.ChallengeTTL)
-	nonce, err := p.ledger.issue(challengeRec{Skill: skill, Lamports: lamports, Network: p.cfg.Network,
-		Wallet: p.cfg.Wallet, Expires: exp.UnixNano()}, "x4_", now)
-	if err != nil {
-		return err
-	}
-	body := BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: lamports,
-		Nonce: nonce, Resource: "/v1/" + skill, ExpiresAt: exp}, cause.Code, cause.Detail)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusPaymentRequired)
-	w.Write(append(body, '\n'))
-	return nil
-}
-
-// refuse answers a failed check: 402 causes come with a fresh challenge,
-// anything else is returned as an error.
-func (p *Paywall) refuse(w http.ResponseWriter, skill string, lamports uint64, err error) error {
-	var e *httpx.Error
-	if errors.As(err, &e) && e.Status == http.StatusPaymentRequired {
-		return p.challenge(w, skill, lamports, e)
-	}
-	return err
-}
-
-func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, skill string, lamports uint64, proof string, next http.Handler) error {
-	sig, err := solana.SignatureFromBase58(proof)
-	if err != nil || len(proof) > 100 {
-		return p.refuse(w, skill, lamports, ErrProofMalformed)
-	}
-	unlock := p.ledger.lock(sig.String())
-	defer unlock()
-	nonce := r.Header.Get(HeaderPaymentNonce)
-	if c, err := p.ledger.claimOf(sig.String()); err == nil {
-		if nonce != "" && c.Nonce != nonce || c.Skill != skill {
-			return p.refuse(w, skill, lamports, ErrProofUsed.With("transaction %s already paid for another challenge", sig))
-		}
-		if c.Served {
-			h := w.Header()
-			h.Set(HeaderPaymentReplay, "true")
-			h.Set(HeaderPaymentProof, sig.String())
-			if c.Type != "" {
-				h.Set("Content-Type", c.Type)
-			}
-			w.WriteHeader(c.Status)
-			w.Write(c.Body)
-			return nil
-		}
-		return p.serveClaimed(w, r, sig.String(), next) // its first answer failed: serve again
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-
-	var ch *challengeRec
-	if nonce != "" {
-		if ch, err = p.openChallenge(nonce, skill); err != nil {
-			return p.refuse(w, skill, lamports, err)
-		}
-	}
-	res, err := p.chain.Transaction(r.Context(), sig)
-	if err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	paid, err := inspect(res, p.wallet)
-	if err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	if paid.Signature != sig.String() {
-		return p.refuse(w, skill, lamports, ErrTxMalformed.With("the RPC returned another transaction than %s", sig))
-	}
-	if ch == nil { // no X-Payment-Nonce: the memo names the challenge
-		if len(paid.Memos) != 1 {
-			return p.refuse(w, skill, lamports, checkPayment(paid, lamports, ""))
-		}
-		nonce = string(paid.Memos[0])
-		if ch, err = p.openChallenge(nonce, skill); err != nil {
-			return p.refuse(w, skill, lamports, err)
-		}
-	}
-	if err := checkPayment(paid, ch.Lamports, nonce); err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	landed := p.now()
-	if paid.BlockTime > 0 {
-		landed = time.Unix(paid.BlockTime, 0)
-	}
-	if landed.UnixNano() > ch.Expires {
-		return p.refuse(w, skill, lamports, ErrNonceExpired.With("nonce expired at %s; the transaction landed at %s",
-			time.Unix(0, ch.Expires).UTC().Format(time.RFC3339), landed.UTC().Format(time.RFC3339)))
-	}
-	err = p.ledger.claim(sig.String(), nonce, claimRec{Nonce: nonce, Skill: skill, Lamports: paid.Lamports, At: p.now().UnixNano()})
-	if err != nil {
-		return p.refuse(w, skill, lamports, err)
-	}
-	p.log.Info("x402 payment accepted", "skill", skill, "signature", sig.String(), "lamports", paid.Lamports)
-	return p.serveClaimed(w, r, sig.String(), next)
-}
-
-// openChallenge returns the unpaid, unexpired-or-grace challenge nonce of skill.
-func (p *Paywall) openChallenge(nonce, skill string) (*challengeRec, error) {
-	ch, err := p.ledger.challenge(nonce)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, ErrNonceUnknown
-	case err != nil:
-		return nil, err
-	case ch.Invoice || ch.Skill != skill:
-		return nil, ErrNonceOtherSkill
-	case ch.Sig != "":
-		return nil, ErrNonceUsed
-	case ch.Network != p.cfg.Network || ch.Wallet != p.cfg.Wallet:
-		return nil, ErrNonceUnknown.With("nonce was issued for another network or wallet")
-	}
-	return ch, nil
-}
-
-// serveClaimed runs next for a claimed signature and caches its answer;
-// a 5xx answer is not cached, so a retry with the same proof runs again.
-func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "x402"))
-	if rec.status < 500 {
-		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
-			p.log.Error("caching a paid answer", "signature", sig, "err", err)
-		}
-	}
-	rec.header.Set(HeaderPaymentProof, sig)
-	rec.flush(w)
-	return nil
-}
-
-// takeFree counts a free call for a signed caller with allowance left.
-func (p *Paywall) takeFree(c Caller) (bool, error) {
+// serveFree serves a signed caller with free allowance left and counts
+// the call against its key and IP; a 5xx answer gives the call back.
+func (p *Paywall) serveFree(w http.ResponseWriter, r *http.Request, c Caller, next http.Handler) (bool, error) {
 	if p.cfg.FreeCallsPerDay <= 0 || c.Pubkey == nil {
 		return false, nil
 	}
@@ -412,28 +284,31 @@ func (p *Paywall) takeFree(c Caller) (bool, error) {
 	if c.IP != "" {
 		keys = append(keys, store.Key("x", "f", "i", c.IP))
 	}
-	return p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now())
+	if ok, err := p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now()); err != nil || !ok {
+		return false, err
+	}
+	rec := runPaid(r, "free", next)
+	if rec.status >= 500 {
+		if err := p.ledger.giveBackFree(keys, p.now()); err != nil {
+			p.log.Error("giving back the free call of a failed call", "err", err)
+		}
+	}
+	rec.flush(w)
+	return true, nil
 }
 
 // serveBalance debits one call from a prepaid balance. served is false
 // when the balance is too low (nothing debited).
 func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key string, lamports uint64, next http.Handler) (bool, error) {
-	acct, err := p.ledger.account(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, ErrAPIKeyUnknown
-	} else if err != nil {
+	if _, err := p.ownedAccount(r, key); err != nil {
 		return false, err
-	}
-	if c := CallerFrom(r.Context()); acct.Owner != "" && (c.Pubkey == nil || identity.EncodePublicKey(c.Pubkey) != acct.Owner) {
-		return false, ErrAPIKeyOwner
 	}
 	credits := lamports / p.cfg.CreditDivisor
 	remaining, ok, err := p.ledger.debit(key, credits)
 	if err != nil || !ok {
 		return false, err
 	}
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "balance"))
+	rec := runPaid(r, "balance", next)
 	debited := lamports
 	if rec.status >= 500 {
 		if err := p.ledger.refund(key, credits); err != nil {
@@ -448,6 +323,25 @@ func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key strin
 	return true, nil
 }
 
+// ownedAccount returns the prepaid account of key when the request is
+// signed by the key that asked for it. The api_key is public on chain (the
+// deposit memo), so it is never a credential alone. A key this agent never
+// issued is 401 api_key_unknown rather than a fall-through to 402: it is a
+// client's mistake (another agent's key, a typo), and a client that pays
+// per call on 402 should not do so while it means to spend a balance.
+func (p *Paywall) ownedAccount(r *http.Request, key string) (*accountRec, error) {
+	acct, err := p.ledger.account(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrAPIKeyUnknown
+	} else if err != nil {
+		return nil, err
+	}
+	if c := CallerFrom(r.Context()); acct.Owner != "" && (c.Pubkey == nil || identity.EncodePublicKey(c.Pubkey) != acct.Owner) {
+		return nil, ErrAPIKeyOwner
+	}
+	return acct, nil
+}
+
 // capture buffers an answer so that payment is settled on its status.
 type capture struct {
 	header http.Header
@@ -455,7 +349,13 @@ type capture struct {
 	body   bytes.Buffer
 }
 
-func newCapture() *capture { return &capture{header: http.Header{}, status: http.StatusOK} }
+// runPaid runs next for a call paid by how, buffering its answer so that
+// payment is settled on its status before anything is sent.
+func runPaid(r *http.Request, how string, next http.Handler) *capture {
+	rec := &capture{header: http.Header{}, status: http.StatusOK}
+	next.ServeHTTP(withPaidBy(rec, r, how))
+	return rec
+}
 
 func (c *capture) Header() http.Header { return c.header }
 func (c *capture) WriteHeader(code int) {

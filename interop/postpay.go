@@ -19,31 +19,29 @@ import (
 // transfer (memo = invoice id) and settles the invoice. A caller has at most
 // one open invoice: while one is unpaid it pre-pays like anyone else.
 //
-// A caller that never pays lowers its own settlement score: when an
-// invoice is overdue the provider files a signed reputation report about
-// the caller's agent through the registry with paid=true, disputed=true
-// (settlement counts paid-and-not-disputed over paid). A settled invoice
-// files paid=true, disputed=false.
+// A caller that never pays lowers its own score: when an invoice is
+// overdue the provider files a signed reputation report about the caller's
+// agent through the registry with success=false, paid=true, disputed=true
+// (reliability counts successes, settlement paid-and-not-disputed over
+// paid). A settled invoice files success=true, paid=true, disputed=false.
+// Neither carries latency_ms: no call was timed, so speed is not touched.
 
 // invoicePrefix opens invoice nonces; the poller settles memos that carry it.
 const invoicePrefix = "inv_"
 
 // servePostpay serves a trusted caller and invoices it; served is false
-// when the caller is not eligible.
+// when the caller is not eligible. The caller's one open invoice is
+// reserved atomically before the skill runs, so concurrent calls get one
+// delivery on credit between them; a 5xx answer releases it.
 func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill string, lamports uint64, next http.Handler) (bool, error) {
 	c := CallerFrom(r.Context())
 	min := p.cfg.PostpayMinReputation
 	if min == nil || c.Pubkey == nil || p.registry == nil {
 		return false, nil
 	}
-	openKey := store.Key("x", "o", hex.EncodeToString(c.Pubkey))
-	if err := p.db().View(func(tx *store.Txn) error {
-		_, err := tx.Get(openKey)
-		return err
-	}); err == nil {
-		return false, nil // an invoice is still open
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return false, err
+	pubHex := hex.EncodeToString(c.Pubkey)
+	if open, err := p.ledger.openInvoice(pubHex); err != nil || open {
+		return false, err // spares the registry lookup; the reservation decides
 	}
 	id, score, err := p.registry.AgentByKey(r.Context(), c.Pubkey)
 	if err != nil {
@@ -55,33 +53,92 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 	}
 	now := p.now()
 	due := now.Add(p.cfg.PostpayDue)
-	rec := newCapture()
-	next.ServeHTTP(withPaidBy(rec, r, "postpay"))
+	nonce := randomToken(invoicePrefix, 16)
+	inv := invoiceRec{Caller: identity.EncodePublicKey(c.Pubkey), AgentID: id, Skill: skill, Lamports: lamports,
+		Created: now.UnixNano(), Due: due.UnixNano(), Pending: true}
+	if ok, err := p.ledger.reserveInvoice(pubHex, nonce, inv); err != nil || !ok {
+		return false, err
+	}
+	rec := runPaid(r, "postpay", next)
 	if rec.status >= 500 {
+		if err := p.ledger.releaseInvoice(pubHex, nonce); err != nil {
+			p.log.Error("post-pay: releasing the invoice of a failed call", "invoice", nonce, "err", err)
+		}
 		rec.flush(w)
 		return true, nil
 	}
-	nonce, err := p.ledger.issue(challengeRec{Skill: skill, Lamports: lamports, Network: p.cfg.Network,
-		Wallet: p.cfg.Wallet, Expires: due.UnixNano(), Invoice: true}, invoicePrefix, now)
-	if err != nil {
-		return false, err
-	}
-	inv := invoiceRec{Caller: identity.EncodePublicKey(c.Pubkey), AgentID: id, Skill: skill, Lamports: lamports,
-		Created: now.UnixNano(), Due: due.UnixNano()}
-	err = p.ledger.update(func(tx *store.Txn) error {
-		if err := tx.SetJSON(store.Key("x", "i", nonce), inv); err != nil {
-			return err
-		}
-		return tx.Set(openKey, []byte(nonce))
-	})
-	if err != nil {
-		return false, err
+	if err := p.ledger.deliveredInvoice(nonce); err != nil {
+		p.log.Error("post-pay: marking an invoice delivered", "invoice", nonce, "err", err)
 	}
 	BuildChallenge(rec.header, Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: lamports, Nonce: nonce,
 		Resource: "/v1/" + skill, ExpiresAt: due}, "", "")
 	rec.header.Set(HeaderPostpayDue, due.UTC().Format(time.RFC3339))
 	rec.flush(w)
 	return true, nil
+}
+
+// openInvoice reports whether the caller (hex key) has an open invoice.
+func (l *ledger) openInvoice(pubHex string) (bool, error) {
+	var ok bool
+	err := l.db.View(func(tx *store.Txn) (err error) {
+		ok, err = tx.Has(store.Key("x", "o", pubHex))
+		return err
+	})
+	return ok, err
+}
+
+// reserveInvoice stores inv under nonce as the caller's open invoice,
+// unless the caller already has one (ok false, nothing stored).
+func (l *ledger) reserveInvoice(pubHex, nonce string, inv invoiceRec) (ok bool, err error) {
+	openKey := store.Key("x", "o", pubHex)
+	err = l.update(func(tx *store.Txn) error {
+		if open, err := tx.Has(openKey); err != nil || open {
+			return err
+		}
+		if err := tx.SetJSON(store.Key("x", "i", nonce), inv); err != nil {
+			return err
+		}
+		ok = true
+		return tx.Set(openKey, []byte(nonce))
+	})
+	return ok, err
+}
+
+// releaseInvoice removes an invoice and, when it is the caller's open
+// one, the open mark.
+func (l *ledger) releaseInvoice(pubHex, nonce string) error {
+	return l.update(func(tx *store.Txn) error {
+		if err := closeInvoice(tx, pubHex, nonce); err != nil {
+			return err
+		}
+		return tx.Delete(store.Key("x", "i", nonce))
+	})
+}
+
+// closeInvoice clears the caller's open mark if it names nonce.
+func closeInvoice(tx *store.Txn, pubHex, nonce string) error {
+	openKey := store.Key("x", "o", pubHex)
+	cur, err := tx.Get(openKey)
+	if errors.Is(err, store.ErrNotFound) || err == nil && string(cur) != nonce {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return tx.Delete(openKey)
+}
+
+// deliveredInvoice marks an invoice's call answered: from now on it is
+// owed.
+func (l *ledger) deliveredInvoice(nonce string) error {
+	ik := store.Key("x", "i", nonce)
+	return l.update(func(tx *store.Txn) error {
+		var inv invoiceRec
+		if err := tx.GetJSON(ik, &inv); err != nil {
+			return err
+		}
+		inv.Pending = false
+		return tx.SetJSON(ik, inv)
+	})
 }
 
 // settleInvoice marks an invoice paid by the transaction sig, exactly once.
@@ -108,7 +165,7 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 		if err != nil {
 			return err
 		}
-		return tx.Delete(store.Key("x", "o", hex.EncodeToString(pub)))
+		return closeInvoice(tx, hex.EncodeToString(pub), nonce)
 	})
 	if done && !inv.Reported {
 		p.report(ctx, inv, false)
@@ -139,10 +196,21 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 		return err
 	}
 	for i, nonce := range overdue {
-		if !p.report(ctx, invs[i], true) {
+		inv := invs[i]
+		if inv.Pending {
+			pub, err := identity.DecodePublicKey(inv.Caller)
+			if err != nil {
+				return err
+			}
+			if err := p.ledger.releaseInvoice(hex.EncodeToString(pub), nonce); err != nil {
+				return err
+			}
+			p.log.Warn("post-pay invoice of a call never answered dropped", "agent", inv.AgentID, "invoice", nonce)
 			continue
 		}
-		inv := invs[i]
+		if !p.report(ctx, inv, true) {
+			continue
+		}
 		inv.Reported = true
 		if err := p.ledger.update(func(tx *store.Txn) error { return tx.SetJSON(store.Key("x", "i", nonce), inv) }); err != nil {
 			return err
@@ -157,7 +225,9 @@ func (p *Paywall) report(ctx context.Context, inv invoiceRec, disputed bool) boo
 	if p.registry == nil || inv.AgentID == "" {
 		return false
 	}
-	err := p.registry.Report(ctx, inv.AgentID, Report{Success: true, Paid: true, Disputed: disputed, Capability: inv.Skill})
+	// A default is a failed exchange (success false): reliability and
+	// settlement both fall. No latency is invented for either outcome.
+	err := p.registry.Report(ctx, inv.AgentID, Report{Success: !disputed, Paid: true, Disputed: disputed, Capability: inv.Skill})
 	if err != nil {
 		p.log.Warn("filing a settlement report failed; retried later", "agent", inv.AgentID, "err", err)
 		return false

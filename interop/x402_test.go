@@ -2,9 +2,11 @@ package interop
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +15,9 @@ import (
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/store"
 )
 
 func TestX402PayAndReplay(t *testing.T) {
@@ -134,10 +138,29 @@ func TestX402Refusals(t *testing.T) {
 		{"rpc error", "payment_rpc_error", rpcFault(soltest.RPCError)},
 		{"rpc http 500", "payment_rpc_error", rpcFault(soltest.HTTP500)},
 		{"rpc timeout", "payment_rpc_timeout", rpcFault(soltest.Hang)},
-		{"nonce of another skill", "payment_nonce_mismatch", func(h *harness) (string, string) {
-			n, _ := h.agent.paywall.ledger.issue(challengeRec{Skill: "other", Lamports: testPrice, Network: NetworkDevnet,
-				Wallet: h.provider.Address(), Expires: h.clock.Now().Add(time.Minute).UnixNano()}, "x4_", h.clock.Now())
+		{"nonce of another skill", "payment_binding_mismatch", func(h *harness) (string, string) {
+			key, _ := h.agent.paywall.ledger.macKey()
+			n := newNonce(key, NetworkDevnet, h.provider.Address(), nonceTerms{Expires: h.clock.Now().Add(time.Minute), Lamports: testPrice},
+				bindingOf("other", []byte(`{"x":1}`), Caller{}))
 			return h.pay(payer, testPrice, n).String(), n
+		}},
+		{"nonce of another body", "payment_binding_mismatch", func(h *harness) (string, string) {
+			r := h.call(nil, "POST", "/v1/echo", `{"x":2}`)
+			n := r.header.Get(HeaderPaymentNonce)
+			return h.pay(payer, testPrice, n).String(), n
+		}},
+		{"nonce of another body, from the memo", "payment_binding_mismatch", func(h *harness) (string, string) {
+			r := h.call(nil, "POST", "/v1/echo", `{"x":2}`)
+			return h.pay(payer, testPrice, r.header.Get(HeaderPaymentNonce)).String(), ""
+		}},
+		{"nonce of a signed request, retried unsigned", "payment_binding_mismatch", func(h *harness) (string, string) {
+			r := h.call(identity.GenerateKey(), "POST", "/v1/echo", `{"x":1}`)
+			n := r.header.Get(HeaderPaymentNonce)
+			return h.pay(payer, testPrice, n).String(), n
+		}},
+		{"forged nonce", "payment_binding_mismatch", func(h *harness) (string, string) {
+			forged := forge(h.challenge())
+			return h.pay(payer, testPrice, forged).String(), forged
 		}},
 		{"nonce paid by another transaction", "payment_nonce_used", func(h *harness) (string, string) {
 			n := h.challenge()
@@ -201,6 +224,32 @@ func TestX402FailedSkillIsNotCharged(t *testing.T) {
 	h.fail.Store(false)
 	if r := h.withProof(sig, n); r.status != 200 || r.header.Get(HeaderPaymentReplay) != "" {
 		t.Fatalf("retry after failure: %d %s", r.status, r.raw)
+	}
+}
+
+// TestX402LargeAnswerReplays: an answer within maxCachedBody is replayed
+// from the cache; a larger one is never replayed empty: the replay runs the
+// skill again for the same request.
+func TestX402LargeAnswerReplays(t *testing.T) {
+	for _, c := range []struct {
+		pad  int64
+		runs int64
+	}{{maxCachedBody - 1000, 1}, {maxCachedBody, 2}} {
+		h := newHarness(t)
+		h.pad.Store(c.pad)
+		n := h.challenge()
+		sig := h.pay(NewWallet(), testPrice, n)
+		first := h.withProof(sig, n)
+		if first.status != 200 || len(first.raw) < int(c.pad) {
+			t.Fatalf("answer of %d bytes: %d, %d bytes", c.pad, first.status, len(first.raw))
+		}
+		again := h.withProof(sig, n)
+		if again.status != 200 || again.raw != first.raw {
+			t.Fatalf("replay of an answer of %d bytes: %d, %d bytes", c.pad, again.status, len(again.raw))
+		}
+		if got := h.served.Load(); got != c.runs {
+			t.Fatalf("answer of %d bytes: skill ran %d times, want %d", c.pad, got, c.runs)
+		}
 	}
 }
 
@@ -312,4 +361,143 @@ func TestGenesisCheck(t *testing.T) {
 	if !strings.Contains(ErrGenesisMismatch.Error(), "genesis") {
 		t.Fatal("sentinel text")
 	}
+}
+
+// TestX402PaymentIsBoundToTheRequest: the signature and memo of a payment
+// are public on chain. An observer who sends them before the payer is not
+// served and claims nothing; after the payer is served, the observer
+// cannot read the cached answer; and the payer's own replay with another
+// body is refused rather than answered with the old result.
+func TestX402PaymentIsBoundToTheRequest(t *testing.T) {
+	for _, signed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "signed payer", false: "unsigned payer"}[signed], func(t *testing.T) {
+			h := newHarness(t)
+			var payer ed25519.PrivateKey
+			if signed {
+				payer = identity.GenerateKey()
+			}
+			body := `{"secret":"payer's question"}`
+			r := h.call(payer, "POST", "/v1/echo", body)
+			n := r.header.Get(HeaderPaymentNonce)
+			sig := h.pay(NewWallet(), testPrice, n).String()
+
+			observers := []struct {
+				name string
+				key  ed25519.PrivateKey
+				body string
+			}{
+				{"observer, other key", identity.GenerateKey(), `{"x":1}`},
+				{"observer, unsigned", nil, `{"x":1}`},
+			}
+			if signed { // knowing the body is not enough without the payer's key
+				observers = append(observers, struct {
+					name string
+					key  ed25519.PrivateKey
+					body string
+				}{"observer, same body", identity.GenerateKey(), body})
+			}
+			try := func(key ed25519.PrivateKey, body string, withNonce bool) resp {
+				hdr := []string{HeaderPaymentProof, sig}
+				if withNonce {
+					hdr = append(hdr, HeaderPaymentNonce, n)
+				}
+				return h.call(key, "POST", "/v1/echo", body, hdr...)
+			}
+			for _, o := range observers {
+				for _, withNonce := range []bool{true, false} {
+					if r := try(o.key, o.body, withNonce); r.status != 402 || r.body["code"] != "payment_binding_mismatch" {
+						t.Fatalf("%s before the payer (nonce header %v): %d %s", o.name, withNonce, r.status, r.raw)
+					}
+				}
+			}
+			if h.served.Load() != 0 {
+				t.Fatal("an observer was served")
+			}
+			first := try(payer, body, true)
+			if first.status != 200 || first.header.Get(HeaderPaymentReplay) != "" || !strings.Contains(first.raw, "payer's question") {
+				t.Fatalf("payer after the observers: %d %s", first.status, first.raw)
+			}
+			for _, o := range observers {
+				if r := try(o.key, o.body, false); r.status != 402 || r.body["code"] != "payment_binding_mismatch" || strings.Contains(r.raw, "payer's question") {
+					t.Fatalf("%s after the payer: %d %s", o.name, r.status, r.raw)
+				}
+			}
+			if r := try(payer, `{"other":"question"}`, true); r.status != 402 || r.body["code"] != "payment_binding_mismatch" {
+				t.Fatalf("payer's replay with another body: %d %s", r.status, r.raw)
+			}
+			if r := try(payer, body, false); r.status != 200 || r.raw != first.raw || r.header.Get(HeaderPaymentReplay) != "true" {
+				t.Fatalf("payer's replay: %d %s", r.status, r.raw)
+			}
+			if n := h.served.Load(); n != 1 {
+				t.Fatalf("skill ran %d times", n)
+			}
+		})
+	}
+}
+
+// countKeys counts the store's keys under prefix.
+func countKeys(t *testing.T, db *store.DB, prefix string) int {
+	t.Helper()
+	n := 0
+	err := db.View(func(tx *store.Txn) error {
+		return tx.Scan([]byte(prefix), nil, func(_, _ []byte) (bool, error) { n++; return true, nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestUnpaidCallsCostTheProviderNothing: a flood of unpaid calls and of
+// refused proofs writes nothing to the store, and made-up proofs reach the
+// chain at most a burst's worth of times per address per minute.
+func TestUnpaidCallsCostTheProviderNothing(t *testing.T) {
+	h := newHarness(t)
+	n := h.challenge() // creates the nonce key, once
+	before := countKeys(t, h.db, "x/")
+	for i := range 200 {
+		if r := h.call(nil, "POST", "/v1/echo", fmt.Sprintf(`{"i":%d}`, i)); r.status != 402 {
+			t.Fatalf("unpaid call: %d", r.status)
+		}
+	}
+	fake := func(i int) solana.Signature { return solana.Signature{byte(i), byte(i >> 8), 7} }
+	rpcBefore := h.chain.Calls("getTransaction")
+	for i := range 100 { // forged nonces fail their MAC before the chain is asked
+		if r := h.withProof(fake(i), forge(n)); r.status != 402 {
+			t.Fatalf("forged nonce: %d %s", r.status, r.raw)
+		}
+	}
+	if got := h.chain.Calls("getTransaction") - rpcBefore; got != 0 {
+		t.Fatalf("forged nonces cost %d RPC calls", got)
+	}
+	limited := 0
+	for i := range 100 { // made-up signatures with a real nonce: rate limited
+		switch r := h.withProof(fake(1000+i), n); {
+		case r.status == 429 && r.body["code"] == "proof_rate_limited" && r.header.Get("Retry-After") != "":
+			limited++
+		case r.status != 402 || r.body["code"] != "payment_not_visible":
+			t.Fatalf("made-up signature: %d %s", r.status, r.raw)
+		}
+	}
+	if got := h.chain.Calls("getTransaction") - rpcBefore; got != proofCheckBurst || limited != 100-proofCheckBurst {
+		t.Fatalf("100 made-up proofs: %d RPC calls, %d limited; want %d calls", got, limited, proofCheckBurst)
+	}
+	if after := countKeys(t, h.db, "x/"); after != before {
+		t.Fatalf("unpaid calls and refused proofs left %d keys in the store", after-before)
+	}
+	// The bucket refills with time: a payer is checked again.
+	h.clock.Advance(time.Minute)
+	sig := h.pay(NewWallet(), testPrice, n)
+	if r := h.withProof(sig, n); r.status != 200 {
+		t.Fatalf("payer after the flood: %d %s", r.status, r.raw)
+	}
+}
+
+// forge changes the last character of a nonce (part of its MAC).
+func forge(nonce string) string {
+	c := "A"
+	if nonce[len(nonce)-1] == 'A' {
+		c = "B"
+	}
+	return nonce[:len(nonce)-1] + c
 }

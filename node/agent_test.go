@@ -156,3 +156,31 @@ func TestAgentCloseLeavesNoGoroutines(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines left after Close")
 }
+
+// TestAgentSettlementReports: the reports an embedded agent files about a
+// post-pay caller carry no latency_ms; the registry takes them, they give
+// no speed signal, and a default counts as a failure and as unsettled.
+func TestAgentSettlementReports(t *testing.T) {
+	m := newMesh(t)
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
+	n := m.start(cfg)
+	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	m.register(m.boot, "caller-1", identity.GenerateKey())
+	m.waitCaughtUp(n)
+	reg := agentRegistry{n}
+	ctx := context.Background()
+	for _, rep := range []interop.Report{
+		{Success: true, Paid: true, Capability: "echo"},                  // a settled invoice
+		{Success: false, Paid: true, Disputed: true, Capability: "echo"}, // a default
+	} {
+		if err := reg.Report(ctx, "caller-1", rep); err != nil {
+			t.Fatalf("report %+v: %v", rep, err)
+		}
+	}
+	eventually(t, 5*time.Second, func() bool {
+		_, v := call(t, n, "GET", "/v1/agents/caller-1/reputation", "")
+		d, _ := v["dims"].(map[string]any)
+		return v["n"] == 2.0 && d["speed"] == nil && d["reliability"] == 0.5 && d["settlement"] == 0.5
+	}, "settlement reports not rolled up as two reports without speed, one failed and unsettled")
+}

@@ -35,7 +35,7 @@ var badBodies = []string{
 	`{"agent_id":"ok","capabilities":["a\u0000b"]}`, `{"agent_id":"ok","endpoint":"ftp://x"}`, `{"agent_id":"ok","endpoint":"not a url"}`,
 	`{"agent_id":"ok","pubkey":"!!!"}`, `{"agent_id":"ok","pubkey":"AAAA"}`, `{"agent_id":"ok","pubkey":7}`,
 	`{"agent_id":"ok","api_key":""}`, `{"agent_id":"ok","api_key":5}`, "\xff\xfe{}",
-	`{"success":"yes","latency_ms":1}`, `{"success":true}`, `{"success":true,"latency_ms":-1}`,
+	`{"success":"yes","latency_ms":1}`, `{"latency_ms":1}`, `{"success":true,"latency_ms":-1}`,
 	`{"success":true,"latency_ms":1.5}`, `{"success":true,"latency_ms":1,"quality":0}`, `{"success":true,"latency_ms":1,"quality":6}`,
 	`{"success":true,"latency_ms":99999999999999999999}`, `{"status":5}`, `{"status":"` + strings.Repeat("s", 100) + `"}`,
 	`{"listings":[]}`, `{"listings":[{"agent_id":"bad id"}]}`, `{"listings":"x"}`,

@@ -24,10 +24,11 @@ const (
 )
 
 // Report is the body of POST /v1/agents/<id>/feedback (spec 2.7).
-// success and latency_ms are required; the rest are optional.
+// success is required; the rest are optional. A report without latency_ms
+// (a settlement report: no call was timed) gives no speed signal.
 type Report struct {
 	Success    *bool  `json:"success"`
-	LatencyMS  *int64 `json:"latency_ms"`
+	LatencyMS  *int64 `json:"latency_ms,omitempty"`
 	Quality    *int   `json:"quality,omitempty"`
 	Paid       bool   `json:"paid"`
 	Disputed   bool   `json:"disputed"`
@@ -41,9 +42,7 @@ func (r *Report) Validate() error {
 	switch {
 	case r.Success == nil:
 		return httpx.ErrInvalid.With("success (boolean) is required")
-	case r.LatencyMS == nil:
-		return httpx.ErrInvalid.With("latency_ms (integer milliseconds) is required")
-	case *r.LatencyMS < 0 || *r.LatencyMS > maxLatencyMS:
+	case r.LatencyMS != nil && (*r.LatencyMS < 0 || *r.LatencyMS > maxLatencyMS):
 		return httpx.ErrInvalid.With("latency_ms must be between 0 and %d", maxLatencyMS)
 	case r.Quality != nil && (*r.Quality < 1 || *r.Quality > 5):
 		return httpx.ErrInvalid.With("quality must be an integer from 1 to 5")
@@ -83,9 +82,9 @@ func speedOf(latencyMS int64) float64 {
 
 // rollupBuilder accumulates reports; the result depends only on the reports.
 type rollupBuilder struct {
-	n, success, qualityN, paidN, settledN int
-	speedSum, qualitySum                  float64
-	newest                                time.Time
+	n, success, speedN, qualityN, paidN, settledN int
+	speedSum, qualitySum                          float64
+	newest                                        time.Time
 }
 
 func (b *rollupBuilder) add(r Report, at time.Time) {
@@ -93,7 +92,10 @@ func (b *rollupBuilder) add(r Report, at time.Time) {
 	if *r.Success {
 		b.success++
 	}
-	b.speedSum += speedOf(*r.LatencyMS)
+	if r.LatencyMS != nil {
+		b.speedN++
+		b.speedSum += speedOf(*r.LatencyMS)
+	}
 	if r.Quality != nil {
 		b.qualityN++
 		b.qualitySum += float64(*r.Quality-1) / 4
@@ -120,7 +122,7 @@ func ratio(num float64, den int) *float64 {
 func (b *rollupBuilder) rollup() Rollup {
 	d := Dims{
 		Reliability: ratio(float64(b.success), b.n),
-		Speed:       ratio(b.speedSum, b.n),
+		Speed:       ratio(b.speedSum, b.speedN),
 		Quality:     ratio(b.qualitySum, b.qualityN),
 		Settlement:  ratio(float64(b.settledN), b.paidN),
 	}

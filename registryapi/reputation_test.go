@@ -1,7 +1,9 @@
 package registryapi
 
 import (
+	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -37,6 +39,10 @@ func TestRollUpTable(t *testing.T) {
 		{"all dimensions", []Report{rep(true, 2000, 1, true, true), rep(false, 0, 5, true, false)},
 			Rollup{N: 2, Score: f(0.4*0.5 + 0.3*0.5 + 0.2*(1-1000.0/29000+1)/2 + 0.1*0.5),
 				Dims: Dims{Reliability: f(0.5), Speed: f((1 - 1000.0/29000 + 1) / 2), Quality: f(0.5), Settlement: f(0.5)}}},
+		// A report without latency_ms gives no speed signal: speed is the
+		// mean over the one report that carries it.
+		{"report without latency", []Report{rep(true, 15500, 0, false, false), {Success: new(false)}},
+			Rollup{N: 2, Score: f((0.4*0.5 + 0.2*0.5) / 0.6), Dims: Dims{Reliability: f(0.5), Speed: f(0.5)}}},
 		{"speed clamps beyond 30 s", []Report{rep(false, 120000, 0, true, true)},
 			Rollup{N: 1, Score: f(0), Dims: Dims{Reliability: f(0), Speed: f(0), Settlement: f(0)}}},
 	}
@@ -78,5 +84,30 @@ func TestSpeedScale(t *testing.T) {
 		if got := speedOf(c.ms); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("speedOf(%d) = %v, want %v", c.ms, got, c.want)
 		}
+	}
+}
+
+// TestDefaulterScoreFalls: the report a provider files when a post-paid
+// invoice is overdue lowers the caller's score. Its earlier shape (success
+// with latency 0) counted as a perfect call and raised it.
+func TestDefaulterScoreFalls(t *testing.T) {
+	decode := func(body string) Report {
+		var r Report
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		return r
+	}
+	history := []Report{decode(`{"success":false,"latency_ms":20000}`), decode(`{"success":true,"latency_ms":9000}`)}
+	before := *RollUp(history).Score
+	score := func(report string) float64 { return *RollUp(append(slices.Clone(history), decode(report))).Score }
+	if old := score(`{"success":true,"latency_ms":0,"paid":true,"disputed":true}`); old <= before {
+		t.Fatalf("scenario: the old default report should have raised %v, got %v", before, old)
+	}
+	if got := score(`{"success":false,"paid":true,"disputed":true,"capability":"echo"}`); got >= before {
+		t.Fatalf("a defaulter's score went from %v to %v", before, got)
 	}
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +18,19 @@ import (
 	"github.com/agentmesh/mesh/interop"
 )
 
+// callOptions are the flags of mesh call.
+type callOptions struct {
+	data, nodeURL, keyFile, walletFile, rpcURL, apiKey, genesis, proof, nonce string
+	maxLamports                                                               uint64
+	timeout                                                                   time.Duration
+}
+
+// defaultCallTimeout covers resolving, paying at finalized commitment and
+// the client's proof retries (interop.DefaultProofWait).
+const defaultCallTimeout = 2 * time.Minute
+
 func callCmd() *cobra.Command {
-	var data, nodeURL, keyFile, walletFile, rpcURL, apiKey string
-	var maxLamports uint64
+	var o callOptions
 	c := &cobra.Command{
 		Use:   "call AGENT-ID SKILL",
 		Short: "Call an agent's skill, paying on 402 within --max-lamports",
@@ -23,57 +38,105 @@ func callCmd() *cobra.Command {
 --data signed by --key (Mesh-Sig). When the agent answers 402 the call is
 paid from the wallet (--wallet-key FILE or the MESH_WALLET_KEY environment
 variable) on the card's network, to the card's wallet, if the price is at
-most --max-lamports; then it is retried with the proof. The answer is
-printed on stdout; what was paid on stderr.`,
-		Example: `  mesh call echo-1 echo --data '{"text":"hi"}' --max-lamports 10000 \
-    --wallet-key ~/.config/solana/id.json --rpc https://api.devnet.solana.com`,
+most --max-lamports and the --rpc endpoint serves that network; then it is
+retried with the proof. The answer is printed on stdout; what was paid on
+stderr.
+
+A payment is bound to the request it paid for: the same SKILL, --data and
+--key. When a paid call is not served (the agent could not see the payment
+in time, the call timed out or was interrupted), the transaction and nonce
+are printed: run the same command with --proof SIG --nonce NONCE to be
+served without paying again. Without --key the call is signed by a
+throw-away key, and such a payment cannot be retried.`,
+		Example: `  mesh call echo-1 echo --data '{"text":"hi"}' --max-lamports 10000 --key caller.key \
+    --wallet-key ~/.config/solana/id.json --rpc https://api.devnet.solana.com
+  mesh call echo-1 echo --data '{"text":"hi"}' --key caller.key --proof 5hG... --nonce x4_AQ...`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := callerKey(keyFile)
-			if err != nil {
-				return err
-			}
-			wallet, err := loadWallet(walletFile)
-			if err != nil {
-				return err
-			}
-			cl := &interop.Client{Key: key, Wallet: wallet, MaxLamports: maxLamports, APIKey: apiKey}
-			if wallet != nil {
-				if rpcURL == "" {
-					return errors.New("a wallet needs --rpc (env MESH_RPC)")
-				}
-				cl.Chain = interop.NewChain(rpcURL, "", 0)
-				defer cl.Chain.Close()
-			}
-			res, _, err := cl.CallAgent(cmd.Context(), nodeURL, args[0], args[1], []byte(data))
-			var pe *interop.PaymentError
-			if errors.As(err, &pe) {
-				for _, o := range pe.Challenge.Offers {
-					fmt.Fprintf(cmd.ErrOrStderr(), "price: %d lamports (%s) to %s on %s\n", o.Lamports, interop.FormatCoins(o.Lamports), o.PayTo, o.Network)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if res.Signature != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "paid %d lamports, transaction %s\n", res.Lamports, res.Signature)
-			}
-			if d := res.Header.Get(interop.HeaderDebitedLamports); d != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "debited %s lamports from the balance, %s left\n", d, res.Header.Get(interop.HeaderBalanceRemaining))
-			}
-			fmt.Fprint(cmd.OutOrStdout(), string(res.Body))
-			return nil
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+			return runCall(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0], args[1])
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&data, "data", "{}", "JSON input of the skill")
-	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "any mesh node, to resolve the agent (env MESH_NODE)")
-	f.StringVarP(&keyFile, "key", "k", env("MESH_KEY", ""), "identity key file that signs the call; empty: a throw-away key (env MESH_KEY)")
-	f.StringVar(&walletFile, "wallet-key", env("MESH_WALLET_KEY_FILE", ""), "wallet keypair file (Solana CLI JSON); or put the key in env MESH_WALLET_KEY (env MESH_WALLET_KEY_FILE)")
-	f.StringVar(&rpcURL, "rpc", env("MESH_RPC", ""), "Solana JSON-RPC URL used to pay (env MESH_RPC)")
-	f.StringVar(&apiKey, "api-key", env("MESH_API_KEY", ""), "prepaid api_key (tk_...) sent as X-Api-Key (env MESH_API_KEY)")
-	f.Uint64Var(&maxLamports, "max-lamports", envUint("MESH_MAX_LAMPORTS", 0), "most lamports to pay for this call; 0 pays nothing (env MESH_MAX_LAMPORTS)")
+	f.StringVar(&o.data, "data", "{}", "JSON input of the skill")
+	f.StringVar(&o.nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "any mesh node, to resolve the agent (env MESH_NODE)")
+	f.StringVarP(&o.keyFile, "key", "k", env("MESH_KEY", ""), "identity key file that signs the call; empty: a throw-away key (env MESH_KEY)")
+	f.StringVar(&o.walletFile, "wallet-key", env("MESH_WALLET_KEY_FILE", ""), "wallet keypair file (Solana CLI JSON); or put the key in env MESH_WALLET_KEY (env MESH_WALLET_KEY_FILE)")
+	f.StringVar(&o.rpcURL, "rpc", env("MESH_RPC", ""), "Solana JSON-RPC URL used to pay (env MESH_RPC)")
+	f.StringVar(&o.genesis, "genesis-hash", env("MESH_GENESIS_HASH", ""), "genesis hash --rpc must answer; empty: the known hash of the agent's network (set it only for a local validator) (env MESH_GENESIS_HASH)")
+	f.StringVar(&o.apiKey, "api-key", env("MESH_API_KEY", ""), "prepaid api_key (tk_...) sent as X-Api-Key (env MESH_API_KEY)")
+	f.Uint64Var(&o.maxLamports, "max-lamports", envUint("MESH_MAX_LAMPORTS", 0), "most lamports to pay for this call; 0 pays nothing (env MESH_MAX_LAMPORTS)")
+	f.StringVar(&o.proof, "proof", "", "signature of a payment already made for this same call: send it as X-Payment-Proof instead of paying")
+	f.StringVar(&o.nonce, "nonce", "", "with --proof: the nonce the payment's memo carries")
+	f.DurationVar(&o.timeout, "timeout", envDuration("MESH_CALL_TIMEOUT", defaultCallTimeout), "give up after this long (env MESH_CALL_TIMEOUT)")
 	return c
+}
+
+// runCall resolves the agent, calls it (paying, or with --proof) and
+// prints the outcome.
+func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, skill string) error {
+	key, err := callerKey(o.keyFile)
+	if err != nil {
+		return err
+	}
+	wallet, err := loadWallet(o.walletFile)
+	if err != nil {
+		return err
+	}
+	cl := &interop.Client{Key: key, Wallet: wallet, MaxLamports: o.maxLamports, APIKey: o.apiKey, GenesisHash: o.genesis}
+	if wallet != nil {
+		if o.rpcURL == "" {
+			return errors.New("a wallet needs --rpc (env MESH_RPC)")
+		}
+		cl.Chain = interop.NewChain(o.rpcURL, "", 0)
+		defer cl.Chain.Close()
+	}
+	ep, err := cl.Resolve(ctx, o.nodeURL, id)
+	if err != nil {
+		return err
+	}
+	card, err := cl.Card(ctx, ep)
+	if err != nil {
+		return err
+	}
+	var res *interop.Result
+	if o.proof != "" {
+		res, err = cl.CallWithProof(ctx, card, skill, []byte(o.data), o.proof, o.nonce)
+	} else {
+		res, err = cl.Call(ctx, card, skill, []byte(o.data))
+	}
+	var pe *interop.PaymentError
+	if errors.As(err, &pe) {
+		for _, of := range pe.Challenge.Offers {
+			fmt.Fprintf(stderr, "price: %d lamports (%s) to %s on %s\n", of.Lamports, interop.FormatCoins(of.Lamports), of.PayTo, of.Network)
+		}
+		if pe.Signature != "" {
+			fmt.Fprintf(stderr, "paid: transaction %s for nonce %s, not served yet\n", pe.Signature, pe.Nonce)
+			if o.keyFile == "" {
+				fmt.Fprintln(stderr, "the call was signed by a throw-away key, so this payment cannot be retried")
+			} else {
+				fmt.Fprintf(stderr, "retry without paying again: mesh call %s %s --data '%s' --key %s --proof %s --nonce %s\n",
+					id, skill, o.data, o.keyFile, pe.Signature, pe.Nonce)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.Signature != "" && o.proof != "":
+		fmt.Fprintf(stderr, "served for the payment in transaction %s\n", res.Signature)
+	case res.Signature != "":
+		fmt.Fprintf(stderr, "paid %d lamports, transaction %s\n", res.Lamports, res.Signature)
+	}
+	if d := res.Header.Get(interop.HeaderDebitedLamports); d != "" {
+		fmt.Fprintf(stderr, "debited %s lamports from the balance, %s left\n", d, res.Header.Get(interop.HeaderBalanceRemaining))
+	}
+	fmt.Fprint(stdout, string(res.Body))
+	return nil
 }
 
 func callerKey(file string) (ed25519.PrivateKey, error) {
@@ -96,6 +159,15 @@ func envUint(name string, def uint64) uint64 {
 	if v, ok := os.LookupEnv(name); ok {
 		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
 			return n
+		}
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
 		}
 	}
 	return def

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/agenttest"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
@@ -64,5 +66,28 @@ func TestCallCommand(t *testing.T) {
 	}
 	if got := chain.Balance(provider.PublicKey()); got != 5000 {
 		t.Fatalf("provider got %d lamports", got)
+	}
+
+	// The agent cannot check payments (its RPC fails) until the call times
+	// out: the payment is named, and the same call with --proof is served
+	// without paying again.
+	keyFile := filepath.Join(t.TempDir(), "caller.key")
+	if _, err := identity.LoadOrCreateKey(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, "--max-lamports", "5000", "--key", keyFile)
+	chain.Fail("getTransaction", soltest.RPCError)
+	_, stderr, err = run(append(args, "--timeout", "5s")...)
+	m := regexp.MustCompile(`paid: transaction (\S+) for nonce (\S+),`).FindStringSubmatch(stderr)
+	if err == nil || m == nil || !strings.Contains(stderr, "--proof "+m[1]) {
+		t.Fatalf("paid call not served in time: %v\n%s", err, stderr)
+	}
+	chain.Heal()
+	stdout, stderr, err = run(append(args, "--proof", m[1], "--nonce", m[2])...)
+	if err != nil || !strings.Contains(stdout, `"text":"hi"`) || !strings.Contains(stderr, "served for the payment in transaction "+m[1]) {
+		t.Fatalf("retry with --proof: %v\nstdout %s\nstderr %s", err, stdout, stderr)
+	}
+	if got := chain.Balance(provider.PublicKey()); got != 10_000 {
+		t.Fatalf("provider got %d lamports for two calls", got)
 	}
 }

@@ -42,6 +42,11 @@ type Chain struct {
 	// was asked, as an older RPC node would.
 	JSONEncoding bool
 	calls        map[string]int
+	// dropSends: sendTransaction answers the signature but nothing lands,
+	// as when a transaction is lost on its way to the leader.
+	dropSends bool
+	// confirmOnly: transactions land confirmed, not finalized, until Finalize.
+	confirmOnly bool
 }
 
 // Failure is an injected fault of one RPC method.
@@ -64,6 +69,8 @@ type landed struct {
 	blockTime int64
 	meta      rpc.TransactionMeta
 	hidden    bool
+	// confirmed: visible at confirmed commitment only, not yet finalized.
+	confirmed bool
 }
 
 // New starts a fake chain; it stops with the test.
@@ -113,6 +120,27 @@ func (c *Chain) Heal() { c.mu.Lock(); c.failures = map[string]Failure{}; c.mu.Un
 
 // Calls is how often method was called.
 func (c *Chain) Calls(method string) int { c.mu.Lock(); defer c.mu.Unlock(); return c.calls[method] }
+
+// DropSends makes sendTransaction answer a signature without landing
+// anything (true) or land again (false).
+func (c *Chain) DropSends(drop bool) { c.mu.Lock(); c.dropSends = drop; c.mu.Unlock() }
+
+// ConfirmOnly makes transactions land confirmed but not finalized (true),
+// until Finalize; false lands them finalized again.
+func (c *Chain) ConfirmOnly(on bool) { c.mu.Lock(); c.confirmOnly = on; c.mu.Unlock() }
+
+// Finalize finalizes every confirmed transaction.
+func (c *Chain) Finalize() {
+	c.mu.Lock()
+	for _, l := range c.txs {
+		l.confirmed = false
+	}
+	c.mu.Unlock()
+}
+
+// Advance moves the chain n slots (and block heights) on, as time passing
+// would: blockhashes older than 150 blocks expire.
+func (c *Chain) Advance(n uint64) { c.mu.Lock(); c.slot += n; c.mu.Unlock() }
 
 // Land options.
 type Land struct {
@@ -184,12 +212,18 @@ func (c *Chain) land(raw []byte, o Land) (solana.Signature, error) {
 	fee := uint64(5000 * len(tx.Signatures))
 	c.balances[keys[0]] -= min(fee, c.balances[keys[0]])
 	if o.Err == nil {
+		// System Transfer (2: from, to) and TransferWithSeed (11: from,
+		// base, to) move lamports, top-level or inner.
 		move := func(prog uint16, accts []uint16, data []byte) {
-			if int(prog) >= len(keys) || !keys[prog].Equals(solana.SystemProgramID) || len(data) < 12 || binary.LittleEndian.Uint32(data) != 2 || len(accts) < 2 {
+			if int(prog) >= len(keys) || !keys[prog].Equals(solana.SystemProgramID) || len(data) < 12 {
+				return
+			}
+			toIdx := map[uint32]int{2: 1, 11: 2}[binary.LittleEndian.Uint32(data)]
+			if toIdx == 0 || len(accts) <= toIdx {
 				return
 			}
 			n := binary.LittleEndian.Uint64(data[4:12])
-			from, to := keys[accts[0]], keys[accts[1]]
+			from, to := keys[accts[0]], keys[accts[toIdx]]
 			c.balances[from] -= min(n, c.balances[from])
 			c.balances[to] += n
 		}
@@ -215,7 +249,7 @@ func (c *Chain) land(raw []byte, o Land) (solana.Signature, error) {
 	if bt == 0 {
 		bt = time.Now().Unix()
 	}
-	c.txs[sig.String()] = &landed{raw: raw, tx: tx, slot: c.slot, blockTime: bt, hidden: o.Hidden,
+	c.txs[sig.String()] = &landed{raw: raw, tx: tx, slot: c.slot, blockTime: bt, hidden: o.Hidden, confirmed: c.confirmOnly,
 		meta: rpc.TransactionMeta{Err: o.Err, Fee: fee, PreBalances: pre, PostBalances: post,
 			InnerInstructions: inner, LoadedAddresses: loaded, LogMessages: []string{}}}
 	c.order = append(c.order, sig.String())
@@ -305,6 +339,13 @@ func (c *Chain) dispatch(req request) (any, *rpcErr) {
 		if err != nil {
 			return nil, invalid
 		}
+		if c.dropSends {
+			tx, err := solana.TransactionFromBytes(raw)
+			if err != nil || len(tx.Signatures) == 0 {
+				return nil, invalid
+			}
+			return tx.Signatures[0].String(), nil
+		}
 		sig, err := c.land(raw, Land{})
 		if err != nil {
 			return nil, &rpcErr{Code: -32002, Message: "Transaction simulation failed: " + err.Error()}
@@ -319,10 +360,12 @@ func (c *Chain) dispatch(req request) (any, *rpcErr) {
 		for i, s := range sigs {
 			if l := c.txs[s]; l != nil && !l.hidden {
 				out[i] = map[string]any{"slot": l.slot, "confirmations": nil, "err": l.meta.Err,
-					"status": status(l.meta.Err), "confirmationStatus": "finalized"}
+					"status": status(l.meta.Err), "confirmationStatus": l.status()}
 			}
 		}
 		return c.ctx(out), nil
+	case "getBlockHeight":
+		return c.slot, nil
 	case "getTransaction":
 		return c.getTransaction(req)
 	case "getSignaturesForAddress":
@@ -346,7 +389,7 @@ func (c *Chain) getTransaction(req request) (any, *rpcErr) {
 		MaxVersion *uint64 `json:"maxSupportedTransactionVersion"`
 	}](req, 1)
 	l := c.txs[s]
-	if l == nil || l.hidden {
+	if l == nil || !l.visibleAt(opts.Commitment) {
 		return nil, nil
 	}
 	versioned := l.tx.Message.IsVersioned()
@@ -375,9 +418,10 @@ func (c *Chain) signaturesFor(req request) (any, *rpcErr) {
 		return nil, &rpcErr{Code: -32602, Message: "Invalid param: Invalid"}
 	}
 	opts, _ := param[struct {
-		Limit  int    `json:"limit"`
-		Before string `json:"before"`
-		Until  string `json:"until"`
+		Limit      int    `json:"limit"`
+		Before     string `json:"before"`
+		Until      string `json:"until"`
+		Commitment string `json:"commitment"`
 	}](req, 1)
 	if opts.Limit <= 0 || opts.Limit > 1000 {
 		opts.Limit = 1000
@@ -393,11 +437,11 @@ func (c *Chain) signaturesFor(req request) (any, *rpcErr) {
 			break
 		}
 		l := c.txs[sig]
-		if l.hidden || !touches(l, addr) {
+		if !l.visibleAt(opts.Commitment) || !touches(l, addr) {
 			continue
 		}
 		out = append(out, map[string]any{"signature": sig, "slot": l.slot, "err": l.meta.Err, "memo": nil,
-			"blockTime": l.blockTime, "confirmationStatus": "finalized"})
+			"blockTime": l.blockTime, "confirmationStatus": l.status()})
 	}
 	if out == nil {
 		out = []map[string]any{}
@@ -408,4 +452,18 @@ func (c *Chain) signaturesFor(req request) (any, *rpcErr) {
 func touches(l *landed, addr solana.PublicKey) bool {
 	all := append(append(append(solana.PublicKeySlice{}, l.tx.Message.AccountKeys...), l.meta.LoadedAddresses.Writable...), l.meta.LoadedAddresses.ReadOnly...)
 	return slices.ContainsFunc(all, addr.Equals)
+}
+
+func (l *landed) status() string {
+	if l.confirmed {
+		return "confirmed"
+	}
+	return "finalized"
+}
+
+// visibleAt: a transaction not yet finalized is seen at confirmed (or
+// processed) commitment only; an empty commitment is the RPC's default,
+// finalized.
+func (l *landed) visibleAt(commitment string) bool {
+	return !l.hidden && (!l.confirmed || commitment == "confirmed" || commitment == "processed")
 }

@@ -1,5 +1,5 @@
 // A Solana JSON-RPC shim over LiteSVM for mesh's tests. It serves the
-// methods mesh uses (getGenesisHash, getLatestBlockhash, getBalance,
+// methods mesh uses (getGenesisHash, getLatestBlockhash, getBlockHeight, getBalance,
 // requestAirdrop, sendTransaction, getSignatureStatuses, getTransaction in
 // base64 encoding, getSignaturesForAddress) with the shapes of Solana's RPC
 // documentation. Transactions run in the real Solana runtime; every landed
@@ -92,6 +92,7 @@ const methods = {
   getGenesisHash: () => genesis,
   getHealth: () => "ok",
   getSlot: () => Number(slot),
+  getBlockHeight: () => Number(slot), // one block per slot here
   getLatestBlockhash: () => ctx({ blockhash: svm.latestBlockhash(), lastValidBlockHeight: Number(slot) + 150 }),
   getBalance: ([addr]) => ctx(svm.getBalance(address(addr)) ?? 0n),
   requestAirdrop: ([addr, amount]) => {

@@ -1,0 +1,205 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/store"
+)
+
+// paidCall is one request to a priced skill, as the paywall sees it.
+type paidCall struct {
+	skill    string
+	lamports uint64
+	bind     binding
+	ip       string
+}
+
+// challenge answers 402 with a fresh nonce bound to the request; cause
+// says why. Without the x402 mode there is nothing to pay per call: the
+// 402 says to top up.
+func (p *Paywall) challenge(w http.ResponseWriter, pc *paidCall, cause *httpx.Error) error {
+	if !p.cfg.has(ModeX402) {
+		return cause.With("%s; this agent takes prepaid deposits only: POST /v1/topup, then call with X-Api-Key", cause.Detail)
+	}
+	key, err := p.ledger.macKey()
+	if err != nil {
+		return err
+	}
+	exp := time.Unix(p.now().Add(p.cfg.ChallengeTTL).Unix(), 0) // the nonce keeps whole seconds
+	nonce := newNonce(key, p.cfg.Network, p.cfg.Wallet, nonceTerms{Expires: exp, Lamports: pc.lamports}, pc.bind)
+	body := BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: pc.lamports,
+		Nonce: nonce, Resource: "/v1/" + pc.skill, ExpiresAt: exp}, cause.Code, cause.Detail)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusPaymentRequired)
+	w.Write(append(body, '\n'))
+	return nil
+}
+
+// refuse answers a failed check: 402 causes come with a fresh challenge,
+// anything else is returned as an error.
+func (p *Paywall) refuse(w http.ResponseWriter, pc *paidCall, err error) error {
+	var e *httpx.Error
+	if errors.As(err, &e) && e.Status == http.StatusPaymentRequired {
+		return p.challenge(w, pc, e)
+	}
+	return err
+}
+
+// serveProof serves a request that carries X-Payment-Proof: a signature
+// already claimed replays its answer to the request it paid for; a new one
+// is verified, claimed, and served.
+func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, pc *paidCall, proof string, next http.Handler) error {
+	sig, err := solana.SignatureFromBase58(proof)
+	if err != nil || len(proof) > 100 {
+		return p.refuse(w, pc, ErrProofMalformed)
+	}
+	unlock := p.ledger.lock(sig.String())
+	defer unlock()
+	nonce := r.Header.Get(HeaderPaymentNonce)
+	if c, err := p.ledger.claimOf(sig.String()); err == nil {
+		return p.serveClaim(w, r, pc, sig.String(), nonce, c, next)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	v, err := p.verifyProof(r.Context(), pc, sig, nonce)
+	if errors.Is(err, ErrProofRateLimited) {
+		w.Header().Set("Retry-After", "5")
+	}
+	if err != nil {
+		return p.refuse(w, pc, err)
+	}
+	c := claimRec{Nonce: v.nonce, Skill: pc.skill, Lamports: v.paid.Lamports, At: p.now().UnixNano(), Bind: pc.bind.bodyHex()}
+	if v.terms.Keyed {
+		c.Key = pc.bind.keyText()
+	}
+	if err := p.ledger.claim(sig.String(), v.nonce, c, v.terms.Expires.Add(nonceGrace).Sub(p.now())); err != nil {
+		return p.refuse(w, pc, err)
+	}
+	p.log.Info("x402 payment accepted", "skill", pc.skill, "signature", sig.String(), "lamports", v.paid.Lamports)
+	return p.serveClaimed(w, r, sig.String(), next)
+}
+
+// serveClaim answers a signature already claimed: only the request it paid
+// for (same nonce, same binding) is served, from the cached answer when
+// there is one.
+func (p *Paywall) serveClaim(w http.ResponseWriter, r *http.Request, pc *paidCall, sig, nonce string, c *claimRec, next http.Handler) error {
+	if nonce != "" && c.Nonce != nonce {
+		return p.refuse(w, pc, ErrProofUsed.With("transaction %s already paid for another challenge", sig))
+	}
+	if c.Bind != pc.bind.bodyHex() || c.Key != "" && c.Key != pc.bind.keyText() {
+		return p.refuse(w, pc, ErrPaymentBinding.With("transaction %s paid for another request; only the same skill, body and Mesh-Sig key are served", sig))
+	}
+	if !c.Served {
+		return p.serveClaimed(w, r, sig, next) // its first answer failed: serve again
+	}
+	h := w.Header()
+	h.Set(HeaderPaymentReplay, "true")
+	h.Set(HeaderPaymentProof, sig)
+	if c.Type != "" {
+		h.Set("Content-Type", c.Type)
+	}
+	w.WriteHeader(c.Status)
+	w.Write(c.Body)
+	return nil
+}
+
+// verified is a proof that passed every check of spec 3.3.
+type verified struct {
+	nonce string
+	terms nonceTerms
+	paid  Paid
+}
+
+// verifyProof runs the checks of spec 3.3 on an unclaimed signature. The
+// nonce (from X-Payment-Nonce, else the memo) must have been issued to
+// this very request; with the header it is checked before the chain is
+// asked, so forged nonces cost no RPC call.
+func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Signature, nonce string) (verified, error) {
+	v := verified{nonce: nonce}
+	var err error
+	if nonce != "" {
+		if v.terms, err = p.openNonce(nonce, pc); err != nil {
+			return v, err
+		}
+	}
+	if !p.proofs.allow(pc.ip, p.now()) {
+		return v, ErrProofRateLimited
+	}
+	res, err := p.chain.Transaction(ctx, sig)
+	if err != nil {
+		return v, err
+	}
+	if v.paid, err = inspect(res, p.wallet); err != nil {
+		return v, err
+	}
+	if v.paid.Signature != sig.String() {
+		return v, ErrTxMalformed.With("the RPC returned another transaction than %s", sig)
+	}
+	if nonce == "" { // no X-Payment-Nonce: the memo names the challenge
+		if len(v.paid.Memos) != 1 {
+			return v, checkPayment(v.paid, pc.lamports, "")
+		}
+		v.nonce = string(v.paid.Memos[0])
+		if v.terms, err = p.openNonce(v.nonce, pc); err != nil {
+			return v, err
+		}
+	}
+	if err := checkPayment(v.paid, v.terms.Lamports, v.nonce); err != nil {
+		return v, err
+	}
+	landed := p.now()
+	if v.paid.BlockTime > 0 {
+		landed = time.Unix(v.paid.BlockTime, 0)
+	}
+	if landed.After(v.terms.Expires) {
+		return v, ErrNonceExpired.With("nonce expired at %s; the transaction landed at %s",
+			v.terms.Expires.UTC().Format(time.RFC3339), landed.UTC().Format(time.RFC3339))
+	}
+	return v, nil
+}
+
+// openNonce checks that nonce was issued here to this request, is not
+// past its grace period and is not paid yet.
+func (p *Paywall) openNonce(nonce string, pc *paidCall) (nonceTerms, error) {
+	key, err := p.ledger.macKey()
+	if err != nil {
+		return nonceTerms{}, err
+	}
+	t, err := openNonce(key, p.cfg.Network, p.cfg.Wallet, nonce, pc.bind)
+	if err != nil {
+		return t, err
+	}
+	if late := t.Expires.Add(nonceGrace); p.now().After(late) {
+		return t, ErrNonceExpired.With("nonce expired at %s; proofs of it were taken until %s",
+			t.Expires.UTC().Format(time.RFC3339), late.UTC().Format(time.RFC3339))
+	}
+	if used, err := p.ledger.nonceUsed(nonce); err != nil || used {
+		if used {
+			return t, ErrNonceUsed
+		}
+		return t, err
+	}
+	return t, nil
+}
+
+// serveClaimed runs next for a claimed signature and caches its answer.
+// A 5xx answer is not cached, so a retry with the same proof runs again;
+// nor is one over maxCachedBody: a replay of it runs the skill again (for
+// the same request, which the binding ensures) rather than serve less.
+func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
+	rec := runPaid(r, "x402", next)
+	if rec.status < 500 && rec.body.Len() <= maxCachedBody {
+		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
+			p.log.Error("caching a paid answer", "signature", sig, "err", err)
+		}
+	}
+	rec.header.Set(HeaderPaymentProof, sig)
+	rec.flush(w)
+	return nil
+}
