@@ -3,15 +3,13 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/p2p"
-	"github.com/agentmesh/mesh/registryapi"
 )
 
 // restartable restarts a node on the same data directory and, for a
@@ -84,19 +82,33 @@ func TestMeshWithoutDirectory(t *testing.T) {
 	}, "writes through b did not recover after the directory restarted")
 }
 
+// TestMeshDHTFallback: a node that cannot reach the directory finds
+// agents in the DHT, as the directory last published them: live agents
+// with their records, deleted agents not at all, and an id registered
+// again by another key with the new key, whatever the old key's clock said.
 func TestMeshDHTFallback(t *testing.T) {
 	m := newMesh(t)
 	// A DHT server node besides the bootstrap keeps records when it is gone.
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.DHTServer = true
-	relay := m.start(cfg)
-	m.waitCaughtUp(relay)
+	server := m.start(cfg)
+	m.waitCaughtUp(server)
 	key := identity.GenerateKey()
-	m.register(relay, "in-dht", key)
+	m.register(server, "in-dht", key)
 	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
+	m.deleteAgent(server, "deleted", m.register(server, "deleted", identity.GenerateKey()))
+	// The first owner of "reused" signed with a clock a minute ahead: its
+	// signing time is later than the second owner's.
+	first, second := identity.GenerateKey(), identity.GenerateKey()
+	m.deleteAgent(server, "reused", m.registerAt(server, "reused", first, m.clock.Now().Add(time.Minute)))
+	m.register(server, "reused", second)
+	secondDID := identity.DIDFromPublicKey(second.Public().(ed25519.PublicKey))
 	eventually(t, 10*time.Second, func() bool {
-		return testutil.ToFloat64(m.boot.publisher.puts.WithLabelValues("ok")) >= 2
-	}, "the directory never published the record to the DHT")
+		live, err1 := localRecord(server, "in-dht")
+		gone, err2 := localRecord(server, "deleted")
+		reused, err3 := localRecord(server, "reused")
+		return errors.Join(err1, err2, err3) == nil && live.DID == did && gone.Deleted && reused.DID == secondDID
+	}, "the DHT server never got the directory's records")
 
 	bootAddrs := m.boot.P2PAddrs()
 	m.boot.Close()
@@ -105,9 +117,8 @@ func TestMeshDHTFallback(t *testing.T) {
 	late := testConfig(t, t.TempDir())
 	late.Role = RoleNode
 	late.Now = m.clock.Now
-	late.Bootstrap = append(bootAddrs, relay.P2PAddrs()...)
+	late.Bootstrap = append(bootAddrs, server.P2PAddrs()...)
 	n := m.start(late)
-	eventually(t, 10*time.Second, func() bool { return n.host.Connected(relay.host.ID()) }, "newcomer not connected")
 	var v map[string]any
 	eventually(t, 10*time.Second, func() bool {
 		var st int
@@ -120,30 +131,32 @@ func TestMeshDHTFallback(t *testing.T) {
 	if st, v := call(t, n, "GET", "/v1/agents/in-dht/identity", ""); st != 200 || v["did"] != did {
 		t.Fatalf("identity from the DHT: %d %v", st, v)
 	}
-	if st, _ := call(t, n, "GET", "/v1/agents/never-registered", ""); st != 404 {
-		t.Fatalf("unknown agent: %d", st)
-	}
-
-	// Forged records never enter the DHT: one attested by a key that is not
-	// the directory's, and one whose endpoint was changed after signing.
-	body := `{"agent_id":"in-dht","endpoint":"https://evil.example"}`
-	req := registryapi.Signed{Method: "POST", Path: "/v1/agents/register", Body: body,
-		MeshSig: identity.Sign(key, "POST", "/v1/agents/register", []byte(body), time.Now())}
-	_, forged, err := registryapi.NewRecord(req, identity.GenerateKey(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutated := []byte(strings.Replace(string(forged), "evil", "eviler", 1))
-	for _, val := range [][]byte{forged, mutated} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := relay.host.PutValue(ctx, registryapi.IDRecordKey("in-dht"), val); err == nil {
-			t.Errorf("forged record accepted: %s", val)
+	for _, path := range []string{"/v1/agents/deleted", "/v1/agents/deleted/identity", "/v1/agents/never-registered"} {
+		if st, v := call(t, n, "GET", path, ""); st != 404 {
+			t.Fatalf("%s: %d %v", path, st, v)
 		}
-		cancel()
 	}
-	if _, v := call(t, n, "GET", "/v1/agents/in-dht", ""); v["endpoint"] != "https://in-dht.example" {
-		t.Fatalf("after forgery attempts: %v", v)
+	if st, v := call(t, n, "GET", "/v1/agents/reused", ""); st != 200 || v["did"] != secondDID {
+		t.Fatalf("an id registered again: %d %v, want the second owner %s", st, v, secondDID)
 	}
+}
+
+// TestMeshDHTRecordsSurviveBootstrapRestart: the DHT keeps records in
+// memory, and in the default mesh the bootstrap is its only server; the
+// directory publishes them again when it starts.
+func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	m.register(b, "durable", identity.GenerateKey())
+	inDHT := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		a, err := b.LookupDHT(ctx, "durable")
+		return err == nil && a.ID == "durable"
+	}
+	eventually(t, 10*time.Second, inDHT, "record never in the DHT")
+	m.boot = m.restart(m.boot)
+	eventually(t, 30*time.Second, inDHT, "record lost when the bootstrap restarted")
 }
 
 // TestMeshRejectsForgedGossip: a peer that is not the directory publishes

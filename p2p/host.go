@@ -15,7 +15,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -70,6 +69,9 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	if h.cfg.Rendezvous {
 		h.serveRendezvous()
+	}
+	if err := h.watchDHTServers(ctx); err != nil {
+		return err
 	}
 	h.goroutine(func() { h.keepBootstrapped(ctx) })
 	return nil
@@ -137,7 +139,7 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 		nsv[ns] = v
 	}
 	d, err := dht.New(h.h,
-		dht.ProtocolPrefix(protocol.ID(ProtocolPrefix)),
+		dht.ProtocolPrefix(ProtocolPrefix),
 		dht.Mode(mode),
 		dht.Validator(nsv),
 		// The mesh stores values (agent records), not provider records:
@@ -242,16 +244,4 @@ func ParseAddrs(addrs []string) ([]peer.AddrInfo, error) {
 		out[i].Addrs = append(out[i].Addrs, info.Addrs...)
 	}
 	return out, nil
-}
-
-// PutValue stores a record in the DHT under key ("/<namespace>/...").
-func (h *Host) PutValue(ctx context.Context, key string, val []byte) error {
-	return h.dht.PutValue(ctx, key, val)
-}
-
-// GetValue finds the best record for key in the DHT. It returns as soon as
-// one valid record is found (quorum 1), trading certainty of the newest
-// version for latency; the local store is checked first.
-func (h *Host) GetValue(ctx context.Context, key string) ([]byte, error) {
-	return h.dht.GetValue(ctx, key, dht.Quorum(1))
 }

@@ -112,7 +112,7 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 		res, err := applyHeartbeat(tx, cmd, cmd.Heartbeat)
 		return res, 0, err
 	case cmd.Delete != nil:
-		return applyDelete(tx, cmd.Delete)
+		return applyDelete(tx, cmd, cmd.Delete)
 	case cmd.Feedback != nil:
 		res, err := applyFeedback(tx, cmd, cmd.Feedback)
 		return res, 0, err
@@ -159,13 +159,13 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 		return Result{}, 0, ErrIDTaken
 	}
 	if op.Pubkey != "" && op.Pubkey != a.Pubkey {
-		if err := bindPubkey(tx, a, op.Pubkey); err != nil {
+		if err := bindPubkey(tx, cmd, a, op.Pubkey); err != nil {
 			return Result{}, 0, err
 		}
 	}
 	a.Capabilities, a.Endpoint, a.APIKeyHash = op.Capabilities, op.Endpoint, op.APIKeyHash
 	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
-		a.Record = op.Signed
+		a.Record, a.RecordSeq = op.Signed, cmd.Seq
 	}
 	a.UpdatedAt, a.LastSeen = now, now
 	if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
@@ -183,7 +183,9 @@ func isOwner(a *Agent, cmd *Command, ownerReg uint64) bool {
 	return ownerReg != 0 && ownerReg == a.Reg
 }
 
-func bindPubkey(tx *store.Txn, a *Agent, pub string) error {
+// bindPubkey binds pub to a, unbinding its former key, whose DHT record
+// gets a tombstone.
+func bindPubkey(tx *store.Txn, cmd *Command, a *Agent, pub string) error {
 	holder, err := tx.Get(pubkeyKey(pubHex(pub)))
 	switch {
 	case err == nil && string(holder) != a.ID:
@@ -192,7 +194,7 @@ func bindPubkey(tx *store.Txn, a *Agent, pub string) error {
 		return err
 	}
 	if a.Pubkey != "" {
-		if err := tx.Delete(pubkeyKey(pubHex(a.Pubkey))); err != nil {
+		if err := unbindPubkey(tx, cmd, a); err != nil {
 			return err
 		}
 	}
@@ -224,13 +226,24 @@ func applyHeartbeat(tx *store.Txn, cmd *Command, op *HeartbeatOp) (Result, error
 	return Result{Agent: a}, tx.SetJSON(agentKey(a.ID), a)
 }
 
-func applyDelete(tx *store.Txn, op *DeleteOp) (Result, int64, error) {
+// unbindPubkey frees a's key for others and, if a has a DHT record,
+// leaves a tombstone for it.
+func unbindPubkey(tx *store.Txn, cmd *Command, a *Agent) error {
+	if a.Record != nil {
+		if err := addTombstone(tx, cmd, a.ID, a.DID); err != nil {
+			return err
+		}
+	}
+	return tx.Delete(pubkeyKey(pubHex(a.Pubkey)))
+}
+
+func applyDelete(tx *store.Txn, cmd *Command, op *DeleteOp) (Result, int64, error) {
 	a, err := registeredAgent(tx, op.AgentID, op.Reg)
 	if err != nil {
 		return Result{}, 0, err
 	}
 	if a.Pubkey != "" {
-		if err := tx.Delete(pubkeyKey(pubHex(a.Pubkey))); err != nil {
+		if err := unbindPubkey(tx, cmd, a); err != nil {
 			return Result{}, 0, err
 		}
 	}
