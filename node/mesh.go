@@ -199,7 +199,7 @@ func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
 		return nil, errors.New("malformed directory change")
 	}
 	if e.Seq <= n.clog.Seq() {
-		return nil, p2p.ErrIgnore
+		return nil, p2p.ErrReplay
 	}
 	return &e, nil
 }

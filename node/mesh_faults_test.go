@@ -3,13 +3,19 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/registryapi"
 )
 
 // restartable restarts a node on the same data directory and, for a
@@ -164,6 +170,7 @@ func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
 func TestMeshRejectsForgedGossip(t *testing.T) {
 	m := newMesh(t)
 	b := m.join()
+	m.register(b, "applied", identity.GenerateKey())
 	rogue, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -186,9 +193,103 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 		topic.Publish(context.Background(), []byte(msg))
 	}
 	eventually(t, 10*time.Second, func() bool {
-		return b.dirTopic.Dropped(p2p.DropInvalid) >= 2 && b.dirTopic.Dropped(p2p.DropTooLarge) >= 1
+		return metric(t, b, `mesh_p2p_dropped_total{reason="invalid",surface="topic"}`) >= 2 &&
+			metric(t, b, `mesh_p2p_dropped_total{reason="too_large",surface="topic"}`) >= 1
 	}, "forged messages not counted: invalid %d, too large %d", b.dirTopic.Dropped(p2p.DropInvalid), b.dirTopic.Dropped(p2p.DropTooLarge))
 	if st, _ := call(t, b, "GET", "/v1/agents/forged", ""); st != 404 {
 		t.Fatal("a forged directory change was applied")
 	}
+	// A change from the directory that the node already applied (a replay,
+	// or gossip late behind the catch-up) is ignored and counted.
+	applied, _ := json.Marshal(cmdlog.Entry{Seq: b.clog.Seq(), Kind: registryapi.Kind, Op: json.RawMessage(`{}`)})
+	if _, err := b.validateCommand(b.dirPeer, applied); !errors.Is(err, p2p.ErrReplay) {
+		t.Fatalf("an applied change: %v, want ErrReplay", err)
+	}
+}
+
+// permissive is a DHT validator that accepts anything: what a malicious
+// peer runs to put forged records.
+type permissive struct{}
+
+func (permissive) Validate(string, []byte) error        { return nil }
+func (permissive) Select(string, [][]byte) (int, error) { return 0, nil }
+
+// TestMeshRefusesForgedDHTRecords: a raw libp2p peer whose DHT validates
+// nothing puts forged and mutated records straight to a mesh DHT server;
+// the server refuses each one, counts it, and keeps the genuine record.
+func TestMeshRefusesForgedDHTRecords(t *testing.T) {
+	m := newMesh(t)
+	key := identity.GenerateKey()
+	m.register(m.boot, "victim", key)
+	var genuine []byte
+	eventually(t, 10*time.Second, func() bool {
+		var err error
+		genuine, err = m.boot.host.LocalValue(context.Background(), registryapi.IDRecordKey("victim"))
+		return err == nil
+	}, "the directory never stored the record")
+
+	raw, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	d, err := dht.New(raw, dht.ProtocolPrefix(p2p.ProtocolPrefix), dht.Mode(dht.ModeClient),
+		dht.Validator(permissive{}), dht.DisableProviders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	infos, _ := p2p.ParseAddrs(m.boot.P2PAddrs())
+	if err := raw.Connect(context.Background(), infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() bool { return d.RoutingTable().Size() > 0 }, "the raw peer never saw the DHT server")
+
+	mutate := func(f func(r map[string]any)) []byte {
+		var r map[string]any
+		json.Unmarshal(genuine, &r)
+		f(r)
+		b, _ := json.Marshal(r)
+		return b
+	}
+	// Signed correctly by the agent, attested by another directory.
+	_, otherDirectory, err := registryapi.NewRecord(signedRegistration(key, "victim", "https://evil.example"), 1000, identity.GenerateKey(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := map[string][]byte{
+		"another directory": otherDirectory,
+		// Attested by our directory, then changed.
+		"mutated endpoint": mutate(func(r map[string]any) {
+			q := r["request"].(map[string]any)
+			q["body"] = strings.Replace(q["body"].(string), "victim.example", "evil.example", 1)
+		}),
+		"mutated seq":      mutate(func(r map[string]any) { r["seq"] = 1000.0 }),
+		"made a tombstone": mutate(func(r map[string]any) { r["deleted"] = true; delete(r, "request") }),
+		"not a record":     []byte("junk"),
+	}
+	const dropped = `mesh_p2p_dropped_total{reason="invalid",surface="dht"}`
+	for name, val := range forged {
+		before := metric(t, m.boot, dropped)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := d.PutValue(ctx, registryapi.IDRecordKey("victim"), val); err != nil {
+			t.Fatalf("%s: the raw peer's put: %v", name, err)
+		}
+		cancel()
+		eventually(t, 10*time.Second, func() bool { return metric(t, m.boot, dropped) > before }, "%s: not counted", name)
+		if got, err := m.boot.host.LocalValue(context.Background(), registryapi.IDRecordKey("victim")); err != nil || string(got) != string(genuine) {
+			t.Fatalf("%s: the server's record changed: %s %v", name, got, err)
+		}
+	}
+	if st, v := call(t, m.boot, "GET", "/v1/agents/victim", ""); st != 200 || v["endpoint"] != "https://victim.example" {
+		t.Fatalf("after the forgeries: %d %v", st, v)
+	}
+}
+
+// signedRegistration is a register request for id signed by key.
+func signedRegistration(key ed25519.PrivateKey, id, endpoint string) registryapi.Signed {
+	body, _ := json.Marshal(map[string]any{"agent_id": id, "capabilities": []string{"echo"}, "endpoint": endpoint,
+		"pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+	return registryapi.Signed{Method: "POST", Path: "/v1/agents/register", Body: string(body),
+		MeshSig: identity.Sign(key, "POST", "/v1/agents/register", body, time.Now())}
 }

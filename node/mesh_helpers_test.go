@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -156,4 +157,17 @@ func localRecord(n *Node, id string) (*registryapi.AgentRecord, error) {
 		return nil, err
 	}
 	return n.validator.Parse(key, val)
+}
+
+// metric is the value of one series on n's /metrics (0 when absent).
+func metric(t *testing.T, n *Node, series string) float64 {
+	t.Helper()
+	_, body := rawCall(t, n, "GET", "/metrics", "")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -20,6 +20,7 @@ import (
 	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Host is a running libp2p node: host, DHT and gossipsub.
@@ -34,10 +35,13 @@ type Host struct {
 	topics map[string]*Topic
 
 	rendezvous *registry // nil unless this node is a rendezvous node
+	drops      *prometheus.CounterVec
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	ctx      context.Context // ends at Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	handlers handlerGroup // running stream handlers
+	once     sync.Once
 }
 
 // New checks cfg and returns a Host that is not yet running.
@@ -45,19 +49,25 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, topics: map[string]*Topic{}}, nil
+	return &Host{cfg: cfg, topics: map[string]*Topic{}, drops: newDropCounter()}, nil
 }
 
 // Start builds the libp2p host, the DHT and gossipsub, and starts dialling
 // the bootstrap peers. It does not wait for them: Start succeeds on a node
 // that is alone, and connections come when the peers do.
 func (h *Host) Start(ctx context.Context) (err error) {
-	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	ctx = h.ctx
 	defer func() {
 		if err != nil {
 			h.Close()
 		}
 	}()
+	if h.cfg.Registerer != nil {
+		if err := h.cfg.Registerer.Register(h.drops); err != nil {
+			return fmt.Errorf("p2p: metrics: %w", err)
+		}
+	}
 	if h.h, err = h.newLibp2p(); err != nil {
 		return err
 	}
@@ -141,7 +151,7 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 	d, err := dht.New(h.h,
 		dht.ProtocolPrefix(ProtocolPrefix),
 		dht.Mode(mode),
-		dht.Validator(nsv),
+		dht.Validator(countingValidator{nsv, h}),
 		// The mesh stores values (agent records), not provider records:
 		// who serves a topic is asked of the rendezvous (rendezvous.go).
 		dht.DisableProviders(),
@@ -164,6 +174,7 @@ func (h *Host) Close() error {
 		if h.cancel != nil {
 			h.cancel()
 		}
+		h.handlers.close()
 		h.wg.Wait()
 		h.mu.Lock()
 		for _, t := range h.topics {
