@@ -138,19 +138,16 @@ func (h *Host) newLibp2p() (host.Host, error) {
 }
 
 // newDHT builds the Kademlia DHT on the product's own protocol prefix
-// (/mesh/kad/1.0.0), with only the namespaces the caller validates.
+// (/mesh/kad/1.0.0), with only the namespaces the caller validates, in the
+// mode dhtMode picks.
 func (h *Host) newDHT() (*dht.IpfsDHT, error) {
-	mode := dht.ModeClient
-	if h.cfg.DHTServer {
-		mode = dht.ModeServer
-	}
 	nsv := record.NamespacedValidator{}
 	for ns, v := range h.cfg.Validators {
 		nsv[ns] = v
 	}
 	d, err := dht.New(h.h,
 		dht.ProtocolPrefix(ProtocolPrefix),
-		dht.Mode(mode),
+		dht.Mode(h.cfg.dhtMode()),
 		dht.Validator(countingValidator{nsv, h}),
 		// The mesh stores values (agent records), not provider records:
 		// who serves a topic is asked of the rendezvous (rendezvous.go).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -734,6 +735,34 @@ func TestPutGetValue(t *testing.T) {
 	}
 	if v, err := c.GetValue(ctx, "/x/k"); err == nil {
 		t.Errorf("GetValue in an unknown namespace returned %q", v)
+	}
+}
+
+func TestDHTMode(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		cfg  Config
+		want dht.ModeOpt
+	}{
+		{Config{}, dht.ModeAuto},
+		{Config{Reachability: ReachPublic}, dht.ModeServer},
+		{Config{Reachability: ReachPrivate}, dht.ModeClient},
+		{Config{Reachability: ReachPrivate, DHTServer: true}, dht.ModeServer},
+		{Config{DHTServer: true}, dht.ModeServer},
+	}
+	for _, c := range cases {
+		if got := c.cfg.dhtMode(); got != c.want {
+			t.Errorf("reachability %q, DHTServer %v: mode %v, want %v", c.cfg.Reachability, c.cfg.DHTServer, got, c.want)
+		}
+	}
+	// What peers see: a public node serves the DHT; one that lets AutoNAT
+	// decide, on loopback, stays a client.
+	public := startHost(t, Config{Reachability: ReachPublic})
+	auto := startHost(t, Config{})
+	connect(t, auto, public)
+	waitFor(t, 10*time.Second, "the public node in the routing table", func() bool { return auto.DHTServers() == 1 })
+	if public.DHTServers() != 0 || slices.Contains(auto.Libp2p().Mux().Protocols(), kadProto) {
+		t.Fatal("a node on loopback without reachability serves the DHT")
 	}
 }
 
