@@ -96,9 +96,12 @@ func (h *Host) newLibp2p() (host.Host, error) {
 	}
 	// Resource manager: libp2p's defaults scaled to this machine's memory
 	// and file descriptors. It bounds streams and connections per peer and
-	// in total, so a peer cannot exhaust the node (loopback is unlimited
-	// per address, which multi-node tests rely on).
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()))
+	// in total, so a peer cannot exhaust the node, and connections per
+	// address block, as many as the relay admits peers behind one address
+	// (connLimitsPerSubnet; loopback is unlimited, which multi-node tests
+	// rely on).
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()),
+		rcmgr.WithLimitPerSubnet(connLimitsPerSubnet()))
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
@@ -120,7 +123,8 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		libp2p.UserAgent("mesh"),
 		libp2p.ProtocolVersion(ProtocolPrefix + "/1.0.0"),
 	}
-	opts = append(opts, h.natOptions()...)
+	acl := &memberACL{}
+	opts = append(opts, h.natOptions(acl)...)
 	if h.cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(h.cfg.Gater))
 	}
@@ -134,6 +138,7 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		rm.Close()
 		return nil, fmt.Errorf("p2p: host: %w", err)
 	}
+	acl.host.Store(&hst)
 	return hst, nil
 }
 
