@@ -165,6 +165,19 @@ func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
 	eventually(t, 30*time.Second, inDHT, "record lost when the bootstrap restarted")
 }
 
+// TestMeshNewDHTServerGetsRecords: a DHT server that joins a small DHT
+// is handed the records published before it came.
+func TestMeshNewDHTServerGetsRecords(t *testing.T) {
+	m := newMesh(t)
+	m.register(m.boot, "early", identity.GenerateKey())
+	waitPuts(t, m.boot, 2) // stored by the bootstrap alone
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.DHTServer = true
+	server := m.start(cfg)
+	eventually(t, 20*time.Second, func() bool { _, err := localRecord(server, "early"); return err == nil },
+		"the new DHT server never got the record published before it joined")
+}
+
 // TestMeshRejectsForgedGossip: a peer that is not the directory publishes
 // on the directory topic; its messages are dropped and counted.
 func TestMeshRejectsForgedGossip(t *testing.T) {

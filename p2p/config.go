@@ -49,9 +49,9 @@ type Config struct {
 	// Validators check DHT records, by namespace: a key "/<ns>/..." is
 	// checked by Validators[ns]. Keys of other namespaces are refused.
 	Validators map[string]record.Validator
-	// OnDHTServer, if set, is called (from one goroutine, so it must not
-	// block) whenever a peer that answers DHT queries connects: a record
-	// publisher may want to hand it the records it is now among the
+	// OnDHTServer, if set, is called (it must not block) whenever a peer
+	// that answers DHT queries connects and enters the routing table: a
+	// record publisher may want to hand it the records it is now among the
 	// closest peers for.
 	OnDHTServer func(peer.ID)
 	// ConnLow and ConnHigh are the connection manager's watermarks.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/routing"
 )
@@ -35,9 +37,13 @@ func (h *Host) GetValue(ctx context.Context, key string) ([]byte, error) {
 }
 
 // LocalValue returns the record this node's own store holds for key: what
-// it answers when asked as a DHT server.
+// it answers when asked as a DHT server. It asks no other peer.
 func (h *Host) LocalValue(ctx context.Context, key string) ([]byte, error) {
-	return h.dht.GetValue(ctx, key, routing.Offline)
+	rec, err := h.values.Get(ctx, key)
+	if err == nil && rec == nil {
+		err = routing.ErrNotFound
+	}
+	return rec.GetValue(), err
 }
 
 // DHTServers is the number of DHT servers in the routing table: the peers
@@ -46,7 +52,8 @@ func (h *Host) DHTServers() int { return h.dht.RoutingTable().Size() }
 
 // watchDHTServers calls Config.OnDHTServer for every peer that identifies
 // as a DHT server, on each new connection and when a peer switches to
-// server mode.
+// server mode, once the DHT has taken it into its routing table (so that
+// lookups find it).
 func (h *Host) watchDHTServers(ctx context.Context) error {
 	if h.cfg.OnDHTServer == nil {
 		return nil
@@ -65,15 +72,50 @@ func (h *Host) watchDHTServers(ctx context.Context) error {
 				switch e := ev.(type) {
 				case event.EvtPeerIdentificationCompleted:
 					if slices.Contains(e.Protocols, kadProto) {
-						h.cfg.OnDHTServer(e.Peer)
+						h.whenRouted(ctx, e.Peer)
 					}
 				case event.EvtPeerProtocolsUpdated:
 					if slices.Contains(e.Added, kadProto) {
-						h.cfg.OnDHTServer(e.Peer)
+						h.whenRouted(ctx, e.Peer)
 					}
 				}
 			}
 		}
 	})
 	return nil
+}
+
+// routedWait bounds how long a DHT server may take to enter the routing
+// table (the DHT first checks that it answers queries).
+const routedWait = 30 * time.Second
+
+// whenRouted calls OnDHTServer for p once p is in the routing table; one
+// watch per peer at a time.
+func (h *Host) whenRouted(ctx context.Context, p peer.ID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.routing[p] {
+		return
+	}
+	h.routing[p] = true
+	h.goroutine(func() {
+		defer func() {
+			h.mu.Lock()
+			delete(h.routing, p)
+			h.mu.Unlock()
+		}()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(routedWait)
+		for h.dht.RoutingTable().Find(p) == "" {
+			select {
+			case <-ctx.Done():
+				return
+			case <-deadline:
+				return
+			case <-tick.C:
+			}
+		}
+		h.cfg.OnDHTServer(p)
+	})
 }

@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-datastore"
+	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -31,11 +34,13 @@ type Host struct {
 	dht *dht.IpfsDHT
 	ps  *pubsub.PubSub
 
-	mu     sync.Mutex
-	topics map[string]*Topic
+	mu      sync.Mutex
+	topics  map[string]*Topic
+	routing map[peer.ID]bool // DHT servers whenRouted waits for
 
 	rendezvous *registry // nil unless this node is a rendezvous node
 	drops      *prometheus.CounterVec
+	values     *records.ValueStore // reads this node's own DHT values
 
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
@@ -49,7 +54,7 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, topics: map[string]*Topic{}, drops: newDropCounter()}, nil
+	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: newDropCounter()}, nil
 }
 
 // Start builds the libp2p host, the DHT and gossipsub, and starts dialling
@@ -142,6 +147,11 @@ func (h *Host) newLibp2p() (host.Host, error) {
 	return hst, nil
 }
 
+// maxRecordAge: records received longer ago than this are dropped by the
+// nodes storing them; owners republish well before (see the registry's
+// republisher).
+const maxRecordAge = 24 * time.Hour
+
 // newDHT builds the Kademlia DHT on the product's own protocol prefix
 // (/mesh/kad/1.0.0), with only the namespaces the caller validates, in the
 // mode dhtMode picks.
@@ -150,7 +160,14 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 	for ns, v := range h.cfg.Validators {
 		nsv[ns] = v
 	}
+	// Values live in memory: the directory republishes every record when
+	// it starts and when a DHT server joins a small DHT, which covers what
+	// a persistent store would, and records held for others are theirs to
+	// republish.
+	values := dssync.MutexWrap(datastore.NewMapDatastore())
+	h.values = records.NewValueStore(values, nsv, maxRecordAge)
 	d, err := dht.New(h.h,
+		dht.ValueDatastore(values),
 		dht.ProtocolPrefix(ProtocolPrefix),
 		dht.Mode(h.cfg.dhtMode()),
 		dht.Validator(countingValidator{nsv, h}),
@@ -158,9 +175,7 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 		// who serves a topic is asked of the rendezvous (rendezvous.go).
 		dht.DisableProviders(),
 		dht.BootstrapPeers(h.cfg.Bootstrap...),
-		// Records older than this are dropped by the nodes storing them;
-		// owners republish well before (see the registry's republisher).
-		dht.MaxRecordAge(24*time.Hour),
+		dht.MaxRecordAge(maxRecordAge),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: dht: %w", err)
