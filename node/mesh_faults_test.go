@@ -18,7 +18,7 @@ import (
 	"github.com/agentmesh/mesh/registryapi"
 )
 
-// restartable restarts a node on the same data directory and, for a
+// restart restarts a node on the same data directory and, for a
 // bootstrap, the same libp2p address, so that peers find it again.
 func (m *mesh) restart(n *Node) *Node {
 	m.t.Helper()
