@@ -84,6 +84,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 		n.replica.WaitFor(ctx, seq)
 		cancel()
 	}
+	resp.Header.Del(seqHeader) // between nodes only
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}

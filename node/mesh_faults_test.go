@@ -70,8 +70,18 @@ func TestMeshWithoutDirectory(t *testing.T) {
 	if st != 503 || v["code"] != "directory_unavailable" || time.Since(start) > 2*time.Second {
 		t.Fatalf("write without directory: %d %v after %s", st, v, time.Since(start))
 	}
-	if _, h := call(t, b, "GET", "/health", ""); h["directory"].(map[string]any)["connected"] != false {
-		t.Fatalf("health does not show the lost directory: %v", h)
+	if st, h := call(t, b, "GET", "/health", ""); st != 200 || h["status"] != "degraded" || h["directory"].(map[string]any)["connected"] != false {
+		t.Fatalf("health does not show the lost directory: %d %v", st, h)
+	}
+	// Once the replica knows it cannot catch up, an agent it lacks is not
+	// waited for: no DHT server is left to ask, nor the directory.
+	eventually(t, 15*time.Second, func() bool {
+		_, h := call(t, b, "GET", "/health", "")
+		return h["directory"].(map[string]any)["caught_up"] == false
+	}, "b still believes it is caught up")
+	start = time.Now()
+	if st, _ := call(t, b, "GET", "/v1/agents/unknown", ""); st != 404 || time.Since(start) > 2*time.Second {
+		t.Fatalf("unknown agent without directory: %d after %s", st, time.Since(start))
 	}
 
 	// The directory restarts with its data: nothing acknowledged is lost,
@@ -81,6 +91,9 @@ func TestMeshWithoutDirectory(t *testing.T) {
 	m.boot = m.start(bootCfg)
 	if st, _ := call(t, m.boot, "GET", "/v1/agents/survivor", ""); st != 200 {
 		t.Fatal("the directory lost an acknowledged registration")
+	}
+	if _, h := call(t, m.boot, "GET", "/health", ""); h["status"] != "ok" {
+		t.Fatalf("the directory's health: %v", h)
 	}
 	eventually(t, 20*time.Second, func() bool {
 		st, _ := call(t, b, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,12 @@ func TestMeshRegistrySurface(t *testing.T) {
 			"agent registered on b not visible on %s", n.URL())
 	}
 
+	// The directory's seq travels between nodes only.
+	if resp, err := http.Post(c.URL()+"/v1/agents/register", "application/json", strings.NewReader(`{"agent_id":"plain-d"}`)); err != nil || resp.Header.Get(seqHeader) != "" {
+		t.Fatalf("forwarded answer: %v %v", err, resp.Header)
+	} else {
+		resp.Body.Close()
+	}
 	// Answers name the node the client called, even when forwarded.
 	if st, v := call(t, c, "POST", "/v1/agents/register", `{"agent_id":"plain-c"}`); st != 201 || v["handle"] != c.URL()+"/agent/plain-c" {
 		t.Fatalf("register through c: %d %v", st, v)
