@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -174,13 +175,9 @@ func (p *publisher) republish(ctx context.Context) {
 
 func (p *publisher) publishPending(ctx context.Context) {
 	p.mu.Lock()
-	ids := make([]string, 0, len(p.pending))
-	for id := range p.pending {
-		ids = append(ids, id)
-	}
+	ids := slices.Sorted(maps.Keys(p.pending))
 	clear(p.pending)
 	p.mu.Unlock()
-	slices.Sort(ids)
 	p.publish(ctx, ids)
 }
 
