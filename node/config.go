@@ -47,8 +47,9 @@ type Config struct {
 	// nodes. The first one's peer is the directory this node replicates and
 	// forwards writes to; all of them are kept connected.
 	Bootstrap []string `json:"bootstrap"`
-	// DHTServer makes a non-bootstrap node answer DHT queries (for nodes
-	// with public addresses). Bootstrap nodes always do.
+	// DHTServer forces a node to answer DHT queries. Bootstrap nodes always
+	// do; so do nodes with Reachability "public", and nodes with it unset
+	// while AutoNAT finds them publicly reachable.
 	DHTServer bool `json:"dht_server"`
 	// Reachability is "public", "private" (behind NAT: reserve relay slots
 	// on the bootstrap nodes) or empty to detect it. Bootstrap nodes

@@ -85,9 +85,10 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	if c := resp.Header.Get(registryapi.PresenceHeader); c != "" {
 		n.awaitPresence(ctx, c)
-		resp.Header.Del(registryapi.PresenceHeader)
 	}
 	cancel()
+	resp.Header.Del(seqHeader) // between nodes only
+	resp.Header.Del(registryapi.PresenceHeader)
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
@@ -165,32 +166,45 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // LookupDHT finds agent id in the DHT alone, bypassing the local
 // directory: the agent's own signed record, as the directory attested it.
-// Only agents that registered with a key have one.
+// Only agents that registered with a key have one; a deleted agent has a
+// tombstone, which LookupDHT reports as registryapi.ErrAgentNotFound.
 func (n *Node) LookupDHT(ctx context.Context, id string) (*registryapi.Agent, error) {
+	rec, err := n.lookupRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Agent()
+}
+
+func (n *Node) lookupRecord(ctx context.Context, id string) (*registryapi.AgentRecord, error) {
 	key := registryapi.IDRecordKey(id)
 	val, err := n.host.GetValue(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", registryapi.ErrAgentNotFound, err)
 	}
-	rec, err := n.recordValidator().Parse(key, val)
-	if err != nil {
-		return nil, err
-	}
-	return rec.Agent(), nil
+	return n.validator.Parse(key, val)
 }
+
+// dhtFallbackTimeout bounds the DHT lookup of an agent this node lacks: a
+// lookup in a healthy mesh takes milliseconds.
+const dhtFallbackTimeout = time.Second
 
 // fallbackAgent finds an agent this replica does not hold: while it is
 // still catching up, from the DHT record, then from the directory node.
-// A replica that is caught up is authoritative and answers not found.
+// A replica that is caught up is authoritative and answers not found; so
+// is a tombstone in the DHT. Without a DHT server to ask, or the
+// directory, the answer is not found at once.
 func (n *Node) fallbackAgent(ctx context.Context, id string) (*registryapi.Agent, error) {
 	if _, caughtUp, _ := n.replica.Status(); caughtUp {
 		return nil, registryapi.ErrAgentNotFound
 	}
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	rec, err := n.LookupDHT(dctx, id)
-	cancel()
-	if err == nil {
-		return rec, nil
+	if n.host.DHTServers() > 0 {
+		dctx, cancel := context.WithTimeout(ctx, dhtFallbackTimeout)
+		rec, err := n.lookupRecord(dctx, id)
+		cancel()
+		if err == nil {
+			return rec.Agent()
+		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, "/v1/agents/"+url.PathEscape(id), nil)
 	resp, err := n.roundTrip(ctx, req)

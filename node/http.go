@@ -70,7 +70,7 @@ func (n *Node) buildHTTP() error {
 
 // healthView is the body of GET /health.
 type healthView struct {
-	Status    string    `json:"status"`
+	Status    string    `json:"status"` // ok, or degraded: not connected to the directory or not caught up
 	Version   string    `json:"version"`
 	Role      string    `json:"role"`
 	DID       string    `json:"did"`
@@ -108,6 +108,12 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			d.Error = err.Error()
 		}
+	}
+	// A node without its directory still serves reads, so it stays 200
+	// (a load balancer keeps it); "degraded" tells an operator that writes
+	// answer 503 and reads may be stale.
+	if !d.Connected || !d.CaughtUp {
+		v.Status = "degraded"
 	}
 	httpx.WriteJSON(w, http.StatusOK, v)
 	return nil

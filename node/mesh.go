@@ -21,7 +21,7 @@ import (
 // Protocols and topics of the registry on the mesh.
 const (
 	// changesProto serves the directory's change log: request
-	// {"since": n, "limit": n}, response {"head": n, "commands": [...]}.
+	// {"since": n, "limit": n}, response {"head": n, "entries": [...]}.
 	changesProto = p2p.ProtocolPrefix + "/directory/changes/1.0.0"
 	// forwardProto carries an HTTP/1.1 request to the directory node and
 	// its HTTP/1.1 response back, byte for byte.
@@ -59,7 +59,12 @@ func (n *Node) startP2P(ctx context.Context) error {
 	if n.role == RoleBootstrap {
 		n.tokens = registryapi.NewTokens(n.key)
 	}
-	validator := n.recordValidator()
+	n.validator = registryapi.NewRecordValidator(func(did string) bool { return did == n.dirDID })
+	var onDHTServer func(peer.ID)
+	if n.role == RoleBootstrap {
+		n.publisher = newPublisher(n)
+		onDHTServer = n.publisher.dhtServerConnected
+	}
 	n.host, err = p2p.New(p2p.Config{
 		Key:       n.key,
 		Listen:    n.cfg.Listen,
@@ -71,7 +76,8 @@ func (n *Node) startP2P(ctx context.Context) error {
 		Rendezvous:   n.role == RoleBootstrap,
 		Reachability: n.reachability(),
 		Gater:        n.cfg.Gater,
-		Validators:   map[string]record.Validator{registryapi.RecordNS: validator, registryapi.IDIndexNS: validator},
+		Validators:   map[string]record.Validator{registryapi.RecordNS: n.validator, registryapi.IDIndexNS: n.validator},
+		OnDHTServer:  onDHTServer,
 		Registerer:   n.metrics,
 		Logger:       n.log.With("component", "p2p"),
 	})
@@ -88,11 +94,6 @@ func (n *Node) reachability() string {
 		return p2p.ReachPublic
 	}
 	return n.cfg.Reachability
-}
-
-// recordValidator accepts DHT agent records attested by our directory.
-func (n *Node) recordValidator() registryapi.RecordValidator {
-	return registryapi.RecordValidator{Trusted: func(did string) bool { return did == n.dirDID }}
 }
 
 // selfPeer is the node's peer ID, derived from its key.
@@ -126,16 +127,14 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pub := newPublisher(n, n.dirTopic)
-	n.publisher = pub
 	local := cmdlog.NewLocal(n.clog)
-	local.OnCommit = pub.committed
+	local.OnCommit = n.publisher.committed
 	n.proposer = local
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
-	n.goroutine(func() { pub.run(ctx) })
+	n.goroutine(func() { n.publisher.run(ctx, n.dirTopic) })
 	n.goroutine(func() { n.flushPresence(ctx) })
 	return nil
 }
@@ -202,7 +201,7 @@ func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
 		return nil, errors.New("malformed directory change")
 	}
 	if e.Seq <= n.clog.Seq() {
-		return nil, p2p.ErrIgnore
+		return nil, p2p.ErrReplay
 	}
 	return &e, nil
 }

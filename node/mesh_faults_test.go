@@ -3,18 +3,22 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
-// restartable restarts a node on the same data directory and, for a
+// restart restarts a node on the same data directory and, for a
 // bootstrap, the same libp2p address, so that peers find it again.
 func (m *mesh) restart(n *Node) *Node {
 	m.t.Helper()
@@ -66,8 +70,18 @@ func TestMeshWithoutDirectory(t *testing.T) {
 	if st != 503 || v["code"] != "directory_unavailable" || time.Since(start) > 2*time.Second {
 		t.Fatalf("write without directory: %d %v after %s", st, v, time.Since(start))
 	}
-	if _, h := call(t, b, "GET", "/health", ""); h["directory"].(map[string]any)["connected"] != false {
-		t.Fatalf("health does not show the lost directory: %v", h)
+	if st, h := call(t, b, "GET", "/health", ""); st != 200 || h["status"] != "degraded" || h["directory"].(map[string]any)["connected"] != false {
+		t.Fatalf("health does not show the lost directory: %d %v", st, h)
+	}
+	// Once the replica knows it cannot catch up, an agent it lacks is not
+	// waited for: no DHT server is left to ask, nor the directory.
+	eventually(t, 15*time.Second, func() bool {
+		_, h := call(t, b, "GET", "/health", "")
+		return h["directory"].(map[string]any)["caught_up"] == false
+	}, "b still believes it is caught up")
+	start = time.Now()
+	if st, _ := call(t, b, "GET", "/v1/agents/unknown", ""); st != 404 || time.Since(start) > 2*time.Second {
+		t.Fatalf("unknown agent without directory: %d after %s", st, time.Since(start))
 	}
 
 	// The directory restarts with its data: nothing acknowledged is lost,
@@ -78,25 +92,42 @@ func TestMeshWithoutDirectory(t *testing.T) {
 	if st, _ := call(t, m.boot, "GET", "/v1/agents/survivor", ""); st != 200 {
 		t.Fatal("the directory lost an acknowledged registration")
 	}
+	if _, h := call(t, m.boot, "GET", "/health", ""); h["status"] != "ok" {
+		t.Fatalf("the directory's health: %v", h)
+	}
 	eventually(t, 20*time.Second, func() bool {
 		st, _ := call(t, b, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok)
 		return st == 200
 	}, "writes through b did not recover after the directory restarted")
 }
 
+// TestMeshDHTFallback: a node that cannot reach the directory finds
+// agents in the DHT, as the directory last published them: live agents
+// with their records, deleted agents not at all, and an id registered
+// again by another key with the new key, whatever the old key's clock said.
 func TestMeshDHTFallback(t *testing.T) {
 	m := newMesh(t)
 	// A DHT server node besides the bootstrap keeps records when it is gone.
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.DHTServer = true
-	relay := m.start(cfg)
-	m.waitCaughtUp(relay)
+	server := m.start(cfg)
+	m.waitCaughtUp(server)
 	key := identity.GenerateKey()
-	m.register(relay, "in-dht", key)
+	m.register(server, "in-dht", key)
 	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
+	m.deleteAgent(server, "deleted", m.register(server, "deleted", identity.GenerateKey()))
+	// The first owner of "reused" signed with a clock a minute ahead: its
+	// signing time is later than the second owner's.
+	first, second := identity.GenerateKey(), identity.GenerateKey()
+	m.deleteAgent(server, "reused", m.registerAt(server, "reused", first, m.clock.Now().Add(time.Minute)))
+	m.register(server, "reused", second)
+	secondDID := identity.DIDFromPublicKey(second.Public().(ed25519.PublicKey))
 	eventually(t, 10*time.Second, func() bool {
-		return testutil.ToFloat64(m.boot.publisher.puts.WithLabelValues("ok")) >= 2
-	}, "the directory never published the record to the DHT")
+		live, err1 := localRecord(server, "in-dht")
+		gone, err2 := localRecord(server, "deleted")
+		reused, err3 := localRecord(server, "reused")
+		return errors.Join(err1, err2, err3) == nil && live.DID == did && gone.Deleted && reused.DID == secondDID
+	}, "the DHT server never got the directory's records")
 
 	bootAddrs := m.boot.P2PAddrs()
 	m.boot.Close()
@@ -105,9 +136,8 @@ func TestMeshDHTFallback(t *testing.T) {
 	late := testConfig(t, t.TempDir())
 	late.Role = RoleNode
 	late.Now = m.clock.Now
-	late.Bootstrap = append(bootAddrs, relay.P2PAddrs()...)
+	late.Bootstrap = append(bootAddrs, server.P2PAddrs()...)
 	n := m.start(late)
-	eventually(t, 10*time.Second, func() bool { return n.host.Connected(relay.host.ID()) }, "newcomer not connected")
 	var v map[string]any
 	eventually(t, 10*time.Second, func() bool {
 		var st int
@@ -120,30 +150,45 @@ func TestMeshDHTFallback(t *testing.T) {
 	if st, v := call(t, n, "GET", "/v1/agents/in-dht/identity", ""); st != 200 || v["did"] != did {
 		t.Fatalf("identity from the DHT: %d %v", st, v)
 	}
-	if st, _ := call(t, n, "GET", "/v1/agents/never-registered", ""); st != 404 {
-		t.Fatalf("unknown agent: %d", st)
-	}
-
-	// Forged records never enter the DHT: one attested by a key that is not
-	// the directory's, and one whose endpoint was changed after signing.
-	body := `{"agent_id":"in-dht","endpoint":"https://evil.example"}`
-	req := registryapi.Signed{Method: "POST", Path: "/v1/agents/register", Body: body,
-		MeshSig: identity.Sign(key, "POST", "/v1/agents/register", []byte(body), time.Now())}
-	_, forged, err := registryapi.NewRecord(req, identity.GenerateKey(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutated := []byte(strings.Replace(string(forged), "evil", "eviler", 1))
-	for _, val := range [][]byte{forged, mutated} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := relay.host.PutValue(ctx, registryapi.IDRecordKey("in-dht"), val); err == nil {
-			t.Errorf("forged record accepted: %s", val)
+	for _, path := range []string{"/v1/agents/deleted", "/v1/agents/deleted/identity", "/v1/agents/never-registered"} {
+		if st, v := call(t, n, "GET", path, ""); st != 404 {
+			t.Fatalf("%s: %d %v", path, st, v)
 		}
-		cancel()
 	}
-	if _, v := call(t, n, "GET", "/v1/agents/in-dht", ""); v["endpoint"] != "https://in-dht.example" {
-		t.Fatalf("after forgery attempts: %v", v)
+	if st, v := call(t, n, "GET", "/v1/agents/reused", ""); st != 200 || v["did"] != secondDID {
+		t.Fatalf("an id registered again: %d %v, want the second owner %s", st, v, secondDID)
 	}
+}
+
+// TestMeshDHTRecordsSurviveBootstrapRestart: the DHT keeps records in
+// memory, and in the default mesh the bootstrap is its only server; the
+// directory publishes them again when it starts.
+func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	m.register(b, "durable", identity.GenerateKey())
+	inDHT := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		a, err := b.LookupDHT(ctx, "durable")
+		return err == nil && a.ID == "durable"
+	}
+	eventually(t, 10*time.Second, inDHT, "record never in the DHT")
+	m.boot = m.restart(m.boot)
+	eventually(t, 30*time.Second, inDHT, "record lost when the bootstrap restarted")
+}
+
+// TestMeshNewDHTServerGetsRecords: a DHT server that joins a small DHT
+// is handed the records published before it came.
+func TestMeshNewDHTServerGetsRecords(t *testing.T) {
+	m := newMesh(t)
+	m.register(m.boot, "early", identity.GenerateKey())
+	waitPuts(t, m.boot, 2) // stored by the bootstrap alone
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.DHTServer = true
+	server := m.start(cfg)
+	eventually(t, 20*time.Second, func() bool { _, err := localRecord(server, "early"); return err == nil },
+		"the new DHT server never got the record published before it joined")
 }
 
 // TestMeshRejectsForgedGossip: a peer that is not the directory publishes
@@ -151,6 +196,7 @@ func TestMeshDHTFallback(t *testing.T) {
 func TestMeshRejectsForgedGossip(t *testing.T) {
 	m := newMesh(t)
 	b := m.join()
+	m.register(b, "applied", identity.GenerateKey())
 	rogue, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -173,9 +219,103 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 		topic.Publish(context.Background(), []byte(msg))
 	}
 	eventually(t, 10*time.Second, func() bool {
-		return b.dirTopic.Dropped(p2p.DropInvalid) >= 2 && b.dirTopic.Dropped(p2p.DropTooLarge) >= 1
+		return metric(t, b, `mesh_p2p_dropped_total{reason="invalid",surface="topic"}`) >= 2 &&
+			metric(t, b, `mesh_p2p_dropped_total{reason="too_large",surface="topic"}`) >= 1
 	}, "forged messages not counted: invalid %d, too large %d", b.dirTopic.Dropped(p2p.DropInvalid), b.dirTopic.Dropped(p2p.DropTooLarge))
 	if st, _ := call(t, b, "GET", "/v1/agents/forged", ""); st != 404 {
 		t.Fatal("a forged directory change was applied")
 	}
+	// A change from the directory that the node already applied (a replay,
+	// or gossip late behind the catch-up) is ignored and counted.
+	applied, _ := json.Marshal(cmdlog.Entry{Seq: b.clog.Seq(), Kind: registryapi.Kind, Op: json.RawMessage(`{}`)})
+	if _, err := b.validateCommand(b.dirPeer, applied); !errors.Is(err, p2p.ErrReplay) {
+		t.Fatalf("an applied change: %v, want ErrReplay", err)
+	}
+}
+
+// permissive is a DHT validator that accepts anything: what a malicious
+// peer runs to put forged records.
+type permissive struct{}
+
+func (permissive) Validate(string, []byte) error        { return nil }
+func (permissive) Select(string, [][]byte) (int, error) { return 0, nil }
+
+// TestMeshRefusesForgedDHTRecords: a raw libp2p peer whose DHT validates
+// nothing puts forged and mutated records straight to a mesh DHT server;
+// the server refuses each one, counts it, and keeps the genuine record.
+func TestMeshRefusesForgedDHTRecords(t *testing.T) {
+	m := newMesh(t)
+	key := identity.GenerateKey()
+	m.register(m.boot, "victim", key)
+	var genuine []byte
+	eventually(t, 10*time.Second, func() bool {
+		var err error
+		genuine, err = m.boot.host.LocalValue(context.Background(), registryapi.IDRecordKey("victim"))
+		return err == nil
+	}, "the directory never stored the record")
+
+	raw, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	d, err := dht.New(raw, dht.ProtocolPrefix(p2p.ProtocolPrefix), dht.Mode(dht.ModeClient),
+		dht.Validator(permissive{}), dht.DisableProviders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	infos, _ := p2p.ParseAddrs(m.boot.P2PAddrs())
+	if err := raw.Connect(context.Background(), infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() bool { return d.RoutingTable().Size() > 0 }, "the raw peer never saw the DHT server")
+
+	mutate := func(f func(r map[string]any)) []byte {
+		var r map[string]any
+		json.Unmarshal(genuine, &r)
+		f(r)
+		b, _ := json.Marshal(r)
+		return b
+	}
+	// Signed correctly by the agent, attested by another directory.
+	_, otherDirectory, err := registryapi.NewRecord(signedRegistration(key, "victim", "https://evil.example"), 1000, identity.GenerateKey(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := map[string][]byte{
+		"another directory": otherDirectory,
+		// Attested by our directory, then changed.
+		"mutated endpoint": mutate(func(r map[string]any) {
+			q := r["request"].(map[string]any)
+			q["body"] = strings.Replace(q["body"].(string), "victim.example", "evil.example", 1)
+		}),
+		"mutated seq":      mutate(func(r map[string]any) { r["seq"] = 1000.0 }),
+		"made a tombstone": mutate(func(r map[string]any) { r["deleted"] = true; delete(r, "request") }),
+		"not a record":     []byte("junk"),
+	}
+	const dropped = `mesh_p2p_dropped_total{reason="invalid",surface="dht"}`
+	for name, val := range forged {
+		before := metric(t, m.boot, dropped)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := d.PutValue(ctx, registryapi.IDRecordKey("victim"), val); err != nil {
+			t.Fatalf("%s: the raw peer's put: %v", name, err)
+		}
+		cancel()
+		eventually(t, 10*time.Second, func() bool { return metric(t, m.boot, dropped) > before }, "%s: not counted", name)
+		if got, err := m.boot.host.LocalValue(context.Background(), registryapi.IDRecordKey("victim")); err != nil || string(got) != string(genuine) {
+			t.Fatalf("%s: the server's record changed: %s %v", name, got, err)
+		}
+	}
+	if st, v := call(t, m.boot, "GET", "/v1/agents/victim", ""); st != 200 || v["endpoint"] != "https://victim.example" {
+		t.Fatalf("after the forgeries: %d %v", st, v)
+	}
+}
+
+// signedRegistration is a register request for id signed by key.
+func signedRegistration(key ed25519.PrivateKey, id, endpoint string) registryapi.Signed {
+	body, _ := json.Marshal(map[string]any{"agent_id": id, "capabilities": []string{"echo"}, "endpoint": endpoint,
+		"pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+	return registryapi.Signed{Method: "POST", Path: "/v1/agents/register", Body: string(body),
+		MeshSig: identity.Sign(key, "POST", "/v1/agents/register", body, time.Now())}
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/registryapi"
 )
 
 // testClock is a clock shared by the nodes of a test mesh.
@@ -97,13 +99,29 @@ func (m *mesh) signedCall(n *Node, key ed25519.PrivateKey, method, path, body st
 // register registers id bound to key through n and returns its api key.
 func (m *mesh) register(n *Node, id string, key ed25519.PrivateKey) string {
 	m.t.Helper()
+	return m.registerAt(n, id, key, m.clock.Now())
+}
+
+// registerAt registers id bound to key through n, signed at the given
+// time, and returns its api key.
+func (m *mesh) registerAt(n *Node, id string, key ed25519.PrivateKey, at time.Time) string {
+	m.t.Helper()
 	body, _ := json.Marshal(map[string]any{"agent_id": id, "capabilities": []string{"echo"},
 		"endpoint": "https://" + id + ".example", "pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
-	st, v := m.signedCall(n, key, "POST", "/v1/agents/register", string(body))
+	sig := identity.Sign(key, "POST", "/v1/agents/register", body, at)
+	st, v := call(m.t, n, "POST", "/v1/agents/register", string(body), identity.SigHeaderName, sig)
 	if st != 201 {
 		m.t.Fatalf("register %s on %s: %d %v", id, n.URL(), st, v)
 	}
 	return v["api_key"].(string)
+}
+
+// deleteAgent deletes agent id through n.
+func (m *mesh) deleteAgent(n *Node, id, apiKey string) {
+	m.t.Helper()
+	if st, v := call(m.t, n, "DELETE", "/v1/agents/me", "", "Authorization", "Bearer "+m.token(n, id, apiKey)); st != 200 {
+		m.t.Fatalf("delete %s on %s: %d %v", id, n.URL(), st, v)
+	}
 }
 
 func (m *mesh) token(n *Node, id, apiKey string) string {
@@ -129,4 +147,27 @@ func rawCall(t *testing.T, n *Node, method, path, body string, hdr ...string) (i
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// localRecord is the record of agent id that n holds as a DHT server.
+func localRecord(n *Node, id string) (*registryapi.AgentRecord, error) {
+	key := registryapi.IDRecordKey(id)
+	val, err := n.host.LocalValue(context.Background(), key)
+	if err != nil {
+		return nil, err
+	}
+	return n.validator.Parse(key, val)
+}
+
+// metric is the value of one series on n's /metrics (0 when absent).
+func metric(t *testing.T, n *Node, series string) float64 {
+	t.Helper()
+	_, body := rawCall(t, n, "GET", "/metrics", "")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,12 @@ func TestMeshRegistrySurface(t *testing.T) {
 			"agent registered on b not visible on %s", n.URL())
 	}
 
+	// The directory's seq travels between nodes only.
+	if resp, err := http.Post(c.URL()+"/v1/agents/register", "application/json", strings.NewReader(`{"agent_id":"plain-d"}`)); err != nil || resp.Header.Get(seqHeader) != "" {
+		t.Fatalf("forwarded answer: %v %v", err, resp.Header)
+	} else {
+		resp.Body.Close()
+	}
 	// Answers name the node the client called, even when forwarded.
 	if st, v := call(t, c, "POST", "/v1/agents/register", `{"agent_id":"plain-c"}`); st != 201 || v["handle"] != c.URL()+"/agent/plain-c" {
 		t.Fatalf("register through c: %d %v", st, v)
@@ -66,16 +74,26 @@ func TestMeshRegistrySurface(t *testing.T) {
 		return vb["n"] == 1.0 && vb["score"] == vd["score"]
 	}, "rollup on b differs from the directory's")
 
-	// A late node sees the whole directory and the same rollup.
+	// Delete on b, gone on c.
+	doomed := m.register(b, "doomed", identity.GenerateKey())
+	m.deleteAgent(b, "doomed", doomed)
+	eventually(t, 5*time.Second, func() bool { st, _ := call(t, c, "GET", "/v1/agents/doomed", ""); return st == 404 },
+		"deleted agent still served by c")
+
+	// A node that joins after all of this sees the whole directory: every
+	// registration, the heartbeat, the deletion and the same rollup.
 	late := m.join()
 	if _, v := call(t, late, "GET", "/v1/agents/agent-b/identity", ""); v["online"] != true || v["reputation"].(map[string]any)["n"] != 1.0 {
 		t.Fatalf("late node identity: %v", v)
 	}
-
-	// Delete on b, gone on c.
-	if st, v := call(t, b, "DELETE", "/v1/agents/me", "", "Authorization", "Bearer "+tok); st != 200 {
-		t.Fatalf("delete on b: %d %v", st, v)
+	_, want := call(t, m.boot, "GET", "/v1/agents/agent-b/reputation", "")
+	if _, got := call(t, late, "GET", "/v1/agents/agent-b/reputation", ""); got["score"] != want["score"] || got["n"] != want["n"] {
+		t.Fatalf("late node rollup %v, directory's %v", got, want)
 	}
-	eventually(t, 5*time.Second, func() bool { st, _ := call(t, c, "GET", "/v1/agents/agent-b", ""); return st == 404 },
-		"deleted agent still served by c")
+	if st, _ := call(t, late, "GET", "/v1/agents/plain-c", ""); st != 200 {
+		t.Fatalf("late node lacks plain-c: %d", st)
+	}
+	if st, _ := call(t, late, "GET", "/v1/agents/doomed", ""); st != 404 {
+		t.Fatalf("late node serves the deleted agent: %d", st)
+	}
 }

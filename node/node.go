@@ -41,6 +41,7 @@ type Node struct {
 	dirPeer   peer.ID // the directory node (this node, for a bootstrap)
 	dirDID    string  // its did:key: the key that signs tokens and records
 	tokens    *registryapi.Tokens
+	validator registryapi.RecordValidator // of DHT records: attested by our directory
 	proposer  cmdlog.Proposer
 	replica   *cmdlog.Replica // nil on the directory node
 	dirTopic  *p2p.Topic

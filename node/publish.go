@@ -3,35 +3,83 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
+// Pace of DHT puts: at most putsInFlight at once (each is a Kademlia
+// lookup and a store on the closest peers) and putsPerSecond in all, so a
+// republish of every record neither floods the network nor takes the
+// directory's CPU (each put signs a record): 100,000 agents take a few
+// minutes when puts are quick and stay far inside RepublishInterval when
+// they are slow.
+const (
+	putsInFlight  = 4
+	putsPerSecond = 2000
+	putTimeout    = 30 * time.Second
+	// republishPage is how many agents one read transaction lists.
+	republishPage = 256
+	// smallDHT: while the routing table holds fewer DHT servers than a
+	// Kademlia bucket (20), every server is among the closest peers of
+	// every key, so one that connects is handed all records at once.
+	// Beyond that, new servers get what they are closest to from the
+	// periodic republish, as Kademlia intends.
+	smallDHT = 20
+)
+
 // publisher spreads what the directory commits: every entry on the
-// directory topic, and the DHT records of agents whose registration the
-// agent signed. Both queues are bounded and never block a commit: a change
-// lost here is fetched by replicas when they catch up, a record by the next
-// republish.
+// directory topic, and the agents' records and tombstones in the DHT.
+//
+// A change lost on the topic is fetched by replicas when they catch up, so
+// that queue is bounded and drops when full. DHT values are never dropped:
+// agents whose values changed wait in a set (bounded by the directory's
+// size), and everything is published again when the directory starts, when
+// a DHT server connects to a small DHT, and every RepublishInterval.
 type publisher struct {
 	n       *Node
 	topic   *p2p.Topic
 	changes chan cmdlog.Entry
-	records chan string // agent ids whose record to (re)publish
-	puts    *prometheus.CounterVec
+
+	mu      sync.Mutex
+	pending map[string]bool // agent ids whose DHT values changed
+	wake    chan struct{}   // pending is not empty
+	resync  chan struct{}   // republish everything; requests coalesce
+
+	limit *rate.Limiter
+	puts  *prometheus.CounterVec
 }
 
-func newPublisher(n *Node, topic *p2p.Topic) *publisher {
-	p := &publisher{n: n, topic: topic,
-		changes: make(chan cmdlog.Entry, 4096), records: make(chan string, 4096),
+// Results of a DHT put, as counted by mesh_dht_record_puts_total.
+const (
+	putOK     = "ok"     // stored here and on the closest DHT servers
+	putLocal  = "local"  // stored here only: no other DHT server was found
+	putFailed = "failed" // not stored (logged)
+)
+
+// newPublisher returns the directory's publisher; it publishes on the
+// directory topic once run.
+func newPublisher(n *Node) *publisher {
+	p := &publisher{n: n, changes: make(chan cmdlog.Entry, 4096),
+		pending: map[string]bool{}, wake: make(chan struct{}, 1), resync: make(chan struct{}, 1),
+		limit: rate.NewLimiter(putsPerSecond, putsInFlight),
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mesh_dht_record_puts_total",
-			Help: "Agent records put into the DHT, by result: ok (stored on the closest peers) or local (only this node holds it).",
+			Help: "Agent records and tombstones put into the DHT by the directory, by result: ok (stored on the closest DHT servers), local (only this node holds it: no other DHT server found) or failed.",
 		}, []string{"result"}),
+	}
+	for _, r := range []string{putOK, putLocal, putFailed} {
+		p.puts.WithLabelValues(r) // export zeros, so that alerts see the series
 	}
 	n.metrics.MustRegister(p.puts)
 	return p
@@ -43,19 +91,31 @@ func (p *publisher) committed(e cmdlog.Entry) {
 	case p.changes <- e:
 	default:
 	}
-	if id, ok := registryapi.SignedRegistration(&e); ok {
-		p.queueRecord(id)
+	if id, ok := registryapi.PublishedAgent(&e); ok {
+		p.mu.Lock()
+		p.pending[id] = true
+		p.mu.Unlock()
+		signal(p.wake)
 	}
 }
 
-func (p *publisher) queueRecord(id string) {
+// dhtServerConnected is the host's OnDHTServer hook.
+func (p *publisher) dhtServerConnected(peer.ID) {
+	if p.n.host.DHTServers() < smallDHT {
+		signal(p.resync)
+	}
+}
+
+// signal wakes the reader of c; a wake-up already pending covers this one.
+func signal(c chan struct{}) {
 	select {
-	case p.records <- id:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
-func (p *publisher) run(ctx context.Context) {
+func (p *publisher) run(ctx context.Context, topic *p2p.Topic) {
+	p.topic = topic
 	p.n.goroutine(func() { p.runRecords(ctx) })
 	for {
 		select {
@@ -73,48 +133,92 @@ func (p *publisher) run(ctx context.Context) {
 	}
 }
 
-// runRecords publishes queued records and republishes all of them every
+// runRecords publishes the DHT values of changed agents as they come, and
+// all of them at start (the DHT keeps records in memory: if this node was
+// the only DHT server, they went with it), on request and every
 // RepublishInterval, well inside their RecordTTL.
 func (p *publisher) runRecords(ctx context.Context) {
 	tick := time.NewTicker(registryapi.RepublishInterval)
 	defer tick.Stop()
+	signal(p.resync)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-p.records:
-			p.putRecord(ctx, id)
+		case <-p.wake:
+			p.publishPending(ctx)
+		case <-p.resync:
+			p.republish(ctx)
 		case <-tick.C:
-			p.n.dir.Agents(func(a *registryapi.Agent) bool {
-				if a.Record != nil {
-					p.queueRecord(a.ID)
-				}
-				return ctx.Err() == nil
+			p.republish(ctx)
+		}
+	}
+}
+
+// republish publishes every agent's values, a page at a time, letting
+// changes made meanwhile through between pages.
+func (p *publisher) republish(ctx context.Context) {
+	for after := ""; ctx.Err() == nil; {
+		ids, err := p.n.dir.PublishedIDs(after, republishPage)
+		if err != nil {
+			p.n.log.Error("listing agents to republish failed", "after", after, "err", err)
+			return
+		}
+		if len(ids) == 0 {
+			return
+		}
+		p.publish(ctx, ids)
+		p.publishPending(ctx)
+		after = ids[len(ids)-1]
+	}
+}
+
+func (p *publisher) publishPending(ctx context.Context) {
+	p.mu.Lock()
+	ids := slices.Sorted(maps.Keys(p.pending))
+	clear(p.pending)
+	p.mu.Unlock()
+	p.publish(ctx, ids)
+}
+
+// publish puts the current DHT values of ids, paced, and waits for them.
+func (p *publisher) publish(ctx context.Context, ids []string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inFlight := make(chan struct{}, putsInFlight)
+	for _, id := range ids {
+		pubs, err := p.n.dir.Publications(id, p.n.key, time.Now())
+		if err != nil {
+			p.n.log.Warn("agent record not publishable", "agent", id, "err", err)
+			p.puts.WithLabelValues(putFailed).Inc()
+			continue
+		}
+		for _, pub := range pubs {
+			if p.limit.Wait(ctx) != nil {
+				return
+			}
+			inFlight <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-inFlight }()
+				p.put(ctx, pub)
 			})
 		}
 	}
 }
 
-func (p *publisher) putRecord(ctx context.Context, id string) {
-	a, err := p.n.dir.Agent(id)
-	if err != nil || a.Record == nil {
-		return // deregistered meanwhile, or no signed registration
-	}
-	rec, val, err := registryapi.NewRecord(*a.Record, p.n.key, time.Now())
-	if err != nil {
-		p.n.log.Warn("agent record not publishable", "agent", id, "err", err)
-		return
-	}
-	for _, key := range registryapi.RecordKeys(rec.DID, rec.AgentID) {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		// The node stores its own copy first; an error here only means no
-		// other DHT server took one yet.
-		if err := p.n.host.PutValue(pctx, key, val); err != nil {
-			p.n.log.Debug("DHT put incomplete", "key", key, "err", err)
-			p.puts.WithLabelValues("local").Inc()
-		} else {
-			p.puts.WithLabelValues("ok").Inc()
-		}
-		cancel()
+func (p *publisher) put(ctx context.Context, pub registryapi.Publication) {
+	ctx, cancel := context.WithTimeout(ctx, putTimeout)
+	defer cancel()
+	err := p.n.host.PutValue(ctx, pub.Key, pub.Value)
+	switch {
+	case err == nil:
+		p.puts.WithLabelValues(putOK).Inc()
+	case errors.Is(err, p2p.ErrNoPeer):
+		p.puts.WithLabelValues(putLocal).Inc()
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The node is closing: not a failure of the record.
+	default:
+		p.n.log.Warn("DHT put failed", "key", pub.Key, "err", err)
+		p.puts.WithLabelValues(putFailed).Inc()
 	}
 }

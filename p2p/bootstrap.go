@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 )
 
 // Backoff bounds for dialling bootstrap peers.
@@ -55,6 +56,12 @@ func (h *Host) keepConnected(ctx context.Context, p peer.AddrInfo) {
 			case <-time.After(10 * time.Second): // belt and braces
 			}
 			continue
+		}
+		// The swarm backs off an address after a failed dial, longer after
+		// each; this loop has its own backoff, and a bootstrap node that
+		// comes back must be rejoined at the next try, not minutes later.
+		if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+			sw.Backoff().Clear(p.ID)
 		}
 		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 		err := h.h.Connect(dctx, p)

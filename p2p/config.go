@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -25,8 +26,10 @@ type Config struct {
 	// Bootstrap are peers to stay connected to; they are dialled with
 	// backoff until connected and re-dialled when the connection drops.
 	Bootstrap []peer.AddrInfo
-	// DHTServer answers DHT queries for others (bootstrap nodes and nodes
-	// with public addresses). Other nodes are DHT clients.
+	// DHTServer forces the node to answer DHT queries for others. Without
+	// it the node serves when Reachability is ReachPublic, is a client when
+	// it is ReachPrivate, and otherwise serves while AutoNAT finds it
+	// publicly reachable (see dhtMode).
 	DHTServer bool
 	// RelayService runs a circuit relay v2 for the mesh (bootstrap nodes),
 	// with limits fit for chat (see relayResources). It needs public
@@ -46,6 +49,11 @@ type Config struct {
 	// Validators check DHT records, by namespace: a key "/<ns>/..." is
 	// checked by Validators[ns]. Keys of other namespaces are refused.
 	Validators map[string]record.Validator
+	// OnDHTServer, if set, is called (it must not block) whenever a peer
+	// that answers DHT queries connects and enters the routing table: a
+	// record publisher may want to hand it the records it is now among the
+	// closest peers for.
+	OnDHTServer func(peer.ID)
 	// ConnLow and ConnHigh are the connection manager's watermarks.
 	ConnLow, ConnHigh int
 	// Registerer receives libp2p's metrics; nil disables them.
@@ -62,6 +70,21 @@ const (
 
 // DefaultListen listens on every interface, TCP and QUIC, random ports.
 var DefaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+
+// dhtMode is the DHT's mode. Only nodes that others can dial may serve:
+// a server behind NAT would sit in routing tables and time out every query.
+// A node that does not know lets AutoNAT decide (dht.ModeAuto: client until
+// peers confirm by dialling back that it is reachable; loopback and private
+// addresses never are, so tests on 127.0.0.1 stay clients).
+func (c *Config) dhtMode() dht.ModeOpt {
+	switch {
+	case c.DHTServer || c.Reachability == ReachPublic:
+		return dht.ModeServer
+	case c.Reachability == ReachPrivate:
+		return dht.ModeClient
+	}
+	return dht.ModeAuto
+}
 
 func (c *Config) validate() error {
 	if len(c.Key) != ed25519.PrivateKeySize {

@@ -7,20 +7,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-datastore"
+	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Host is a running libp2p node: host, DHT and gossipsub.
@@ -31,14 +34,19 @@ type Host struct {
 	dht *dht.IpfsDHT
 	ps  *pubsub.PubSub
 
-	mu     sync.Mutex
-	topics map[string]*Topic
+	mu      sync.Mutex
+	topics  map[string]*Topic
+	routing map[peer.ID]bool // DHT servers whenRouted waits for
 
 	rendezvous *registry // nil unless this node is a rendezvous node
+	drops      *prometheus.CounterVec
+	values     *records.ValueStore // reads this node's own DHT values
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	ctx      context.Context // ends at Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	handlers handlerGroup // running stream handlers
+	once     sync.Once
 }
 
 // New checks cfg and returns a Host that is not yet running.
@@ -46,19 +54,25 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, topics: map[string]*Topic{}}, nil
+	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: newDropCounter()}, nil
 }
 
 // Start builds the libp2p host, the DHT and gossipsub, and starts dialling
 // the bootstrap peers. It does not wait for them: Start succeeds on a node
 // that is alone, and connections come when the peers do.
 func (h *Host) Start(ctx context.Context) (err error) {
-	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	ctx = h.ctx
 	defer func() {
 		if err != nil {
 			h.Close()
 		}
 	}()
+	if h.cfg.Registerer != nil {
+		if err := h.cfg.Registerer.Register(h.drops); err != nil {
+			return fmt.Errorf("p2p: metrics: %w", err)
+		}
+	}
 	if h.h, err = h.newLibp2p(); err != nil {
 		return err
 	}
@@ -70,6 +84,9 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	if h.cfg.Rendezvous {
 		h.serveRendezvous()
+	}
+	if err := h.watchDHTServers(ctx); err != nil {
+		return err
 	}
 	h.goroutine(func() { h.keepBootstrapped(ctx) })
 	return nil
@@ -84,9 +101,12 @@ func (h *Host) newLibp2p() (host.Host, error) {
 	}
 	// Resource manager: libp2p's defaults scaled to this machine's memory
 	// and file descriptors. It bounds streams and connections per peer and
-	// in total, so a peer cannot exhaust the node (loopback is unlimited
-	// per address, which multi-node tests rely on).
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()))
+	// in total, so a peer cannot exhaust the node, and connections per
+	// address block, as many as the relay admits peers behind one address
+	// (connLimitsPerSubnet; loopback is unlimited, which multi-node tests
+	// rely on).
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()),
+		rcmgr.WithLimitPerSubnet(connLimitsPerSubnet()))
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
@@ -108,7 +128,8 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		libp2p.UserAgent("mesh"),
 		libp2p.ProtocolVersion(ProtocolPrefix + "/1.0.0"),
 	}
-	opts = append(opts, h.natOptions()...)
+	acl := &memberACL{}
+	opts = append(opts, h.natOptions(acl)...)
 	if h.cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(h.cfg.Gater))
 	}
@@ -122,31 +143,39 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		rm.Close()
 		return nil, fmt.Errorf("p2p: host: %w", err)
 	}
+	acl.host.Store(&hst)
 	return hst, nil
 }
 
+// maxRecordAge: records received longer ago than this are dropped by the
+// nodes storing them; owners republish well before (see the registry's
+// republisher).
+const maxRecordAge = 24 * time.Hour
+
 // newDHT builds the Kademlia DHT on the product's own protocol prefix
-// (/mesh/kad/1.0.0), with only the namespaces the caller validates.
+// (/mesh/kad/1.0.0), with only the namespaces the caller validates, in the
+// mode dhtMode picks.
 func (h *Host) newDHT() (*dht.IpfsDHT, error) {
-	mode := dht.ModeClient
-	if h.cfg.DHTServer {
-		mode = dht.ModeServer
-	}
 	nsv := record.NamespacedValidator{}
 	for ns, v := range h.cfg.Validators {
 		nsv[ns] = v
 	}
+	// Values live in memory: the directory republishes every record when
+	// it starts and when a DHT server joins a small DHT, which covers what
+	// a persistent store would, and records held for others are theirs to
+	// republish.
+	values := dssync.MutexWrap(datastore.NewMapDatastore())
+	h.values = records.NewValueStore(values, nsv, maxRecordAge)
 	d, err := dht.New(h.h,
-		dht.ProtocolPrefix(protocol.ID(ProtocolPrefix)),
-		dht.Mode(mode),
-		dht.Validator(nsv),
+		dht.ValueDatastore(values),
+		dht.ProtocolPrefix(ProtocolPrefix),
+		dht.Mode(h.cfg.dhtMode()),
+		dht.Validator(countingValidator{nsv, h}),
 		// The mesh stores values (agent records), not provider records:
 		// who serves a topic is asked of the rendezvous (rendezvous.go).
 		dht.DisableProviders(),
 		dht.BootstrapPeers(h.cfg.Bootstrap...),
-		// Records older than this are dropped by the nodes storing them;
-		// owners republish well before (see the registry's republisher).
-		dht.MaxRecordAge(24*time.Hour),
+		dht.MaxRecordAge(maxRecordAge),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: dht: %w", err)
@@ -162,6 +191,7 @@ func (h *Host) Close() error {
 		if h.cancel != nil {
 			h.cancel()
 		}
+		h.handlers.close()
 		h.wg.Wait()
 		h.mu.Lock()
 		for _, t := range h.topics {
@@ -242,16 +272,4 @@ func ParseAddrs(addrs []string) ([]peer.AddrInfo, error) {
 		out[i].Addrs = append(out[i].Addrs, info.Addrs...)
 	}
 	return out, nil
-}
-
-// PutValue stores a record in the DHT under key ("/<namespace>/...").
-func (h *Host) PutValue(ctx context.Context, key string, val []byte) error {
-	return h.dht.PutValue(ctx, key, val)
-}
-
-// GetValue finds the best record for key in the DHT. It returns as soon as
-// one valid record is found (quorum 1), trading certainty of the newest
-// version for latency; the local store is checked first.
-func (h *Host) GetValue(ctx context.Context, key string) ([]byte, error) {
-	return h.dht.GetValue(ctx, key, dht.Quorum(1))
 }

@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 var loopback = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -247,6 +250,7 @@ func TestRequest(t *testing.T) {
 		if n := calls.Load(); n != 0 {
 			t.Errorf("handler called %d times for an oversized request", n)
 		}
+		waitFor(t, 5*time.Second, "the oversized request counted", func() bool { return dropCount(b, SurfaceStream, DropTooLarge) == 1 })
 		// The protocol still works for a request within the limit.
 		if resp, err := a.Request(ctx, b.ID(), proto, []byte("12345678"), 64); err != nil || string(resp) != "ok" {
 			t.Errorf("Request within limit = %q, %v", resp, err)
@@ -281,6 +285,22 @@ func TestRequest(t *testing.T) {
 		if calls.Load() != 1 {
 			t.Errorf("handler called %d times, want 1", calls.Load())
 		}
+		if n := dropCount(b, SurfaceStream, DropRefused); n != 1 {
+			t.Errorf("refused requests counted %d, want 1", n)
+		}
+	})
+
+	t.Run("malformed request", func(t *testing.T) {
+		const proto = "/mesh/test/truncated/1.0.0"
+		b.HandleRequests(proto, 64, func(context.Context, peer.ID, []byte) ([]byte, error) { return nil, nil })
+		s, err := a.Libp2p().NewStream(ctx, b.ID(), proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write([]byte{10, 'x'}) // announces 10 bytes, sends 1
+		s.CloseWrite()
+		waitFor(t, 5*time.Second, "the truncated request counted", func() bool { return dropCount(b, SurfaceStream, DropMalformed) == 1 })
+		s.Reset()
 	})
 
 	t.Run("unknown protocol", func(t *testing.T) {
@@ -288,6 +308,42 @@ func TestRequest(t *testing.T) {
 			t.Error("Request on an unserved protocol succeeded")
 		}
 	})
+}
+
+func dropCount(h *Host, surface, reason string) int {
+	return int(testutil.ToFloat64(h.drops.WithLabelValues(surface, reason)))
+}
+
+// TestCloseWaitsForHandlers: a handler runs with a context that Close
+// cancels, and Close returns only once it has returned.
+func TestCloseWaitsForHandlers(t *testing.T) {
+	t.Parallel()
+	a := startHost(t, Config{})
+	b, err := New(Config{Key: identity.GenerateKey(), Listen: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, a, b)
+	entered := make(chan struct{})
+	var returned atomic.Bool
+	b.HandleRequests("/mesh/test/slow/1.0.0", 64, func(ctx context.Context, _ peer.ID, _ []byte) ([]byte, error) {
+		defer returned.Store(true)
+		close(entered)
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // still busy when the context ends
+		return nil, ctx.Err()
+	})
+	go a.Request(t.Context(), b.ID(), "/mesh/test/slow/1.0.0", []byte("q"), 64)
+	<-entered
+	if err := b.Close(); err != nil {
+		t.Logf("Close: %v", err)
+	}
+	if !returned.Load() {
+		t.Fatal("Close returned while a stream handler was running")
+	}
 }
 
 func TestBootstrapReconnect(t *testing.T) {
@@ -335,17 +391,22 @@ func TestBootstrapReconnect(t *testing.T) {
 		t.Logf("closing A: %v", err)
 	}
 	waitFor(t, 10*time.Second, "B to see A gone", func() bool { return !b.Connected(a.ID()) })
+	// libp2p's swarm backs an address off after a refused dial, longer
+	// after each (5 s, then 5 s + n² s): B's own loop clears that before
+	// dialling a bootstrap peer, or a bootstrap node that was down for a
+	// while would wait minutes to be rejoined. Make it long.
+	sw := b.Libp2p().Network().(*swarm.Swarm)
+	waitFor(t, 10*time.Second, "B's dial to A to fail", func() bool { return sw.Backoff().Backoff(a.ID(), tcpAddr) })
+	for range 10 {
+		sw.Backoff().AddBackoff(a.ID(), tcpAddr) // now over 100 s
+	}
 
 	restarted := time.Now()
 	a2 := startHost(t, Config{Key: keyA, Listen: []string{tcpAddr.String()}})
 	if a2.ID() != a.ID() {
 		t.Fatalf("restarted A has ID %s, want %s", a2.ID(), a.ID())
 	}
-	// B's own loop starts at 500ms, but libp2p's swarm also backs off an
-	// address for 5s after a refused dial (B dials as soon as A goes), and
-	// B's loop does not bypass it: reconnection takes 5-11s today (see
-	// keepConnected), hence more than the 10s used elsewhere.
-	waitFor(t, 15*time.Second, "B to reconnect to restarted A", func() bool {
+	waitFor(t, 30*time.Second, "B to reconnect to restarted A", func() bool {
 		return b.Connected(a2.ID()) && a2.Connected(b.ID())
 	})
 	t.Logf("B reconnected %v after A restarted", time.Since(restarted).Round(time.Millisecond))
@@ -547,23 +608,32 @@ func TestPubsub(t *testing.T) {
 		t.Parallel()
 		var got inbox
 		var sawIgnored atomic.Bool
-		_, _, pt, st := pubsubPair(t, "ignore",
+		_, sub, pt, st := pubsubPair(t, "ignore",
 			TopicConfig{},
 			TopicConfig{
 				Deliver: got.deliver,
 				Validate: func(_ peer.ID, data []byte) (any, error) {
-					if string(data) == "dup" {
+					switch string(data) {
+					case "dup":
 						sawIgnored.Store(true)
 						return nil, fmt.Errorf("seen before: %w", ErrIgnore)
+					case "old":
+						return nil, ErrReplay
 					}
 					return nil, nil
 				},
 			})
 		publish(t, pt, "dup")
+		publish(t, pt, "old")
 		waitFor(t, 10*time.Second, "ignored message validated", sawIgnored.Load)
+		// Ignored messages are counted, by reason, on the receiver's metric.
+		waitFor(t, 10*time.Second, "ignored messages counted", func() bool {
+			return dropCount(sub, SurfaceTopic, DropIgnored) == 1 && dropCount(sub, SurfaceTopic, DropReplay) == 1 &&
+				st.Dropped(DropIgnored) == 1 && st.Dropped(DropReplay) == 1
+		})
 		publish(t, pt, "fresh")
 		waitFor(t, 10*time.Second, "fresh delivered", func() bool { return got.has("fresh") })
-		if got.has("dup") {
+		if got.has("dup") || got.has("old") {
 			t.Error("a message ignored by Validate was delivered")
 		}
 		if n := st.Dropped(DropInvalid); n != 0 {
@@ -660,6 +730,9 @@ func TestPutGetValue(t *testing.T) {
 	if err := b.PutValue(ctx, "/t/k2", []byte("bad")); err == nil {
 		t.Error("PutValue of a value the validator refuses succeeded")
 	}
+	if n := dropCount(b, SurfaceDHT, DropInvalid); n != 1 {
+		t.Errorf("refused records counted %d, want 1", n)
+	}
 	if v, err := a.GetValue(ctx, "/t/k2"); err == nil {
 		t.Errorf("refused value is retrievable: %q", v)
 	}
@@ -668,6 +741,50 @@ func TestPutGetValue(t *testing.T) {
 	}
 	if v, err := c.GetValue(ctx, "/x/k"); err == nil {
 		t.Errorf("GetValue in an unknown namespace returned %q", v)
+	}
+}
+
+func TestDHTMode(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		cfg  Config
+		want dht.ModeOpt
+	}{
+		{Config{}, dht.ModeAuto},
+		{Config{Reachability: ReachPublic}, dht.ModeServer},
+		{Config{Reachability: ReachPrivate}, dht.ModeClient},
+		{Config{Reachability: ReachPrivate, DHTServer: true}, dht.ModeServer},
+		{Config{DHTServer: true}, dht.ModeServer},
+	}
+	for _, c := range cases {
+		if got := c.cfg.dhtMode(); got != c.want {
+			t.Errorf("reachability %q, DHTServer %v: mode %v, want %v", c.cfg.Reachability, c.cfg.DHTServer, got, c.want)
+		}
+	}
+	// What peers see: a public node serves the DHT; one that lets AutoNAT
+	// decide, on loopback, stays a client.
+	public := startHost(t, Config{Reachability: ReachPublic})
+	auto := startHost(t, Config{})
+	connect(t, auto, public)
+	waitFor(t, 10*time.Second, "the public node in the routing table", func() bool { return auto.DHTServers() == 1 })
+	if public.DHTServers() != 0 || slices.Contains(auto.Libp2p().Mux().Protocols(), kadProto) {
+		t.Fatal("a node on loopback without reachability serves the DHT")
+	}
+}
+
+// TestPutValueAlone: without another DHT server a record is still stored
+// here, and the caller learns that only this node holds it.
+func TestPutValueAlone(t *testing.T) {
+	t.Parallel()
+	h := startHost(t, Config{DHTServer: true, Validators: map[string]record.Validator{"t": testValidator{}}})
+	if err := h.PutValue(t.Context(), "/t/k", []byte("ok1")); !errors.Is(err, ErrNoPeer) {
+		t.Fatalf("PutValue alone: %v, want ErrNoPeer", err)
+	}
+	if v, err := h.LocalValue(t.Context(), "/t/k"); err != nil || string(v) != "ok1" {
+		t.Fatalf("LocalValue = %q, %v", v, err)
+	}
+	if h.DHTServers() != 0 {
+		t.Fatalf("DHTServers = %d alone", h.DHTServers())
 	}
 }
 

@@ -88,17 +88,23 @@ func topicScoreParams() *pubsub.TopicScoreParams {
 	}
 }
 
-// Reasons a message is dropped, as counted by Topic.Dropped.
+// Reasons a message is dropped, as counted by Topic.Dropped and by
+// mesh_p2p_dropped_total{surface="topic"}.
 const (
 	DropTooLarge = "too_large"
 	DropInvalid  = "invalid"
 	DropRate     = "rate"
+	DropReplay   = "replay"  // Validate returned ErrReplay
+	DropIgnored  = "ignored" // Validate returned another ErrIgnore
 )
 
 // ErrIgnore, returned by a TopicConfig.Validate, drops a message without
 // penalising the peer that forwarded it (for messages that are well formed
 // but not wanted, such as duplicates).
 var ErrIgnore = errors.New("p2p: ignore message")
+
+// ErrReplay is an ErrIgnore for a message already seen or applied.
+var ErrReplay = fmt.Errorf("%w: replayed or already applied", ErrIgnore)
 
 // TopicConfig configures a joined topic.
 type TopicConfig struct {
@@ -198,7 +204,11 @@ func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
 		switch {
 		case err == nil:
 			return pubsub.ValidationAccept
+		case errors.Is(err, ErrReplay):
+			tp.drop(DropReplay)
+			return pubsub.ValidationIgnore
 		case errors.Is(err, ErrIgnore):
+			tp.drop(DropIgnored)
 			return pubsub.ValidationIgnore
 		}
 		tp.drop(DropInvalid)
@@ -209,6 +219,7 @@ func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
 func (tp *Topic) drop(reason string) {
 	c, _ := tp.dropped.LoadOrStore(reason, new(atomic.Uint64))
 	c.(*atomic.Uint64).Add(1)
+	tp.h.dropped(SurfaceTopic, reason)
 }
 
 // Dropped returns how many messages were dropped for reason.

@@ -2,11 +2,16 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/p2p/p2ptest"
@@ -64,6 +69,45 @@ func TestRelayedPeersFindEachOtherAndGossip(t *testing.T) {
 	resp, err := b.Request(ctx, a.ID(), "/mesh/test/echo", []byte("ping"), 1024)
 	if err != nil || string(resp) != "ping" {
 		t.Fatalf("request over the relay: %q, %v", resp, err)
+	}
+}
+
+// TestRelayOnlyForMembers: the bootstrap's relay grants reservations to
+// mesh nodes and refuses a libp2p peer that is not one.
+func TestRelayOnlyForMembers(t *testing.T) {
+	t.Parallel()
+	relay := startHost(t, Config{RelayService: true, Reachability: ReachPublic})
+	member := startHost(t, Config{})
+	outsider, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outsider.Close()
+	reserve := func(h host.Host) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err := client.Reserve(ctx, h, addrInfo(relay))
+		return err
+	}
+	// The relay service starts once the host knows it is public.
+	waitFor(t, 10*time.Second, "a reservation for a member", func() bool { return reserve(member.Libp2p()) == nil })
+	err = reserve(outsider)
+	var refused client.ReservationError
+	if !errors.As(err, &refused) || refused.Status != pbv2.Status_PERMISSION_DENIED {
+		t.Fatalf("reservation for an outsider: %v, want permission denied", err)
+	}
+}
+
+// TestRelayLimitsAgree: the resource manager admits as many connections
+// from one address as the relay admits peers behind it.
+func TestRelayLimitsAgree(t *testing.T) {
+	ipv4, ipv6 := connLimitsPerSubnet()
+	rc := relayResources()
+	if ipv4[0].PrefixLength != 32 || ipv4[0].ConnCount < rc.MaxReservationsPerIP || ipv6[0].ConnCount < rc.MaxReservationsPerIP {
+		t.Fatalf("connections per address %+v %+v, reservations per IP %d", ipv4, ipv6, rc.MaxReservationsPerIP)
+	}
+	if rc.Limit != nil {
+		t.Fatal("a limited relay carries no gossip")
 	}
 }
 

@@ -2,8 +2,10 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -16,26 +18,38 @@ import (
 const streamTimeout = 30 * time.Second
 
 // RequestHandler answers one request from a peer. It returns the response
-// bytes; an error resets the stream (the requester sees a transport error).
+// bytes; an error resets the stream (the requester sees a transport error)
+// and counts the request as refused. ctx ends when the exchange times out
+// or the host closes.
 type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
 
 // HandleRequests serves proto as a request/response protocol: one request
 // and one response per stream, each a uvarint length-prefixed frame. Requests
-// longer than maxReq are refused without reading them.
+// longer than maxReq are refused without reading them. Close waits for the
+// handlers running.
 func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
+		if !h.handlers.enter() {
+			s.Reset()
+			return
+		}
+		defer h.handlers.done()
+		ctx, cancel := context.WithTimeout(h.ctx, streamTimeout)
+		defer cancel()
+		// Closing the host or the timeout unblocks reads and writes.
+		defer context.AfterFunc(ctx, func() { s.Reset() })()
 		defer s.Close()
 		s.SetDeadline(time.Now().Add(streamTimeout))
 		req, err := readFrame(s, maxReq)
 		if err != nil {
+			h.countStreamDrop(err)
 			s.Reset()
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
-		defer cancel()
 		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
 		if err != nil {
 			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
+			h.dropped(SurfaceStream, DropRefused)
 			s.Reset()
 			return
 		}
@@ -43,6 +57,46 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 			s.Reset()
 		}
 	})
+}
+
+// countStreamDrop counts a request that could not be read, unless the host
+// is closing.
+func (h *Host) countStreamDrop(err error) {
+	switch {
+	case h.ctx.Err() != nil:
+	case errors.Is(err, ErrTooLarge):
+		h.dropped(SurfaceStream, DropTooLarge)
+	default:
+		h.dropped(SurfaceStream, DropMalformed)
+	}
+}
+
+// handlerGroup tracks running stream handlers, so that Close can wait for
+// them and none starts after.
+type handlerGroup struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (g *handlerGroup) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *handlerGroup) done() { g.wg.Done() }
+
+// close refuses new handlers and waits for the running ones.
+func (g *handlerGroup) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
 }
 
 // Request sends req to p on proto and returns the response, refusing one

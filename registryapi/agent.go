@@ -28,6 +28,9 @@ type Agent struct {
 	// Record is the agent's latest register request signed by its bound
 	// key: what the directory attests and publishes in the DHT.
 	Record *Signed `json:"record,omitempty"`
+	// RecordSeq is the log sequence of the command that set Record: the
+	// seq of the DHT record.
+	RecordSeq uint64 `json:"record_seq,omitempty"`
 	// Listing is catalog metadata imported from an existing directory; it
 	// survives deregistration (spec 3.1, catalog-only).
 	Listing *Listing `json:"listing,omitempty"`

@@ -125,7 +125,7 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 		// change nothing any more.
 		return Result{}, 0, nil
 	case cmd.Delete != nil:
-		return applyDelete(tx, cmd.Delete)
+		return applyDelete(tx, cmd, cmd.Delete)
 	case cmd.Feedback != nil:
 		res, err := applyFeedback(tx, cmd, cmd.Feedback)
 		return res, 0, err
@@ -172,13 +172,13 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 		return Result{}, 0, ErrIDTaken
 	}
 	if op.Pubkey != "" && op.Pubkey != a.Pubkey {
-		if err := bindPubkey(tx, a, op.Pubkey); err != nil {
+		if err := bindPubkey(tx, cmd, a, op.Pubkey); err != nil {
 			return Result{}, 0, err
 		}
 	}
 	a.Capabilities, a.Endpoint, a.APIKeyHash = op.Capabilities, op.Endpoint, op.APIKeyHash
 	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
-		a.Record = op.Signed
+		a.Record, a.RecordSeq = op.Signed, cmd.Seq
 	}
 	a.UpdatedAt, a.LastSeen = now, now
 	if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
@@ -196,7 +196,9 @@ func isOwner(a *Agent, cmd *Command, ownerReg uint64) bool {
 	return ownerReg != 0 && ownerReg == a.Reg
 }
 
-func bindPubkey(tx *store.Txn, a *Agent, pub string) error {
+// bindPubkey binds pub to a, unbinding its former key, whose DHT record
+// gets a tombstone.
+func bindPubkey(tx *store.Txn, cmd *Command, a *Agent, pub string) error {
 	holder, err := tx.Get(pubkeyKey(pubHex(pub)))
 	switch {
 	case err == nil && string(holder) != a.ID:
@@ -205,7 +207,7 @@ func bindPubkey(tx *store.Txn, a *Agent, pub string) error {
 		return err
 	}
 	if a.Pubkey != "" {
-		if err := tx.Delete(pubkeyKey(pubHex(a.Pubkey))); err != nil {
+		if err := unbindPubkey(tx, cmd, a); err != nil {
 			return err
 		}
 	}
@@ -225,13 +227,24 @@ func registeredAgent(tx *store.Txn, id string, reg uint64) (*Agent, error) {
 	return a, err
 }
 
-func applyDelete(tx *store.Txn, op *DeleteOp) (Result, int64, error) {
+// unbindPubkey frees a's key for others and, if a has a DHT record,
+// leaves a tombstone for it.
+func unbindPubkey(tx *store.Txn, cmd *Command, a *Agent) error {
+	if a.Record != nil {
+		if err := addTombstone(tx, cmd, a.ID, a.DID); err != nil {
+			return err
+		}
+	}
+	return tx.Delete(pubkeyKey(pubHex(a.Pubkey)))
+}
+
+func applyDelete(tx *store.Txn, cmd *Command, op *DeleteOp) (Result, int64, error) {
 	a, err := registeredAgent(tx, op.AgentID, op.Reg)
 	if err != nil {
 		return Result{}, 0, err
 	}
 	if a.Pubkey != "" {
-		if err := tx.Delete(pubkeyKey(pubHex(a.Pubkey))); err != nil {
+		if err := unbindPubkey(tx, cmd, a); err != nil {
 			return Result{}, 0, err
 		}
 	}

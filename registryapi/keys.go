@@ -16,11 +16,13 @@ import (
 //	n/<pubkey hex>/<nonce>                     nonce expiry (unix ns, 8 bytes BE)
 //	r/<id>/<reg 8B>/<at ns 8B>/<seq 8B>        storedReport
 //	d/<id>/<reg 8B>/<reporter hex>/<yyyymmdd>  reports counted that UTC day
+//	t/<id>                                     tombstones of the id's DHT records
 //	m/agents                                   registered agents (8 bytes BE)
 //
 // The change log itself (l/, m/seq, m/origin) belongs to internal/cmdlog.
 func agentKey(id string) []byte      { return store.Key("a", id) }
 func pubkeyKey(pubHex string) []byte { return store.Key("k", pubHex) }
+func tombstoneKey(id string) []byte  { return store.Key("t", id) }
 func nonceKey(pubHex, nonce string) []byte {
 	return store.Key("n", pubHex, nonce)
 }

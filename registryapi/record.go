@@ -18,109 +18,169 @@ import (
 // Agent records in the DHT.
 //
 // A record is the agent's own signed register request (its Mesh-Sig binds
-// agent id, endpoint and capabilities to the key named by the did), plus an
-// expiry attested by the directory. Validators accept a record only if the
-// request's signature is by the did's key and the attestation is by a
-// trusted directory, so neither a forged nor a mutated record passes, and a
-// record nobody republishes dies at its expiry. Among valid records the
-// highest seq (the agent's signing time) wins.
+// agent id, endpoint and capabilities to the key named by the did), plus a
+// sequence number and an expiry attested by the directory. Validators accept
+// a record only if the request's signature is by the did's key and the
+// attestation is by a trusted directory, so neither a forged nor a mutated
+// record passes, and a record nobody republishes dies at its expiry.
+//
+// The seq is the directory log's: the entry that registered the agent with
+// this request. When an agent is deleted, or its did is unbound from it, the
+// directory publishes a tombstone with the seq of that entry: a record
+// signed by the directory alone that says "nothing here since seq". Among
+// valid records the highest seq wins, so a deleted agent's old record, or a
+// former owner's record of an id registered again, never wins over what
+// the directory did since.
 const (
 	// RecordNS is the DHT namespace of records keyed by did:key.
 	RecordNS = "mesh-agent"
 	// IDIndexNS is the namespace of the same records keyed by agent id.
 	IDIndexNS = "mesh-aid"
-	// RecordTTL is how long a published record stays valid.
+	// RecordTTL is how long a published record stays valid. The directory
+	// keeps publishing a tombstone this long after the deletion, by when
+	// every record it attested before has expired.
 	RecordTTL = 48 * time.Hour
 	// RepublishInterval is how often the directory republishes records.
 	RepublishInterval = 12 * time.Hour
 	// maxRecordSize bounds a record (a register body is at most 64 KiB).
 	maxRecordSize = DefaultMaxBody + 4<<10
-	recordTag     = "MESHREC1"
+	recordVersion = 2
+	recordTag     = "MESHREC2"
+	deletedTag    = "deleted"
 )
 
 // RecordKeys returns the DHT keys of a record: by did and by agent id.
 func RecordKeys(did, agentID string) []string {
-	return []string{"/" + RecordNS + "/" + did, "/" + IDIndexNS + "/" + agentID}
+	return []string{DIDRecordKey(did), IDRecordKey(agentID)}
 }
+
+// DIDRecordKey is the DHT key of the record of the agent holding did.
+func DIDRecordKey(did string) string { return "/" + RecordNS + "/" + did }
 
 // IDRecordKey is the DHT key of the record of agent id.
 func IDRecordKey(agentID string) string { return "/" + IDIndexNS + "/" + agentID }
 
-// AgentRecord is the value stored in the DHT.
+// AgentRecord is the value stored in the DHT: an agent's record, or a
+// tombstone (Deleted, without Request).
 type AgentRecord struct {
-	V         int    `json:"v"`
-	DID       string `json:"did"`
-	AgentID   string `json:"agent_id"`
-	Seq       int64  `json:"seq"`       // the ts of the agent's Mesh-Sig
-	Request   Signed `json:"request"`   // the agent's signed register request
-	Expires   int64  `json:"expires"`   // unix seconds, attested by Directory
-	Directory string `json:"directory"` // did:key of the attesting directory
-	DirSig    string `json:"dir_sig"`   // base64 signature over attestation()
+	V         int     `json:"v"`
+	DID       string  `json:"did"`
+	AgentID   string  `json:"agent_id"`
+	Seq       uint64  `json:"seq"`               // the directory log entry it reflects
+	Deleted   bool    `json:"deleted,omitempty"` // a tombstone
+	Request   *Signed `json:"request,omitempty"` // the agent's signed register request
+	Expires   int64   `json:"expires"`           // unix seconds, attested by Directory
+	Directory string  `json:"directory"`         // did:key of the attesting directory
+	DirSig    string  `json:"dir_sig"`           // base64 signature over attestation()
 
-	pub  ed25519.PublicKey
-	body registerRequest
+	pub      ed25519.PublicKey
+	body     registerRequest
+	signedAt int64 // the ts of the agent's Mesh-Sig
 }
 
-// attestation is what the directory signs: the agent's signature header
-// (which covers the whole request) and the expiry.
+// attestation is what the directory signs: which did and agent id, at
+// which seq, the agent's signature header (which covers the whole request)
+// or the tombstone mark, and the expiry.
 func (r *AgentRecord) attestation() []byte {
-	return []byte(recordTag + "\n" + r.Request.MeshSig + "\n" + strconv.FormatInt(r.Expires, 10))
+	what := deletedTag
+	if r.Request != nil {
+		what = r.Request.MeshSig
+	}
+	return []byte(strings.Join([]string{recordTag, r.DID, r.AgentID,
+		strconv.FormatUint(r.Seq, 10), what, strconv.FormatInt(r.Expires, 10)}, "\n"))
 }
 
-// NewRecord builds the DHT record of a signed register request, attested by
-// the directory key until now+RecordTTL.
-func NewRecord(req Signed, dirKey ed25519.PrivateKey, now time.Time) (*AgentRecord, []byte, error) {
-	r := &AgentRecord{V: 1, Request: req, Expires: now.Add(RecordTTL).Unix(),
-		Directory: identity.DIDFromPublicKey(dirKey.Public().(ed25519.PublicKey))}
-	if err := r.checkRequest(); err != nil {
+// NewRecord builds the DHT record of a signed register request that the
+// directory log committed at seq, attested by the directory key until
+// now+RecordTTL. The request's signature was verified when it was
+// committed; the DHT verifies it again before storing the record.
+func NewRecord(req Signed, seq uint64, dirKey ed25519.PrivateKey, now time.Time) (*AgentRecord, []byte, error) {
+	r := &AgentRecord{Request: &req, Seq: seq}
+	if _, err := r.decodeRequest(); err != nil {
 		return nil, nil, err
 	}
 	r.DID, r.AgentID = identity.DIDFromPublicKey(r.pub), r.body.AgentID
+	return r.attest(dirKey, now)
+}
+
+// NewTombstone builds the tombstone of did and agent id: the directory log
+// entry seq deleted the agent or unbound the did from it.
+func NewTombstone(did, agentID string, seq uint64, dirKey ed25519.PrivateKey, now time.Time) (*AgentRecord, []byte, error) {
+	return (&AgentRecord{DID: did, AgentID: agentID, Seq: seq, Deleted: true}).attest(dirKey, now)
+}
+
+func (r *AgentRecord) attest(dirKey ed25519.PrivateKey, now time.Time) (*AgentRecord, []byte, error) {
+	r.V, r.Expires = recordVersion, now.Add(RecordTTL).Unix()
+	r.Directory = identity.DIDFromPublicKey(dirKey.Public().(ed25519.PublicKey))
 	r.DirSig = base64.StdEncoding.EncodeToString(ed25519.Sign(dirKey, r.attestation()))
 	b, err := json.Marshal(r)
 	return r, b, err
 }
 
-// checkRequest verifies the agent's signature over its register request
-// (not its freshness: a record outlives the 120 s window) and decodes it.
-func (r *AgentRecord) checkRequest() error {
+// decodeRequest decodes the agent's register request and its signature
+// header, and checks that they agree; verifySignatures checks the
+// signature.
+func (r *AgentRecord) decodeRequest() (identity.SigHeader, error) {
 	q := r.Request
 	path, _, _ := strings.Cut(q.Path, "?")
 	if q.Method != "POST" || (path != "/v1/agents/register" && path != "/agents/register") {
-		return errors.New("record: not a register request")
+		return identity.SigHeader{}, errors.New("record: not a register request")
 	}
 	h, err := identity.ParseSigHeader(q.MeshSig)
 	if err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
-	if !ed25519.Verify(h.Pubkey, identity.SigningString(q.Method, q.Path, []byte(q.Body), h.TS, h.Nonce), h.Sig) {
-		return errors.New("record: request signature does not verify")
+		return h, fmt.Errorf("record: %w", err)
 	}
 	var body registerRequest
 	if err := httpx.DecodeJSON([]byte(q.Body), &body); err != nil {
-		return fmt.Errorf("record: %w", err)
+		return h, fmt.Errorf("record: %w", err)
 	}
 	if err := body.validate(); err != nil {
-		return fmt.Errorf("record: %w", err)
+		return h, fmt.Errorf("record: %w", err)
 	}
 	if body.Pubkey != "" && body.Pubkey != identity.EncodePublicKey(h.Pubkey) {
-		return errors.New("record: request binds another key than it is signed with")
+		return h, errors.New("record: request binds another key than it is signed with")
 	}
-	r.pub, r.body, r.Seq = h.Pubkey, body, h.TS
+	r.pub, r.body, r.signedAt = h.Pubkey, body, h.TS
+	return h, nil
+}
+
+// verifySignatures checks the agent's signature over its request (not its
+// freshness: a record outlives the 120 s window) and the directory's over
+// the attestation.
+func (r *AgentRecord) verifySignatures(h identity.SigHeader) error {
+	if q := r.Request; q != nil &&
+		!ed25519.Verify(h.Pubkey, identity.SigningString(q.Method, q.Path, []byte(q.Body), h.TS, h.Nonce), h.Sig) {
+		return errors.New("record: request signature does not verify")
+	}
+	dirPub, err := identity.PublicKeyFromDID(r.Directory)
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(r.DirSig)
+	if err != nil || !ed25519.Verify(dirPub, r.attestation(), sig) {
+		return errors.New("record: directory attestation does not verify")
+	}
 	return nil
 }
 
-// SignedRegistration reports whether e registers an agent with a request
-// the agent signed, and which: such an agent has a DHT record to publish.
-func SignedRegistration(e *cmdlog.Entry) (agentID string, ok bool) {
+// PublishedAgent reports whether entry e may change what the directory
+// publishes in the DHT for an agent, and for which: a registration with a
+// request the agent signed (a record), or a deletion (a tombstone).
+func PublishedAgent(e *cmdlog.Entry) (agentID string, ok bool) {
 	if e.Kind != Kind {
 		return "", false
 	}
 	var cmd Command
-	if json.Unmarshal(e.Op, &cmd) != nil || cmd.Register == nil || cmd.Register.Signed == nil {
+	if json.Unmarshal(e.Op, &cmd) != nil {
 		return "", false
 	}
-	return cmd.Register.AgentID, true
+	switch {
+	case cmd.Register != nil && cmd.Register.Signed != nil:
+		return cmd.Register.AgentID, true
+	case cmd.Delete != nil:
+		return cmd.Delete.AgentID, true
+	}
+	return "", false
 }
 
 // RecordValidator checks agent records for the DHT (it satisfies
@@ -130,6 +190,17 @@ type RecordValidator struct {
 	Trusted func(did string) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	verified *verifiedValues // nil: verify every time
+}
+
+// NewRecordValidator returns a RecordValidator that trusts the directories
+// Trusted names and remembers the values whose signatures it verified: the
+// DHT checks a value several times (kad-dht validates a put, its store
+// validates it again and re-reads the stored value to select), and each
+// check would otherwise cost two Ed25519 verifications.
+func NewRecordValidator(trusted func(did string) bool) RecordValidator {
+	return RecordValidator{Trusted: trusted, verified: newVerifiedValues(verifiedValuesKept)}
 }
 
 // Parse decodes and fully checks a record stored under key.
@@ -141,28 +212,27 @@ func (v RecordValidator) Parse(key string, value []byte) (*AgentRecord, error) {
 	if err := json.Unmarshal(value, &r); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	if r.V != 1 {
+	if r.V != recordVersion {
 		return nil, fmt.Errorf("record: unknown version %d", r.V)
 	}
-	if err := r.checkRequest(); err != nil {
+	h, err := r.checkSubject()
+	if err != nil {
 		return nil, err
 	}
-	if r.DID != identity.DIDFromPublicKey(r.pub) || r.AgentID != r.body.AgentID {
-		return nil, errors.New("record: did or agent_id do not match the signed request")
+	if r.Seq == 0 {
+		return nil, errors.New("record: no seq")
 	}
-	if key != "/"+RecordNS+"/"+r.DID && key != IDRecordKey(r.AgentID) {
+	if key != DIDRecordKey(r.DID) && key != IDRecordKey(r.AgentID) {
 		return nil, errors.New("record: stored under a key it does not name")
 	}
 	if v.Trusted == nil || !v.Trusted(r.Directory) {
 		return nil, errors.New("record: not attested by a trusted directory")
 	}
-	dirPub, err := identity.PublicKeyFromDID(r.Directory)
-	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
-	}
-	sig, err := base64.StdEncoding.DecodeString(r.DirSig)
-	if err != nil || !ed25519.Verify(dirPub, r.attestation(), sig) {
-		return nil, errors.New("record: directory attestation does not verify")
+	if !v.verified.has(value) {
+		if err := r.verifySignatures(h); err != nil {
+			return nil, err
+		}
+		v.verified.add(value)
 	}
 	now := time.Now
 	if v.Now != nil {
@@ -174,6 +244,35 @@ func (v RecordValidator) Parse(key string, value []byte) (*AgentRecord, error) {
 	return &r, nil
 }
 
+// checkSubject checks what the record is about: the agent's own signed
+// request, which must name the same did and agent id, or for a tombstone
+// a well-formed did and agent id.
+func (r *AgentRecord) checkSubject() (identity.SigHeader, error) {
+	if r.Deleted {
+		if r.Request != nil {
+			return identity.SigHeader{}, errors.New("record: a tombstone carries no request")
+		}
+		if _, err := identity.PublicKeyFromDID(r.DID); err != nil {
+			return identity.SigHeader{}, fmt.Errorf("record: %w", err)
+		}
+		if ValidateID(r.AgentID) != nil {
+			return identity.SigHeader{}, errors.New("record: bad agent_id")
+		}
+		return identity.SigHeader{}, nil
+	}
+	if r.Request == nil {
+		return identity.SigHeader{}, errors.New("record: neither a request nor a tombstone")
+	}
+	h, err := r.decodeRequest()
+	if err != nil {
+		return h, err
+	}
+	if r.DID != identity.DIDFromPublicKey(r.pub) || r.AgentID != r.body.AgentID {
+		return h, errors.New("record: did or agent_id do not match the signed request")
+	}
+	return h, nil
+}
+
 // Validate implements record.Validator.
 func (v RecordValidator) Validate(key string, value []byte) error {
 	_, err := v.Parse(key, value)
@@ -181,17 +280,18 @@ func (v RecordValidator) Validate(key string, value []byte) error {
 }
 
 // Select implements record.Validator: the valid record with the highest
-// seq wins, then the latest expiry, then the first.
+// seq wins; at equal seq a tombstone, then the latest expiry, then the
+// first.
 func (v RecordValidator) Select(key string, values [][]byte) (int, error) {
 	best := -1
-	var bs, be int64
+	var b *AgentRecord
 	for i, val := range values {
 		r, err := v.Parse(key, val)
 		if err != nil {
 			continue
 		}
-		if best < 0 || r.Seq > bs || (r.Seq == bs && r.Expires > be) {
-			best, bs, be = i, r.Seq, r.Expires
+		if best < 0 || r.beats(b) {
+			best, b = i, r
 		}
 	}
 	if best < 0 {
@@ -200,12 +300,26 @@ func (v RecordValidator) Select(key string, values [][]byte) (int, error) {
 	return best, nil
 }
 
-// Agent returns the directory view a record supports: id, key, endpoint and
-// capabilities as the agent last signed them. Presence is unknown.
-func (r *AgentRecord) Agent() *Agent {
+func (r *AgentRecord) beats(o *AgentRecord) bool {
+	if r.Seq != o.Seq {
+		return r.Seq > o.Seq
+	}
+	if r.Deleted != o.Deleted {
+		return r.Deleted
+	}
+	return r.Expires > o.Expires
+}
+
+// Agent returns the directory view a live record supports: id, key,
+// endpoint and capabilities as the agent last signed them. Presence is
+// unknown. A tombstone supports none: ErrAgentNotFound.
+func (r *AgentRecord) Agent() (*Agent, error) {
+	if r.Deleted {
+		return nil, fmt.Errorf("%w: deleted at directory seq %d", ErrAgentNotFound, r.Seq)
+	}
+	at := time.Unix(r.signedAt, 0).UTC()
 	return &Agent{
 		ID: r.AgentID, Reg: 1, Capabilities: r.body.Capabilities, Endpoint: r.body.Endpoint,
-		Pubkey: identity.EncodePublicKey(r.pub), DID: r.DID,
-		RegisteredAt: time.Unix(r.Seq, 0).UTC(), UpdatedAt: time.Unix(r.Seq, 0).UTC(),
-	}
+		Pubkey: identity.EncodePublicKey(r.pub), DID: r.DID, RegisteredAt: at, UpdatedAt: at,
+	}, nil
 }

@@ -3,6 +3,7 @@ package registryapi
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -23,22 +24,32 @@ func TestRecordValidator(t *testing.T) {
 	agent, dirKey, rogue := identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey()
 	dirDID := identity.DIDFromPublicKey(dirKey.Public().(ed25519.PublicKey))
 	v := RecordValidator{Trusted: func(did string) bool { return did == dirDID }, Now: func() time.Time { return now }}
-	rec, val, err := NewRecord(signedRegister(agent, "a1", "https://a1.example", now.Add(-time.Hour)), dirKey, now)
+	rec, val, err := NewRecord(signedRegister(agent, "a1", "https://a1.example", now.Add(-time.Hour)), 7, dirKey, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tomb, err := NewTombstone(rec.DID, "a1", 9, dirKey, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := RecordKeys(rec.DID, "a1")
 	for _, k := range keys {
-		if err := v.Validate(k, val); err != nil {
-			t.Fatalf("valid record under %s refused: %v", k, err)
+		for _, val := range [][]byte{val, tomb} {
+			if err := v.Validate(k, val); err != nil {
+				t.Fatalf("valid record under %s refused: %v (%s)", k, err, val)
+			}
 		}
 	}
 	got, _ := v.Parse(keys[0], val)
-	if a := got.Agent(); a.Endpoint != "https://a1.example" || a.DID != rec.DID || a.ID != "a1" {
-		t.Fatalf("agent from record: %+v", a)
+	if a, err := got.Agent(); err != nil || a.Endpoint != "https://a1.example" || a.DID != rec.DID || a.ID != "a1" || got.Seq != 7 {
+		t.Fatalf("agent from record: %+v %v", a, err)
+	}
+	gotTomb, _ := v.Parse(keys[1], tomb)
+	if _, err := gotTomb.Agent(); !errors.Is(err, ErrAgentNotFound) {
+		t.Fatalf("a tombstone's agent: %v, want not found", err)
 	}
 
-	mutate := func(f func(r map[string]any)) []byte {
+	mutate := func(val []byte, f func(r map[string]any)) []byte {
 		var m map[string]any
 		json.Unmarshal(val, &m)
 		f(m)
@@ -46,52 +57,113 @@ func TestRecordValidator(t *testing.T) {
 		return b
 	}
 	forgedByRogue, _ := json.Marshal(func() *AgentRecord {
-		r, _, _ := NewRecord(signedRegister(rogue, "a1", "https://evil.example", now), dirKey, now)
+		r, _, _ := NewRecord(signedRegister(rogue, "a1", "https://evil.example", now), 8, dirKey, now)
 		r.DID = rec.DID // claims the victim's did
 		return r
 	}())
-	_, untrusted, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), rogue, now)
-	_, expired, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), dirKey, now.Add(-RecordTTL-time.Second))
+	_, untrusted, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), 7, rogue, now)
+	_, untrustedTomb, _ := NewTombstone(rec.DID, "a1", 9, rogue, now)
+	_, expired, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), 7, dirKey, now.Add(-RecordTTL-time.Second))
+	_, noSeq, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), 0, dirKey, now)
 	cases := map[string]struct {
 		key string
 		val []byte
 	}{
-		"mutated endpoint": {keys[0], mutate(func(r map[string]any) {
+		"mutated endpoint": {keys[0], mutate(val, func(r map[string]any) {
 			q := r["request"].(map[string]any)
 			q["body"] = strings.Replace(q["body"].(string), "a1.example", "evil.example", 1)
 		})},
-		"extended expiry":       {keys[0], mutate(func(r map[string]any) { r["expires"] = r["expires"].(float64) + 3600 })},
-		"other did":             {keys[0], mutate(func(r map[string]any) { r["did"] = dirDID })},
-		"other agent id":        {keys[1], mutate(func(r map[string]any) { r["agent_id"] = "a2" })},
-		"signed by another key": {"/" + RecordNS + "/" + rec.DID, forgedByRogue},
+		"raised seq":            {keys[0], mutate(val, func(r map[string]any) { r["seq"] = 1e6 })},
+		"extended expiry":       {keys[0], mutate(val, func(r map[string]any) { r["expires"] = r["expires"].(float64) + 3600 })},
+		"other did":             {keys[0], mutate(val, func(r map[string]any) { r["did"] = dirDID })},
+		"other agent id":        {keys[1], mutate(val, func(r map[string]any) { r["agent_id"] = "a2" })},
+		"marked deleted":        {keys[0], mutate(val, func(r map[string]any) { r["deleted"] = true })},
+		"old version":           {keys[0], mutate(val, func(r map[string]any) { r["v"] = 1 })},
+		"signed by another key": {DIDRecordKey(rec.DID), forgedByRogue},
 		"untrusted directory":   {keys[0], untrusted},
 		"expired":               {keys[0], expired},
+		"no seq":                {keys[0], noSeq},
 		"wrong key":             {IDRecordKey("someone-else"), val},
 		"garbage":               {keys[0], []byte("{")},
 		"oversized":             {keys[0], make([]byte, maxRecordSize+1)},
+		"tombstone raised seq":  {keys[1], mutate(tomb, func(r map[string]any) { r["seq"] = 1e6 })},
+		"tombstone other id":    {IDRecordKey("a2"), mutate(tomb, func(r map[string]any) { r["agent_id"] = "a2" })},
+		"tombstone undeleted":   {keys[1], mutate(tomb, func(r map[string]any) { delete(r, "deleted") })},
+		"tombstone with request": {keys[1], mutate(tomb, func(r map[string]any) {
+			var m map[string]any
+			json.Unmarshal(val, &m)
+			r["request"] = m["request"]
+		})},
+		"tombstone bad did":       {IDRecordKey("a1"), mutate(tomb, func(r map[string]any) { r["did"] = "did:key:zjunk" })},
+		"tombstone untrusted":     {keys[1], untrustedTomb},
+		"tombstone by the victim": {keys[1], mutate(tomb, func(r map[string]any) { r["directory"] = rec.DID })},
+	}
+	// A validator that remembers verified values refuses them alike, after
+	// it has verified the genuine ones.
+	cached := NewRecordValidator(v.Trusted)
+	cached.Now = v.Now
+	for _, k := range keys {
+		for _, val := range [][]byte{val, tomb} {
+			if err := cached.Validate(k, val); err != nil {
+				t.Fatalf("cached: valid record refused: %v", err)
+			}
+		}
 	}
 	for name, c := range cases {
 		if err := v.Validate(c.key, c.val); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+		if err := cached.Validate(c.key, c.val); err == nil {
+			t.Errorf("%s: accepted by the caching validator", name)
+		}
 	}
 }
 
-func TestRecordSelectHighestSeq(t *testing.T) {
+func TestVerifiedValuesBounded(t *testing.T) {
+	v := newVerifiedValues(2)
+	v.add([]byte("a"))
+	v.add([]byte("b"))
+	v.add([]byte("c")) // a and b move to the older generation
+	if !v.has([]byte("a")) || v.has([]byte("x")) {
+		t.Fatal("lookup in the older generation")
+	}
+	v.add([]byte("d")) // c and a (used again) are current; b is dropped
+	v.add([]byte("e"))
+	if v.has([]byte("b")) || !v.has([]byte("d")) || len(v.cur)+len(v.prev) > 4 {
+		t.Fatalf("not bounded: cur %d prev %d", len(v.cur), len(v.prev))
+	}
+}
+
+func TestRecordSelect(t *testing.T) {
 	now := time.Now()
-	agent, dirKey := identity.GenerateKey(), identity.GenerateKey()
+	agent, other, dirKey := identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey()
 	dirDID := identity.DIDFromPublicKey(dirKey.Public().(ed25519.PublicKey))
 	v := RecordValidator{Trusted: func(did string) bool { return did == dirDID }}
-	_, older, _ := NewRecord(signedRegister(agent, "a1", "https://old.example", now.Add(-time.Minute)), dirKey, now)
-	_, newer, _ := NewRecord(signedRegister(agent, "a1", "https://new.example", now), dirKey, now.Add(-time.Hour))
-	_, later, _ := NewRecord(signedRegister(agent, "a1", "https://old.example", now.Add(-time.Minute)), dirKey, now.Add(time.Minute))
+	did := identity.DIDFromPublicKey(agent.Public().(ed25519.PublicKey))
+	// The agent signs at some time; the directory's seq orders records,
+	// whatever the agents' clocks said.
+	_, older, _ := NewRecord(signedRegister(agent, "a1", "https://old.example", now.Add(time.Hour)), 3, dirKey, now)
+	_, newer, _ := NewRecord(signedRegister(agent, "a1", "https://new.example", now), 5, dirKey, now.Add(-time.Hour))
+	_, later, _ := NewRecord(signedRegister(agent, "a1", "https://old.example", now.Add(time.Hour)), 3, dirKey, now.Add(time.Minute))
+	_, deleted, _ := NewTombstone(did, "a1", 6, dirKey, now)
+	_, deletedAtSame, _ := NewTombstone(did, "a1", 5, dirKey, now.Add(-2*time.Hour))
+	_, reRegistered, _ := NewRecord(signedRegister(other, "a1", "https://other.example", now.Add(-time.Hour)), 8, dirKey, now)
 	key := IDRecordKey("a1")
-	if i, err := v.Select(key, [][]byte{older, []byte("junk"), newer}); err != nil || i != 2 {
-		t.Fatalf("Select = %d, %v; want the newest signature (2)", i, err)
+	cases := []struct {
+		name   string
+		values [][]byte
+		want   int
+	}{
+		{"highest seq, not the latest signature", [][]byte{older, []byte("junk"), newer}, 2},
+		{"same seq: the later attestation", [][]byte{older, later}, 1},
+		{"a tombstone beats the records before it", [][]byte{newer, deleted, older}, 1},
+		{"at equal seq the tombstone", [][]byte{newer, deletedAtSame}, 1},
+		{"a registration after the deletion beats it", [][]byte{deleted, reRegistered, newer}, 1},
 	}
-	// Same signature: the later attestation wins.
-	if i, _ := v.Select(key, [][]byte{older, later}); i != 1 {
-		t.Fatalf("Select = %d, want the later expiry (1)", i)
+	for _, c := range cases {
+		if i, err := v.Select(key, c.values); err != nil || i != c.want {
+			t.Errorf("%s: Select = %d, %v; want %d", c.name, i, err, c.want)
+		}
 	}
 	if _, err := v.Select(key, [][]byte{[]byte("junk")}); err == nil {
 		t.Fatal("Select without a valid record succeeded")
@@ -101,8 +173,10 @@ func TestRecordSelectHighestSeq(t *testing.T) {
 func FuzzRecordParse(f *testing.F) {
 	now := time.Now()
 	agent, dirKey := identity.GenerateKey(), identity.GenerateKey()
-	_, val, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), dirKey, now)
+	_, val, _ := NewRecord(signedRegister(agent, "a1", "https://a1.example", now), 4, dirKey, now)
+	_, tomb, _ := NewTombstone(identity.DIDFromPublicKey(agent.Public().(ed25519.PublicKey)), "a1", 5, dirKey, now)
 	f.Add("/mesh-aid/a1", val)
+	f.Add("/mesh-aid/a1", tomb)
 	f.Add("/mesh-agent/x", []byte(`{"v":1}`))
 	dirDID := identity.DIDFromPublicKey(dirKey.Public().(ed25519.PublicKey))
 	v := RecordValidator{Trusted: func(did string) bool { return did == dirDID }}
@@ -111,7 +185,10 @@ func FuzzRecordParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Agent().DID != r.DID || (key != IDRecordKey(r.AgentID) && key != "/"+RecordNS+"/"+r.DID) {
+		if key != IDRecordKey(r.AgentID) && key != DIDRecordKey(r.DID) {
+			t.Fatalf("accepted a record under %q, which it does not name", key)
+		}
+		if a, err := r.Agent(); err == nil && a.DID != r.DID || err != nil && !r.Deleted {
 			t.Fatalf("accepted an inconsistent record under %q", key)
 		}
 	})

@@ -42,7 +42,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringVar(&cfg.Role, "role", env("MESH_ROLE", ""), "bootstrap (runs the directory) or node; default: node when --bootstrap is given, else bootstrap (env MESH_ROLE)")
 	f.StringSliceVar(&cfg.Listen, "listen", envList("MESH_LISTEN", cfg.Listen), "libp2p listen multiaddrs, repeatable or comma-separated (env MESH_LISTEN)")
 	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", envList("MESH_BOOTSTRAP", nil), "full multiaddr of a bootstrap node (…/p2p/<peer id>), repeatable; the first is the directory (env MESH_BOOTSTRAP)")
-	f.BoolVar(&cfg.DHTServer, "dht-server", env("MESH_DHT_SERVER", "") != "", "answer DHT queries (for nodes with public addresses; bootstrap nodes always do) (env MESH_DHT_SERVER)")
+	f.BoolVar(&cfg.DHTServer, "dht-server", env("MESH_DHT_SERVER", "") != "", "always answer DHT queries; without it bootstrap nodes, --reachability public and nodes AutoNAT finds reachable do (env MESH_DHT_SERVER)")
 	f.StringVar(&cfg.Reachability, "reachability", env("MESH_REACHABILITY", ""), "public, private (behind NAT: use the bootstrap relays) or empty to detect; bootstrap nodes default to public (env MESH_REACHABILITY)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 // Mesh is a bootstrap node and others joined to it, in this process.
 type Mesh struct {
 	Nodes []*node.Node // Nodes[0] is the bootstrap
-	dirs  []string
 }
 
 // StartMesh starts n nodes (n >= 1) with in-memory stores on loopback and
@@ -58,9 +56,6 @@ func StartMesh(ctx context.Context, n int, tweak func(*node.Config)) (*Mesh, err
 func (m *Mesh) Close() {
 	for _, nd := range slices.Backward(m.Nodes) {
 		nd.Close()
-	}
-	for _, d := range m.dirs {
-		os.RemoveAll(d)
 	}
 }
 

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+// commitRegistrations registers count agents with keys straight through
+// the directory's log (what the HTTP handler proposes, without HTTP), in
+// one burst, and returns their ids.
+func commitRegistrations(t *testing.T, dir *Node, count int) []string {
+	t.Helper()
+	ids := make([]string, count)
+	at := dir.cfg.Now()
+	for i := range ids {
+		ids[i] = fmt.Sprintf("burst-%05d", i)
+		key := identity.GenerateKey()
+		pub := identity.EncodePublicKey(key.Public().(ed25519.PublicKey))
+		body, _ := json.Marshal(map[string]any{"agent_id": ids[i], "capabilities": []string{"echo"}, "pubkey": pub})
+		sig := identity.Sign(key, "POST", "/v1/agents/register", body, at)
+		h, _ := identity.ParseSigHeader(sig)
+		cmd := registryapi.Command{At: at.UnixNano(), Sig: &registryapi.SigClaim{Pubkey: pub, Nonce: h.Nonce},
+			Register: &registryapi.RegisterOp{AgentID: ids[i], Capabilities: []string{"echo"}, Pubkey: pub, APIKeyHash: "x",
+				Signed: &registryapi.Signed{Method: "POST", Path: "/v1/agents/register", Body: string(body), MeshSig: sig}}}
+		if _, err := dir.proposer.Propose(context.Background(), registryapi.Kind, cmd.At, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// waitPuts waits until the directory has stored at least want DHT values
+// (some may be published twice: a registration during a republish), and
+// checks that none failed.
+func waitPuts(t *testing.T, dir *Node, want int) {
+	t.Helper()
+	puts := func(result string) int { return int(testutil.ToFloat64(dir.publisher.puts.WithLabelValues(result))) }
+	eventually(t, 2*time.Minute, func() bool { return puts(putOK)+puts(putLocal) >= want || puts(putFailed) > 0 },
+		"the directory stored %d DHT values, want %d", puts(putOK)+puts(putLocal), want)
+	if n := puts(putFailed); n != 0 {
+		t.Fatalf("%d DHT puts failed", n)
+	}
+}
+
+// TestPublisherPublishesEveryAgent: more agents than the publisher ever
+// queued at once (4,096 before) all reach the DHT, when they register in a
+// burst and when the directory republishes them at start.
+func TestPublisherPublishesEveryAgent(t *testing.T) {
+	m := newMesh(t)
+	const agents = 4200
+	ids := commitRegistrations(t, m.boot, agents)
+	inDHT := func(when string) {
+		t.Helper()
+		for _, id := range ids {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			a, err := m.boot.LookupDHT(ctx, id)
+			cancel()
+			if err != nil || a.ID != id {
+				t.Fatalf("%s %s: %v", id, when, err)
+			}
+		}
+	}
+	waitPuts(t, m.boot, 2*agents) // under the did and the agent id
+	inDHT("after the burst")
+	m.boot = m.restart(m.boot)
+	waitPuts(t, m.boot, 2*agents)
+	inDHT("after the restart")
+}
