@@ -365,3 +365,43 @@ func mustPeer(t *testing.T, key ed25519.PrivateKey) peer.ID {
 	}
 	return id
 }
+
+// TestWallLargeRosterStaysOnline: a node with more members than one topic
+// message could list (long handles and dids: the roster is well over the
+// topic's size limit) keeps them online on the other nodes, past several
+// presence timeouts.
+func TestWallLargeRosterStaysOnline(t *testing.T) {
+	m := newMesh(t)
+	fast := func(c *Config) { c.Wall.BeatInterval, c.Wall.PresenceTimeout = 200*time.Millisecond, 2*time.Second }
+	b, c := m.joinWith(fast), m.joinWith(fast)
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	obs := dialWall(t, c, id, q("agent", "obs"))
+	obs.next("welcome")
+	const n = 300 // about 110 KB of roster
+	for i := range n {
+		h := fmt.Sprintf("%03d-%s", i, strings.Repeat("h", 60))
+		did := "did:key:z" + strings.Repeat(fmt.Sprintf("%03d", i), 82)
+		dialWall(t, b, id, q("agent", h, "did", did)).next("welcome")
+	}
+	online := map[string]bool{}
+	for len(online) < n {
+		p := obs.next("presence")
+		if p["status"] != "online" {
+			t.Fatalf("while members joined: %v", p)
+		}
+		online[p["agent"].(string)] = true
+	}
+	// Three presence timeouts: no member may go offline.
+	for end := time.After(6 * time.Second); ; {
+		select {
+		case f := <-obs.frames:
+			t.Fatalf("after every member joined, obs got %v", f)
+		case <-end:
+		}
+		break
+	}
+	late := dialWall(t, c, id, q("agent", "late"))
+	if w := late.next("welcome"); len(w["online"].([]any)) != n+2 {
+		t.Fatalf("late welcome lists %d online, want %d", len(w["online"].([]any)), n+2)
+	}
+}

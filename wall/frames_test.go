@@ -92,8 +92,9 @@ func FuzzDecodeFrame(f *testing.F) {
 // passes check is safe to fan out.
 func FuzzWire(f *testing.F) {
 	f.Add([]byte(`{"t":"msg","id":"x","from":"a","ts":1,"payload":"hi"}`))
-	f.Add([]byte(`{"t":"roster","members":[{"agent":"a","vis":"public"}]}`))
-	f.Add([]byte(`{"t":"join","member":{"agent":"a","vis":"ghost"}}`))
+	f.Add([]byte(`{"t":"beat","epoch":7,"rev":3,"digest":"00112233445566778899aabbccddeeff"}`))
+	f.Add([]byte(`{"t":"join","member":{"agent":"a","vis":"ghost"},"epoch":7,"rev":4}`))
+	f.Add([]byte(`{"t":"bye"}`))
 	seal := newSealer("c_x", "ck_x")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, s := range []*sealer{nil, seal} {
@@ -103,6 +104,9 @@ func FuzzWire(f *testing.F) {
 			}
 			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload)) {
 				t.Fatalf("bad message passed: %+v", w)
+			}
+			if (w.T == wireJoin || w.T == wireLeave) && (w.Member == nil || w.Rev == 0) {
+				t.Fatalf("bad delta passed: %+v", w)
 			}
 		}
 	})

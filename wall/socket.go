@@ -248,7 +248,7 @@ func (s *socket) sendControl(op ws.OpCode, payload []byte) {
 }
 
 // ping sends a keepalive ping; a socket that has not answered the previous
-// one (sent a pingInterval ago) is closed.
+// one (sent a PingInterval ago) is closed.
 func (s *socket) ping() {
 	if last := s.pinged.Load(); last != 0 && s.ponged.Load() < last {
 		s.abort(ws.StatusGoingAway, "keepalive ping unanswered")

@@ -7,14 +7,22 @@ import (
 )
 
 // What crosses between nodes. On a cluster's topic: messages, presence
-// deltas (join, leave) and rosters; on the roster stream: rosters; on the
-// receipt stream: receipts. A private cluster's topic messages and rosters
-// are sealed with its wire key.
+// deltas (join, leave), beats (a node is alive and holds the roster of a
+// digest) and goodbyes; on the roster stream: full rosters; on the receipt
+// stream: receipts. A private cluster's topic messages and rosters are
+// sealed with its wire key.
+//
+// Full rosters never go on the topic: a node's roster grows with its
+// members (thousands of them, 350 bytes each at most) while a topic
+// message is bounded (maxWire). A beat stays small whatever the roster,
+// and a node whose view of another's roster differs from the digest that
+// one beats fetches it over the roster stream.
 const (
 	wireMessage = "msg"
 	wireJoin    = "join"
 	wireLeave   = "leave"
-	wireRoster  = "roster"
+	wireBeat    = "beat"
+	wireBye     = "bye"
 )
 
 // Sealing purposes (bound into the associated data).
@@ -44,9 +52,12 @@ type wireMsg struct {
 	// join, leave
 	Member *member `json:"member,omitempty"`
 
-	// roster: the sending node's visible members; Bye when it leaves
-	Members []member `json:"members,omitempty"`
-	Bye     bool     `json:"bye,omitempty"`
+	// join, leave and beat: the sending room's epoch and the rev of its
+	// roster the delta made, or the beat reports (roster.go)
+	Epoch uint64 `json:"epoch,omitempty"`
+	Rev   uint64 `json:"rev,omitempty"`
+	// beat: the digest of the roster
+	Digest string `json:"digest,omitempty"`
 }
 
 // member is a non-ghost member as other nodes see it.
@@ -87,12 +98,17 @@ func (w *wireMsg) check() error {
 		}
 		return nil
 	case wireJoin, wireLeave:
-		if w.Member == nil {
-			return errors.New("presence without member")
+		if w.Member == nil || w.Epoch == 0 || w.Rev == 0 {
+			return errors.New("presence delta without member, epoch or rev")
 		}
 		return w.Member.check()
-	case wireRoster:
-		return checkMembers(w.Members)
+	case wireBeat:
+		if w.Epoch == 0 || len(w.Digest) != 2*digestSize {
+			return errors.New("malformed beat")
+		}
+		return nil
+	case wireBye:
+		return nil
 	}
 	return fmt.Errorf("unknown wire message %q", w.T)
 }
@@ -132,7 +148,7 @@ func decodeWire(s *sealer, purpose string, data []byte, v any) error {
 // asker holds the cluster's token.
 type rosterRequest struct {
 	Cluster string `json:"cluster"`
-	Body    []byte `json:"body"` // encodes []member
+	Body    []byte `json:"body"` // encodes a roster
 	// Peek asks for the roster only: the asker does not serve the cluster.
 	Peek bool `json:"peek,omitempty"`
 }
