@@ -405,3 +405,32 @@ func TestWallLargeRosterStaysOnline(t *testing.T) {
 		t.Fatalf("late welcome lists %d online, want %d", len(w["online"].([]any)), n+2)
 	}
 }
+
+// TestWallMessageOrderAcrossNodes: a burst from one sender reaches a
+// socket on another node in the order sent, and the sender's acks come in
+// that order too. Messages go in turn to the receiver and to an absent
+// handle, so that each ack tells which message it is for.
+func TestWallMessageOrderAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	rx := dialWall(t, c, id, q("agent", "rx"))
+	rx.next("welcome")
+	tx := dialWall(t, b, id, q("agent", "tx"))
+	tx.next("welcome")
+	const n = 500
+	to := func(i int) string { return []string{"rx", "nobody"}[i%2] }
+	for i := range n {
+		tx.send(fmt.Sprintf(`{"to":%q,"payload":%d}`, to(i), i))
+	}
+	for i := 0; i < n; i += 2 {
+		if f := rx.next("message"); f["payload"] != float64(i) {
+			t.Fatalf("want message %d of the burst, got %v", i, f)
+		}
+	}
+	for i := range n {
+		if a := tx.next("ack"); a["to"] != to(i) || a["delivered"] != float64(1-i%2) {
+			t.Fatalf("want the ack of message %d (to %s), got %v", i, to(i), a)
+		}
+	}
+}

@@ -16,6 +16,16 @@ import (
 // maxMessageSize bounds any gossipsub message; topics set tighter limits.
 const maxMessageSize = 1 << 20
 
+// validateQueue is how many received messages may wait for validation,
+// and outboundQueue how many may wait to be written to one peer; past
+// them gossipsub drops messages. Their defaults (32) lose a burst (a chat
+// client's, a node's join storm) sent faster than validation or the
+// connection goes; the topics' rate limits bound what comes.
+const (
+	validateQueue = 4096
+	outboundQueue = 1024
+)
+
 // newPubSub starts gossipsub. Parameters, and why:
 //
 //   - Mesh degree: libp2p's defaults (D=6, Dlo=5, Dhi=12, Dlazy=6). Our
@@ -42,6 +52,8 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
+		pubsub.WithValidateQueueSize(validateQueue),
+		pubsub.WithPeerOutboundQueueSize(outboundQueue),
 		pubsub.WithPeerExchange(h.cfg.DHTServer),
 		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
 		pubsub.WithLogger(h.cfg.Logger),
@@ -114,7 +126,11 @@ type TopicConfig struct {
 	// is decoded once.
 	Validate func(origin peer.ID, data []byte) (any, error)
 	// Deliver receives each valid message, in arrival order, from one
-	// goroutine. Own messages are delivered too.
+	// goroutine. Own messages are delivered too. Validation runs inline
+	// (no goroutine per message), but gossipsub validates on several
+	// workers and a message may come by several paths, so one origin's
+	// messages can arrive out of order: a topic that needs their order
+	// numbers them itself.
 	Deliver func(Message)
 }
 
@@ -147,7 +163,7 @@ func (h *Host) Join(name string, cfg TopicConfig) (*Topic, error) {
 	}
 	tp := &Topic{h: h, name: name, ps: h.ps, done: make(chan struct{})}
 	if err := h.ps.RegisterTopicValidator(name, tp.validator(h.h.ID(), cfg),
-		pubsub.WithValidatorTimeout(5*time.Second)); err != nil {
+		pubsub.WithValidatorInline(true)); err != nil {
 		return nil, fmt.Errorf("p2p: topic %s: %w", name, err)
 	}
 	t, err := h.ps.Join(name)

@@ -9,23 +9,22 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// pendingAck is a message sent from here whose ack waits for receipts from
-// the nodes that served the cluster when it was sent.
-type pendingAck struct {
-	expect   map[peer.ID]bool
-	got      map[peer.ID]bool
-	remote   int           // deliveries the receipts report
-	complete chan struct{} // closed once every expected node answered
+// sent is a message a socket here sent, until its ack: its local
+// deliveries, and the receipts of the nodes that served the cluster when
+// it was sent.
+type sent struct {
+	id       string
+	ackTo    any
+	local    *delivery
+	expect   map[peer.ID]bool // nodes whose receipt is still due
+	remote   int              // deliveries the receipts report
+	complete chan struct{}    // closed once every expected node answered
+	deadline time.Time        // when the ack goes, complete or not
 }
 
-func (p *pendingAck) answered() bool {
-	for n := range p.expect {
-		if !p.got[n] {
-			return false
-		}
-	}
-	return true
-}
+// maxReceipt bounds the deliveries one receipt may claim: more sockets
+// than one node holds in one cluster.
+const maxReceipt = 1 << 16
 
 // handleSend acts on a frame from socket s: queues it to the addressed
 // sockets here, publishes it to the cluster's other nodes, and acks it
@@ -39,8 +38,8 @@ func (r *room) handleSend(s *socket, data []byte) {
 	}
 	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, To: snd.To,
 		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
-	local := newDelivery()
-	p := &pendingAck{expect: map[peer.ID]bool{}, got: map[peer.ID]bool{}, complete: make(chan struct{})}
+	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
+		complete: make(chan struct{}), deadline: time.Now().Add(r.svc.cfg.AckWindow)}
 	r.mu.Lock()
 	for n := range r.remote {
 		p.expect[n] = true
@@ -49,12 +48,21 @@ func (r *room) handleSend(s *socket, data []byte) {
 		close(p.complete)
 	}
 	r.pending[w.ID] = p
-	r.fanOutLocked(&w, s, local)
+	r.fanOutLocked(&w, s, p.local)
 	r.mu.Unlock()
-	local.seal()
+	p.local.seal()
 	r.svc.metrics.messages.Inc()
-	r.publish(w)
-	r.goroutine(func() { r.awaitAck(s, snd.AckTo, w.ID, local, p) })
+	r.publishMessage(&w)
+	r.queueAck(s, p)
+}
+
+// publishMessage numbers w in the room's sequence and publishes it; the
+// lock keeps publication in sequence order.
+func (r *room) publishMessage(w *wireMsg) error {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	w.Epoch, w.Seq = r.epoch, r.seq.Add(1)
+	return r.publish(*w)
 }
 
 // fanOutLocked queues message w to the local sockets it addresses, but
@@ -97,36 +105,113 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 	}
 }
 
-// awaitAck sends s the ack of message id: local deliveries plus what the
-// other nodes' receipts report, once all are in or AckWindow has passed.
-func (r *room) awaitAck(s *socket, ackTo any, id string, local *delivery, p *pendingAck) {
-	window := time.NewTimer(r.svc.cfg.AckWindow)
+// queueAck queues the ack of p behind socket s's earlier ones.
+func (r *room) queueAck(s *socket, p *sent) {
+	s.mu.Lock()
+	s.unacked = append(s.unacked, p)
+	start := !s.acking
+	s.acking = true
+	s.mu.Unlock()
+	if start {
+		r.goroutine(func() { r.ackLoop(s) })
+	}
+}
+
+// ackLoop sends socket s its acks in the order of its sends, each once its
+// message's deliveries are all counted or its deadline passed. It runs
+// while acks are due, so that an idle socket holds no goroutine.
+func (r *room) ackLoop(s *socket) {
+	for {
+		s.mu.Lock()
+		if len(s.unacked) == 0 {
+			s.acking, s.unacked = false, nil
+			s.mu.Unlock()
+			return
+		}
+		p := s.unacked[0]
+		s.mu.Unlock()
+		n, ok := r.awaitAck(p)
+		if !ok {
+			return // the room closes
+		}
+		s.mu.Lock()
+		s.unacked = s.unacked[1:]
+		s.mu.Unlock()
+		s.send(outFrame{data: encodeFrame(ackFrame{Kind: KindAck, To: p.ackTo, Delivered: n})})
+	}
+}
+
+// awaitAck waits for p's deliveries to be counted, or its deadline, and
+// returns them; false when the room closes first.
+func (r *room) awaitAck(p *sent) (int, bool) {
+	window := time.NewTimer(time.Until(p.deadline))
 	defer window.Stop()
-	for _, done := range []<-chan struct{}{local.done, p.complete} {
+	for _, done := range []<-chan struct{}{p.local.done, p.complete} {
 		select {
 		case <-done:
 		case <-window.C:
 		case <-r.ctx.Done():
-			return
+			return 0, false
 		}
 	}
 	r.mu.Lock()
-	delete(r.pending, id)
-	n := int(local.received.Load()) + p.remote
-	r.mu.Unlock()
-	s.send(outFrame{data: encodeFrame(ackFrame{Kind: KindAck, To: ackTo, Delivered: n})})
+	defer r.mu.Unlock()
+	delete(r.pending, p.id)
+	return int(p.local.received.Load()) + p.remote, true
 }
 
-// deliverRemote queues a message from another node to the sockets here
-// and sends that node a receipt of how many received it.
+// deliverRemote takes a message from another node. The node's sequencer
+// puts its messages back in the order sent; each goes to the sockets it
+// addresses here, and the node gets a receipt of how many received it.
 func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
-	d := newDelivery()
 	r.mu.Lock()
-	r.nodeLocked(origin)
-	r.fanOutLocked(w, nil, d)
+	n := r.nodeLocked(origin)
+	ready, late := n.order.add(w, time.Now())
+	r.fanOutRemoteLocked(origin, n, ready)
 	r.mu.Unlock()
-	d.seal()
-	r.goroutine(func() {
+	if late {
+		r.goroutine(func() { r.sendReceipt(origin, w.ID, nil) })
+	}
+}
+
+// fanOutRemoteLocked delivers node origin's messages ready, and makes
+// sure that what its sequencer still holds goes on when due.
+func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
+	for _, w := range ready {
+		d := newDelivery()
+		r.fanOutLocked(w, nil, d)
+		d.seal()
+		r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
+	}
+	if due := n.order.due(); !due.IsZero() && !n.flushing {
+		n.flushing = true
+		r.goroutine(func() { r.flushAt(origin, due) })
+	}
+}
+
+// flushAt delivers, at time at, what node p's sequencer gave up waiting
+// for.
+func (r *room) flushAt(p peer.ID, at time.Time) {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.ctx.Done():
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.remote[p]; n != nil {
+		n.flushing = false
+		r.fanOutRemoteLocked(p, n, n.order.release(time.Now()))
+	}
+}
+
+// sendReceipt tells node origin how many sockets here received message
+// id, once d counted them all or half the ack window passed (nil d: none).
+func (r *room) sendReceipt(origin peer.ID, id string, d *delivery) {
+	delivered := 0
+	if d != nil {
 		wait := time.NewTimer(r.svc.cfg.AckWindow / 2)
 		defer wait.Stop()
 		select {
@@ -135,29 +220,28 @@ func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
 		case <-r.ctx.Done():
 			return
 		}
-		rc, _ := json.Marshal(receipt{Cluster: r.cl.ID, ID: w.ID, Delivered: int(d.received.Load())})
-		ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.AckWindow)
-		defer cancel()
-		if _, err := r.svc.cfg.Host.Request(ctx, origin, receiptProto, rc, 16); err != nil {
-			r.svc.log.Debug("receipt not delivered", "cluster", r.cl.ID, "to", origin, "err", err)
-		}
-	})
+		delivered = int(d.received.Load())
+	}
+	rc, _ := json.Marshal(receipt{Cluster: r.cl.ID, ID: id, Delivered: delivered})
+	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.AckWindow)
+	defer cancel()
+	if _, err := r.svc.cfg.Host.Request(ctx, origin, receiptProto, rc, 16); err != nil {
+		r.svc.log.Debug("receipt not delivered", "cluster", r.cl.ID, "to", origin, "err", err)
+	}
 }
 
-// receipt records node from's deliveries of a message sent from here.
+// receipt records node from's deliveries of a message sent from here: one
+// receipt per node the message expects, within reason.
 func (r *room) receipt(from peer.ID, rc receipt) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.pending[rc.ID]
-	if p == nil || p.got[from] || rc.Delivered < 0 || rc.Delivered > maxSocketsPerNode {
+	if p == nil || !p.expect[from] || rc.Delivered < 0 {
 		return
 	}
-	p.got[from] = true
-	p.remote += rc.Delivered
-	if p.expect[from] && p.answered() {
+	delete(p.expect, from)
+	p.remote += min(rc.Delivered, maxReceipt)
+	if len(p.expect) == 0 {
 		close(p.complete)
 	}
 }
-
-// maxSocketsPerNode bounds what a receipt may claim.
-const maxSocketsPerNode = 1 << 20

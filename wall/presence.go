@@ -102,7 +102,7 @@ func sortedMembers(byHandle map[string]member) []member {
 func (r *room) localRoster() roster {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ro := roster{Epoch: r.epoch, Rev: r.rev, Members: make([]member, 0, len(r.local))}
+	ro := roster{Epoch: r.epoch, Rev: r.rev, Seq: r.seq.Load(), Members: make([]member, 0, len(r.local))}
 	for _, lm := range r.local {
 		ro.Members = append(ro.Members, lm.m)
 	}

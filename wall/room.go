@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -30,6 +31,9 @@ type room struct {
 	stopping bool
 	wg       sync.WaitGroup
 
+	pubMu sync.Mutex    // keeps messages published in sequence order
+	seq   atomic.Uint64 // messages published
+
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
 	local   map[string]*localMember
@@ -37,7 +41,7 @@ type room struct {
 	rev     uint64 // changes of the local roster
 	digest  digest // of the local roster
 	remote  map[peer.ID]*remoteNode
-	pending map[string]*pendingAck
+	pending map[string]*sent // by message id
 	closed  bool
 }
 
@@ -46,7 +50,7 @@ func topicName(id string) string { return "mesh/wall/1/" + id }
 
 func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}),
-		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*pendingAck{},
+		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch: mrand.Uint64() | 1}
 	if !cl.Public() {
 		r.seal = newSealer(cl.ID, token)

@@ -28,6 +28,7 @@ import (
 type roster struct {
 	Epoch   uint64   `json:"epoch"`
 	Rev     uint64   `json:"rev"`
+	Seq     uint64   `json:"seq"` // the last message the room published
 	Members []member `json:"members"`
 }
 
@@ -61,6 +62,8 @@ type remoteNode struct {
 	mark     uint64              // the rev a beat announced while the view lagged behind it
 	seen     time.Time           // its last word
 	fetching bool                // its roster is being fetched
+	order    sequencer           // its messages
+	flushing bool                // a flushAt waits for what order holds
 }
 
 func (n *remoteNode) put(m member) {
@@ -93,6 +96,7 @@ func (r *room) nodeLocked(p peer.ID) *remoteNode {
 func (r *room) setRoster(p peer.ID, ro roster) {
 	r.change(nil, func(touch func(string)) {
 		n := r.nodeLocked(p)
+		n.order.start(ro.Epoch, ro.Seq)
 		if ro.Epoch == n.epoch && ro.Rev < n.rev {
 			return
 		}

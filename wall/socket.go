@@ -51,9 +51,11 @@ type socket struct {
 
 	mu      sync.Mutex
 	queue   []outFrame
-	writing bool   // a writer goroutine is running
-	closed  bool   // no more frames; the writer closes the connection
-	bye     []byte // the close frame's payload, written last
+	writing bool    // a writer goroutine is running
+	closed  bool    // no more frames; the writer closes the connection
+	bye     []byte  // the close frame's payload, written last
+	unacked []*sent // sends awaiting their acks, in order
+	acking  bool    // an ackLoop runs
 
 	pinged atomic.Int64 // Unix ns of the last keepalive ping
 	ponged atomic.Int64 // Unix ns of the last pong

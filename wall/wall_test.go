@@ -329,7 +329,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 	}
 	const n = 400
 	for i := range n {
-		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Payload: json.RawMessage(`"spam"`)}
+		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Epoch: 1, Seq: uint64(i + 1), Payload: json.RawMessage(`"spam"`)}
 		b, _ := json.Marshal(w)
 		topic.Publish(ctx, b)
 	}

@@ -52,9 +52,11 @@ type wireMsg struct {
 	// join, leave
 	Member *member `json:"member,omitempty"`
 
-	// join, leave and beat: the sending room's epoch and the rev of its
-	// roster the delta made, or the beat reports (roster.go)
+	// all but bye: the sending room's epoch; a message's number in the
+	// room's sequence (order.go); the rev of the room's roster a delta
+	// made, or a beat reports (roster.go)
 	Epoch uint64 `json:"epoch,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
 	Rev   uint64 `json:"rev,omitempty"`
 	// beat: the digest of the roster
 	Digest string `json:"digest,omitempty"`
@@ -85,7 +87,7 @@ func (m member) check() error {
 func (w *wireMsg) check() error {
 	switch w.T {
 	case wireMessage:
-		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || !json.Valid(w.Payload) || len(w.Payload) > MaxFrame {
+		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || w.Epoch == 0 || w.Seq == 0 || !json.Valid(w.Payload) || len(w.Payload) > MaxFrame {
 			return errors.New("malformed message")
 		}
 		if len(w.To) > maxRecipients || len(w.FromDID) > maxDIDLen {
