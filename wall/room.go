@@ -2,6 +2,7 @@ package wall
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	mrand "math/rand/v2"
@@ -18,10 +19,13 @@ import (
 // room is one cluster on this node while it has local sockets: the sockets,
 // the cluster's other nodes and their rosters, and acks in flight.
 type room struct {
-	svc   *Service
-	cl    *Cluster
-	seal  *sealer // nil for a public cluster
-	topic *p2p.Topic
+	svc  *Service
+	cl   *Cluster
+	seal *sealer // nil for a public cluster
+	// memberKey is a private cluster's member key (nil for a public one):
+	// it signs the room's history events.
+	memberKey ed25519.PrivateKey
+	topic     *p2p.Topic
 
 	ctx    context.Context // ends when the room closes
 	cancel context.CancelFunc
@@ -53,7 +57,7 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch: mrand.Uint64() | 1}
 	if !cl.Public() {
-		r.seal = newSealer(cl.ID, token)
+		r.seal, r.memberKey = newSealer(cl.ID, token), memberKey(cl.ID, token)
 	}
 	r.ctx, r.cancel = context.WithCancel(svc.ctx)
 	return r

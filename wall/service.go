@@ -36,7 +36,8 @@ type Service struct {
 	rooms  map[string]*room
 	closed bool
 
-	events chan pendingEvent // history events for the directory
+	events       chan pendingEvent // history events for the directory
+	appendLimits *peerLimits       // on the directory: events taken from other nodes
 }
 
 // New checks cfg and returns the wall; it starts nothing.
@@ -44,7 +45,8 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, events: make(chan pendingEvent, historyQueue)}
+	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, events: make(chan pendingEvent, historyQueue),
+		appendLimits: newPeerLimits(historyRate, historyBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
