@@ -434,3 +434,31 @@ func TestWallMessageOrderAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestWallFastReconnect: a client that drops its only socket and connects
+// again at once, many times, is admitted every time, and its node stays
+// findable: a member joining on another node sees it online.
+func TestWallFastReconnect(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	var s *wsClient
+	for i := range 30 {
+		if s != nil {
+			s.conn.CloseNow()
+		}
+		s = dialWall(t, b, id, q("agent", "cycler"))
+		select {
+		case f, ok := <-s.frames:
+			if !ok || f["kind"] != "welcome" {
+				t.Fatalf("cycle %d: %v (closed with %v)", i, f, s.status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("cycle %d: no welcome", i)
+		}
+	}
+	w := dialWall(t, c, id, q("agent", "other"))
+	if f := w.next("welcome"); !slices.Contains(f["online"].([]any), any("cycler")) {
+		t.Fatalf("a member joining on another node does not see the cycler: %v", f)
+	}
+}

@@ -30,6 +30,7 @@ type room struct {
 	ctx    context.Context // ends when the room closes
 	cancel context.CancelFunc
 	ready  chan struct{} // closed once the room has synced with its peers
+	done   chan struct{} // closed once the room has shut down and is forgotten
 
 	gmu      sync.Mutex // guards stopping and wg.Add
 	stopping bool
@@ -53,7 +54,7 @@ type room struct {
 func topicName(id string) string { return "mesh/wall/1/" + id }
 
 func newRoom(svc *Service, cl *Cluster, token string) *room {
-	r := &room{svc: svc, cl: cl, ready: make(chan struct{}),
+	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch: mrand.Uint64() | 1}
 	if !cl.Public() {

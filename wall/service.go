@@ -115,7 +115,10 @@ func (s *Service) goroutine(fn func()) {
 
 // enter puts socket sk into the room of cluster cl, starting the room if
 // sk is its first socket here. token is the credential sk presented (the
-// key of a private cluster's traffic).
+// key of a private cluster's traffic). A room that is shutting down (its
+// last socket just left) stays in s.rooms until it has left the topic and
+// withdrawn its rendezvous registration: a socket arriving meanwhile waits
+// for that, then starts the room anew.
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -136,7 +139,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 				first = &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}
 			}
 			if err := r.start(first); err != nil {
-				s.dropRoom(r)
+				s.retire(r, func() { r.cancel() })
 				return nil, err
 			}
 		} else {
@@ -145,7 +148,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		if r.admit(sk) {
 			return r, nil
 		}
-		// The room closed meanwhile (its last socket left): start anew.
+		<-r.done
 	}
 }
 
@@ -154,46 +157,40 @@ func (s *Service) leave(r *room, sk *socket) {
 	if empty := r.dismiss(sk); !empty {
 		return
 	}
-	s.mu.Lock()
 	r.mu.Lock()
 	last := len(r.sockets) == 0 && !r.closed
-	if last {
-		r.closed = true
-		if s.rooms[r.cl.ID] == r {
-			delete(s.rooms, r.cl.ID)
-		}
-	}
+	r.closed = r.closed || last
 	r.mu.Unlock()
-	s.mu.Unlock()
 	if last {
-		r.shutdown(true)
+		s.retire(r, func() { r.shutdown(true) })
 	}
 }
 
-// dropRoom forgets a room that failed to start.
-func (s *Service) dropRoom(r *room) {
+// retire stops room r, which was marked closed, with stop and forgets it.
+func (s *Service) retire(r *room, stop func()) {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	stop()
 	s.mu.Lock()
 	if s.rooms[r.cl.ID] == r {
 		delete(s.rooms, r.cl.ID)
 	}
 	s.mu.Unlock()
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
+	close(r.done)
 }
 
 // closeRoom disconnects every socket of cluster id with a closed frame.
 func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 	s.mu.Lock()
 	r := s.rooms[id]
-	delete(s.rooms, id)
 	s.mu.Unlock()
 	if r == nil {
 		return
 	}
 	<-r.ready
 	r.mu.Lock()
+	first := !r.closed
 	r.closed = true
 	socks := make([]*socket, 0, len(r.sockets))
 	for sk := range r.sockets {
@@ -204,7 +201,11 @@ func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 	for _, sk := range socks {
 		sk.closeAfter(f, code, reason)
 	}
-	r.shutdown(reason != reasonDeleted)
+	if !first {
+		<-r.done // another caller retires it
+		return
+	}
+	s.retire(r, func() { r.shutdown(reason != reasonDeleted) })
 }
 
 // refreshTimeout bounds Refresh.
@@ -228,7 +229,8 @@ func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster
 	return cl, err
 }
 
-// room returns the running room of cluster id, if any.
+// room returns the running room of cluster id, if any: not one still
+// syncing (its roster is not ready to share) nor one shutting down.
 func (s *Service) room(id string) *room {
 	s.mu.Lock()
 	r := s.rooms[id]
@@ -238,10 +240,15 @@ func (s *Service) room(id string) *room {
 	}
 	select {
 	case <-r.ready:
-		return r
 	default:
-		return nil // still syncing: its roster is not ready to share
+		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	return r
 }
 
 // serveRoster answers a node that joins a cluster this node serves: it
