@@ -462,3 +462,29 @@ func TestWallFastReconnect(t *testing.T) {
 		t.Fatalf("a member joining on another node does not see the cycler: %v", f)
 	}
 }
+
+// TestWallPayloadNotInflated: a payload full of characters JSON may
+// escape for HTML ('<', '>', '&') crosses nodes byte for byte, at its own
+// size, just under the frame limit.
+func TestWallPayloadNotInflated(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	here := dialWall(t, b, id, q("agent", "here"))
+	here.next("welcome")
+	there := dialWall(t, c, id, q("agent", "there"))
+	there.next("welcome")
+	tx := dialWall(t, b, id, q("agent", "tx"))
+	tx.next("welcome")
+	text := strings.Repeat("<&>", 20_000)
+	tx.send(`{"payload":"` + text + `"}`)
+	for _, rx := range []*wsClient{here, there} {
+		f := rx.next("message")
+		if f["payload"] != text || f["_bytes"].(int) > len(text)+200 {
+			t.Fatalf("received a %v-byte frame, payload intact %v", f["_bytes"], f["payload"] == text)
+		}
+	}
+	if a := tx.next("ack"); a["delivered"] != 2.0 {
+		t.Fatalf("ack: %v", a)
+	}
+}

@@ -35,6 +35,9 @@ func TestDecodeFrame(t *testing.T) {
 		{in: `{"to":"has space","payload":"x"}`, code: "invalid_to"},
 		{in: `   `, code: "empty_frame"},
 		{in: big, code: "frame_too_large"},
+		// Text that is not JSON goes as a JSON string: escapes count.
+		{in: `a<b & "c"`, payload: `"a<b & \"c\""`},
+		{in: strings.Repeat("\x01", MaxFrame/4), code: "frame_too_large"},
 	} {
 		got, err := decodeFrame([]byte(tc.in))
 		name := tc.in

@@ -26,9 +26,10 @@ type sent struct {
 // than one node holds in one cluster.
 const maxReceipt = 1 << 16
 
-// handleSend acts on a frame from socket s: queues it to the addressed
-// sockets here, publishes it to the cluster's other nodes, and acks it
-// once every node reported its deliveries (or AckWindow passed).
+// handleSend acts on a frame from socket s: publishes it to the cluster's
+// other nodes, queues it to the addressed sockets here, and acks it once
+// every node reported its deliveries (or AckWindow passed). A frame that
+// cannot be sent gets an error frame instead of an ack.
 func (r *room) handleSend(s *socket, data []byte) {
 	snd, err := decodeFrame(data)
 	if err != nil {
@@ -48,11 +49,19 @@ func (r *room) handleSend(s *socket, data []byte) {
 		close(p.complete)
 	}
 	r.pending[w.ID] = p
+	r.mu.Unlock()
+	if err := r.publishMessage(&w); err != nil {
+		r.mu.Lock()
+		delete(r.pending, w.ID)
+		r.mu.Unlock()
+		s.send(outFrame{data: errorFrameBytes("not_sent", "the message could not be relayed to the cluster's other nodes, so it was sent to nobody: %v", err)})
+		return
+	}
+	r.mu.Lock()
 	r.fanOutLocked(&w, s, p.local)
 	r.mu.Unlock()
 	p.local.seal()
 	r.svc.metrics.messages.Inc()
-	r.publishMessage(&w)
 	r.queueAck(s, p)
 }
 

@@ -32,8 +32,10 @@ const (
 	sealRosterResp = "roster response"
 )
 
-// maxWire bounds a topic message: a full frame plus addressing and sealing.
-const maxWire = MaxFrame + maxRecipients*(maxHandleLen+3) + 1024
+// maxWire bounds a topic message: a full payload, the handles of sender
+// and recipients (JSON escapes may double a handle), a did, the rest of
+// the envelope and sealing.
+const maxWire = MaxFrame + (maxRecipients+1)*(2*maxHandleLen+3) + maxDIDLen + 1024
 
 // maxRoster bounds the members one node reports.
 const maxRoster = 10_000
@@ -129,7 +131,7 @@ func checkMembers(ms []member) error {
 
 // encodeWire seals (for a private cluster) and encodes v.
 func encodeWire(s *sealer, purpose string, v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("wall: wire value does not encode: %v", err))
 	}
