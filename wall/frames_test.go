@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestDecodeFrame(t *testing.T) {
@@ -105,7 +106,7 @@ func FuzzWire(f *testing.F) {
 			if decodeWire(s, sealTopic, data, &w) != nil || w.check() != nil {
 				continue
 			}
-			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload)) {
+			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload) || !utf8.Valid(w.Payload)) {
 				t.Fatalf("bad message passed: %+v", w)
 			}
 			if (w.T == wireJoin || w.T == wireLeave) && (w.Member == nil || w.Rev == 0) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 )
@@ -238,6 +239,9 @@ func (s *socket) readLoop(fn func(data []byte)) {
 				"frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame)})
 		case m.op != ws.OpText:
 			s.send(outFrame{data: errorFrameBytes("binary_frame", "binary frames are not supported; send JSON text")})
+		case !utf8.Valid(m.data):
+			s.abort(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in a text frame") // RFC 6455 8.1
+			return
 		default:
 			fn(m.data)
 		}

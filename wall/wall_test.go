@@ -363,3 +363,48 @@ func containsPeer(ps []peer.ID, p peer.ID) bool {
 	}
 	return false
 }
+
+// TestInvalidUTF8: a text frame that is not UTF-8 closes its socket with
+// 1007 (RFC 6455); a peer's message whose payload is not UTF-8 is rejected
+// before it reaches any socket.
+func TestInvalidUTF8(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+	bad := h.dial(id, vals("agent", "bad"))
+	bad.write(websocket.MessageText, []byte("a\xffb"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := bad.conn.Read(ctx); err != nil {
+			if st := websocket.CloseStatus(err); st != websocket.StatusInvalidFramePayloadData {
+				t.Fatalf("closed with %v (%v), want 1007", st, err)
+			}
+			break
+		}
+	}
+
+	raw := rawPeer(t, h)
+	topic, err := raw.Join(topicName(id), p2p.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := h.svc.room(id)
+	eventually(t, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
+	msg := func(payload string) []byte {
+		return []byte(`{"t":"msg","id":"m` + payload + `","from":"rogue","ts":1,"epoch":1,"seq":1,"payload":"` + payload + `"}`)
+	}
+	if err := topic.Publish(ctx, msg("a\xffb")); err != nil {
+		t.Fatal(err)
+	}
+	if err := topic.Publish(ctx, msg("fine")); err != nil {
+		t.Fatal(err)
+	}
+	if f := alice.next(KindMessage); f["payload"] != "fine" {
+		t.Fatalf("alice got %v", f)
+	}
+	if n := room.topic.Dropped(p2p.DropInvalid); n != 1 {
+		t.Fatalf("%d invalid messages dropped, want 1", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // What crosses between nodes. On a cluster's topic: messages, presence
@@ -78,8 +79,8 @@ func (m member) check() error {
 	if m.Vis != VisPublic && m.Vis != VisPrivate {
 		return fmt.Errorf("member visibility %q", m.Vis)
 	}
-	if len(m.DID) > maxDIDLen {
-		return errors.New("member did too long")
+	if m.DID != "" {
+		return validDID(m.DID)
 	}
 	return nil
 }
@@ -89,11 +90,17 @@ func (m member) check() error {
 func (w *wireMsg) check() error {
 	switch w.T {
 	case wireMessage:
-		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || w.Epoch == 0 || w.Seq == 0 || !json.Valid(w.Payload) || len(w.Payload) > MaxFrame {
-			return errors.New("malformed message")
+		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || w.Epoch == 0 || w.Seq == 0 || len(w.Payload) > MaxFrame ||
+			!utf8.Valid(w.Payload) || !json.Valid(w.Payload) {
+			return errors.New("malformed message") // a socket must only ever get valid UTF-8 text
 		}
-		if len(w.To) > maxRecipients || len(w.FromDID) > maxDIDLen {
-			return errors.New("message addressing too large")
+		if len(w.To) > maxRecipients {
+			return errors.New("too many recipients")
+		}
+		if w.FromDID != "" {
+			if err := validDID(w.FromDID); err != nil {
+				return err
+			}
 		}
 		for _, h := range append([]string{w.From}, w.To...) {
 			if err := validHandle(h); err != nil {
