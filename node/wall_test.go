@@ -412,7 +412,8 @@ func TestWallLargeRosterStaysOnline(t *testing.T) {
 // handle, so that each ack tells which message it is for.
 func TestWallMessageOrderAcrossNodes(t *testing.T) {
 	m := newMesh(t)
-	b, c := m.join(), m.join()
+	b := m.joinWith(func(c *Config) { c.Wall.SocketBurst = 1000 })
+	c := m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
 	rx := dialWall(t, c, id, q("agent", "rx"))
 	rx.next("welcome")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -35,6 +36,7 @@ type Host struct {
 	topics map[string]*Topic
 
 	rendezvous *registry // nil unless this node is a rendezvous node
+	scores     atomic.Pointer[map[peer.ID]float64]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

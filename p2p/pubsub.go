@@ -10,7 +10,6 @@ import (
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"golang.org/x/time/rate"
 )
 
 // maxMessageSize bounds any gossipsub message; topics set tighter limits.
@@ -56,6 +55,7 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithPeerOutboundQueueSize(outboundQueue),
 		pubsub.WithPeerExchange(h.cfg.DHTServer),
 		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
+		pubsub.WithPeerScoreInspect(func(s map[peer.ID]float64) { h.scores.Store(&s) }, time.Second),
 		pubsub.WithLogger(h.cfg.Logger),
 	)
 }
@@ -84,6 +84,15 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 		AcceptPXThreshold:           5,
 		OpportunisticGraftThreshold: 3,
 	}
+}
+
+// PeerScore is peer p's gossipsub score as this node last computed it
+// (each second); 0 for a peer it does not score.
+func (h *Host) PeerScore(p peer.ID) float64 {
+	if s := h.scores.Load(); s != nil {
+		return (*s)[p]
+	}
+	return 0
 }
 
 // topicScoreParams: each invalid message a peer forwards costs it 50 points
@@ -116,10 +125,12 @@ var ErrIgnore = errors.New("p2p: ignore message")
 type TopicConfig struct {
 	// MaxSize drops larger messages (and penalises their forwarder).
 	MaxSize int
-	// RatePerPeer, if positive, bounds the messages per second accepted
-	// from each forwarding peer (Burst at once); the excess is ignored.
-	RatePerPeer float64
-	Burst       int
+	// RatePerOrigin, if positive, bounds the messages per second accepted
+	// from each origin (Burst at once), however they come. The excess is
+	// dropped: ignored as long as the origin stays within twice the limit,
+	// rejected (penalising the forwarder) beyond (originLimits).
+	RatePerOrigin float64
+	Burst         int
 	// Validate checks a message from its authenticated origin. An error
 	// rejects it (penalising the forwarder); ErrIgnore drops it quietly.
 	// What it returns reaches Deliver as Message.Value, so that a message
@@ -191,26 +202,27 @@ func (h *Host) Join(name string, cfg TopicConfig) (*Topic, error) {
 }
 
 func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
-	var limiters sync.Map // peer.ID -> *rate.Limiter
-	return func(_ context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	limits := newOriginLimits(cfg.RatePerOrigin, cfg.Burst)
+	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		if len(m.Data) > cfg.MaxSize {
 			tp.drop(DropTooLarge)
 			return pubsub.ValidationReject
 		}
-		if cfg.RatePerPeer > 0 && from != self {
-			l, _ := limiters.LoadOrStore(from, rate.NewLimiter(rate.Limit(cfg.RatePerPeer), max(cfg.Burst, 1)))
-			if !l.(*rate.Limiter).Allow() {
+		origin, err := peer.IDFromBytes(m.From)
+		if err != nil {
+			tp.drop(DropInvalid)
+			return pubsub.ValidationReject
+		}
+		if origin != self {
+			if res := limits.check(origin); res != pubsub.ValidationAccept {
 				tp.drop(DropRate)
-				return pubsub.ValidationIgnore
+				return res
 			}
 		}
 		if cfg.Validate == nil {
 			return pubsub.ValidationAccept
 		}
-		origin, err := peer.IDFromBytes(m.From)
-		if err == nil {
-			m.ValidatorData, err = cfg.Validate(origin, m.Data)
-		}
+		m.ValidatorData, err = cfg.Validate(origin, m.Data)
 		switch {
 		case err == nil:
 			return pubsub.ValidationAccept

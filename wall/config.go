@@ -20,8 +20,20 @@ const (
 	DefaultPresenceTimeout = 15 * time.Second
 	DefaultAckWindow       = 2 * time.Second
 	DefaultSyncTimeout     = 2 * time.Second
-	DefaultPeerRate        = 500
 	DefaultPingInterval    = 30 * time.Second
+	// A socket may send DefaultSocketRate messages a second, in bursts of
+	// DefaultSocketBurst: more than a person types, enough for an agent
+	// streaming deltas.
+	DefaultSocketRate  = 50
+	DefaultSocketBurst = 100
+	// DefaultRoomRate bounds the messages a node publishes in one cluster
+	// a second, from all its sockets (bursts of twice that).
+	DefaultRoomRate = 500
+	// DefaultPeerRate bounds the topic messages a node takes a second from
+	// another node in one cluster (bursts of twice that): well above what
+	// an honest node publishes (DefaultRoomRate messages, deltaRate
+	// presence deltas and a beat).
+	DefaultPeerRate = 2000
 )
 
 // Tuning holds the wall's timings, queue bounds and rates. Zero fields
@@ -39,8 +51,19 @@ type Tuning struct {
 	SyncTimeout time.Duration
 	// SendQueue is how many frames may wait for a slow client.
 	SendQueue int
+	// SocketRate and SocketBurst bound the messages one socket sends; a
+	// message over them gets a rate_limited error frame.
+	SocketRate  float64
+	SocketBurst int
+	// RoomRate bounds the messages all sockets of one cluster on this node
+	// send per second (bursts of twice that); a message over it gets a
+	// rate_limited error frame.
+	RoomRate float64
 	// PeerRate is how many topic messages per second a cluster accepts
-	// from one forwarding node; the excess is dropped.
+	// from one other node (its origin, whoever forwards them), in bursts
+	// of twice that. The excess is dropped; a node that keeps sending
+	// more than twice that is taken for a flooder and loses gossipsub
+	// score. Keep it well above RoomRate.
 	PeerRate float64
 	// PingInterval is how often sockets are pinged; one that has not
 	// answered by the next ping is closed.
@@ -61,8 +84,16 @@ func (t *Tuning) fill() {
 	if t.SendQueue <= 0 {
 		t.SendQueue = DefaultSendQueue
 	}
-	if t.PeerRate <= 0 {
-		t.PeerRate = DefaultPeerRate
+	defRate := func(r *float64, v float64) {
+		if *r <= 0 {
+			*r = v
+		}
+	}
+	defRate(&t.SocketRate, DefaultSocketRate)
+	defRate(&t.RoomRate, DefaultRoomRate)
+	defRate(&t.PeerRate, DefaultPeerRate)
+	if t.SocketBurst <= 0 {
+		t.SocketBurst = DefaultSocketBurst
 	}
 }
 

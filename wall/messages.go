@@ -31,7 +31,7 @@ const maxReceipt = 1 << 16
 // every node reported its deliveries (or AckWindow passed). A frame that
 // cannot be sent gets an error frame instead of an ack.
 func (r *room) handleSend(s *socket, data []byte) {
-	snd, err := decodeFrame(data)
+	snd, err := r.admitSend(s, data)
 	if err != nil {
 		fe := err.(*frameError)
 		s.send(outFrame{data: errorFrameBytes(fe.code, "%s", fe.detail)})
@@ -63,6 +63,35 @@ func (r *room) handleSend(s *socket, data []byte) {
 	p.local.seal()
 	r.svc.metrics.messages.Inc()
 	r.queueAck(s, p)
+}
+
+// maxUnacked bounds the sends of one socket awaiting their acks.
+const maxUnacked = 256
+
+// admitSend decodes a frame from socket s and checks it is within the
+// socket's and the room's limits.
+func (r *room) admitSend(s *socket, data []byte) (send, error) {
+	cfg := &r.svc.cfg
+	if !s.sendLimit.Allow() {
+		r.svc.metrics.limited.Inc()
+		return send{}, badFrame("rate_limited", "at most %g messages a second from one socket (bursts of %d): this one was not sent", cfg.SocketRate, cfg.SocketBurst)
+	}
+	snd, err := decodeFrame(data)
+	if err != nil {
+		return snd, err
+	}
+	s.mu.Lock()
+	unacked := len(s.unacked)
+	s.mu.Unlock()
+	if unacked >= maxUnacked {
+		r.svc.metrics.limited.Inc()
+		return send{}, badFrame("rate_limited", "%d messages of this socket await their acks: this one was not sent", unacked)
+	}
+	if !r.sendLimit.Allow() {
+		r.svc.metrics.limited.Inc()
+		return send{}, badFrame("rate_limited", "the cluster's traffic through this node is at its limit (%g messages a second): this one was not sent", cfg.RoomRate)
+	}
+	return snd, nil
 }
 
 // publishMessage numbers w in the room's sequence and publishes it; the

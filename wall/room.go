@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 
 	"github.com/agentmesh/mesh/p2p"
 )
@@ -38,6 +39,9 @@ type room struct {
 
 	pubMu sync.Mutex    // keeps messages published in sequence order
 	seq   atomic.Uint64 // messages published
+	// sendLimit bounds the messages the room's sockets send (RoomRate),
+	// deltaLimit the presence deltas it publishes (deltaRate).
+	sendLimit, deltaLimit *rate.Limiter
 
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
@@ -56,7 +60,9 @@ func topicName(id string) string { return "mesh/wall/1/" + id }
 func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
-		epoch: mrand.Uint64() | 1}
+		epoch:      mrand.Uint64() | 1,
+		sendLimit:  rate.NewLimiter(rate.Limit(svc.cfg.RoomRate), max(1, int(2*svc.cfg.RoomRate))),
+		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
 	if !cl.Public() {
 		r.seal, r.memberKey = newSealer(cl.ID, token), memberKey(cl.ID, token)
 	}
@@ -81,8 +87,8 @@ func (r *room) goroutine(fn func()) {
 func (r *room) start(first *member) error {
 	defer close(r.ready)
 	t, err := r.svc.cfg.Host.Join(topicName(r.cl.ID), p2p.TopicConfig{
-		MaxSize:     maxWire + 64,
-		RatePerPeer: r.svc.cfg.PeerRate, Burst: 2 * int(r.svc.cfg.PeerRate),
+		MaxSize:       maxWire + 64,
+		RatePerOrigin: r.svc.cfg.PeerRate, Burst: max(1, int(2*r.svc.cfg.PeerRate)),
 		Validate: r.validate,
 		Deliver:  r.deliver,
 	})
@@ -97,9 +103,7 @@ func (r *room) start(first *member) error {
 		r.mu.Unlock()
 	}
 	r.sync()
-	if join != nil {
-		r.publish(*join) // for nodes the roster exchange missed
-	}
+	r.publishDelta(join) // for nodes the roster exchange missed
 	r.goroutine(r.maintain)
 	return nil
 }
@@ -188,6 +192,18 @@ func (r *room) publish(w wireMsg) error {
 	return err
 }
 
+// deltaRate bounds the presence deltas a room publishes a second (bursts
+// of twice that): past it, as in a storm of joins, deltas are left out and
+// the other nodes catch up at the next beat (roster.go).
+const deltaRate = 100
+
+// publishDelta publishes presence delta w (if any), unless over deltaRate.
+func (r *room) publishDelta(w *wireMsg) {
+	if w != nil && r.deltaLimit.Allow() {
+		r.publish(*w)
+	}
+}
+
 // validate checks a topic message from another node: it opens (for a
 // private cluster, proving the sender holds the token) and is well formed.
 func (r *room) validate(origin peer.ID, data []byte) (any, error) {
@@ -244,9 +260,7 @@ func (r *room) admit(sk *socket) bool {
 		sk.send(outFrame{data: encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did),
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})})
 	})
-	if join != nil {
-		r.publish(*join)
-	}
+	r.publishDelta(join)
 	return admitted
 }
 
@@ -262,8 +276,8 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 		leave = r.removeLocked(sk)
 		empty = len(r.sockets) == 0
 	})
-	if leave != nil && !empty {
-		r.publish(*leave)
+	if !empty {
+		r.publishDelta(leave)
 	}
 	return empty
 }

@@ -1,7 +1,6 @@
 package wall
 
 import (
-	"context"
 	"errors"
 	"net"
 	"runtime"
@@ -11,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
+	"golang.org/x/time/rate"
 )
 
 // Socket limits.
@@ -46,9 +46,8 @@ type socket struct {
 	owner  bool
 	limit  int             // send queue bound
 	wg     *sync.WaitGroup // owns the socket's goroutines
-
-	ctx    context.Context // ends when the socket closes
-	cancel context.CancelFunc
+	// sendLimit bounds the messages the client sends (SocketRate).
+	sendLimit *rate.Limiter
 
 	mu      sync.Mutex
 	queue   []outFrame
@@ -75,10 +74,9 @@ type closing struct {
 	reason string
 }
 
-func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, limit int) *socket {
-	s := &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: limit}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	return s
+func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, t *Tuning) *socket {
+	return &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: t.SendQueue,
+		sendLimit: rate.NewLimiter(rate.Limit(t.SocketRate), t.SocketBurst)}
 }
 
 func (s *socket) ghost() bool { return s.vis == VisGhost }
@@ -197,7 +195,6 @@ func (s *socket) abort(code ws.StatusCode, reason string) {
 	for _, f := range q {
 		f.d.finish(false)
 	}
-	s.cancel()
 	// Unstick a write blocked on a client that stopped reading.
 	s.conn.conn.SetWriteDeadline(time.Now().Add(time.Second))
 }

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // `mesh bench`; here they must only come out and make sense.
 func TestMeasurementsRun(t *testing.T) {
 	ctx := context.Background()
-	m, err := StartMesh(ctx, 3, nil)
+	m, err := StartMesh(ctx, 3, Unthrottled)
 	if err != nil {
 		t.Fatal(err)
 	}
