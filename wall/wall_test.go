@@ -476,3 +476,54 @@ func TestSendLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestForgedReceipts: an ack counts receipts only from the nodes that
+// served the cluster when the message was sent, one each, each within
+// reason; a raw peer cannot inflate it.
+func TestForgedReceipts(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.AckWindow = time.Minute })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+	bob := h.dial(id, vals("agent", "bob")).listen()
+	bob.next(KindWelcome)
+	room := h.svc.room(id)
+	ids := make(chan string, 10)
+	// serving joins the topic as a node that serves the cluster (it
+	// beats) and reads the ids of the messages sent.
+	serving := func() *p2p.Host {
+		p := rawPeer(t, h)
+		topic, err := p.Join(topicName(id), p2p.TopicConfig{Deliver: func(m p2p.Message) {
+			var w wireMsg
+			if json.Unmarshal(m.Data, &w) == nil && w.T == wireMessage {
+				ids <- w.ID
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, func() bool { return containsPeer(room.topic.Peers(), p.ID()) }, "a raw peer never joined")
+		topic.Publish(context.Background(), encodeWire(nil, sealTopic, wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}))
+		eventually(t, func() bool { room.mu.Lock(); defer room.mu.Unlock(); return room.remote[p.ID()] != nil }, "a raw peer never counted")
+		return p
+	}
+	first, last := serving(), serving()
+	stranger := rawPeer(t, h)
+
+	alice.send("count me")
+	bob.next(KindMessage)
+	msgID := <-ids
+	claim := func(p *p2p.Host, n int) {
+		b, _ := json.Marshal(receipt{Cluster: id, ID: msgID, Delivered: n})
+		if _, err := p.Request(context.Background(), h.host.ID(), receiptProto, b, 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(stranger, 1<<20) // never expected
+	claim(first, 3)
+	claim(first, 1<<20) // a second receipt from the same node
+	claim(last, 1<<30)  // more than a node can deliver
+	if a := alice.next(KindAck); a["delivered"] != float64(1+3+maxReceipt) {
+		t.Fatalf("ack: %v, want bob + 3 + the cap (%d)", a, 1+3+maxReceipt)
+	}
+}
