@@ -527,3 +527,38 @@ func TestForgedReceipts(t *testing.T) {
 		t.Fatalf("ack: %v, want bob + 3 + the cap (%d)", a, 1+3+maxReceipt)
 	}
 }
+
+// TestKeepalive: the server answers a client's pings and pings its
+// sockets: one that answers stays, one that does not is closed.
+func TestKeepalive(t *testing.T) {
+	const every = 500 * time.Millisecond // an answering client has that long to answer
+	h := newHarness(t, func(c *Config) { c.PingInterval = every })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	alive := h.dial(id, vals("agent", "alive")).listen() // reading answers pings
+	alive.next(KindWelcome)
+	mute := h.dial(id, vals("agent", "mute")) // never reads, so never answers
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := alive.conn.Ping(ctx); err != nil {
+		t.Fatalf("the server did not answer a ping: %v", err)
+	}
+	for {
+		p := alive.next(KindPresence)
+		if p["agent"] == "mute" && p["status"] == "offline" {
+			break
+		}
+	}
+	time.Sleep(3 * every)
+	alive.send("still here")
+	if a := alive.next(KindAck); a["delivered"] != 0.0 {
+		t.Fatalf("the answering socket: %v", a)
+	}
+	for { // what it was sent before, then the close
+		if _, _, err := mute.conn.Read(ctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+				t.Fatalf("the mute socket: %v, want closed with 1001", err)
+			}
+			return
+		}
+	}
+}
