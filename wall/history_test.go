@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
@@ -150,5 +151,22 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 		if time.Now().After(deadline) {
 			t.Fatal(msg)
 		}
+	}
+}
+
+// TestLobbyKeepsNoHistory: the lobby has no owner to read a history, so
+// its joins and leaves are not recorded.
+func TestLobbyKeepsNoHistory(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.create(`{"visibility":"public"}`)
+	lobby := h.dial(LobbyID, vals("agent", "visitor")).listen()
+	lobby.next(KindWelcome)
+	lobby.conn.Close(websocket.StatusNormalClosure, "")
+	// Events are reported in order: once a later one is in, the lobby's
+	// would be too.
+	h.dial(cl["cluster_id"].(string), vals("agent", "later")).listen().next(KindWelcome)
+	eventually(t, func() bool { return len(h.historyOf(cl["cluster_id"].(string), cl["token"].(string))) == 1 }, "the later join never recorded")
+	if events, err := h.svc.readEvents(LobbyID, historyKeep); err != nil || len(events) != 0 {
+		t.Fatalf("the lobby's history: %v, %v", events, err)
 	}
 }
