@@ -275,7 +275,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 			s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
 			return
 		}
-		sk.readLoop(func(data []byte) { room.handleSend(sk, data) })
+		sk.readLoop(func(data []byte, refused error) { room.handleSend(sk, data, refused) })
 		s.leave(room, sk)
 	}()
 	return nil

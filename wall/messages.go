@@ -9,10 +9,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// sent is a message a socket here sent, until its ack: its local
-// deliveries, and the receipts of the nodes that served the cluster when
-// it was sent.
+// sent is a frame a socket here sent, until it is answered: for a message,
+// its local deliveries and the receipts of the nodes that served the
+// cluster when it was sent, then an ack; for a refused frame, its error
+// frame.
 type sent struct {
+	refusal  []byte // the error frame of a refused frame
 	id       string
 	ackTo    any
 	local    *delivery
@@ -26,17 +28,50 @@ type sent struct {
 // than one node holds in one cluster.
 const maxReceipt = 1 << 16
 
-// handleSend acts on a frame from socket s: publishes it to the cluster's
-// other nodes, queues it to the addressed sockets here, and acks it once
-// every node reported its deliveries (or AckWindow passed). A frame that
-// cannot be sent gets an error frame instead of an ack.
-func (r *room) handleSend(s *socket, data []byte) {
-	snd, err := r.admitSend(s, data)
-	if err != nil {
-		fe := err.(*frameError)
-		s.send(outFrame{data: errorFrameBytes(fe.code, "%s", fe.detail)})
+// handleSend acts on a frame from socket s (or the reason readLoop refused
+// it): publishes it to the cluster's other nodes, queues it to the
+// addressed sockets here, and acks it once every node reported its
+// deliveries (or AckWindow passed). A frame that is refused or cannot be
+// sent gets an error frame instead of an ack. Answers go out in the order
+// of the frames; while maxUnanswered await theirs, the socket is not read.
+func (r *room) handleSend(s *socket, data []byte, refused error) {
+	if !r.awaitRoom(s) {
 		return
 	}
+	err := refused
+	if err == nil {
+		var snd send
+		if snd, err = r.admitSend(s, data); err == nil {
+			err = r.sendMessage(s, snd)
+		}
+	}
+	if err != nil {
+		fe := err.(*frameError)
+		r.queueAnswer(s, &sent{refusal: errorFrameBytes(fe.code, "%s", fe.detail)})
+	}
+}
+
+// awaitRoom waits until socket s has fewer than maxUnanswered frames awaiting
+// their answer; false if the room closes first.
+func (r *room) awaitRoom(s *socket) bool {
+	for {
+		s.mu.Lock()
+		n := len(s.unanswered)
+		s.mu.Unlock()
+		if n < maxUnanswered {
+			return true
+		}
+		select {
+		case <-s.freed:
+		case <-r.ctx.Done():
+			return false
+		}
+	}
+}
+
+// sendMessage publishes msg from socket s and queues it to the sockets
+// here; the ack follows.
+func (r *room) sendMessage(s *socket, snd send) error {
 	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, To: snd.To,
 		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
 	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
@@ -54,22 +89,22 @@ func (r *room) handleSend(s *socket, data []byte) {
 		r.mu.Lock()
 		delete(r.pending, w.ID)
 		r.mu.Unlock()
-		s.send(outFrame{data: errorFrameBytes("not_sent", "the message could not be relayed to the cluster's other nodes, so it was sent to nobody: %v", err)})
-		return
+		return badFrame("not_sent", "the message could not be relayed to the cluster's other nodes, so it was sent to nobody: %v", err)
 	}
 	r.mu.Lock()
 	r.fanOutLocked(&w, s, p.local)
 	r.mu.Unlock()
 	p.local.seal()
 	r.svc.metrics.messages.Inc()
-	r.queueAck(s, p)
+	r.queueAnswer(s, p)
+	return nil
 }
 
-// maxUnacked bounds the sends of one socket awaiting their acks.
-const maxUnacked = 256
+// maxUnanswered bounds the frames of one socket awaiting their answers.
+const maxUnanswered = 256
 
 // admitSend decodes a frame from socket s and checks it is within the
-// socket's and the room's limits.
+// socket's and the room's rates.
 func (r *room) admitSend(s *socket, data []byte) (send, error) {
 	cfg := &r.svc.cfg
 	if !s.sendLimit.Allow() {
@@ -79,13 +114,6 @@ func (r *room) admitSend(s *socket, data []byte) (send, error) {
 	snd, err := decodeFrame(data)
 	if err != nil {
 		return snd, err
-	}
-	s.mu.Lock()
-	unacked := len(s.unacked)
-	s.mu.Unlock()
-	if unacked >= maxUnacked {
-		r.svc.metrics.limited.Inc()
-		return send{}, badFrame("rate_limited", "%d messages of this socket await their acks: this one was not sent", unacked)
 	}
 	if !r.sendLimit.Allow() {
 		r.svc.metrics.limited.Inc()
@@ -143,10 +171,10 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 	}
 }
 
-// queueAck queues the ack of p behind socket s's earlier ones.
-func (r *room) queueAck(s *socket, p *sent) {
+// queueAnswer queues the answer to p behind socket s's earlier ones.
+func (r *room) queueAnswer(s *socket, p *sent) {
 	s.mu.Lock()
-	s.unacked = append(s.unacked, p)
+	s.unanswered = append(s.unanswered, p)
 	start := !s.acking
 	s.acking = true
 	s.mu.Unlock()
@@ -155,27 +183,36 @@ func (r *room) queueAck(s *socket, p *sent) {
 	}
 }
 
-// ackLoop sends socket s its acks in the order of its sends, each once its
-// message's deliveries are all counted or its deadline passed. It runs
-// while acks are due, so that an idle socket holds no goroutine.
+// ackLoop answers socket s's frames in order: each message's ack once its
+// deliveries are all counted or its deadline passed, each refused frame's
+// error frame. It runs while answers are due, so that an idle socket holds
+// no goroutine.
 func (r *room) ackLoop(s *socket) {
 	for {
 		s.mu.Lock()
-		if len(s.unacked) == 0 {
-			s.acking, s.unacked = false, nil
+		if len(s.unanswered) == 0 {
+			s.acking, s.unanswered = false, nil
 			s.mu.Unlock()
 			return
 		}
-		p := s.unacked[0]
+		p := s.unanswered[0]
 		s.mu.Unlock()
-		n, ok := r.awaitAck(p)
-		if !ok {
-			return // the room closes
+		answer := p.refusal
+		if answer == nil {
+			n, ok := r.awaitAck(p)
+			if !ok {
+				return // the room closes
+			}
+			answer = encodeFrame(ackFrame{Kind: KindAck, To: p.ackTo, Delivered: n})
 		}
 		s.mu.Lock()
-		s.unacked = s.unacked[1:]
+		s.unanswered = s.unanswered[1:]
 		s.mu.Unlock()
-		s.send(outFrame{data: encodeFrame(ackFrame{Kind: KindAck, To: p.ackTo, Delivered: n})})
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+		s.send(outFrame{data: answer})
 	}
 }
 
@@ -187,10 +224,12 @@ func (r *room) awaitAck(p *sent) (int, bool) {
 	for _, done := range []<-chan struct{}{p.local.done, p.complete} {
 		select {
 		case <-done:
+			continue
 		case <-window.C:
 		case <-r.ctx.Done():
 			return 0, false
 		}
+		break // the window passed: the ack says what is counted by now
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -49,13 +49,14 @@ type socket struct {
 	// sendLimit bounds the messages the client sends (SocketRate).
 	sendLimit *rate.Limiter
 
-	mu      sync.Mutex
-	queue   []outFrame
-	writing bool    // a writer goroutine is running
-	closed  bool    // no more frames; the writer closes the connection
-	bye     []byte  // the close frame's payload, written last
-	unacked []*sent // sends awaiting their acks, in order
-	acking  bool    // an ackLoop runs
+	mu         sync.Mutex
+	queue      []outFrame
+	writing    bool          // a writer goroutine is running
+	closed     bool          // no more frames; the writer closes the connection
+	bye        []byte        // the close frame's payload, written last
+	unanswered []*sent       // sends awaiting their answer (ack or error), in order
+	acking     bool          // an ackLoop runs
+	freed      chan struct{} // an answer went out (capacity 1)
 
 	pinged atomic.Int64 // Unix ns of the last keepalive ping
 	ponged atomic.Int64 // Unix ns of the last pong
@@ -76,7 +77,7 @@ type closing struct {
 
 func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, t *Tuning) *socket {
 	return &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: t.SendQueue,
-		sendLimit: rate.NewLimiter(rate.Limit(t.SocketRate), t.SocketBurst)}
+		sendLimit: rate.NewLimiter(rate.Limit(t.SocketRate), t.SocketBurst), freed: make(chan struct{}, 1)}
 }
 
 func (s *socket) ghost() bool { return s.vis == VisGhost }
@@ -205,9 +206,10 @@ func (s *socket) closeAfter(data []byte, code ws.StatusCode, reason string) {
 	s.send(outFrame{data: data, close: &closing{code: code, reason: reason}})
 }
 
-// readLoop hands each client text frame to fn until the connection ends,
-// answering pings and closes on the way.
-func (s *socket) readLoop(fn func(data []byte)) {
+// readLoop hands each client data frame to fn, as a text frame or the
+// reason it is refused, until the connection ends, answering pings and
+// closes on the way.
+func (s *socket) readLoop(fn func(data []byte, refused error)) {
 	control := func(op ws.OpCode, p []byte) {
 		switch op {
 		case ws.OpPing:
@@ -232,15 +234,14 @@ func (s *socket) readLoop(fn func(data []byte)) {
 			s.abort(ws.StatusNormalClosure, "")
 			return
 		case m.size > MaxFrame:
-			s.send(outFrame{data: errorFrameBytes("frame_too_large",
-				"frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame)})
+			fn(nil, badFrame("frame_too_large", "frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame))
 		case m.op != ws.OpText:
-			s.send(outFrame{data: errorFrameBytes("binary_frame", "binary frames are not supported; send JSON text")})
+			fn(nil, badFrame("binary_frame", "binary frames are not supported; send JSON text"))
 		case !utf8.Valid(m.data):
 			s.abort(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in a text frame") // RFC 6455 8.1
 			return
 		default:
-			fn(m.data)
+			fn(m.data, nil)
 		}
 	}
 }

@@ -455,77 +455,66 @@ func TestSendLimits(t *testing.T) {
 			t.Fatalf("%d acks, %d rate_limited; want 1 and 5", acks, limited)
 		}
 	})
-	t.Run("acks awaited", func(t *testing.T) {
-		h := newHarness(t, func(c *Config) { c.SocketBurst, c.AckWindow = 1000, time.Minute })
-		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
-		c := h.dial(id, vals("agent", "c")).listen()
-		c.next(KindWelcome)
-		// A node that serves the cluster but never sends receipts holds
-		// every ack for the whole window.
-		mute := rawPeer(t, h)
-		topic, err := mute.Join(topicName(id), p2p.TopicConfig{})
-		if err != nil {
-			t.Fatal(err)
+	t.Run("answers awaited", func(t *testing.T) {
+		h, c := withMuteNode(t, 2*time.Second)
+		sk := onlySocket(h)
+		for i := range maxUnanswered + 10 {
+			c.send(map[string]any{"payload": i})
 		}
-		room := h.svc.room(id)
-		eventually(t, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
-		topic.Publish(context.Background(), encodeWire(nil, sealTopic, wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}))
-		eventually(t, func() bool { room.mu.Lock(); defer room.mu.Unlock(); return room.remote[mute.ID()] != nil }, "the mute peer never counted")
-		if acks, limited := sendAll(t, maxUnacked+10, c); acks != 0 || limited != 10 {
-			t.Fatalf("%d acks, %d rate_limited; want 0 and 10", acks, limited)
+		// The socket is not read while maxUnanswered frames await answers.
+		eventually(t, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == maxUnanswered },
+			"the socket's unanswered frames never reached the bound")
+		time.Sleep(200 * time.Millisecond)
+		sk.mu.Lock()
+		n := len(sk.unanswered)
+		sk.mu.Unlock()
+		if n > maxUnanswered {
+			t.Fatalf("%d frames await answers, over the bound %d", n, maxUnanswered)
 		}
+		for i := range maxUnanswered + 10 {
+			if a := c.next(KindAck); a["delivered"] != 0.0 {
+				t.Fatalf("ack %d: %v", i, a)
+			}
+		}
+	})
+	t.Run("answers in order", func(t *testing.T) {
+		_, c := withMuteNode(t, time.Second)
+		c.send("held back by the mute node")
+		c.send(`{"to":[],"payload":"refused at once"}`)
+		if f := <-c.frames; f["kind"] != KindAck {
+			t.Fatalf("the refusal overtook the ack: %v", f)
+		}
+		c.next(KindError)
 	})
 }
 
-// TestForgedReceipts: an ack counts receipts only from the nodes that
-// served the cluster when the message was sent, one each, each within
-// reason; a raw peer cannot inflate it.
-func TestForgedReceipts(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.AckWindow = time.Minute })
+// withMuteNode is a node with a socket c in a public cluster that another
+// node serves without ever sending receipts: every ack waits the window.
+func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
+	t.Helper()
+	h := newHarness(t, func(c *Config) { c.SocketBurst, c.AckWindow = 1000, window })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
-	alice := h.dial(id, vals("agent", "alice")).listen()
-	alice.next(KindWelcome)
-	bob := h.dial(id, vals("agent", "bob")).listen()
-	bob.next(KindWelcome)
+	c := h.dial(id, vals("agent", "c")).listen()
+	c.next(KindWelcome)
+	mute := rawPeer(t, h)
+	topic, err := mute.Join(topicName(id), p2p.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	room := h.svc.room(id)
-	ids := make(chan string, 10)
-	// serving joins the topic as a node that serves the cluster (it
-	// beats) and reads the ids of the messages sent.
-	serving := func() *p2p.Host {
-		p := rawPeer(t, h)
-		topic, err := p.Join(topicName(id), p2p.TopicConfig{Deliver: func(m p2p.Message) {
-			var w wireMsg
-			if json.Unmarshal(m.Data, &w) == nil && w.T == wireMessage {
-				ids <- w.ID
-			}
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, func() bool { return containsPeer(room.topic.Peers(), p.ID()) }, "a raw peer never joined")
-		topic.Publish(context.Background(), encodeWire(nil, sealTopic, wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}))
-		eventually(t, func() bool { room.mu.Lock(); defer room.mu.Unlock(); return room.remote[p.ID()] != nil }, "a raw peer never counted")
-		return p
-	}
-	first, last := serving(), serving()
-	stranger := rawPeer(t, h)
+	eventually(t, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
+	topic.Publish(context.Background(), encodeWire(nil, sealTopic, wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}))
+	eventually(t, func() bool { room.mu.Lock(); defer room.mu.Unlock(); return room.remote[mute.ID()] != nil }, "the mute peer never counted")
+	return h, c
+}
 
-	alice.send("count me")
-	bob.next(KindMessage)
-	msgID := <-ids
-	claim := func(p *p2p.Host, n int) {
-		b, _ := json.Marshal(receipt{Cluster: id, ID: msgID, Delivered: n})
-		if _, err := p.Request(context.Background(), h.host.ID(), receiptProto, b, 16); err != nil {
-			t.Fatal(err)
-		}
+// onlySocket is the one socket of the harness's one room.
+func onlySocket(h *harness) *socket {
+	for _, sk := range h.svc.allSockets() {
+		return sk
 	}
-	claim(stranger, 1<<20) // never expected
-	claim(first, 3)
-	claim(first, 1<<20) // a second receipt from the same node
-	claim(last, 1<<30)  // more than a node can deliver
-	if a := alice.next(KindAck); a["delivered"] != float64(1+3+maxReceipt) {
-		t.Fatalf("ack: %v, want bob + 3 + the cap (%d)", a, 1+3+maxReceipt)
-	}
+	h.t.Fatal("no socket")
+	return nil
 }
 
 // TestKeepalive: the server answers a client's pings and pings its
