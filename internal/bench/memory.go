@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // MemoryResult is what idle sockets cost the node's process.
@@ -139,26 +141,27 @@ func rss() uint64 {
 // until stop ends (the parent closes our stdin).
 func HoldClients(ctx context.Context, wsURL string, n int, out io.Writer, stop io.Reader) error {
 	RaiseFileLimit()
-	conns, err := dial(ctx, n, 64, func(i int) string { return wsURL + strconv.Itoa(i) })
-	if err != nil {
-		return err
-	}
-	defer closeAll(conns)
-	var frames atomic.Int64
-	for _, c := range conns {
+	var frames, closed atomic.Int64
+	read := func(c *websocket.Conn) {
 		go func() { // also answers pings
 			for {
 				if _, _, err := c.Read(ctx); err != nil {
+					closed.Add(1)
 					return
 				}
 				frames.Add(1)
 			}
 		}()
 	}
+	conns, err := dial(ctx, n, 64, func(i int) string { return wsURL + strconv.Itoa(i) }, read)
+	if err != nil {
+		return err
+	}
+	defer closeAll(conns)
 	want := int64(n) * int64(n-1) / 2
 	for deadline := time.Now().Add(10 * time.Minute); frames.Load() < want; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d presence frames came", frames.Load(), want)
+		if k := closed.Load(); k > 0 || time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d presence frames came; the node closed %d sockets", frames.Load(), want, k)
 		}
 	}
 	fmt.Fprintln(out, "ready")

@@ -33,8 +33,10 @@ type receiver struct {
 	messages atomic.Int64
 }
 
-// dial opens n sockets, `parallel` at a time, and waits for each welcome.
-func dial(ctx context.Context, n, parallel int, urlOf func(i int) string) ([]*websocket.Conn, error) {
+// dial opens n sockets, `parallel` at a time, and waits for each welcome;
+// then, if set, opened(c) takes over reading c (at once: a socket left
+// unread while the others open would fall behind on presence frames).
+func dial(ctx context.Context, n, parallel int, urlOf func(i int) string, opened func(c *websocket.Conn)) ([]*websocket.Conn, error) {
 	conns := make([]*websocket.Conn, n)
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -58,6 +60,9 @@ func dial(ctx context.Context, n, parallel int, urlOf func(i int) string) ([]*we
 				return
 			}
 			conns[i] = c
+			if opened != nil {
+				opened(c)
+			}
 		})
 	}
 	wg.Wait()
@@ -104,7 +109,7 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 	if err != nil {
 		return FanoutResult{}, err
 	}
-	conns, err := dial(ctx, o.Receivers, 64, func(i int) string { return WSURL(base, id, "r"+strconv.Itoa(i), nil) })
+	conns, err := dial(ctx, o.Receivers, 64, func(i int) string { return WSURL(base, id, "r"+strconv.Itoa(i), nil) }, nil)
 	if err != nil {
 		return FanoutResult{}, err
 	}
@@ -214,7 +219,7 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 	if err != nil {
 		return LatencyResult{}, err
 	}
-	conns, err := dial(ctx, len(bases)-1, 4, func(i int) string { return WSURL(bases[i+1], id, "rx"+strconv.Itoa(i), nil) })
+	conns, err := dial(ctx, len(bases)-1, 4, func(i int) string { return WSURL(bases[i+1], id, "rx"+strconv.Itoa(i), nil) }, nil)
 	if err != nil {
 		return LatencyResult{}, err
 	}
