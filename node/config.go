@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // Version is the node software version, reported by /health.
@@ -66,6 +67,9 @@ type Config struct {
 	Now func() time.Time `json:"-"`
 	// Agent, when set, embeds an agent in the node (see AgentConfig).
 	Agent *AgentConfig `json:"-"`
+	// Wall tunes the cluster wall's timings, queues and rates; zero fields
+	// take the wall's defaults (see wall.Tuning).
+	Wall wall.Tuning `json:"-"`
 }
 
 // DefaultConfig returns the configuration of `mesh node` without flags.

@@ -63,7 +63,17 @@ func (m *mesh) start(cfg Config) *Node {
 // until it has caught up.
 func (m *mesh) join() *Node {
 	m.t.Helper()
-	n := m.start(m.config(m.t.TempDir(), RoleNode))
+	return m.joinWith(nil)
+}
+
+// joinWith is join, with tweak (if set) editing the node's config.
+func (m *mesh) joinWith(tweak func(*Config)) *Node {
+	m.t.Helper()
+	cfg := m.config(m.t.TempDir(), RoleNode)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	n := m.start(cfg)
 	m.waitCaughtUp(n)
 	return n
 }

@@ -155,20 +155,35 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestCloseLeavesNoGoroutines: a mesh whose nodes hold sockets of one
+// cluster, on two nodes, with messages acked across them, ends every
+// goroutine it started when its nodes close: rooms, sockets, acks,
+// receipts, topics, streams.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	for range 3 {
-		cfg := testConfig(t, t.TempDir())
-		n, _ := New(cfg)
-		if err := n.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		call(t, n, "GET", "/health", "")
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	x := dialWall(t, b, id, q("agent", "x"))
+	x.next("welcome")
+	y := dialWall(t, c, id, q("agent", "y"))
+	y.next("welcome")
+	x.send("hi")
+	y.next("message")
+	x.next("ack")
+	y.send(map[string]any{"to": "x", "payload": "hi back"})
+	x.next("message")
+	y.next("ack")
+	for _, n := range []*Node{c, b, m.boot} {
 		n.Close()
 		n.Close() // twice is fine
 	}
+	for _, s := range []*wsClient{x, y} {
+		<-s.done
+		s.conn.CloseNow()
+	}
 	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}

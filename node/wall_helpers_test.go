@@ -65,6 +65,7 @@ func (c *wsClient) read() {
 		if err := json.Unmarshal(data, &f); err != nil {
 			f = map[string]any{"kind": "unparseable", "raw": string(data)}
 		}
+		f["_bytes"] = len(data) // the frame's size on the wire
 		c.frames <- f
 	}
 }

@@ -365,3 +365,267 @@ func mustPeer(t *testing.T, key ed25519.PrivateKey) peer.ID {
 	}
 	return id
 }
+
+// TestWallLargeRosterStaysOnline: a node with more members than one topic
+// message could list (long handles and dids: the roster is well over the
+// topic's size limit) keeps them online on the other nodes, past several
+// presence timeouts.
+func TestWallLargeRosterStaysOnline(t *testing.T) {
+	m := newMesh(t)
+	fast := func(c *Config) { c.Wall.BeatInterval, c.Wall.PresenceTimeout = 200*time.Millisecond, 2*time.Second }
+	b, c := m.joinWith(fast), m.joinWith(fast)
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	obs := dialWall(t, c, id, q("agent", "obs"))
+	obs.next("welcome")
+	const n = 300 // about 110 KB of roster
+	for i := range n {
+		h := fmt.Sprintf("%03d-%s", i, strings.Repeat("h", 60))
+		did := "did:key:z" + strings.Repeat(fmt.Sprintf("%03d", i), 82)
+		dialWall(t, b, id, q("agent", h, "did", did)).next("welcome")
+	}
+	online := map[string]bool{}
+	for len(online) < n {
+		p := obs.next("presence")
+		if p["status"] != "online" {
+			t.Fatalf("while members joined: %v", p)
+		}
+		online[p["agent"].(string)] = true
+	}
+	// Three presence timeouts: no member may go offline.
+	for end := time.After(6 * time.Second); ; {
+		select {
+		case f := <-obs.frames:
+			t.Fatalf("after every member joined, obs got %v", f)
+		case <-end:
+		}
+		break
+	}
+	late := dialWall(t, c, id, q("agent", "late"))
+	if w := late.next("welcome"); len(w["online"].([]any)) != n+2 {
+		t.Fatalf("late welcome lists %d online, want %d", len(w["online"].([]any)), n+2)
+	}
+}
+
+// TestWallMessageOrderAcrossNodes: a burst from one sender reaches a
+// socket on another node in the order sent, and the sender's acks come in
+// that order too. Messages go in turn to the receiver and to an absent
+// handle, so that each ack tells which message it is for.
+func TestWallMessageOrderAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b := m.joinWith(func(c *Config) { c.Wall.SocketBurst = 1000 })
+	c := m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	rx := dialWall(t, c, id, q("agent", "rx"))
+	rx.next("welcome")
+	tx := dialWall(t, b, id, q("agent", "tx"))
+	tx.next("welcome")
+	const n = 500
+	to := func(i int) string { return []string{"rx", "nobody"}[i%2] }
+	for i := range n {
+		tx.send(fmt.Sprintf(`{"to":%q,"payload":%d}`, to(i), i))
+	}
+	for i := 0; i < n; i += 2 {
+		if f := rx.next("message"); f["payload"] != float64(i) {
+			t.Fatalf("want message %d of the burst, got %v", i, f)
+		}
+	}
+	for i := range n {
+		if a := tx.next("ack"); a["to"] != to(i) || a["delivered"] != float64(1-i%2) {
+			t.Fatalf("want the ack of message %d (to %s), got %v", i, to(i), a)
+		}
+	}
+}
+
+// TestWallFastReconnect: a client that drops its only socket and connects
+// again at once, many times, is admitted every time, and its node stays
+// findable: a member joining on another node sees it online.
+func TestWallFastReconnect(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	var s *wsClient
+	for i := range 30 {
+		if s != nil {
+			s.conn.CloseNow()
+		}
+		s = dialWall(t, b, id, q("agent", "cycler"))
+		select {
+		case f, ok := <-s.frames:
+			if !ok || f["kind"] != "welcome" {
+				t.Fatalf("cycle %d: %v (closed with %v)", i, f, s.status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("cycle %d: no welcome", i)
+		}
+	}
+	w := dialWall(t, c, id, q("agent", "other"))
+	if f := w.next("welcome"); !slices.Contains(f["online"].([]any), any("cycler")) {
+		t.Fatalf("a member joining on another node does not see the cycler: %v", f)
+	}
+}
+
+// TestWallPayloadNotInflated: a payload full of characters JSON may
+// escape for HTML ('<', '>', '&') crosses nodes byte for byte, at its own
+// size, just under the frame limit.
+func TestWallPayloadNotInflated(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	here := dialWall(t, b, id, q("agent", "here"))
+	here.next("welcome")
+	there := dialWall(t, c, id, q("agent", "there"))
+	there.next("welcome")
+	tx := dialWall(t, b, id, q("agent", "tx"))
+	tx.next("welcome")
+	text := strings.Repeat("<&>", 20_000)
+	tx.send(`{"payload":"` + text + `"}`)
+	for _, rx := range []*wsClient{here, there} {
+		f := rx.next("message")
+		if f["payload"] != text || f["_bytes"].(int) > len(text)+200 {
+			t.Fatalf("received a %v-byte frame, payload intact %v", f["_bytes"], f["payload"] == text)
+		}
+	}
+	if a := tx.next("ack"); a["delivered"] != 2.0 {
+		t.Fatalf("ack: %v", a)
+	}
+}
+
+// TestWallDirectToSeveralAcrossNodes: a message to several handles reaches
+// each addressed socket, on either node, with its own handle in "to", and
+// nobody else; the ack counts them and echoes the list.
+func TestWallDirectToSeveralAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	clients := map[string]*wsClient{}
+	for _, who := range []struct {
+		n      *Node
+		handle string
+	}{{b, "alice"}, {b, "carol"}, {c, "bob"}, {c, "dave"}} {
+		clients[who.handle] = dialWall(t, who.n, id, q("agent", who.handle))
+		clients[who.handle].next("welcome")
+	}
+	clients["alice"].send(map[string]any{"to": []string{"bob", "carol", "nobody"}, "payload": "psst"})
+	for _, h := range []string{"bob", "carol"} {
+		if f := clients[h].next("message"); f["to"] != h || f["payload"] != "psst" || f["from"] != "alice" {
+			t.Fatalf("%s got %v", h, f)
+		}
+	}
+	if a := clients["alice"].next("ack"); a["delivered"] != 2.0 || fmt.Sprint(a["to"]) != "[bob carol nobody]" {
+		t.Fatalf("ack: %v", a)
+	}
+	clients["dave"].quiet(300 * time.Millisecond)
+}
+
+// TestWallBadFramesAcrossNodes: a frame over 64 KiB and an empty "to" get
+// an error frame and reach no node; an object with other keys crosses as
+// content; the socket stays usable.
+func TestWallBadFramesAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	alice := dialWall(t, b, id, q("agent", "alice"))
+	alice.next("welcome")
+	bob := dialWall(t, c, id, q("agent", "bob"))
+	bob.next("welcome")
+	alice.send(`"` + strings.Repeat("x", 64<<10) + `"`)
+	if e := alice.next("error"); e["code"] != "frame_too_large" {
+		t.Fatalf("64 KiB frame: %v", e)
+	}
+	alice.send(`{"to":[],"payload":"to nobody, not to all"}`)
+	if e := alice.next("error"); e["code"] != "empty_to" {
+		t.Fatalf("empty to: %v", e)
+	}
+	alice.send(`{"kind":"note","to":"bob","payload":"x"}`)
+	if f := bob.next("message"); f["to"] != nil || fmt.Sprint(f["payload"]) != "map[kind:note payload:x to:bob]" {
+		t.Fatalf("an object with other keys: %v", f)
+	}
+	alice.next("ack")
+	alice.send("still here")
+	if f := bob.next("message"); f["payload"] != "still here" {
+		t.Fatalf("after the refused frames bob got %v", f)
+	}
+}
+
+// TestWallSlowConsumerAcrossNodes: a client on one node that stops reading
+// is disconnected (1008) once its send queue fills, while a sender on
+// another node and a reader next to it carry on.
+func TestWallSlowConsumerAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	quick := func(cfg *Config) { cfg.Wall.AckWindow = 400 * time.Millisecond } // acks need not wait for the stuck socket long
+	b := m.joinWith(quick)
+	c := m.joinWith(func(cfg *Config) { quick(cfg); cfg.Wall.SendQueue = 4 })
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slow, _, err := websocket.Dial(ctx, wsURL(c, id, q("agent", "slow")), nil) // never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.CloseNow()
+	fast := dialWall(t, c, id, q("agent", "fast"))
+	fast.next("welcome")
+	alice := dialWall(t, b, id, q("agent", "alice"))
+	alice.next("welcome")
+	big := `"` + strings.Repeat("y", 60<<10) + `"`
+	for gone := false; !gone; {
+		if ctx.Err() != nil {
+			t.Fatal("the slow consumer was never disconnected")
+		}
+		alice.send(big)
+		fast.next("message")
+		for f := range alice.frames {
+			if f["kind"] == "presence" && f["agent"] == "slow" && f["status"] == "offline" {
+				gone = true
+			}
+			if f["kind"] == "ack" {
+				break
+			}
+		}
+	}
+	alice.send("after")
+	if f := fast.next("message"); f["payload"] != "after" {
+		t.Fatalf("the room stalled: %v", f)
+	}
+	for {
+		if _, _, err := slow.Read(ctx); err != nil {
+			// 1008 if the close frame got through the full buffers; a
+			// client stuck that long may just see the connection end.
+			if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation && st != -1 {
+				t.Fatalf("slow consumer closed with %v", st)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the slow consumer's connection is still open")
+			}
+			return
+		}
+	}
+}
+
+// TestWallDeleteWithQueryTokenAcrossNodes: DELETE with ?token=<ak_> on one
+// node closes the sockets on every node.
+func TestWallDeleteWithQueryTokenAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := createCluster(t, b, `{}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	onB := dialWall(t, b, id, q("agent", "x", "token", tok))
+	onB.next("welcome")
+	onC := dialWall(t, c, id, q("agent", "y", "token", tok))
+	onC.next("welcome")
+	if st, v := call(t, c, "DELETE", "/v1/clusters/"+id+"?token="+tok, ""); st != 401 || v["code"] != "admin_token_required" {
+		t.Fatalf("delete with ?token=ck_: %d %v", st, v)
+	}
+	if st, v := call(t, c, "DELETE", "/v1/clusters/"+id+"?token="+cl["admin_token"].(string), ""); st != 200 || v["ok"] != true {
+		t.Fatalf("delete with ?token=ak_: %d %v", st, v)
+	}
+	for _, s := range []*wsClient{onB, onC} {
+		if f := s.next("closed"); f["reason"] != "cluster deleted" {
+			t.Fatalf("closed frame: %v", f)
+		}
+		<-s.done
+		if s.status != websocket.StatusNormalClosure {
+			t.Fatalf("closed with %v", s.status)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-datastore"
@@ -41,6 +42,7 @@ type Host struct {
 	rendezvous *registry // nil unless this node is a rendezvous node
 	drops      *prometheus.CounterVec
 	values     *records.ValueStore // reads this node's own DHT values
+	scores     atomic.Pointer[map[peer.ID]float64]
 
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc

@@ -10,11 +10,20 @@ import (
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"golang.org/x/time/rate"
 )
 
 // maxMessageSize bounds any gossipsub message; topics set tighter limits.
 const maxMessageSize = 1 << 20
+
+// validateQueue is how many received messages may wait for validation,
+// and outboundQueue how many may wait to be written to one peer; past
+// them gossipsub drops messages. Their defaults (32) lose a burst (a chat
+// client's, a node's join storm) sent faster than validation or the
+// connection goes; the topics' rate limits bound what comes.
+const (
+	validateQueue = 4096
+	outboundQueue = 1024
+)
 
 // newPubSub starts gossipsub. Parameters, and why:
 //
@@ -42,8 +51,11 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
+		pubsub.WithValidateQueueSize(validateQueue),
+		pubsub.WithPeerOutboundQueueSize(outboundQueue),
 		pubsub.WithPeerExchange(h.cfg.DHTServer),
 		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
+		pubsub.WithPeerScoreInspect(func(s map[peer.ID]float64) { h.scores.Store(&s) }, time.Second),
 		pubsub.WithLogger(h.cfg.Logger),
 	)
 }
@@ -72,6 +84,15 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 		AcceptPXThreshold:           5,
 		OpportunisticGraftThreshold: 3,
 	}
+}
+
+// PeerScore is peer p's gossipsub score as this node last computed it
+// (each second); 0 for a peer it does not score.
+func (h *Host) PeerScore(p peer.ID) float64 {
+	if s := h.scores.Load(); s != nil {
+		return (*s)[p]
+	}
+	return 0
 }
 
 // topicScoreParams: each invalid message a peer forwards costs it 50 points
@@ -110,17 +131,23 @@ var ErrReplay = fmt.Errorf("%w: replayed or already applied", ErrIgnore)
 type TopicConfig struct {
 	// MaxSize drops larger messages (and penalises their forwarder).
 	MaxSize int
-	// RatePerPeer, if positive, bounds the messages per second accepted
-	// from each forwarding peer (Burst at once); the excess is ignored.
-	RatePerPeer float64
-	Burst       int
+	// RatePerOrigin, if positive, bounds the messages per second accepted
+	// from each origin (Burst at once), however they come. The excess is
+	// dropped: ignored as long as the origin stays within twice the limit,
+	// rejected (penalising the forwarder) beyond (originLimits).
+	RatePerOrigin float64
+	Burst         int
 	// Validate checks a message from its authenticated origin. An error
 	// rejects it (penalising the forwarder); ErrIgnore drops it quietly.
 	// What it returns reaches Deliver as Message.Value, so that a message
 	// is decoded once.
 	Validate func(origin peer.ID, data []byte) (any, error)
 	// Deliver receives each valid message, in arrival order, from one
-	// goroutine. Own messages are delivered too.
+	// goroutine. Own messages are delivered too. Validation runs inline
+	// (no goroutine per message), but gossipsub validates on several
+	// workers and a message may come by several paths, so one origin's
+	// messages can arrive out of order: a topic that needs their order
+	// numbers them itself.
 	Deliver func(Message)
 }
 
@@ -153,7 +180,7 @@ func (h *Host) Join(name string, cfg TopicConfig) (*Topic, error) {
 	}
 	tp := &Topic{h: h, name: name, ps: h.ps, done: make(chan struct{})}
 	if err := h.ps.RegisterTopicValidator(name, tp.validator(h.h.ID(), cfg),
-		pubsub.WithValidatorTimeout(5*time.Second)); err != nil {
+		pubsub.WithValidatorInline(true)); err != nil {
 		return nil, fmt.Errorf("p2p: topic %s: %w", name, err)
 	}
 	t, err := h.ps.Join(name)
@@ -181,26 +208,27 @@ func (h *Host) Join(name string, cfg TopicConfig) (*Topic, error) {
 }
 
 func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
-	var limiters sync.Map // peer.ID -> *rate.Limiter
-	return func(_ context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	limits := newOriginLimits(cfg.RatePerOrigin, cfg.Burst)
+	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		if len(m.Data) > cfg.MaxSize {
 			tp.drop(DropTooLarge)
 			return pubsub.ValidationReject
 		}
-		if cfg.RatePerPeer > 0 && from != self {
-			l, _ := limiters.LoadOrStore(from, rate.NewLimiter(rate.Limit(cfg.RatePerPeer), max(cfg.Burst, 1)))
-			if !l.(*rate.Limiter).Allow() {
+		origin, err := peer.IDFromBytes(m.From)
+		if err != nil {
+			tp.drop(DropInvalid)
+			return pubsub.ValidationReject
+		}
+		if origin != self {
+			if res := limits.check(origin); res != pubsub.ValidationAccept {
 				tp.drop(DropRate)
-				return pubsub.ValidationIgnore
+				return res
 			}
 		}
 		if cfg.Validate == nil {
 			return pubsub.ValidationAccept
 		}
-		origin, err := peer.IDFromBytes(m.From)
-		if err == nil {
-			m.ValidatorData, err = cfg.Validate(origin, m.Data)
-		}
+		m.ValidatorData, err = cfg.Validate(origin, m.Data)
 		switch {
 		case err == nil:
 			return pubsub.ValidationAccept

@@ -131,7 +131,20 @@ func TestRendezvousRegistry(t *testing.T) {
 	if got := r.apply("c", rendezvousRequest{NS: "t"}, now.Add(RendezvousTTL+time.Second)); !slices.Equal(got, []peer.ID{"a"}) {
 		t.Fatalf("after b's registration lapsed: %v", got)
 	}
-	r.apply("a", rendezvousRequest{NS: "t", Unregister: true}, now.Add(RendezvousTTL))
+	// b lapsed and a withdrew: neither is found, both served lately.
+	end := now.Add(RendezvousTTL + 2*time.Second)
+	r.apply("a", rendezvousRequest{NS: "t", Unregister: true}, end)
+	if got := r.apply("c", rendezvousRequest{NS: "t"}, end); len(got) != 0 {
+		t.Fatalf("after a withdrew: %v", got)
+	}
+	if !r.served("t", "a", end) || !r.served("t", "b", end) || r.served("t", "c", end) {
+		t.Fatal("served: want a and b (lately), not c (never)")
+	}
+	later := end.Add(servedGrace + time.Second)
+	if r.served("t", "a", later) || r.served("t", "b", later) {
+		t.Fatal("served long after the registrations ended")
+	}
+	r.apply("c", rendezvousRequest{NS: "t"}, later)
 	if len(r.reg) != 0 {
 		t.Fatalf("empty namespaces are dropped: %v", r.reg)
 	}

@@ -23,6 +23,10 @@ const (
 	rendezvousProto = ProtocolPrefix + "/rendezvous/1.0.0"
 	// RendezvousTTL is how long a registration lasts; renew well before.
 	RendezvousTTL = 90 * time.Second
+	// servedGrace is how long after its registration ended (lapsed or
+	// withdrawn) a node still counts as having served a namespace, for
+	// what it reports on its way out (Served).
+	servedGrace = RendezvousTTL
 	// Bounds on what one rendezvous node keeps and returns.
 	maxRendezvousNS    = 100_000
 	maxRendezvousPeers = 1000
@@ -47,7 +51,8 @@ type rendezvousResponse struct {
 	Peers []rendezvousPeer `json:"peers"`
 }
 
-// registry is a rendezvous node's state: namespace -> peer -> expiry.
+// registry is a rendezvous node's state: namespace -> peer -> expiry. A
+// registration that ended stays servedGrace past its expiry, not live.
 type registry struct {
 	mu  sync.Mutex
 	reg map[string]map[peer.ID]time.Time
@@ -60,13 +65,15 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 	defer r.mu.Unlock()
 	peers := r.reg[q.NS]
 	for p, exp := range peers {
-		if now.After(exp) {
+		if now.After(exp.Add(servedGrace)) {
 			delete(peers, p)
 		}
 	}
 	switch {
 	case q.Unregister:
-		delete(peers, from)
+		if exp, ok := peers[from]; ok && now.Before(exp) {
+			peers[from] = now
+		}
 	case q.Register && from != "":
 		if peers == nil && len(r.reg) < maxRendezvousNS {
 			peers = map[peer.ID]time.Time{}
@@ -80,12 +87,21 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 		delete(r.reg, q.NS)
 	}
 	out := make([]peer.ID, 0, len(peers))
-	for p := range peers {
-		if p != from {
+	for p, exp := range peers {
+		if p != from && now.Before(exp) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// served reports whether p is registered in ns, or was less than
+// servedGrace ago.
+func (r *registry) served(ns string, p peer.ID, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	exp, ok := r.reg[ns][p]
+	return ok && now.Before(exp.Add(servedGrace))
 }
 
 // serveRendezvous makes this node a rendezvous node.
@@ -121,6 +137,14 @@ func (h *Host) peerInfos(ids []peer.ID) []rendezvousPeer {
 // put in the peerstore. It fails only when no rendezvous node answered.
 func (h *Host) Rendezvous(ctx context.Context, ns string, register bool) ([]peer.AddrInfo, error) {
 	return h.rendezvousCall(ctx, rendezvousRequest{NS: ns, Register: register})
+}
+
+// Served reports whether peer p is registered under ns at this rendezvous
+// node, or was until recently (servedGrace); always false on a node that
+// is not a rendezvous node. It tells a service whether p plausibly serves
+// what ns names.
+func (h *Host) Served(ns string, p peer.ID) bool {
+	return h.rendezvous != nil && h.rendezvous.served(ns, p, time.Now())
 }
 
 // Unregister withdraws this node's registration under ns.

@@ -55,7 +55,7 @@ const (
 )
 
 var lobby = &Cluster{
-	Record: Record{V: 1, ID: LobbyID, Visibility: Public, Meta: &Meta{
+	Record: Record{V: recordVersion, ID: LobbyID, Visibility: Public, Meta: &Meta{
 		Name: "Lobby", Topic: "#public",
 		Description: "The open lobby: a public cluster every node serves. Say hello.",
 	}},

@@ -92,7 +92,7 @@ func (c *Client) Next(ctx context.Context) (Frame, error) {
 
 // Send sends payload to handles, or to everyone when there are none.
 func (c *Client) Send(ctx context.Context, payload any, to ...string) error {
-	p, err := json.Marshal(payload)
+	p, err := marshal(payload)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (c *Client) Send(ctx context.Context, payload any, to ...string) error {
 	default:
 		v["to"] = to
 	}
-	b, _ := json.Marshal(v)
+	b, _ := marshal(v)
 	return c.conn.Write(ctx, websocket.MessageText, b)
 }
 

@@ -64,10 +64,29 @@ func clusterID(admin ed25519.PublicKey) string {
 	return idPrefix + strings.ToLower(idEncoding.EncodeToString(sum[:15]))
 }
 
-// tokenVerifier lets any node check a member token without being able to
-// derive the wire key from what it stores.
+// memberKey is the Ed25519 key the member token (ck_) of cluster id stands
+// for. Its public half is the record's verifier: any node checks a
+// presented token against it, and the directory checks a token holder's
+// signature (history.go) without ever seeing the token; neither can derive
+// the wire key from it.
+func memberKey(id, token string) ed25519.PrivateKey {
+	return ed25519.NewKeyFromSeed(derive(token, id, "member key", ed25519.SeedSize))
+}
+
+// tokenVerifier is what a record stores to check a member token: the hex
+// public member key.
 func tokenVerifier(id, token string) string {
-	return hex.EncodeToString(derive(token, id, "token verifier", 32))
+	return hex.EncodeToString(memberKey(id, token).Public().(ed25519.PublicKey))
+}
+
+// memberPub is the public member key of the record's token (nil for the
+// lobby, which has no token).
+func (r *Record) memberPub() ed25519.PublicKey {
+	pub, err := hex.DecodeString(r.Verifier)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return nil
+	}
+	return pub
 }
 
 // checkToken reports whether token is the member token of record r.
@@ -99,6 +118,10 @@ func (r *Record) memberToken(credential string) (string, bool) {
 	return string(tok), true
 }
 
+// recordVersion is the version of cluster records: 2 since the verifier
+// is a public key (1 held an HMAC-like digest of the token).
+const recordVersion = 2
+
 // Record is a cluster as its admin signed it.
 type Record struct {
 	V          int    `json:"v"`
@@ -109,7 +132,7 @@ type Record struct {
 	// with the wire key, so that only members read its name.
 	Meta     *Meta  `json:"meta,omitempty"`
 	Sealed   string `json:"sealed,omitempty"`
-	Verifier string `json:"verifier"`
+	Verifier string `json:"verifier"` // tokenVerifier of the member token
 	// TokenWrap is the member token sealed with a key derived from the
 	// admin token, so that the admin can act as a member of a private
 	// cluster (read its history) without the member token at hand.
@@ -166,7 +189,7 @@ func OpenRecord(s Signed) (*Record, error) {
 		return nil, ErrBadRecord.With("cluster record: admin is not a base64 Ed25519 public key")
 	}
 	switch {
-	case r.V != 1:
+	case r.V != recordVersion:
 		return nil, ErrBadRecord.With("cluster record: unknown version %d", r.V)
 	case r.ID != clusterID(pub):
 		return nil, ErrBadRecord.With("cluster record: id does not derive from the admin key")
@@ -176,7 +199,7 @@ func OpenRecord(s Signed) (*Record, error) {
 		return nil, ErrBadRecord.With("cluster record: visibility %q", r.Visibility)
 	case r.Visibility == Public && r.Meta == nil, r.Visibility == Private && r.Meta != nil:
 		return nil, ErrBadRecord.With("cluster record: public clusters carry meta, private ones sealed meta")
-	case len(r.Verifier) != 64:
+	case r.memberPub() == nil:
 		return nil, ErrBadRecord.With("cluster record: bad token verifier")
 	}
 	if r.Meta != nil {
@@ -230,7 +253,7 @@ func newCluster(vis string, meta Meta, created int64) (rec *Record, signed Signe
 	token = newSecret(tokenPrefix)
 	key := adminKey(admin)
 	pub := key.Public().(ed25519.PublicKey)
-	rec = &Record{V: 1, ID: clusterID(pub), Admin: base64.StdEncoding.EncodeToString(pub),
+	rec = &Record{V: recordVersion, ID: clusterID(pub), Admin: base64.StdEncoding.EncodeToString(pub),
 		Visibility: vis, Created: created}
 	rec.Verifier = tokenVerifier(rec.ID, token)
 	rec.TokenWrap = base64.StdEncoding.EncodeToString(newSealer(rec.ID, admin).seal("token wrap", []byte(token)))

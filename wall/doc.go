@@ -19,9 +19,10 @@
 // A node subscribes to a cluster's topic while it has at least one local
 // socket in it, finds the cluster's other nodes through the rendezvous on
 // the bootstrap nodes and asks each for its roster before greeting the
-// socket. Messages, presence deltas and periodic rosters cross on the
-// topic; receipts of deliveries go back to the sender's node on a direct
-// stream, so an ack counts the sockets that actually received the frame.
+// socket. Messages (numbered, so that each node delivers them in the order
+// sent), presence deltas and small periodic beats cross on the topic; full
+// rosters, receipts of deliveries and history go on direct streams, so an
+// ack counts the sockets that actually received the frame.
 // A private cluster's traffic is sealed with a key derived from its member
 // token (ck_): a node that relays the topic without the token reads
 // nothing.

@@ -82,11 +82,25 @@ type errorFrame struct {
 }
 
 func encodeFrame(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("wall: frame does not encode: %v", err)) // our own types always do
 	}
 	return b
+}
+
+// marshal is json.Marshal without HTML escaping, for everything the wall
+// sends: json.Marshal would send each '<', '>' and '&' (payloads
+// included) as six bytes, so that a frame within the limit left the node
+// up to six times larger.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func errorFrameBytes(code, format string, args ...any) []byte {
@@ -123,8 +137,17 @@ func badFrame(code, format string, args ...any) *frameError {
 // broadcast; an object whose keys are only "to" and "payload" is a send,
 // direct when "to" names a handle or handles; any other object, and any
 // other JSON value, is content broadcast as it is. Text that is not JSON
-// is a bare string.
+// is a bare string. The payload, as it will be sent, is at most MaxFrame
+// bytes.
 func decodeFrame(data []byte) (send, error) {
+	s, err := readFrame(data)
+	if err == nil && len(s.Payload) > MaxFrame {
+		err = badFrame("frame_too_large", "the payload is %d bytes as JSON (text that is not JSON is sent as a JSON string, escapes included), over the %d byte limit", len(s.Payload), MaxFrame)
+	}
+	return s, err
+}
+
+func readFrame(data []byte) (send, error) {
 	if len(data) > MaxFrame {
 		return send{}, badFrame("frame_too_large", "frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", len(data), MaxFrame)
 	}
@@ -133,7 +156,7 @@ func decodeFrame(data []byte) (send, error) {
 		return send{}, badFrame("empty_frame", "empty frame")
 	}
 	if !json.Valid(trimmed) {
-		s, _ := json.Marshal(string(data)) // invalid UTF-8 becomes U+FFFD
+		s, _ := marshal(string(data))
 		return send{Payload: s}, nil
 	}
 	if trimmed[0] != '{' {

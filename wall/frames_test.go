@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestDecodeFrame(t *testing.T) {
@@ -35,6 +36,9 @@ func TestDecodeFrame(t *testing.T) {
 		{in: `{"to":"has space","payload":"x"}`, code: "invalid_to"},
 		{in: `   `, code: "empty_frame"},
 		{in: big, code: "frame_too_large"},
+		// Text that is not JSON goes as a JSON string: escapes count.
+		{in: `a<b & "c"`, payload: `"a<b & \"c\""`},
+		{in: strings.Repeat("\x01", MaxFrame/4), code: "frame_too_large"},
 	} {
 		got, err := decodeFrame([]byte(tc.in))
 		name := tc.in
@@ -92,8 +96,9 @@ func FuzzDecodeFrame(f *testing.F) {
 // passes check is safe to fan out.
 func FuzzWire(f *testing.F) {
 	f.Add([]byte(`{"t":"msg","id":"x","from":"a","ts":1,"payload":"hi"}`))
-	f.Add([]byte(`{"t":"roster","members":[{"agent":"a","vis":"public"}]}`))
-	f.Add([]byte(`{"t":"join","member":{"agent":"a","vis":"ghost"}}`))
+	f.Add([]byte(`{"t":"beat","epoch":7,"rev":3,"digest":"00112233445566778899aabbccddeeff"}`))
+	f.Add([]byte(`{"t":"join","member":{"agent":"a","vis":"ghost"},"epoch":7,"rev":4}`))
+	f.Add([]byte(`{"t":"bye"}`))
 	seal := newSealer("c_x", "ck_x")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, s := range []*sealer{nil, seal} {
@@ -101,8 +106,11 @@ func FuzzWire(f *testing.F) {
 			if decodeWire(s, sealTopic, data, &w) != nil || w.check() != nil {
 				continue
 			}
-			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload)) {
+			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload) || !utf8.Valid(w.Payload)) {
 				t.Fatalf("bad message passed: %+v", w)
+			}
+			if (w.T == wireJoin || w.T == wireLeave) && (w.Member == nil || w.Rev == 0) {
+				t.Fatalf("bad delta passed: %+v", w)
 			}
 		}
 	})

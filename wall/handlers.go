@@ -264,7 +264,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 		s.wg.Done()
 		return nil // the upgrader answered the client itself
 	}
-	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, s.cfg.SendQueue)
+	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, &s.cfg.Tuning)
 	// The socket lives on in a goroutine of its own, so that the request's
 	// goroutine, its stack grown by the HTTP machinery, ends here.
 	go func() {
@@ -275,7 +275,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 			s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
 			return
 		}
-		sk.readLoop(func(data []byte) { room.handleSend(sk, data) })
+		sk.readLoop(func(data []byte, refused error) { room.handleSend(sk, data, refused) })
 		s.leave(room, sk)
 	}()
 	return nil

@@ -2,7 +2,10 @@ package wall
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,12 +21,21 @@ import (
 
 // The owner history: the wall keeps no messages, so what an owner audits
 // is who came and went: a join and a leave event for every non-ghost
-// socket, on whatever node. Each node reports its sockets' events to the
-// directory node, which keeps the newest historyKeep of each cluster; a
-// private cluster's events are sealed with its wire key, so the directory
-// holds only ciphertext. Any node serves GET history to a holder of the
-// cluster's token or admin token: it fetches the events from the directory
-// and opens them itself.
+// socket, on whatever node (the lobby, which has no owner, keeps none).
+// Each node reports its sockets' events to the directory node, which keeps
+// the newest historyKeep of each cluster; a private cluster's events are
+// sealed with its wire key, so the directory holds only ciphertext. Any
+// node serves GET history to a holder of the cluster's token or admin
+// token: it fetches the events from the directory and opens them itself.
+//
+// The directory never sees a token, yet serves reads only to token
+// holders: the reading node signs its request with the member key (the
+// record's verifier is its public half), binding the operation, the
+// cluster, its own peer id and the time. It takes appends only from nodes
+// that plausibly serve the cluster (for a private one, a signature by the
+// member key; for a public one, a registration at the rendezvous, which
+// the directory runs, now or lately), at most historyRate events a second
+// per node and cluster, so that no peer floods real events out.
 const (
 	historyProto     = p2p.ProtocolPrefix + "/wall/history/1.0.0"
 	historyKeep      = 1000
@@ -37,6 +49,13 @@ const (
 	historyAppend    = "append"
 	historyRead      = "read"
 	historyRetention = 30 * 24 * time.Hour
+	// historyRate and historyBurst bound the events the directory takes
+	// from one node for one cluster.
+	historyRate  = 20
+	historyBurst = 200
+	// proofSkew bounds the age of a signed history request.
+	proofSkew = 5 * time.Minute
+	proofTag  = "MESHWALLHIST1\n"
 )
 
 // Event is one entry of a cluster's history.
@@ -67,6 +86,29 @@ type historyRequest struct {
 	Cluster string   `json:"cluster"`
 	Events  [][]byte `json:"events,omitempty"`
 	Limit   int      `json:"limit,omitempty"`
+	// At and Sig prove the asking node holds the member token: Sig is the
+	// member key's signature of proofBody, At the Unix ms it was made.
+	At  int64  `json:"at,omitempty"`
+	Sig []byte `json:"sig,omitempty"`
+}
+
+// proofBody is what a history request's signature covers.
+func proofBody(op, cluster string, node peer.ID, at int64) []byte {
+	return []byte(proofTag + op + "\n" + cluster + "\n" + node.String() + "\n" + strconv.FormatInt(at, 10))
+}
+
+// sign proves that node, which sends q, holds key, the member key.
+func (q *historyRequest) sign(key ed25519.PrivateKey, node peer.ID, now time.Time) {
+	q.At = now.UnixMilli()
+	q.Sig = ed25519.Sign(key, proofBody(q.Op, q.Cluster, node, q.At))
+}
+
+// signedBy reports whether q, from node, carries a recent signature by
+// cl's member key.
+func (q *historyRequest) signedBy(cl *Cluster, node peer.ID, now time.Time) bool {
+	pub := cl.memberPub()
+	age := now.Sub(time.UnixMilli(q.At)).Abs()
+	return pub != nil && age <= proofSkew && ed25519.Verify(pub, proofBody(q.Op, q.Cluster, node, q.At), q.Sig)
 }
 
 type historyResponse struct {
@@ -75,17 +117,18 @@ type historyResponse struct {
 
 type pendingEvent struct {
 	cluster string
+	key     ed25519.PrivateKey // a private cluster's member key, else nil
 	body    []byte
 }
 
 // record queues an event of socket sk for the directory; it never blocks.
 func (r *room) record(event string, sk *socket) {
-	if sk.ghost() {
+	if sk.ghost() || r.cl.ID == LobbyID {
 		return
 	}
 	body := encodeWire(r.seal, sealHistory, eventBody{Event: event, Agent: sk.handle, DID: sk.did, Vis: sk.vis})
 	select {
-	case r.svc.events <- pendingEvent{cluster: r.cl.ID, body: body}:
+	case r.svc.events <- pendingEvent{cluster: r.cl.ID, key: r.memberKey, body: body}:
 	default:
 		r.svc.log.Warn("history queue full: event dropped", "cluster", r.cl.ID)
 	}
@@ -100,31 +143,39 @@ func (s *Service) reportEvents() {
 			return
 		case first = <-s.events:
 		}
-		batch := map[string][][]byte{first.cluster: {first.body}}
+		batch := map[string][]pendingEvent{first.cluster: {first}}
 	drain:
 		for range historyBatch - 1 {
 			select {
 			case e := <-s.events:
-				batch[e.cluster] = append(batch[e.cluster], e.body)
+				batch[e.cluster] = append(batch[e.cluster], e)
 			default:
 				break drain
 			}
 		}
-		for id, bodies := range batch {
-			if err := s.appendHistory(id, bodies); err != nil {
-				s.log.Debug("history events not recorded", "cluster", id, "n", len(bodies), "err", err)
+		for id, events := range batch {
+			if err := s.appendHistory(id, events); err != nil {
+				s.log.Warn("history events not recorded", "cluster", id, "n", len(events), "err", err)
 			}
 		}
 	}
 }
 
-func (s *Service) appendHistory(id string, bodies [][]byte) error {
+func (s *Service) appendHistory(id string, events []pendingEvent) error {
+	bodies := make([][]byte, len(events))
+	for i, e := range events {
+		bodies[i] = e.body
+	}
 	if s.isDirectory() {
 		return s.storeEvents(id, s.cfg.Host.ID(), bodies)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	req, _ := json.Marshal(historyRequest{Op: historyAppend, Cluster: id, Events: bodies})
+	q := historyRequest{Op: historyAppend, Cluster: id, Events: bodies}
+	if key := events[0].key; key != nil {
+		q.sign(key, s.cfg.Host.ID(), s.cfg.Now())
+	}
+	req, _ := json.Marshal(q)
 	_, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, 64)
 	return err
 }
@@ -217,20 +268,37 @@ func (s *Service) dropHistory(id string) {
 	}
 }
 
+// errHistoryRefused: the directory does not take a history request from
+// this node (it resets the stream).
+var errHistoryRefused = errors.New("wall: history request refused")
+
 // serveHistory is the directory's side of historyProto.
 func (s *Service) serveHistory(_ context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	var q historyRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
 	}
+	cl, err := s.cfg.Catalog.Get(q.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
 	switch q.Op {
 	case historyAppend:
-		if len(q.Events) > historyBatch {
-			q.Events = q.Events[:historyBatch]
+		serving := s.cfg.Host.Served(topicName(cl.ID), from)
+		if !cl.Public() {
+			serving = q.signedBy(cl, from, now)
 		}
-		return []byte{}, s.storeEvents(q.Cluster, from, q.Events)
+		if !serving || cl.ID == LobbyID {
+			return nil, fmt.Errorf("%w: append from %s, which does not serve %s", errHistoryRefused, from, cl.ID)
+		}
+		events := q.Events[:min(len(q.Events), historyBatch)]
+		return []byte{}, s.storeEvents(cl.ID, from, events[:s.appendLimits.take(from, cl.ID, len(events))])
 	case historyRead:
-		events, err := s.readEvents(q.Cluster, min(max(q.Limit, 1), historyKeep))
+		if !q.signedBy(cl, from, now) {
+			return nil, fmt.Errorf("%w: read from %s without the member key's signature", errHistoryRefused, from)
+		}
+		events, err := s.readEvents(cl.ID, min(max(q.Limit, 1), historyKeep))
 		if err != nil {
 			return nil, err
 		}
@@ -239,12 +307,15 @@ func (s *Service) serveHistory(_ context.Context, from peer.ID, raw []byte) ([]b
 	return nil, httpx.ErrInvalid
 }
 
-// fetchEvents gets a cluster's stored events from the directory.
-func (s *Service) fetchEvents(ctx context.Context, id string, limit int) ([]storedEvent, error) {
+// fetchEvents gets a cluster's stored events from the directory, proving
+// with token (the member token) that this node may read them.
+func (s *Service) fetchEvents(ctx context.Context, id, token string, limit int) ([]storedEvent, error) {
 	if s.isDirectory() {
 		return s.readEvents(id, limit)
 	}
-	req, _ := json.Marshal(historyRequest{Op: historyRead, Cluster: id, Limit: limit})
+	q := historyRequest{Op: historyRead, Cluster: id, Limit: limit}
+	q.sign(memberKey(id, token), s.cfg.Host.ID(), s.cfg.Now())
+	req, _ := json.Marshal(q)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, maxHistoryResp)
@@ -274,7 +345,7 @@ func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
 			return httpx.ErrInvalid.With("limit must be an integer from 1 to %d", historyKeep)
 		}
 	}
-	stored, err := s.fetchEvents(r.Context(), cl.ID, limit)
+	stored, err := s.fetchEvents(r.Context(), cl.ID, tok, limit)
 	if err != nil {
 		return err
 	}

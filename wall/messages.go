@@ -9,38 +9,73 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// pendingAck is a message sent from here whose ack waits for receipts from
-// the nodes that served the cluster when it was sent.
-type pendingAck struct {
-	expect   map[peer.ID]bool
-	got      map[peer.ID]bool
-	remote   int           // deliveries the receipts report
-	complete chan struct{} // closed once every expected node answered
+// sent is a frame a socket here sent, until it is answered: for a message,
+// its local deliveries and the receipts of the nodes that served the
+// cluster when it was sent, then an ack; for a refused frame, its error
+// frame.
+type sent struct {
+	refusal  []byte // the error frame of a refused frame
+	id       string
+	ackTo    any
+	local    *delivery
+	expect   map[peer.ID]bool // nodes whose receipt is still due
+	remote   int              // deliveries the receipts report
+	complete chan struct{}    // closed once every expected node answered
+	deadline time.Time        // when the ack goes, complete or not
 }
 
-func (p *pendingAck) answered() bool {
-	for n := range p.expect {
-		if !p.got[n] {
+// maxReceipt bounds the deliveries one receipt may claim: more sockets
+// than one node holds in one cluster.
+const maxReceipt = 1 << 16
+
+// handleSend acts on a frame from socket s (or the reason readLoop refused
+// it): publishes it to the cluster's other nodes, queues it to the
+// addressed sockets here, and acks it once every node reported its
+// deliveries (or AckWindow passed). A frame that is refused or cannot be
+// sent gets an error frame instead of an ack. Answers go out in the order
+// of the frames; while maxUnanswered await theirs, the socket is not read.
+func (r *room) handleSend(s *socket, data []byte, refused error) {
+	if !r.awaitRoom(s) {
+		return
+	}
+	err := refused
+	if err == nil {
+		var snd send
+		if snd, err = r.admitSend(s, data); err == nil {
+			err = r.sendMessage(s, snd)
+		}
+	}
+	if err != nil {
+		fe := err.(*frameError)
+		r.queueAnswer(s, &sent{refusal: errorFrameBytes(fe.code, "%s", fe.detail)})
+	}
+}
+
+// awaitRoom waits until socket s has fewer than maxUnanswered frames awaiting
+// their answer; false if the room closes first.
+func (r *room) awaitRoom(s *socket) bool {
+	for {
+		s.mu.Lock()
+		n := len(s.unanswered)
+		s.mu.Unlock()
+		if n < maxUnanswered {
+			return true
+		}
+		select {
+		case <-s.freed:
+		case <-r.ctx.Done():
 			return false
 		}
 	}
-	return true
 }
 
-// handleSend acts on a frame from socket s: queues it to the addressed
-// sockets here, publishes it to the cluster's other nodes, and acks it
-// once every node reported its deliveries (or AckWindow passed).
-func (r *room) handleSend(s *socket, data []byte) {
-	snd, err := decodeFrame(data)
-	if err != nil {
-		fe := err.(*frameError)
-		s.send(outFrame{data: errorFrameBytes(fe.code, "%s", fe.detail)})
-		return
-	}
+// sendMessage publishes msg from socket s and queues it to the sockets
+// here; the ack follows.
+func (r *room) sendMessage(s *socket, snd send) error {
 	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, To: snd.To,
 		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
-	local := newDelivery()
-	p := &pendingAck{expect: map[peer.ID]bool{}, got: map[peer.ID]bool{}, complete: make(chan struct{})}
+	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
+		complete: make(chan struct{}), deadline: time.Now().Add(r.svc.cfg.AckWindow)}
 	r.mu.Lock()
 	for n := range r.remote {
 		p.expect[n] = true
@@ -49,12 +84,51 @@ func (r *room) handleSend(s *socket, data []byte) {
 		close(p.complete)
 	}
 	r.pending[w.ID] = p
-	r.fanOutLocked(&w, s, local)
 	r.mu.Unlock()
-	local.seal()
+	if err := r.publishMessage(&w); err != nil {
+		r.mu.Lock()
+		delete(r.pending, w.ID)
+		r.mu.Unlock()
+		return badFrame("not_sent", "the message could not be relayed to the cluster's other nodes, so it was sent to nobody: %v", err)
+	}
+	r.mu.Lock()
+	r.fanOutLocked(&w, s, p.local)
+	r.mu.Unlock()
+	p.local.seal()
 	r.svc.metrics.messages.Inc()
-	r.publish(w)
-	r.goroutine(func() { r.awaitAck(s, snd.AckTo, w.ID, local, p) })
+	r.queueAnswer(s, p)
+	return nil
+}
+
+// maxUnanswered bounds the frames of one socket awaiting their answers.
+const maxUnanswered = 256
+
+// admitSend decodes a frame from socket s and checks it is within the
+// socket's and the room's rates.
+func (r *room) admitSend(s *socket, data []byte) (send, error) {
+	cfg := &r.svc.cfg
+	if !s.sendLimit.Allow() {
+		r.svc.metrics.limited.Inc()
+		return send{}, badFrame("rate_limited", "at most %g messages a second from one socket (bursts of %d): this one was not sent", cfg.SocketRate, cfg.SocketBurst)
+	}
+	snd, err := decodeFrame(data)
+	if err != nil {
+		return snd, err
+	}
+	if !r.sendLimit.Allow() {
+		r.svc.metrics.limited.Inc()
+		return send{}, badFrame("rate_limited", "the cluster's traffic through this node is at its limit (%g messages a second): this one was not sent", cfg.RoomRate)
+	}
+	return snd, nil
+}
+
+// publishMessage numbers w in the room's sequence and publishes it; the
+// lock keeps publication in sequence order.
+func (r *room) publishMessage(w *wireMsg) error {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	w.Epoch, w.Seq = r.epoch, r.seq.Add(1)
+	return r.publish(*w)
 }
 
 // fanOutLocked queues message w to the local sockets it addresses, but
@@ -97,36 +171,124 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 	}
 }
 
-// awaitAck sends s the ack of message id: local deliveries plus what the
-// other nodes' receipts report, once all are in or AckWindow has passed.
-func (r *room) awaitAck(s *socket, ackTo any, id string, local *delivery, p *pendingAck) {
-	window := time.NewTimer(r.svc.cfg.AckWindow)
-	defer window.Stop()
-	for _, done := range []<-chan struct{}{local.done, p.complete} {
-		select {
-		case <-done:
-		case <-window.C:
-		case <-r.ctx.Done():
-			return
-		}
+// queueAnswer queues the answer to p behind socket s's earlier ones.
+func (r *room) queueAnswer(s *socket, p *sent) {
+	s.mu.Lock()
+	s.unanswered = append(s.unanswered, p)
+	start := !s.acking
+	s.acking = true
+	s.mu.Unlock()
+	if start {
+		r.goroutine(func() { r.ackLoop(s) })
 	}
-	r.mu.Lock()
-	delete(r.pending, id)
-	n := int(local.received.Load()) + p.remote
-	r.mu.Unlock()
-	s.send(outFrame{data: encodeFrame(ackFrame{Kind: KindAck, To: ackTo, Delivered: n})})
 }
 
-// deliverRemote queues a message from another node to the sockets here
-// and sends that node a receipt of how many received it.
-func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
-	d := newDelivery()
+// ackLoop answers socket s's frames in order: each message's ack once its
+// deliveries are all counted or its deadline passed, each refused frame's
+// error frame. It runs while answers are due, so that an idle socket holds
+// no goroutine.
+func (r *room) ackLoop(s *socket) {
+	for {
+		s.mu.Lock()
+		if len(s.unanswered) == 0 {
+			s.acking, s.unanswered = false, nil
+			s.mu.Unlock()
+			return
+		}
+		p := s.unanswered[0]
+		s.mu.Unlock()
+		answer := p.refusal
+		if answer == nil {
+			n, ok := r.awaitAck(p)
+			if !ok {
+				return // the room closes
+			}
+			answer = encodeFrame(ackFrame{Kind: KindAck, To: p.ackTo, Delivered: n})
+		}
+		s.mu.Lock()
+		s.unanswered = s.unanswered[1:]
+		s.mu.Unlock()
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+		s.send(outFrame{data: answer})
+	}
+}
+
+// awaitAck waits for p's deliveries to be counted, or its deadline, and
+// returns them; false when the room closes first.
+func (r *room) awaitAck(p *sent) (int, bool) {
+	window := time.NewTimer(time.Until(p.deadline))
+	defer window.Stop()
+	for _, done := range []<-chan struct{}{p.local.done, p.complete} {
+		select {
+		case <-done:
+			continue
+		case <-window.C:
+		case <-r.ctx.Done():
+			return 0, false
+		}
+		break // the window passed: the ack says what is counted by now
+	}
 	r.mu.Lock()
-	r.nodeLocked(origin)
-	r.fanOutLocked(w, nil, d)
+	defer r.mu.Unlock()
+	delete(r.pending, p.id)
+	return int(p.local.received.Load()) + p.remote, true
+}
+
+// deliverRemote takes a message from another node. The node's sequencer
+// puts its messages back in the order sent; each goes to the sockets it
+// addresses here, and the node gets a receipt of how many received it.
+func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
+	r.mu.Lock()
+	n := r.nodeLocked(origin)
+	ready, late := n.order.add(w, time.Now())
+	r.fanOutRemoteLocked(origin, n, ready)
 	r.mu.Unlock()
-	d.seal()
-	r.goroutine(func() {
+	if late {
+		r.goroutine(func() { r.sendReceipt(origin, w.ID, nil) })
+	}
+}
+
+// fanOutRemoteLocked delivers node origin's messages ready, and makes
+// sure that what its sequencer still holds goes on when due.
+func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
+	for _, w := range ready {
+		d := newDelivery()
+		r.fanOutLocked(w, nil, d)
+		d.seal()
+		r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
+	}
+	if due := n.order.due(); !due.IsZero() && !n.flushing {
+		n.flushing = true
+		r.goroutine(func() { r.flushAt(origin, due) })
+	}
+}
+
+// flushAt delivers, at time at, what node p's sequencer gave up waiting
+// for.
+func (r *room) flushAt(p peer.ID, at time.Time) {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.ctx.Done():
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.remote[p]; n != nil {
+		n.flushing = false
+		r.fanOutRemoteLocked(p, n, n.order.release(time.Now()))
+	}
+}
+
+// sendReceipt tells node origin how many sockets here received message
+// id, once d counted them all or half the ack window passed (nil d: none).
+func (r *room) sendReceipt(origin peer.ID, id string, d *delivery) {
+	delivered := 0
+	if d != nil {
 		wait := time.NewTimer(r.svc.cfg.AckWindow / 2)
 		defer wait.Stop()
 		select {
@@ -135,29 +297,28 @@ func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
 		case <-r.ctx.Done():
 			return
 		}
-		rc, _ := json.Marshal(receipt{Cluster: r.cl.ID, ID: w.ID, Delivered: int(d.received.Load())})
-		ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.AckWindow)
-		defer cancel()
-		if _, err := r.svc.cfg.Host.Request(ctx, origin, receiptProto, rc, 16); err != nil {
-			r.svc.log.Debug("receipt not delivered", "cluster", r.cl.ID, "to", origin, "err", err)
-		}
-	})
+		delivered = int(d.received.Load())
+	}
+	rc, _ := json.Marshal(receipt{Cluster: r.cl.ID, ID: id, Delivered: delivered})
+	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.AckWindow)
+	defer cancel()
+	if _, err := r.svc.cfg.Host.Request(ctx, origin, receiptProto, rc, 16); err != nil {
+		r.svc.log.Debug("receipt not delivered", "cluster", r.cl.ID, "to", origin, "err", err)
+	}
 }
 
-// receipt records node from's deliveries of a message sent from here.
+// receipt records node from's deliveries of a message sent from here: one
+// receipt per node the message expects, within reason.
 func (r *room) receipt(from peer.ID, rc receipt) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.pending[rc.ID]
-	if p == nil || p.got[from] || rc.Delivered < 0 || rc.Delivered > maxSocketsPerNode {
+	if p == nil || !p.expect[from] || rc.Delivered < 0 {
 		return
 	}
-	p.got[from] = true
-	p.remote += rc.Delivered
-	if p.expect[from] && p.answered() {
+	delete(p.expect, from)
+	p.remote += min(rc.Delivered, maxReceipt)
+	if len(p.expect) == 0 {
 		close(p.complete)
 	}
 }
-
-// maxSocketsPerNode bounds what a receipt may claim.
-const maxSocketsPerNode = 1 << 20

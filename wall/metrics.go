@@ -3,8 +3,10 @@ package wall
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	messages prometheus.Counter
-	slow     prometheus.Counter
+	messages      prometheus.Counter
+	slow          prometheus.Counter
+	publishFailed prometheus.Counter
+	limited       prometheus.Counter
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) *metrics {
@@ -15,11 +17,17 @@ func newMetrics(s *Service, reg prometheus.Registerer) *metrics {
 		slow: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mesh_wall_slow_consumers_total", Help: "Sockets closed because their send queue was full.",
 		}),
+		publishFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mesh_wall_publish_failures_total", Help: "Messages, presence deltas and beats this node failed to publish on a cluster topic.",
+		}),
+		limited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mesh_wall_rate_limited_total", Help: "Client frames refused with rate_limited (socket rate, acks awaited, cluster rate).",
+		}),
 	}
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.messages, m.slow,
+	reg.MustRegister(m.messages, m.slow, m.publishFailed, m.limited,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mesh_wall_sockets", Help: "Open wall sockets on this node.",
 		}, func() float64 { return float64(len(s.allSockets())) }),

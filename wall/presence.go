@@ -3,15 +3,13 @@ package wall
 import (
 	"maps"
 	"slices"
-	"time"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Presence: a handle is online while some non-ghost socket with it is
-// connected here, or some other node lists it in its roster. Every change of
-// that, for whatever reason (a socket, a delta, a roster, a node that went
-// silent), is announced to this node's sockets as a presence frame.
+// connected here, or some other node's roster, as seen here, lists it.
+// Every change of that, for whatever reason (a socket, a delta, a roster,
+// a node that went silent), is announced to this node's sockets as a
+// presence frame.
 
 // presentLocked reports whether handle is online, and as which member.
 func (r *room) presentLocked(h string) (member, bool) {
@@ -26,28 +24,34 @@ func (r *room) presentLocked(h string) (member, bool) {
 	return member{}, false
 }
 
-// change runs fn on the room's state and announces the handles among
-// touched whose presence it changed to every socket but skip. Frames are
-// queued under the room's lock, so every socket sees changes in order.
-func (r *room) change(touched []string, skip *socket, fn func()) {
+// change runs fn on the room's state and announces, to every socket but
+// skip, the handles whose presence it changed. fn calls touch(h) before it
+// changes anything that may bear on handle h. Frames are queued under the
+// room's lock, so every socket sees changes in order.
+func (r *room) change(skip *socket, fn func(touch func(h string))) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	before := make(map[string]member, len(touched))
-	for _, h := range touched {
-		if m, ok := r.presentLocked(h); ok {
-			before[h] = m
-		}
+	type was struct {
+		m  member
+		on bool
 	}
-	fn()
+	before := map[string]was{}
+	var touched []string
+	fn(func(h string) {
+		if _, ok := before[h]; !ok {
+			m, on := r.presentLocked(h)
+			before[h] = was{m, on}
+			touched = append(touched, h)
+		}
+	})
 	for _, h := range touched {
 		m, now := r.presentLocked(h)
-		was, wasOn := before[h]
-		if now == wasOn {
+		if now == before[h].on {
 			continue
 		}
 		status := "online"
 		if !now {
-			m, status = was, "offline"
+			m, status = before[h].m, "offline"
 		}
 		f := outFrame{data: encodeFrame(presenceFrame{Kind: KindPresence, Agent: h, DID: nullable(m.DID), Status: status})}
 		for s := range r.sockets {
@@ -94,15 +98,15 @@ func sortedMembers(byHandle map[string]member) []member {
 	return out
 }
 
-// localMembers are this node's visible members, as its roster reports them.
-func (r *room) localMembers() []member {
+// localRoster is a snapshot of this node's roster: its visible members.
+func (r *room) localRoster() roster {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]member, 0, len(r.local))
+	ro := roster{Epoch: r.epoch, Rev: r.rev, Seq: r.seq.Load(), Members: make([]member, 0, len(r.local))}
 	for _, lm := range r.local {
-		out = append(out, lm.m)
+		ro.Members = append(ro.Members, lm.m)
 	}
-	return out
+	return ro
 }
 
 // localMember counts a handle's non-ghost sockets here; m is as the
@@ -112,105 +116,46 @@ type localMember struct {
 	m member
 }
 
-// addLocked and removeLocked keep the sockets and the local members in step.
-func (r *room) addLocked(s *socket) {
+// addLocked and removeLocked keep the sockets and the local members in
+// step. They return the roster change (a join or leave delta to publish)
+// when the handle came or went, else nil.
+func (r *room) addLocked(s *socket) *wireMsg {
 	r.sockets[s] = struct{}{}
 	if s.ghost() {
-		return
+		return nil
 	}
 	lm := r.local[s.handle]
+	var w *wireMsg
 	if lm == nil {
-		lm = &localMember{m: member{Agent: s.handle, DID: s.did, Vis: s.vis}}
-		r.local[s.handle] = lm
+		lm, w = r.reserveLocked(member{Agent: s.handle, DID: s.did, Vis: s.vis})
 	}
 	lm.n++
+	return w
 }
 
-func (r *room) removeLocked(s *socket) {
+// reserveLocked adds member m, with no socket yet, to the roster.
+func (r *room) reserveLocked(m member) (*localMember, *wireMsg) {
+	lm := &localMember{m: m}
+	r.local[m.Agent] = lm
+	r.rev++
+	r.digest.flip(m)
+	return lm, &wireMsg{T: wireJoin, Member: &m, Epoch: r.epoch, Rev: r.rev}
+}
+
+func (r *room) removeLocked(s *socket) *wireMsg {
 	if _, ok := r.sockets[s]; !ok {
-		return
+		return nil
 	}
 	delete(r.sockets, s)
-	if lm := r.local[s.handle]; lm != nil && !s.ghost() {
-		if lm.n--; lm.n == 0 {
-			delete(r.local, s.handle)
-		}
+	lm := r.local[s.handle]
+	if lm == nil || s.ghost() {
+		return nil
 	}
-}
-
-// node returns the record of remote node p, creating it (locked).
-func (r *room) nodeLocked(p peer.ID) *remoteNode {
-	n := r.remote[p]
-	if n == nil {
-		n = &remoteNode{members: map[string]member{}}
-		r.remote[p] = n
+	if lm.n--; lm.n > 0 {
+		return nil
 	}
-	n.seen = time.Now()
-	return n
-}
-
-// setRoster replaces what node p reports; bye removes the node.
-func (r *room) setRoster(p peer.ID, members []member, bye bool) {
-	r.mu.Lock()
-	touched := slices.Collect(maps.Keys(r.nodeOrEmpty(p)))
-	r.mu.Unlock()
-	for _, m := range members {
-		touched = append(touched, m.Agent)
-	}
-	r.change(touched, nil, func() {
-		if bye {
-			delete(r.remote, p)
-			return
-		}
-		n := r.nodeLocked(p)
-		n.members = make(map[string]member, len(members))
-		for _, m := range members {
-			n.members[m.Agent] = m
-		}
-	})
-}
-
-func (r *room) nodeOrEmpty(p peer.ID) map[string]member {
-	if n := r.remote[p]; n != nil {
-		return n.members
-	}
-	return nil
-}
-
-// memberDelta applies a join or leave published by node p.
-func (r *room) memberDelta(p peer.ID, m member, joined bool) {
-	r.change([]string{m.Agent}, nil, func() {
-		n := r.nodeLocked(p)
-		if joined {
-			n.members[m.Agent] = m
-		} else {
-			delete(n.members, m.Agent)
-		}
-	})
-}
-
-// expire forgets nodes whose last word is older than PresenceTimeout: a
-// node that died without saying goodbye takes its members offline.
-func (r *room) expire() {
-	deadline := time.Now().Add(-r.svc.cfg.PresenceTimeout)
-	r.mu.Lock()
-	var gone []peer.ID
-	var touched []string
-	for p, n := range r.remote {
-		if n.seen.Before(deadline) {
-			gone = append(gone, p)
-			touched = slices.AppendSeq(touched, maps.Keys(n.members))
-		}
-	}
-	r.mu.Unlock()
-	if len(gone) == 0 {
-		return
-	}
-	r.change(touched, nil, func() {
-		for _, p := range gone {
-			if n := r.remote[p]; n != nil && n.seen.Before(deadline) {
-				delete(r.remote, p)
-			}
-		}
-	})
+	delete(r.local, s.handle)
+	r.rev++
+	r.digest.flip(lm.m)
+	return &wireMsg{T: wireLeave, Member: &lm.m, Epoch: r.epoch, Rev: r.rev}
 }

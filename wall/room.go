@@ -2,13 +2,17 @@ package wall
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	mrand "math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 
 	"github.com/agentmesh/mesh/p2p"
 )
@@ -16,42 +20,51 @@ import (
 // room is one cluster on this node while it has local sockets: the sockets,
 // the cluster's other nodes and their rosters, and acks in flight.
 type room struct {
-	svc   *Service
-	cl    *Cluster
-	seal  *sealer // nil for a public cluster
-	topic *p2p.Topic
+	svc  *Service
+	cl   *Cluster
+	seal *sealer // nil for a public cluster
+	// memberKey is a private cluster's member key (nil for a public one):
+	// it signs the room's history events.
+	memberKey ed25519.PrivateKey
+	topic     *p2p.Topic
 
 	ctx    context.Context // ends when the room closes
 	cancel context.CancelFunc
 	ready  chan struct{} // closed once the room has synced with its peers
+	done   chan struct{} // closed once the room has shut down and is forgotten
 
 	gmu      sync.Mutex // guards stopping and wg.Add
 	stopping bool
 	wg       sync.WaitGroup
 
+	pubMu sync.Mutex    // keeps messages published in sequence order
+	seq   atomic.Uint64 // messages published
+	// sendLimit bounds the messages the room's sockets send (RoomRate),
+	// deltaLimit the presence deltas it publishes (deltaRate).
+	sendLimit, deltaLimit *rate.Limiter
+
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
 	local   map[string]*localMember
+	epoch   uint64 // of this room, random: a roster's revs count from it
+	rev     uint64 // changes of the local roster
+	digest  digest // of the local roster
 	remote  map[peer.ID]*remoteNode
-	pending map[string]*pendingAck
+	pending map[string]*sent // by message id
 	closed  bool
-}
-
-// remoteNode is another node serving the cluster, as its rosters and
-// deltas describe it.
-type remoteNode struct {
-	members map[string]member
-	seen    time.Time
 }
 
 // topicName is a cluster's gossipsub topic, also its rendezvous namespace.
 func topicName(id string) string { return "mesh/wall/1/" + id }
 
 func newRoom(svc *Service, cl *Cluster, token string) *room {
-	r := &room{svc: svc, cl: cl, ready: make(chan struct{}),
-		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*pendingAck{}}
+	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
+		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
+		epoch:      mrand.Uint64() | 1,
+		sendLimit:  rate.NewLimiter(rate.Limit(svc.cfg.RoomRate), max(1, int(2*svc.cfg.RoomRate))),
+		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
 	if !cl.Public() {
-		r.seal = newSealer(cl.ID, token)
+		r.seal, r.memberKey = newSealer(cl.ID, token), memberKey(cl.ID, token)
 	}
 	r.ctx, r.cancel = context.WithCancel(svc.ctx)
 	return r
@@ -69,13 +82,13 @@ func (r *room) goroutine(fn func()) {
 
 // start joins the cluster's topic and, before any socket is greeted, learns
 // the rosters of the cluster's other nodes: first a member joining from
-// here sees everyone online elsewhere. first is the joining member, told to
-// the others at once (nil for a ghost).
+// here sees everyone online elsewhere. first is the joining member, in the
+// roster (and told to the others) at once (nil for a ghost).
 func (r *room) start(first *member) error {
 	defer close(r.ready)
 	t, err := r.svc.cfg.Host.Join(topicName(r.cl.ID), p2p.TopicConfig{
-		MaxSize:     maxWire + 64,
-		RatePerPeer: r.svc.cfg.PeerRate, Burst: 2 * int(r.svc.cfg.PeerRate),
+		MaxSize:       maxWire + 64,
+		RatePerOrigin: r.svc.cfg.PeerRate, Burst: max(1, int(2*r.svc.cfg.PeerRate)),
 		Validate: r.validate,
 		Deliver:  r.deliver,
 	})
@@ -83,7 +96,14 @@ func (r *room) start(first *member) error {
 		return err
 	}
 	r.topic = t
-	r.sync(first)
+	var join *wireMsg
+	if first != nil {
+		r.mu.Lock()
+		_, join = r.reserveLocked(*first)
+		r.mu.Unlock()
+	}
+	r.sync()
+	r.publishDelta(join) // for nodes the roster exchange missed
 	r.goroutine(r.maintain)
 	return nil
 }
@@ -91,7 +111,7 @@ func (r *room) start(first *member) error {
 // sync asks every node that registered the cluster at the rendezvous for
 // its roster, telling it ours, and waits (briefly) until gossip flows both
 // ways with each.
-func (r *room) sync(first *member) {
+func (r *room) sync() {
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
 	defer cancel()
 	peers, err := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
@@ -99,10 +119,7 @@ func (r *room) sync(first *member) {
 		r.svc.log.Debug("rendezvous unreachable: the room starts alone", "cluster", r.cl.ID, "err", err)
 		return
 	}
-	var mine []member
-	if first != nil {
-		mine = []member{*first}
-	}
+	mine := r.localRoster()
 	var wg sync.WaitGroup
 	for _, p := range peers {
 		wg.Go(func() { r.exchangeRoster(ctx, p, mine) })
@@ -110,22 +127,17 @@ func (r *room) sync(first *member) {
 	wg.Wait()
 }
 
-func (r *room) exchangeRoster(ctx context.Context, p peer.AddrInfo, mine []member) {
+func (r *room) exchangeRoster(ctx context.Context, p peer.AddrInfo, mine roster) {
 	host := r.svc.cfg.Host
 	if err := host.Connect(ctx, p); err != nil {
 		r.svc.log.Debug("cluster peer unreachable", "cluster", r.cl.ID, "peer", p.ID, "err", err)
 		return
 	}
-	req := encodeWire(nil, "", rosterRequest{Cluster: r.cl.ID, Body: encodeWire(r.seal, sealRosterReq, mine)})
-	raw, err := host.Request(ctx, p.ID, rosterProto, req, maxRosterResp)
-	if err != nil || len(raw) == 0 {
-		return // it no longer serves the cluster
+	theirs, err := r.svc.askRoster(ctx, p.ID, r.cl.ID, r.seal, mine, false)
+	if err != nil {
+		return // it no longer serves the cluster, or said nothing useful
 	}
-	var theirs []member
-	if decodeWire(r.seal, sealRosterResp, raw, &theirs) != nil || checkMembers(theirs) != nil {
-		return
-	}
-	r.setRoster(p.ID, theirs, false)
+	r.setRoster(p.ID, theirs)
 	r.waitTopicPeer(ctx, p.ID)
 }
 
@@ -141,11 +153,11 @@ func (r *room) waitTopicPeer(ctx context.Context, p peer.ID) {
 	}
 }
 
-// maintain publishes the roster every RosterInterval, expires nodes that
-// stopped publishing theirs, and renews the rendezvous registration,
-// connecting to nodes that arrived meanwhile.
+// maintain beats every BeatInterval, expires nodes that stopped beating,
+// and renews the rendezvous registration, connecting to nodes that arrived
+// meanwhile.
 func (r *room) maintain() {
-	tick := time.NewTicker(r.svc.cfg.RosterInterval)
+	tick := time.NewTicker(r.svc.cfg.BeatInterval)
 	defer tick.Stop()
 	renew := time.NewTicker(p2p.RendezvousTTL / 3)
 	defer renew.Stop()
@@ -154,7 +166,7 @@ func (r *room) maintain() {
 		case <-r.ctx.Done():
 			return
 		case <-tick.C:
-			r.publish(wireMsg{T: wireRoster, Members: r.localMembers()})
+			r.publish(r.beat())
 			r.expire()
 		case <-renew.C:
 			ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
@@ -169,10 +181,26 @@ func (r *room) maintain() {
 	}
 }
 
-// publish sends w on the cluster's topic.
-func (r *room) publish(w wireMsg) {
-	if err := r.topic.Publish(r.ctx, encodeWire(r.seal, sealTopic, w)); err != nil && r.ctx.Err() == nil {
-		r.svc.log.Debug("publish on cluster topic failed", "cluster", r.cl.ID, "err", err)
+// publish sends w on the cluster's topic. A failure is logged and counted:
+// the other nodes miss what w says.
+func (r *room) publish(w wireMsg) error {
+	err := r.topic.Publish(r.ctx, encodeWire(r.seal, sealTopic, w))
+	if err != nil && r.ctx.Err() == nil {
+		r.svc.metrics.publishFailed.Inc()
+		r.svc.log.Warn("publish on cluster topic failed", "cluster", r.cl.ID, "wire", w.T, "err", err)
+	}
+	return err
+}
+
+// deltaRate bounds the presence deltas a room publishes a second (bursts
+// of twice that): past it, as in a storm of joins, deltas are left out and
+// the other nodes catch up at the next beat (roster.go).
+const deltaRate = 100
+
+// publishDelta publishes presence delta w (if any), unless over deltaRate.
+func (r *room) publishDelta(w *wireMsg) {
+	if w != nil && r.deltaLimit.Allow() {
+		r.publish(*w)
 	}
 }
 
@@ -198,12 +226,12 @@ func (r *room) deliver(m p2p.Message) {
 	switch w.T {
 	case wireMessage:
 		r.deliverRemote(m.From, w)
-	case wireJoin:
-		r.memberDelta(m.From, *w.Member, true)
-	case wireLeave:
-		r.memberDelta(m.From, *w.Member, false)
-	case wireRoster:
-		r.setRoster(m.From, w.Members, w.Bye)
+	case wireJoin, wireLeave:
+		r.delta(m.From, w)
+	case wireBeat:
+		r.beatFrom(m.From, w)
+	case wireBye:
+		r.forget([]peer.ID{m.From}, time.Time{})
 	}
 }
 
@@ -219,37 +247,37 @@ func newMsgID() string {
 // returns false when the room has closed meanwhile.
 func (r *room) admit(sk *socket) bool {
 	admitted := false
-	r.change([]string{sk.handle}, sk, func() {
+	var join *wireMsg
+	r.change(sk, func(touch func(string)) {
 		if r.closed {
 			return
 		}
 		admitted = true
 		sk.room = r
-		r.addLocked(sk)
+		touch(sk.handle)
+		join = r.addLocked(sk)
 		r.record("join", sk)
 		sk.send(outFrame{data: encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did),
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})})
 	})
-	if admitted && !sk.ghost() {
-		r.publish(wireMsg{T: wireJoin, Member: &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}})
-	}
+	r.publishDelta(join)
 	return admitted
 }
 
 // dismiss removes sk and tells the cluster when its handle went offline
 // here; it reports whether the room is now empty.
 func (r *room) dismiss(sk *socket) (empty bool) {
-	gone := false
-	r.change([]string{sk.handle}, sk, func() {
+	var leave *wireMsg
+	r.change(sk, func(touch func(string)) {
 		if _, in := r.sockets[sk]; in {
 			r.record("leave", sk)
 		}
-		r.removeLocked(sk)
-		gone = !sk.ghost() && r.local[sk.handle] == nil
+		touch(sk.handle)
+		leave = r.removeLocked(sk)
 		empty = len(r.sockets) == 0
 	})
-	if gone && !empty {
-		r.publish(wireMsg{T: wireLeave, Member: &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}})
+	if !empty {
+		r.publishDelta(leave)
 	}
 	return empty
 }
@@ -258,7 +286,7 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 // other nodes are told at once that this node's members left.
 func (r *room) shutdown(goodbye bool) {
 	if goodbye && r.topic != nil {
-		r.publish(wireMsg{T: wireRoster, Bye: true})
+		r.publish(wireMsg{T: wireBye})
 	}
 	r.gmu.Lock()
 	r.stopping = true

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -24,81 +21,6 @@ const (
 	maxRosterReq  = maxRoster*(maxHandleLen+maxDIDLen+32) + 4096
 	maxRosterResp = maxRosterReq
 )
-
-// Defaults of Config.
-const (
-	DefaultRosterInterval  = 5 * time.Second
-	DefaultPresenceTimeout = 15 * time.Second
-	DefaultAckWindow       = 2 * time.Second
-	DefaultSyncTimeout     = 2 * time.Second
-	DefaultPeerRate        = 500
-	// pingInterval is how often sockets are pinged; one that has not
-	// answered by the next ping is closed.
-	pingInterval = 30 * time.Second
-)
-
-// Config configures the wall.
-type Config struct {
-	Catalog *Catalog        // required
-	Log     cmdlog.Proposer // required: creates and deletes clusters
-	Host    *p2p.Host       // required
-	// Directory is the directory node, which keeps cluster histories;
-	// empty means this node.
-	Directory peer.ID
-	// PublicURL is the base URL clients reach this node at.
-	PublicURL string
-	// Refresh, if set, brings the catalog up to date with the directory;
-	// a node that is not the directory asks it before answering that a
-	// cluster does not exist (it may have been created a moment ago).
-	Refresh func(ctx context.Context) error
-	// RosterInterval is how often a node publishes its roster of a
-	// cluster; PresenceTimeout how long after its last word a node's
-	// members go offline (a node killed without a goodbye).
-	RosterInterval  time.Duration
-	PresenceTimeout time.Duration
-	// AckWindow bounds how long a sender waits for other nodes' receipts.
-	AckWindow time.Duration
-	// SyncTimeout bounds the roster exchange before a room's first socket
-	// is greeted.
-	SyncTimeout time.Duration
-	// SendQueue is how many frames may wait for a slow client.
-	SendQueue int
-	// PeerRate is how many topic messages per second a cluster accepts
-	// from one forwarding node; the excess is dropped.
-	PeerRate   float64
-	Now        func() time.Time
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
-}
-
-func (c *Config) fill() error {
-	if c.Catalog == nil || c.Log == nil || c.Host == nil {
-		return errors.New("wall: Catalog, Log and Host are required")
-	}
-	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&c.RosterInterval, DefaultRosterInterval)
-	def(&c.PresenceTimeout, DefaultPresenceTimeout)
-	def(&c.AckWindow, DefaultAckWindow)
-	def(&c.SyncTimeout, DefaultSyncTimeout)
-	if c.SendQueue <= 0 {
-		c.SendQueue = DefaultSendQueue
-	}
-	if c.PeerRate <= 0 {
-		c.PeerRate = DefaultPeerRate
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return nil
-}
 
 // Service is the wall on one node.
 type Service struct {
@@ -114,7 +36,8 @@ type Service struct {
 	rooms  map[string]*room
 	closed bool
 
-	events chan pendingEvent // history events for the directory
+	events       chan pendingEvent // history events for the directory
+	appendLimits *peerLimits       // on the directory: events taken from other nodes
 }
 
 // New checks cfg and returns the wall; it starts nothing.
@@ -122,7 +45,8 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, events: make(chan pendingEvent, historyQueue)}
+	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, events: make(chan pendingEvent, historyQueue),
+		appendLimits: newPeerLimits(historyRate, historyBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -191,7 +115,10 @@ func (s *Service) goroutine(fn func()) {
 
 // enter puts socket sk into the room of cluster cl, starting the room if
 // sk is its first socket here. token is the credential sk presented (the
-// key of a private cluster's traffic).
+// key of a private cluster's traffic). A room that is shutting down (its
+// last socket just left) stays in s.rooms until it has left the topic and
+// withdrawn its rendezvous registration: a socket arriving meanwhile waits
+// for that, then starts the room anew.
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -212,7 +139,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 				first = &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}
 			}
 			if err := r.start(first); err != nil {
-				s.dropRoom(r)
+				s.retire(r, func() { r.cancel() })
 				return nil, err
 			}
 		} else {
@@ -221,7 +148,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		if r.admit(sk) {
 			return r, nil
 		}
-		// The room closed meanwhile (its last socket left): start anew.
+		<-r.done
 	}
 }
 
@@ -230,46 +157,40 @@ func (s *Service) leave(r *room, sk *socket) {
 	if empty := r.dismiss(sk); !empty {
 		return
 	}
-	s.mu.Lock()
 	r.mu.Lock()
 	last := len(r.sockets) == 0 && !r.closed
-	if last {
-		r.closed = true
-		if s.rooms[r.cl.ID] == r {
-			delete(s.rooms, r.cl.ID)
-		}
-	}
+	r.closed = r.closed || last
 	r.mu.Unlock()
-	s.mu.Unlock()
 	if last {
-		r.shutdown(true)
+		s.retire(r, func() { r.shutdown(true) })
 	}
 }
 
-// dropRoom forgets a room that failed to start.
-func (s *Service) dropRoom(r *room) {
+// retire stops room r, which was marked closed, with stop and forgets it.
+func (s *Service) retire(r *room, stop func()) {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	stop()
 	s.mu.Lock()
 	if s.rooms[r.cl.ID] == r {
 		delete(s.rooms, r.cl.ID)
 	}
 	s.mu.Unlock()
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
+	close(r.done)
 }
 
 // closeRoom disconnects every socket of cluster id with a closed frame.
 func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 	s.mu.Lock()
 	r := s.rooms[id]
-	delete(s.rooms, id)
 	s.mu.Unlock()
 	if r == nil {
 		return
 	}
 	<-r.ready
 	r.mu.Lock()
+	first := !r.closed
 	r.closed = true
 	socks := make([]*socket, 0, len(r.sockets))
 	for sk := range r.sockets {
@@ -280,7 +201,11 @@ func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 	for _, sk := range socks {
 		sk.closeAfter(f, code, reason)
 	}
-	r.shutdown(reason != reasonDeleted)
+	if !first {
+		<-r.done // another caller retires it
+		return
+	}
+	s.retire(r, func() { r.shutdown(reason != reasonDeleted) })
 }
 
 // refreshTimeout bounds Refresh.
@@ -304,7 +229,8 @@ func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster
 	return cl, err
 }
 
-// room returns the running room of cluster id, if any.
+// room returns the running room of cluster id, if any: not one still
+// syncing (its roster is not ready to share) nor one shutting down.
 func (s *Service) room(id string) *room {
 	s.mu.Lock()
 	r := s.rooms[id]
@@ -314,10 +240,15 @@ func (s *Service) room(id string) *room {
 	}
 	select {
 	case <-r.ready:
-		return r
 	default:
-		return nil // still syncing: its roster is not ready to share
+		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	return r
 }
 
 // serveRoster answers a node that joins a cluster this node serves: it
@@ -332,20 +263,20 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	if r == nil {
 		return []byte{}, nil
 	}
-	var theirs []member
+	var theirs roster
 	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
 		return nil, err // a private cluster's roster goes only to token holders
 	}
-	if err := checkMembers(theirs); err != nil {
+	if err := checkMembers(theirs.Members); err != nil {
 		return nil, err
 	}
 	if !q.Peek {
-		r.setRoster(from, theirs, false)
+		r.setRoster(from, theirs)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 		r.waitTopicPeer(wctx, from)
 		cancel()
 	}
-	return encodeWire(r.seal, sealRosterResp, r.localMembers()), nil
+	return encodeWire(r.seal, sealRosterResp, r.localRoster()), nil
 }
 
 // peek returns who is online in public cluster cl across the mesh: from
@@ -361,19 +292,17 @@ func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
 	if err != nil {
 		return nil
 	}
-	req := encodeWire(nil, "", rosterRequest{Cluster: cl.ID, Body: []byte("[]"), Peek: true})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	byHandle := map[string]member{}
 	for _, p := range peers {
 		wg.Go(func() {
-			raw, err := s.cfg.Host.Request(ctx, p.ID, rosterProto, req, maxRosterResp)
-			var theirs []member
-			if err != nil || decodeWire(nil, "", raw, &theirs) != nil || checkMembers(theirs) != nil {
+			theirs, err := s.askRoster(ctx, p.ID, cl.ID, nil, roster{}, true)
+			if err != nil {
 				return
 			}
 			mu.Lock()
-			for _, m := range theirs {
+			for _, m := range theirs.Members {
 				byHandle[m.Agent] = m
 			}
 			mu.Unlock()
@@ -381,6 +310,28 @@ func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
 	}
 	wg.Wait()
 	return sortedMembers(byHandle)
+}
+
+// errNotServing: the asked node does not serve the cluster (any more).
+var errNotServing = errors.New("wall: the node does not serve the cluster")
+
+// askRoster asks node p for its roster of cluster id, telling it mine;
+// with peek, the asker only looks (it does not serve the cluster, or
+// checks a roster it holds).
+func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sealer, mine roster, peek bool) (roster, error) {
+	req := encodeWire(nil, "", rosterRequest{Cluster: id, Body: encodeWire(seal, sealRosterReq, mine), Peek: peek})
+	raw, err := s.cfg.Host.Request(ctx, p, rosterProto, req, maxRosterResp)
+	if err != nil {
+		return roster{}, err
+	}
+	if len(raw) == 0 {
+		return roster{}, errNotServing
+	}
+	var theirs roster
+	if err := decodeWire(seal, sealRosterResp, raw, &theirs); err != nil {
+		return roster{}, err
+	}
+	return theirs, checkMembers(theirs.Members)
 }
 
 func (s *Service) serveReceipt(_ context.Context, from peer.ID, raw []byte) ([]byte, error) {
@@ -394,10 +345,10 @@ func (s *Service) serveReceipt(_ context.Context, from peer.ID, raw []byte) ([]b
 	return []byte{}, nil
 }
 
-// keepalive pings every socket every pingInterval; one that has not
+// keepalive pings every socket every PingInterval; one that has not
 // answered the previous ping is closed.
 func (s *Service) keepalive() {
-	tick := time.NewTicker(pingInterval)
+	tick := time.NewTicker(s.cfg.PingInterval)
 	defer tick.Stop()
 	for {
 		select {

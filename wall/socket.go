@@ -1,15 +1,16 @@
 package wall
 
 import (
-	"context"
 	"errors"
 	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
+	"golang.org/x/time/rate"
 )
 
 // Socket limits.
@@ -45,15 +46,17 @@ type socket struct {
 	owner  bool
 	limit  int             // send queue bound
 	wg     *sync.WaitGroup // owns the socket's goroutines
+	// sendLimit bounds the messages the client sends (SocketRate).
+	sendLimit *rate.Limiter
 
-	ctx    context.Context // ends when the socket closes
-	cancel context.CancelFunc
-
-	mu      sync.Mutex
-	queue   []outFrame
-	writing bool   // a writer goroutine is running
-	closed  bool   // no more frames; the writer closes the connection
-	bye     []byte // the close frame's payload, written last
+	mu         sync.Mutex
+	queue      []outFrame
+	writing    bool          // a writer goroutine is running
+	closed     bool          // no more frames; the writer closes the connection
+	bye        []byte        // the close frame's payload, written last
+	unanswered []*sent       // sends awaiting their answer (ack or error), in order
+	acking     bool          // an ackLoop runs
+	freed      chan struct{} // an answer went out (capacity 1)
 
 	pinged atomic.Int64 // Unix ns of the last keepalive ping
 	ponged atomic.Int64 // Unix ns of the last pong
@@ -72,10 +75,9 @@ type closing struct {
 	reason string
 }
 
-func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, limit int) *socket {
-	s := &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: limit}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	return s
+func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, t *Tuning) *socket {
+	return &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: t.SendQueue,
+		sendLimit: rate.NewLimiter(rate.Limit(t.SocketRate), t.SocketBurst), freed: make(chan struct{}, 1)}
 }
 
 func (s *socket) ghost() bool { return s.vis == VisGhost }
@@ -194,7 +196,6 @@ func (s *socket) abort(code ws.StatusCode, reason string) {
 	for _, f := range q {
 		f.d.finish(false)
 	}
-	s.cancel()
 	// Unstick a write blocked on a client that stopped reading.
 	s.conn.conn.SetWriteDeadline(time.Now().Add(time.Second))
 }
@@ -205,9 +206,10 @@ func (s *socket) closeAfter(data []byte, code ws.StatusCode, reason string) {
 	s.send(outFrame{data: data, close: &closing{code: code, reason: reason}})
 }
 
-// readLoop hands each client text frame to fn until the connection ends,
-// answering pings and closes on the way.
-func (s *socket) readLoop(fn func(data []byte)) {
+// readLoop hands each client data frame to fn, as a text frame or the
+// reason it is refused, until the connection ends, answering pings and
+// closes on the way.
+func (s *socket) readLoop(fn func(data []byte, refused error)) {
 	control := func(op ws.OpCode, p []byte) {
 		switch op {
 		case ws.OpPing:
@@ -232,12 +234,14 @@ func (s *socket) readLoop(fn func(data []byte)) {
 			s.abort(ws.StatusNormalClosure, "")
 			return
 		case m.size > MaxFrame:
-			s.send(outFrame{data: errorFrameBytes("frame_too_large",
-				"frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame)})
+			fn(nil, badFrame("frame_too_large", "frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame))
 		case m.op != ws.OpText:
-			s.send(outFrame{data: errorFrameBytes("binary_frame", "binary frames are not supported; send JSON text")})
+			fn(nil, badFrame("binary_frame", "binary frames are not supported; send JSON text"))
+		case !utf8.Valid(m.data):
+			s.abort(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in a text frame") // RFC 6455 8.1
+			return
 		default:
-			fn(m.data)
+			fn(m.data, nil)
 		}
 	}
 }
@@ -248,7 +252,7 @@ func (s *socket) sendControl(op ws.OpCode, payload []byte) {
 }
 
 // ping sends a keepalive ping; a socket that has not answered the previous
-// one (sent a pingInterval ago) is closed.
+// one (sent a PingInterval ago) is closed.
 func (s *socket) ping() {
 	if last := s.pinged.Load(); last != 0 && s.ponged.Load() < last {
 		s.abort(ws.StatusGoingAway, "keepalive ping unanswered")

@@ -4,17 +4,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // What crosses between nodes. On a cluster's topic: messages, presence
-// deltas (join, leave) and rosters; on the roster stream: rosters; on the
-// receipt stream: receipts. A private cluster's topic messages and rosters
-// are sealed with its wire key.
+// deltas (join, leave), beats (a node is alive and holds the roster of a
+// digest) and goodbyes; on the roster stream: full rosters; on the receipt
+// stream: receipts. A private cluster's topic messages and rosters are
+// sealed with its wire key.
+//
+// Full rosters never go on the topic: a node's roster grows with its
+// members (thousands of them, 350 bytes each at most) while a topic
+// message is bounded (maxWire). A beat stays small whatever the roster,
+// and a node whose view of another's roster differs from the digest that
+// one beats fetches it over the roster stream.
 const (
 	wireMessage = "msg"
 	wireJoin    = "join"
 	wireLeave   = "leave"
-	wireRoster  = "roster"
+	wireBeat    = "beat"
+	wireBye     = "bye"
 )
 
 // Sealing purposes (bound into the associated data).
@@ -24,8 +33,10 @@ const (
 	sealRosterResp = "roster response"
 )
 
-// maxWire bounds a topic message: a full frame plus addressing and sealing.
-const maxWire = MaxFrame + maxRecipients*(maxHandleLen+3) + 1024
+// maxWire bounds a topic message: a full payload, the handles of sender
+// and recipients (JSON escapes may double a handle), a did, the rest of
+// the envelope and sealing.
+const maxWire = MaxFrame + (maxRecipients+1)*(2*maxHandleLen+3) + maxDIDLen + 1024
 
 // maxRoster bounds the members one node reports.
 const maxRoster = 10_000
@@ -44,9 +55,14 @@ type wireMsg struct {
 	// join, leave
 	Member *member `json:"member,omitempty"`
 
-	// roster: the sending node's visible members; Bye when it leaves
-	Members []member `json:"members,omitempty"`
-	Bye     bool     `json:"bye,omitempty"`
+	// all but bye: the sending room's epoch; a message's number in the
+	// room's sequence (order.go); the rev of the room's roster a delta
+	// made, or a beat reports (roster.go)
+	Epoch uint64 `json:"epoch,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+	Rev   uint64 `json:"rev,omitempty"`
+	// beat: the digest of the roster
+	Digest string `json:"digest,omitempty"`
 }
 
 // member is a non-ghost member as other nodes see it.
@@ -63,8 +79,8 @@ func (m member) check() error {
 	if m.Vis != VisPublic && m.Vis != VisPrivate {
 		return fmt.Errorf("member visibility %q", m.Vis)
 	}
-	if len(m.DID) > maxDIDLen {
-		return errors.New("member did too long")
+	if m.DID != "" {
+		return validDID(m.DID)
 	}
 	return nil
 }
@@ -74,11 +90,17 @@ func (m member) check() error {
 func (w *wireMsg) check() error {
 	switch w.T {
 	case wireMessage:
-		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || !json.Valid(w.Payload) || len(w.Payload) > MaxFrame {
-			return errors.New("malformed message")
+		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || w.Epoch == 0 || w.Seq == 0 || len(w.Payload) > MaxFrame ||
+			!utf8.Valid(w.Payload) || !json.Valid(w.Payload) {
+			return errors.New("malformed message") // a socket must only ever get valid UTF-8 text
 		}
-		if len(w.To) > maxRecipients || len(w.FromDID) > maxDIDLen {
-			return errors.New("message addressing too large")
+		if len(w.To) > maxRecipients {
+			return errors.New("too many recipients")
+		}
+		if w.FromDID != "" {
+			if err := validDID(w.FromDID); err != nil {
+				return err
+			}
 		}
 		for _, h := range append([]string{w.From}, w.To...) {
 			if err := validHandle(h); err != nil {
@@ -87,12 +109,17 @@ func (w *wireMsg) check() error {
 		}
 		return nil
 	case wireJoin, wireLeave:
-		if w.Member == nil {
-			return errors.New("presence without member")
+		if w.Member == nil || w.Epoch == 0 || w.Rev == 0 {
+			return errors.New("presence delta without member, epoch or rev")
 		}
 		return w.Member.check()
-	case wireRoster:
-		return checkMembers(w.Members)
+	case wireBeat:
+		if w.Epoch == 0 || len(w.Digest) != 2*digestSize {
+			return errors.New("malformed beat")
+		}
+		return nil
+	case wireBye:
+		return nil
 	}
 	return fmt.Errorf("unknown wire message %q", w.T)
 }
@@ -111,7 +138,7 @@ func checkMembers(ms []member) error {
 
 // encodeWire seals (for a private cluster) and encodes v.
 func encodeWire(s *sealer, purpose string, v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("wall: wire value does not encode: %v", err))
 	}
@@ -132,7 +159,7 @@ func decodeWire(s *sealer, purpose string, data []byte, v any) error {
 // asker holds the cluster's token.
 type rosterRequest struct {
 	Cluster string `json:"cluster"`
-	Body    []byte `json:"body"` // encodes []member
+	Body    []byte `json:"body"` // encodes a roster
 	// Peek asks for the roster only: the asker does not serve the cluster.
 	Peek bool `json:"peek,omitempty"`
 }

@@ -20,7 +20,7 @@ func benchFanoutCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bench.RaiseFileLimit()
-			m, err := bench.StartMesh(cmd.Context(), 1, nil)
+			m, err := bench.StartMesh(cmd.Context(), 1, bench.Unthrottled)
 			if err != nil {
 				return err
 			}
@@ -52,7 +52,7 @@ func benchLatencyCmd() *cobra.Command {
 		Short: "Send-to-receive latency across nodes: sender on the first, a receiver on each other",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := bench.StartMesh(cmd.Context(), nodes, nil)
+			m, err := bench.StartMesh(cmd.Context(), nodes, bench.Unthrottled)
 			if err != nil {
 				return err
 			}

@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/wall"
@@ -111,38 +114,18 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	var leaving atomic.Bool // we hung up: the connection's end is no news
 	done := make(chan error, 1)
 	go func() {
 		defer stop()
-		me := ""
-		for {
-			f, err := c.Next(ctx)
-			if err != nil {
-				done <- nil
-				return
-			}
-			if f.Kind == wall.KindWelcome {
-				me = f.You
-			}
-			fmt.Fprintln(out, formatFrame(f, me))
-			if f.Kind == wall.KindClosed {
-				done <- fmt.Errorf("the cluster was closed: %s", f.Reason)
-				return
-			}
-		}
+		done <- printFrames(ctx, c, out, &leaving)
 	}()
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), wall.MaxFrame)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
+		readLines(ctx, in, lines, func(n int) {
+			fmt.Fprintf(out, "! a line of %d bytes or more is over the %d byte frame limit: not sent\n", n, wall.MaxFrame)
+		})
 	}()
 	for {
 		select {
@@ -150,16 +133,78 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 			return <-done
 		case line, ok := <-lines:
 			if !ok {
+				leaving.Store(true)
 				c.Close()
 				return <-done
 			}
 			to, text := parseLine(line)
-			if text == "" {
-				continue
+			switch {
+			case text == "" && to != nil:
+				fmt.Fprintf(out, "! nothing to send to %s: write @%s <text>\n", strings.Join(to, ","), strings.Join(to, ","))
+			case text != "":
+				if err := c.Send(ctx, text, to...); err != nil {
+					return <-done
+				}
 			}
-			if err := c.Send(ctx, text, to...); err != nil {
-				return err
+		}
+	}
+}
+
+// printFrames prints what the node sends until the connection ends, and
+// says why it ended: nil when we hung up (leaving), else an error.
+func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *atomic.Bool) error {
+	me := ""
+	for {
+		f, err := c.Next(ctx)
+		var ce websocket.CloseError
+		switch {
+		case err == nil:
+		case leaving.Load() || ctx.Err() != nil:
+			return nil
+		case errors.As(err, &ce):
+			return fmt.Errorf("the node closed the connection: %d %s", ce.Code, ce.Reason)
+		default:
+			return fmt.Errorf("lost the connection to the node: %w", err)
+		}
+		if f.Kind == wall.KindWelcome {
+			me = f.You
+		}
+		fmt.Fprintln(out, formatFrame(f, me))
+		if f.Kind == wall.KindClosed {
+			return fmt.Errorf("the node closed the socket: %s", f.Reason)
+		}
+	}
+}
+
+// readLines sends the lines of in to lines until in ends or ctx does. A
+// line longer than a frame may be is skipped and reported to tooLong.
+func readLines(ctx context.Context, in io.Reader, lines chan<- string, tooLong func(n int)) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	var line []byte
+	over := false // the line so far is over the limit: skip the rest of it
+	for {
+		chunk, more, err := br.ReadLine()
+		if err != nil {
+			return
+		}
+		if !over {
+			line = append(line, chunk...)
+			if over = len(line) > wall.MaxFrame; over {
+				tooLong(len(line))
 			}
+		}
+		if more {
+			continue
+		}
+		text, skip := string(line), over
+		line, over = line[:0], false
+		if skip {
+			continue
+		}
+		select {
+		case lines <- text:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/node"
 )
@@ -59,7 +62,9 @@ func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan e
 	return w, out, done
 }
 
-func TestChatCommand(t *testing.T) {
+// startChatNode starts a node alone, closed with the test.
+func startChatNode(t *testing.T) *node.Node {
+	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.InMemory, cfg.HTTPAddr, cfg.Listen = true, "127.0.0.1:0", []string{"/ip4/127.0.0.1/tcp/0"}
 	n, err := node.New(cfg)
@@ -69,7 +74,12 @@ func TestChatCommand(t *testing.T) {
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func TestChatCommand(t *testing.T) {
+	n := startChatNode(t)
 	resp, err := http.Post(n.URL()+"/v1/clusters", "application/json", strings.NewReader(`{"visibility":"public","name":"tea room"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +106,17 @@ func TestChatCommand(t *testing.T) {
 	io.WriteString(bobIn, "@nobody hello?\n")
 	waitOutput(t, bobOut, "(delivered to 0)")
 
+	// Mistakes are said, and the session goes on.
+	io.WriteString(bobIn, "@alice\n")
+	waitOutput(t, bobOut, "! nothing to send to alice: write @alice <text>")
+	io.WriteString(bobIn, strings.Repeat("z", 100<<10)+"\n")
+	waitOutput(t, bobOut, "over the 65536 byte frame limit: not sent")
+	io.WriteString(bobIn, "after the long line\n")
+	waitOutput(t, aliceOut, "<bob> after the long line")
+	if strings.Contains(aliceOut.String(), "zzz") {
+		t.Fatal("the over-long line was sent")
+	}
+
 	// End of input leaves the cluster.
 	bobIn.Close()
 	select {
@@ -108,9 +129,50 @@ func TestChatCommand(t *testing.T) {
 	}
 	waitOutput(t, aliceOut, "* bob went offline")
 
+	// The node closing the socket ends the chat with an error.
+	_, _, aliceDone := chatting(t, cl.WS, "--agent", "alice2")
+	waitOutput(t, aliceOut, "* alice2 is online")
+	n.Close()
+	select {
+	case err := <-aliceDone:
+		if err == nil || !strings.Contains(err.Error(), "node shutting down") {
+			t.Fatalf("chat ended with %v when the node shut down", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("chat did not end when the node shut down")
+	}
+	n = startChatNode(t)
+
 	// Refusals come back readable.
 	_, _, done := chatting(t, "c_nope", "--agent", "x", "--node", n.URL())
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "cluster not found") {
 		t.Fatalf("unknown cluster: %v", err)
+	}
+}
+
+// TestChatSaysWhyTheConnectionEnded: a node that hangs up without a
+// closed frame (a slow consumer, say) ends the chat with an error that
+// says so.
+func TestChatSaysWhyTheConnectionEnded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c.Write(r.Context(), websocket.MessageText, []byte(`{"kind":"welcome","you":"x","online":["x"]}`))
+		c.Close(websocket.StatusPolicyViolation, "slow consumer: send queue full")
+	}))
+	defer srv.Close()
+	_, out, done := chatting(t, "ws"+strings.TrimPrefix(srv.URL, "http"), "--agent", "x")
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "1008 slow consumer") {
+			t.Fatalf("chat ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("chat did not end")
+	}
+	if !strings.Contains(out.String(), "* you are x") {
+		t.Fatalf("output: %s", out)
 	}
 }

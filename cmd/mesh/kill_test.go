@@ -90,7 +90,7 @@ func TestKilledNodeMembersGoOffline(t *testing.T) {
 
 	cProc.Process.Kill()
 	killed := time.Now()
-	bound := wall.DefaultPresenceTimeout + 2*wall.DefaultRosterInterval
+	bound := wall.DefaultPresenceTimeout + 2*wall.DefaultBeatInterval
 	p := next(alice, wall.KindPresence, bound+5*time.Second)
 	if p.Agent != "bob" || p.Status != "offline" {
 		t.Fatalf("after the kill alice saw %+v", p)

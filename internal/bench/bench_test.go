@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // `mesh bench`; here they must only come out and make sense.
 func TestMeasurementsRun(t *testing.T) {
 	ctx := context.Background()
-	m, err := StartMesh(ctx, 3, nil)
+	m, err := StartMesh(ctx, 3, Unthrottled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +37,13 @@ func TestMeasurementsRun(t *testing.T) {
 		t.Fatalf("fan-out: %v, %v (every receiver gets every message)", fan, err)
 	}
 	lat, err := Latency(ctx, []string{m.Nodes[1].URL(), m.Nodes[2].URL(), m.Nodes[0].URL()}, LatencyOptions{Rate: 50, Duration: 300 * time.Millisecond, Size: 64})
-	if err != nil || lat.N < 20 || lat.P50 <= 0 || lat.P99 < lat.P50 {
+	if err != nil || lat.N < 20 || lat.P50 <= 0 || lat.P99 < lat.P50 || lat.Sent < 10 || len(lat.Received) != 2 {
 		t.Fatalf("latency: %v, %v", lat, err)
+	}
+	for _, n := range lat.Received {
+		if n != lat.Sent {
+			t.Fatalf("latency: messages lost: %v", lat)
+		}
 	}
 	self, _ := os.Executable()
 	mem, err := IdleMemory(ctx, base, 50, func(url string, n int) *exec.Cmd {
@@ -46,7 +51,7 @@ func TestMeasurementsRun(t *testing.T) {
 		cmd.Env = append(os.Environ(), "BENCH_CLIENTS_URL="+url, "BENCH_CLIENTS_N="+strconv.Itoa(n))
 		return cmd
 	})
-	if err != nil || mem.Conns != 50 {
+	if err != nil || mem.Conns != 50 || mem.Open != 50 {
 		t.Fatalf("memory: %v, %v", mem, err)
 	}
 	vis, err := Propagation(ctx, m, 3)

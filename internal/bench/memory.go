@@ -5,19 +5,26 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // MemoryResult is what idle sockets cost the node's process.
 type MemoryResult struct {
 	Conns int
+	// Open is how many of them the node still held when measured (the
+	// others were dropped, as slow consumers of the presence storm).
+	Open int
 	// InUse is heap plus goroutine stacks in use, after a collection, per
 	// connection; RSS the growth of the resident set per connection right
 	// after the sockets opened (garbage of the handshakes included), and
@@ -27,13 +34,15 @@ type MemoryResult struct {
 }
 
 func (r MemoryResult) String() string {
-	return fmt.Sprintf("%d idle sockets: %.1f KiB per connection in use (heap+stacks), %.1f KiB resident (%.1f KiB once freed memory is returned)",
-		r.Conns, r.InUse/1024, r.RSS/1024, r.Settled/1024)
+	return fmt.Sprintf("%d idle sockets of distinct members (%d still open): %.1f KiB per connection in use (heap+stacks), %.1f KiB resident (%.1f KiB once freed memory is returned)",
+		r.Conns, r.Open, r.InUse/1024, r.RSS/1024, r.Settled/1024)
 }
 
-// IdleMemory opens n sockets to cluster id on the node at base from
-// another process (clients builds its command, given the wall address),
-// and measures what they cost this process, which runs the node.
+// IdleMemory opens n sockets to a new cluster on the node at base from
+// another process (clients builds its command, given the wall address
+// ending in agent=<prefix>), each with a handle of its own, and measures
+// what they cost this process, which runs the node, once every member's
+// arrival has been announced to every socket there before it.
 func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL string, n int) *exec.Cmd) (MemoryResult, error) {
 	id, err := CreateCluster(ctx, base)
 	if err != nil {
@@ -43,7 +52,7 @@ func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL stri
 	before := inUse()
 	debug.FreeOSMemory()
 	rssBefore := rss()
-	cmd := clients(WSURL(base, id, "idle", nil), n)
+	cmd := clients(WSURL(base, id, "idle-", nil), n)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -67,15 +76,41 @@ func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL stri
 		if err != nil {
 			return MemoryResult{}, err
 		}
-	case <-time.After(5 * time.Minute):
+	case <-time.After(15 * time.Minute):
 		return MemoryResult{}, fmt.Errorf("the clients took too long")
 	}
-	time.Sleep(time.Second) // writers and greetings settle
+	time.Sleep(time.Second) // writers settle
+	open, err := openSockets(ctx, base)
+	if err != nil {
+		return MemoryResult{}, err
+	}
 	after, rssAfter := inUse(), rss()
 	debug.FreeOSMemory()
 	settled := rss()
 	per := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
-	return MemoryResult{Conns: n, InUse: per(after, before), RSS: per(rssAfter, rssBefore), Settled: per(settled, rssBefore)}, nil
+	return MemoryResult{Conns: n, Open: open, InUse: per(after, before), RSS: per(rssAfter, rssBefore), Settled: per(settled, rssBefore)}, nil
+}
+
+// openSockets reads how many wall sockets the node at base holds from its
+// metrics.
+func openSockets(ctx context.Context, base string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "mesh_wall_sockets "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return int(f), err
+		}
+	}
+	return 0, fmt.Errorf("no mesh_wall_sockets in %s/metrics", base)
 }
 
 func inUse() uint64 {
@@ -99,17 +134,35 @@ func rss() uint64 {
 	return pages * uint64(os.Getpagesize())
 }
 
-// HoldClients opens n sockets at wsURL, prints "ready" to out, and keeps
-// them open until stop ends (the parent closes our stdin).
+// HoldClients opens n sockets at wsURL, which ends in agent=<prefix>, the
+// i-th with handle <prefix><i>; it reads what they are sent until each
+// socket has heard of every member that joined after it (n(n-1)/2
+// presence frames in all), prints "ready" to out, and keeps them open
+// until stop ends (the parent closes our stdin).
 func HoldClients(ctx context.Context, wsURL string, n int, out io.Writer, stop io.Reader) error {
 	RaiseFileLimit()
-	conns, err := dial(ctx, n, 64, func(int) string { return wsURL })
+	var frames, closed atomic.Int64
+	read := func(c *websocket.Conn) {
+		go func() { // also answers pings
+			for {
+				if _, _, err := c.Read(ctx); err != nil {
+					closed.Add(1)
+					return
+				}
+				frames.Add(1)
+			}
+		}()
+	}
+	conns, err := dial(ctx, n, 64, func(i int) string { return wsURL + strconv.Itoa(i) }, read)
 	if err != nil {
 		return err
 	}
 	defer closeAll(conns)
-	for _, c := range conns {
-		c.CloseRead(ctx) // answer pings, drop frames
+	want := int64(n) * int64(n-1) / 2
+	for deadline := time.Now().Add(10 * time.Minute); frames.Load() < want; time.Sleep(100 * time.Millisecond) {
+		if k := closed.Load(); k > 0 || time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d presence frames came; the node closed %d sockets", frames.Load(), want, k)
+		}
 	}
 	fmt.Fprintln(out, "ready")
 	io.Copy(io.Discard, stop)

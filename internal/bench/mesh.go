@@ -19,6 +19,12 @@ type Mesh struct {
 	Nodes []*node.Node // Nodes[0] is the bootstrap
 }
 
+// Unthrottled lifts a node's per-socket and per-cluster send limits: the
+// wall benches measure what the node delivers, not its limits on a client.
+func Unthrottled(cfg *node.Config) {
+	cfg.Wall.SocketRate, cfg.Wall.SocketBurst, cfg.Wall.RoomRate = 1e9, 1<<30, 1e9
+}
+
 // StartMesh starts n nodes (n >= 1) with in-memory stores on loopback and
 // waits until every node has caught up with the directory.
 func StartMesh(ctx context.Context, n int, tweak func(*node.Config)) (*Mesh, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +33,10 @@ type receiver struct {
 	messages atomic.Int64
 }
 
-// dial opens n sockets, `parallel` at a time, and waits for each welcome.
-func dial(ctx context.Context, n, parallel int, urlOf func(i int) string) ([]*websocket.Conn, error) {
+// dial opens n sockets, `parallel` at a time, and waits for each welcome;
+// then, if set, opened(c) takes over reading c (at once: a socket left
+// unread while the others open would fall behind on presence frames).
+func dial(ctx context.Context, n, parallel int, urlOf func(i int) string, opened func(c *websocket.Conn)) ([]*websocket.Conn, error) {
 	conns := make([]*websocket.Conn, n)
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -57,6 +60,9 @@ func dial(ctx context.Context, n, parallel int, urlOf func(i int) string) ([]*we
 				return
 			}
 			conns[i] = c
+			if opened != nil {
+				opened(c)
+			}
 		})
 	}
 	wg.Wait()
@@ -103,7 +109,7 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 	if err != nil {
 		return FanoutResult{}, err
 	}
-	conns, err := dial(ctx, o.Receivers, 64, func(i int) string { return WSURL(base, id, "r"+strconv.Itoa(i), nil) })
+	conns, err := dial(ctx, o.Receivers, 64, func(i int) string { return WSURL(base, id, "r"+strconv.Itoa(i), nil) }, nil)
 	if err != nil {
 		return FanoutResult{}, err
 	}
@@ -190,22 +196,39 @@ type LatencyOptions struct {
 	Size     int
 }
 
+// LatencyResult is what Latency measured: send-to-receive times over all
+// receivers, and how many messages each receiver got of those sent.
+type LatencyResult struct {
+	Percentiles
+	Sent     int
+	Received []int // per receiver
+}
+
+func (r LatencyResult) String() string {
+	lost := 0
+	for _, n := range r.Received {
+		lost += r.Sent - n
+	}
+	return fmt.Sprintf("%s; %d sent, received per receiver %v, %d lost", r.Percentiles, r.Sent, r.Received, lost)
+}
+
 // Latency measures send-to-receive time across nodes: a sender on the
 // first node, one receiver on each of the others, messages at Rate.
-func Latency(ctx context.Context, bases []string, o LatencyOptions) (Percentiles, error) {
+func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResult, error) {
 	id, err := CreateCluster(ctx, bases[0])
 	if err != nil {
-		return Percentiles{}, err
+		return LatencyResult{}, err
 	}
-	conns, err := dial(ctx, len(bases)-1, 4, func(i int) string { return WSURL(bases[i+1], id, "rx"+strconv.Itoa(i), nil) })
+	conns, err := dial(ctx, len(bases)-1, 4, func(i int) string { return WSURL(bases[i+1], id, "rx"+strconv.Itoa(i), nil) }, nil)
 	if err != nil {
-		return Percentiles{}, err
+		return LatencyResult{}, err
 	}
 	defer closeAll(conns)
 	var mu sync.Mutex
 	var samples []time.Duration
+	received := make([]int, len(conns))
 	var wg sync.WaitGroup
-	for _, c := range conns {
+	for i, c := range conns {
 		wg.Go(func() {
 			for {
 				_, data, err := c.Read(ctx)
@@ -222,6 +245,7 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (Percentiles
 					d := time.Since(time.Unix(0, f.Payload.Sent))
 					mu.Lock()
 					samples = append(samples, d)
+					received[i]++
 					mu.Unlock()
 				}
 			}
@@ -229,7 +253,7 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (Percentiles
 	}
 	sender, err := wall.Dial(ctx, WSURL(bases[0], id, "sender", nil))
 	if err != nil {
-		return Percentiles{}, err
+		return LatencyResult{}, err
 	}
 	defer sender.Close()
 	go func() {
@@ -242,13 +266,23 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (Percentiles
 	pad := strings.Repeat("x", max(o.Size-40, 0))
 	tick := time.NewTicker(time.Second / time.Duration(o.Rate))
 	defer tick.Stop()
+	sent := 0
 	for end := time.Now().Add(o.Duration); time.Now().Before(end); <-tick.C {
 		if err := sender.Send(ctx, map[string]any{"sent": time.Now().UnixNano(), "pad": pad}); err != nil {
-			return Percentiles{}, err
+			return LatencyResult{}, err
+		}
+		sent++
+	}
+	// The last messages land (or are lost).
+	for settle := time.Now().Add(2 * time.Second); time.Now().Before(settle); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		all := !slices.ContainsFunc(received, func(n int) bool { return n < sent })
+		mu.Unlock()
+		if all {
+			break
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // the last messages land
 	closeAll(conns)
 	wg.Wait()
-	return percentiles(samples), nil
+	return LatencyResult{Percentiles: percentiles(samples), Sent: sent, Received: received}, nil
 }

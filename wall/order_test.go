@@ -1,0 +1,77 @@
+package wall
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSequencer(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type step struct {
+		epoch, seq uint64        // a message comes (seq 0: only time passes)
+		after      time.Duration // since t0
+		start      uint64        // with seq 0 and start > 0: a snapshot says start-1 was sent last
+		want       []uint64      // delivered at this step, in order
+		late       bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"in order", []step{{epoch: 1, seq: 1, want: []uint64{1}}, {epoch: 1, seq: 2, want: []uint64{2}}}},
+		{"swapped", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{epoch: 1, seq: 3},
+			{epoch: 1, seq: 2, want: []uint64{2, 3}},
+		}},
+		{"lost, then late", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{epoch: 1, seq: 3, after: time.Millisecond},
+			{epoch: 1, seq: 4, after: 2 * time.Millisecond},
+			{after: orderWindow},
+			{after: orderWindow + time.Millisecond, want: []uint64{3, 4}},
+			{epoch: 1, seq: 2, after: time.Second, late: true},
+			{epoch: 1, seq: 5, after: time.Second, want: []uint64{5}},
+		}},
+		{"duplicate", []step{{epoch: 1, seq: 1, want: []uint64{1}}, {epoch: 1, seq: 1, late: true}}},
+		{"joined mid-sequence: the snapshot tells where", []step{
+			{start: 41},
+			{epoch: 1, seq: 41, want: []uint64{41}},
+		}},
+		{"unknown start waits out the window", []step{
+			{epoch: 1, seq: 8},
+			{epoch: 1, seq: 7},
+			{after: orderWindow, want: []uint64{7, 8}},
+		}},
+		{"a new epoch: the old one's held messages go on", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{epoch: 1, seq: 3},
+			{epoch: 2, seq: 1, want: []uint64{3, 1}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var q sequencer
+			for i, st := range tc.steps {
+				now := t0.Add(st.after)
+				var got []*wireMsg
+				late := false
+				switch {
+				case st.seq != 0:
+					got, late = q.add(&wireMsg{Epoch: st.epoch, Seq: st.seq}, now)
+				case st.start != 0:
+					q.start(1, st.start-1)
+				default:
+					got = q.release(now)
+				}
+				var seqs []uint64
+				for _, w := range got {
+					seqs = append(seqs, w.Seq)
+				}
+				if !slices.Equal(seqs, st.want) || late != st.late {
+					t.Fatalf("step %d: delivered %v (late %v), want %v (late %v)", i, seqs, late, st.want, st.late)
+				}
+			}
+		})
+	}
+}

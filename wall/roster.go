@@ -1,0 +1,256 @@
+package wall
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Other nodes' rosters. A node's view of another's roster is built from
+// snapshots (exchanged over the roster stream when either starts serving
+// the cluster, and fetched when the view went wrong) and the deltas (join,
+// leave) the other publishes on the topic. Each room has a random epoch and
+// counts the changes of its roster (rev): a delta carries the rev its
+// change made, a snapshot the rev it is at, and a beat, published every
+// BeatInterval, the rev and the digest of the roster. So deltas apply in
+// rev order (one arriving early waits for the missing ones), never twice
+// and never over a newer snapshot; a view still short of the rev a beat
+// announced by the next beat (a delta was lost), or at that rev with
+// another digest, or of another epoch (the node restarted the room) is
+// replaced by a snapshot fetched from the node.
+
+// roster is a snapshot of a node's roster, as the roster stream carries it.
+type roster struct {
+	Epoch   uint64   `json:"epoch"`
+	Rev     uint64   `json:"rev"`
+	Seq     uint64   `json:"seq"` // the last message the room published
+	Members []member `json:"members"`
+}
+
+// digestSize is the size of a roster digest, in bytes.
+const digestSize = 16
+
+// maxPending bounds the deltas a view holds while one is missing; past it
+// they are dropped and the view waits for a snapshot.
+const maxPending = 4096
+
+// digest is a roster's digest: the XOR of a hash of each member, so that
+// nodes agree on it whatever order they hold members in, and it is kept up
+// to date member by member.
+type digest [digestSize]byte
+
+// flip adds m to the digest, or takes it out.
+func (d *digest) flip(m member) {
+	sum := sha256.Sum256([]byte(m.Agent + "\x00" + m.DID + "\x00" + m.Vis))
+	subtle.XORBytes(d[:], d[:], sum[:digestSize])
+}
+
+func (d digest) String() string { return hex.EncodeToString(d[:]) }
+
+// remoteNode is another node serving the cluster, as seen here.
+type remoteNode struct {
+	members  map[string]member
+	digest   digest // of members
+	epoch    uint64
+	rev      uint64
+	pending  map[uint64]*wireMsg // deltas past a missing one, by rev
+	mark     uint64              // the rev a beat announced while the view lagged behind it
+	seen     time.Time           // its last word
+	fetching bool                // its roster is being fetched
+	order    sequencer           // its messages
+	flushing bool                // a flushAt waits for what order holds
+}
+
+func (n *remoteNode) put(m member) {
+	n.remove(m.Agent)
+	n.members[m.Agent] = m
+	n.digest.flip(m)
+}
+
+func (n *remoteNode) remove(h string) {
+	if old, ok := n.members[h]; ok {
+		n.digest.flip(old)
+		delete(n.members, h)
+	}
+}
+
+// nodeLocked returns the view of node p, creating it, and notes that p
+// was heard from.
+func (r *room) nodeLocked(p peer.ID) *remoteNode {
+	n := r.remote[p]
+	if n == nil {
+		n = &remoteNode{members: map[string]member{}, pending: map[uint64]*wireMsg{}}
+		r.remote[p] = n
+	}
+	n.seen = time.Now()
+	return n
+}
+
+// setRoster makes snapshot ro the view of node p, with the deltas that
+// came ahead of it, unless the view is newer.
+func (r *room) setRoster(p peer.ID, ro roster) {
+	r.change(nil, func(touch func(string)) {
+		n := r.nodeLocked(p)
+		n.order.start(ro.Epoch, ro.Seq)
+		if ro.Epoch == n.epoch && ro.Rev < n.rev {
+			return
+		}
+		for h := range n.members {
+			touch(h)
+		}
+		clear(n.members)
+		n.digest = digest{}
+		for _, m := range ro.Members {
+			touch(m.Agent)
+			n.put(m)
+		}
+		n.epoch, n.rev, n.mark = ro.Epoch, ro.Rev, 0
+		r.drainLocked(n, touch)
+	})
+}
+
+// delta applies a join or leave published by node p, in rev order.
+func (r *room) delta(p peer.ID, w *wireMsg) {
+	fetch := false
+	r.change(nil, func(touch func(string)) {
+		n := r.nodeLocked(p)
+		if w.Epoch == n.epoch && w.Rev <= n.rev {
+			return // the view has it already
+		}
+		if len(n.pending) >= maxPending {
+			clear(n.pending)
+		}
+		n.pending[w.Rev] = w
+		if w.Epoch != n.epoch {
+			fetch = claimFetch(n) // no snapshot to apply it to
+			return
+		}
+		r.drainLocked(n, touch)
+	})
+	if fetch {
+		r.goroutine(func() { r.fetchRoster(p) })
+	}
+}
+
+// drainLocked applies the pending deltas that follow the view's rev.
+func (r *room) drainLocked(n *remoteNode, touch func(string)) {
+	for w := n.pending[n.rev+1]; w != nil && w.Epoch == n.epoch; w = n.pending[n.rev+1] {
+		delete(n.pending, n.rev+1)
+		touch(w.Member.Agent)
+		if w.T == wireJoin {
+			n.put(*w.Member)
+		} else {
+			n.remove(w.Member.Agent)
+		}
+		n.rev++
+	}
+	for rev, w := range n.pending {
+		if rev <= n.rev || w.Epoch != n.epoch {
+			delete(n.pending, rev)
+		}
+	}
+}
+
+// beatFrom notes that node p is alive and checks the view of its roster
+// against what the beat announces, fetching a snapshot when it is wrong.
+func (r *room) beatFrom(p peer.ID, w *wireMsg) {
+	r.mu.Lock()
+	n := r.nodeLocked(p)
+	stale := false
+	switch {
+	case w.Epoch != n.epoch:
+		stale = true
+	case n.rev < w.Rev:
+		// Deltas may still be on their way; still missing at the next
+		// beat, one was lost.
+		stale = n.mark != 0 && n.rev < n.mark
+		n.mark = w.Rev
+	case n.rev == w.Rev:
+		n.mark = 0
+		stale = n.digest.String() != w.Digest
+	default: // deltas overtook the beat
+		n.mark = 0
+	}
+	fetch := stale && claimFetch(n)
+	r.mu.Unlock()
+	if fetch {
+		r.goroutine(func() { r.fetchRoster(p) })
+	}
+}
+
+// claimFetch reports whether the caller is to fetch n's roster: no fetch
+// is under way.
+func claimFetch(n *remoteNode) bool {
+	if n.fetching {
+		return false
+	}
+	n.fetching = true
+	return true
+}
+
+// fetchRoster replaces the view of node p with a snapshot p sends over
+// the roster stream.
+func (r *room) fetchRoster(p peer.ID) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
+	defer cancel()
+	ro, err := r.svc.askRoster(ctx, p, r.cl.ID, r.seal, roster{}, true)
+	switch {
+	case errors.Is(err, errNotServing):
+		r.forget([]peer.ID{p}, time.Time{})
+	case err != nil:
+		r.svc.log.Debug("roster fetch failed", "cluster", r.cl.ID, "peer", p, "err", err)
+	default:
+		r.setRoster(p, ro)
+	}
+	r.mu.Lock()
+	if n := r.remote[p]; n != nil {
+		n.fetching = false
+	}
+	r.mu.Unlock()
+}
+
+// forget drops nodes ps and their members, those of them not heard from
+// since silentSince unless that is zero.
+func (r *room) forget(ps []peer.ID, silentSince time.Time) {
+	r.change(nil, func(touch func(string)) {
+		for _, p := range ps {
+			n := r.remote[p]
+			if n == nil || (!silentSince.IsZero() && !n.seen.Before(silentSince)) {
+				continue
+			}
+			for h := range n.members {
+				touch(h)
+			}
+			delete(r.remote, p)
+		}
+	})
+}
+
+// expire forgets nodes whose last word is older than PresenceTimeout: a
+// node that died without saying goodbye takes its members offline.
+func (r *room) expire() {
+	deadline := time.Now().Add(-r.svc.cfg.PresenceTimeout)
+	r.mu.Lock()
+	var gone []peer.ID
+	for p, n := range r.remote {
+		if n.seen.Before(deadline) {
+			gone = append(gone, p)
+		}
+	}
+	r.mu.Unlock()
+	if len(gone) > 0 {
+		r.forget(gone, deadline)
+	}
+}
+
+// beat is what this node publishes every BeatInterval.
+func (r *room) beat() wireMsg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return wireMsg{T: wireBeat, Epoch: r.epoch, Rev: r.rev, Digest: r.digest.String()}
+}

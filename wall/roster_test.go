@@ -1,0 +1,89 @@
+package wall
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// viewRoom is a room with no sockets whose goroutines never run, so that a
+// test sees the decision to fetch a roster (remoteNode.fetching) without
+// a fetch.
+func viewRoom() *room {
+	svc := &Service{ctx: context.Background()}
+	r := newRoom(svc, &Cluster{Record: Record{ID: "c_view", Visibility: Public}}, "")
+	r.stopping = true
+	return r
+}
+
+func TestRosterView(t *testing.T) {
+	const p = peer.ID("node-b")
+	m := func(h string) member { return member{Agent: h, Vis: VisPublic} }
+	join := func(epoch, rev uint64, h string) *wireMsg {
+		mm := m(h)
+		return &wireMsg{T: wireJoin, Member: &mm, Epoch: epoch, Rev: rev}
+	}
+	leave := func(epoch, rev uint64, h string) *wireMsg {
+		w := join(epoch, rev, h)
+		w.T = wireLeave
+		return w
+	}
+	digestOf := func(hs ...string) string {
+		var d digest
+		for _, h := range hs {
+			d.flip(m(h))
+		}
+		return d.String()
+	}
+	view := func(r *room) []string { return slices.Sorted(maps.Keys(r.remote[p].members)) }
+
+	r := viewRoom()
+	r.setRoster(p, roster{Epoch: 7, Rev: 3, Members: []member{m("a"), m("b")}})
+	r.delta(p, join(7, 5, "c")) // early: waits for rev 4
+	if got := view(r); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("a delta applied before the one it follows: %v", got)
+	}
+	r.delta(p, leave(7, 4, "b"))
+	r.delta(p, join(7, 3, "b")) // already in the snapshot
+	if got, n := view(r), r.remote[p]; !slices.Equal(got, []string{"a", "c"}) || n.rev != 5 || len(n.pending) != 0 {
+		t.Fatalf("after the missing delta: %v at rev %d, %d pending", got, n.rev, len(n.pending))
+	}
+	r.setRoster(p, roster{Epoch: 7, Rev: 4, Members: []member{m("a")}}) // older than the view
+	if got := view(r); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("an old snapshot replaced a newer view: %v", got)
+	}
+
+	fetching := func() bool { return r.remote[p].fetching }
+	r.beatFrom(p, &wireMsg{T: wireBeat, Epoch: 7, Rev: 5, Digest: digestOf("a", "c")})
+	if fetching() {
+		t.Fatal("a view in step with the beat is fetched")
+	}
+	r.beatFrom(p, &wireMsg{T: wireBeat, Epoch: 7, Rev: 6, Digest: digestOf("a")})
+	if fetching() {
+		t.Fatal("fetched at the first beat ahead of the view: its delta may be on the way")
+	}
+	r.beatFrom(p, &wireMsg{T: wireBeat, Epoch: 7, Rev: 6, Digest: digestOf("a")})
+	if !fetching() {
+		t.Fatal("a delta lost for a whole beat interval: no fetch")
+	}
+	r.remote[p].fetching = false
+	r.delta(p, leave(7, 6, "c"))
+	r.beatFrom(p, &wireMsg{T: wireBeat, Epoch: 7, Rev: 6, Digest: digestOf("x")})
+	if !fetching() {
+		t.Fatal("a view at the beat's rev with another digest: no fetch")
+	}
+
+	// The node restarted its room: a new epoch.
+	r.remote[p].fetching = false
+	r.delta(p, join(9, 2, "d"))
+	if !fetching() || !slices.Equal(view(r), []string{"a"}) {
+		t.Fatalf("a delta of a new epoch: fetching %v, view %v", fetching(), view(r))
+	}
+	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{m("e")}})
+	if got := view(r); !slices.Equal(got, []string{"d", "e"}) || r.remote[p].rev != 2 {
+		t.Fatalf("the new epoch's snapshot and the delta that came ahead: %v at rev %d", got, r.remote[p].rev)
+	}
+}
