@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -14,15 +13,7 @@ import (
 func benchNode(b *testing.B) *Node {
 	cfg := testConfig(b, b.TempDir())
 	cfg.SyncWrites = true
-	n, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { n.Close() })
-	return n
+	return startNode(b, cfg)
 }
 
 func benchRegister(b *testing.B, n *Node, id string) {

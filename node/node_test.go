@@ -26,7 +26,7 @@ func testConfig(_ testing.TB, dir string) Config {
 	return cfg
 }
 
-func startNode(t *testing.T, cfg Config) *Node {
+func startNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	n, err := New(cfg)
 	if err != nil {
@@ -164,10 +164,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	x := dialWall(t, b, id, q("agent", "x"))
-	x.next("welcome")
-	y := dialWall(t, c, id, q("agent", "y"))
-	y.next("welcome")
+	x := enterWall(t, b, id, q("agent", "x"))
+	y := enterWall(t, c, id, q("agent", "y"))
 	x.send("hi")
 	y.next("message")
 	x.next("ack")

@@ -37,6 +37,14 @@ func dialWall(t *testing.T, n *Node, cluster string, q url.Values) *wsClient {
 	return c
 }
 
+// enterWall dials like dialWall and waits for the welcome frame.
+func enterWall(t *testing.T, n *Node, cluster string, q url.Values) *wsClient {
+	t.Helper()
+	c := dialWall(t, n, cluster, q)
+	c.next("welcome")
+	return c
+}
+
 func tryDialWall(t *testing.T, n *Node, cluster string, q url.Values) (*wsClient, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -113,8 +113,7 @@ func TestWallPrivateCluster(t *testing.T) {
 		}
 	}()
 
-	alice := dialWall(t, b, id, q("agent", "alice", "token", tok))
-	alice.next("welcome")
+	alice := enterWall(t, b, id, q("agent", "alice", "token", tok))
 	admin := dialWall(t, c, id, q("agent", "boss", "token", cl["admin_token"].(string)))
 	if w := admin.next("welcome"); !slices.Contains(w["online"].([]any), any("alice")) {
 		t.Fatalf("admin's welcome: %v", w)
@@ -175,10 +174,8 @@ func TestWallDeleteAcrossNodes(t *testing.T) {
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{"visibility":"public","name":"short lived"}`)
 	id := cl["cluster_id"].(string)
-	onB := dialWall(t, b, id, q("agent", "x"))
-	onB.next("welcome")
-	onC := dialWall(t, c, id, q("agent", "y"))
-	onC.next("welcome")
+	onB := enterWall(t, b, id, q("agent", "x"))
+	onC := enterWall(t, c, id, q("agent", "y"))
 	if st, v := call(t, c, "DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", cl["token"].(string)); st != 401 {
 		t.Fatalf("delete with ck_: %d %v", st, v)
 	}
@@ -215,14 +212,10 @@ func TestWallVisibilityAcrossNodes(t *testing.T) {
 	m := newMesh(t)
 	b, c, d := m.join(), m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	obs := dialWall(t, c, id, q("agent", "obs"))
-	obs.next("welcome")
-	pub := dialWall(t, b, id, q("agent", "pub", "vis", "public"))
-	pub.next("welcome")
-	ghost := dialWall(t, b, id, q("agent", "ghost", "vis", "ghost"))
-	ghost.next("welcome")
-	priv := dialWall(t, b, id, q("agent", "priv", "vis", "private"))
-	priv.next("welcome")
+	obs := enterWall(t, c, id, q("agent", "obs"))
+	enterWall(t, b, id, q("agent", "pub", "vis", "public"))
+	ghost := enterWall(t, b, id, q("agent", "ghost", "vis", "ghost"))
+	priv := enterWall(t, b, id, q("agent", "priv", "vis", "private"))
 	for _, want := range []string{"pub", "priv"} {
 		if p := obs.next("presence"); p["agent"] != want || p["status"] != "online" {
 			t.Fatalf("obs saw %v, want %s online (ghosts are never announced)", p, want)
@@ -266,10 +259,8 @@ func TestWallLobby(t *testing.T) {
 			t.Fatalf("catalog on %s: %v", n.URL(), list)
 		}
 	}
-	x := dialWall(t, b, "c_lobby", q("agent", "x"))
-	x.next("welcome")
-	y := dialWall(t, c, "c_lobby", q("agent", "y"))
-	y.next("welcome")
+	x := enterWall(t, b, "c_lobby", q("agent", "x"))
+	y := enterWall(t, c, "c_lobby", q("agent", "y"))
 	y.send("hello lobby")
 	if f := x.next("message"); f["payload"] != "hello lobby" {
 		t.Fatalf("lobby message: %v", f)
@@ -283,10 +274,8 @@ func TestWallHistoryAcrossNodes(t *testing.T) {
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
-	one := dialWall(t, b, id, q("agent", "one", "token", tok))
-	one.next("welcome")
-	two := dialWall(t, c, id, q("agent", "two", "token", tok))
-	two.next("welcome")
+	enterWall(t, b, id, q("agent", "one", "token", tok))
+	two := enterWall(t, c, id, q("agent", "two", "token", tok))
 	two.conn.Close(websocket.StatusNormalClosure, "")
 	if st, _ := call(t, c, "GET", "/v1/clusters/"+id+"/history", ""); st != 401 {
 		t.Fatalf("history without a token: %d", st)
@@ -322,8 +311,7 @@ func TestWallRelayedChat(t *testing.T) {
 	}
 	b, c := natted(keyB, idC), natted(keyC, idB)
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	alice := dialWall(t, b, id, q("agent", "alice"))
-	alice.next("welcome")
+	alice := enterWall(t, b, id, q("agent", "alice"))
 	var bob *wsClient
 	eventually(t, 30*time.Second, func() bool {
 		// Until b holds a reservation on the relay, c cannot reach it.
@@ -375,8 +363,7 @@ func TestWallLargeRosterStaysOnline(t *testing.T) {
 	fast := func(c *Config) { c.Wall.BeatInterval, c.Wall.PresenceTimeout = 200*time.Millisecond, 2*time.Second }
 	b, c := m.joinWith(fast), m.joinWith(fast)
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	obs := dialWall(t, c, id, q("agent", "obs"))
-	obs.next("welcome")
+	obs := enterWall(t, c, id, q("agent", "obs"))
 	const n = 300 // about 110 KB of roster
 	for i := range n {
 		h := fmt.Sprintf("%03d-%s", i, strings.Repeat("h", 60))
@@ -415,10 +402,8 @@ func TestWallMessageOrderAcrossNodes(t *testing.T) {
 	b := m.joinWith(func(c *Config) { c.Wall.SocketBurst = 1000 })
 	c := m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	rx := dialWall(t, c, id, q("agent", "rx"))
-	rx.next("welcome")
-	tx := dialWall(t, b, id, q("agent", "tx"))
-	tx.next("welcome")
+	rx := enterWall(t, c, id, q("agent", "rx"))
+	tx := enterWall(t, b, id, q("agent", "tx"))
 	const n = 500
 	to := func(i int) string { return []string{"rx", "nobody"}[i%2] }
 	for i := range n {
@@ -471,12 +456,9 @@ func TestWallPayloadNotInflated(t *testing.T) {
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	here := dialWall(t, b, id, q("agent", "here"))
-	here.next("welcome")
-	there := dialWall(t, c, id, q("agent", "there"))
-	there.next("welcome")
-	tx := dialWall(t, b, id, q("agent", "tx"))
-	tx.next("welcome")
+	here := enterWall(t, b, id, q("agent", "here"))
+	there := enterWall(t, c, id, q("agent", "there"))
+	tx := enterWall(t, b, id, q("agent", "tx"))
 	text := strings.Repeat("<&>", 20_000)
 	tx.send(`{"payload":"` + text + `"}`)
 	for _, rx := range []*wsClient{here, there} {
@@ -524,10 +506,8 @@ func TestWallBadFramesAcrossNodes(t *testing.T) {
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
-	alice := dialWall(t, b, id, q("agent", "alice"))
-	alice.next("welcome")
-	bob := dialWall(t, c, id, q("agent", "bob"))
-	bob.next("welcome")
+	alice := enterWall(t, b, id, q("agent", "alice"))
+	bob := enterWall(t, c, id, q("agent", "bob"))
 	alice.send(`"` + strings.Repeat("x", 64<<10) + `"`)
 	if e := alice.next("error"); e["code"] != "frame_too_large" {
 		t.Fatalf("64 KiB frame: %v", e)
@@ -563,10 +543,8 @@ func TestWallSlowConsumerAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.CloseNow()
-	fast := dialWall(t, c, id, q("agent", "fast"))
-	fast.next("welcome")
-	alice := dialWall(t, b, id, q("agent", "alice"))
-	alice.next("welcome")
+	fast := enterWall(t, c, id, q("agent", "fast"))
+	alice := enterWall(t, b, id, q("agent", "alice"))
 	big := `"` + strings.Repeat("y", 60<<10) + `"`
 	for gone := false; !gone; {
 		if ctx.Err() != nil {
@@ -609,10 +587,8 @@ func TestWallDeleteWithQueryTokenAcrossNodes(t *testing.T) {
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
-	onB := dialWall(t, b, id, q("agent", "x", "token", tok))
-	onB.next("welcome")
-	onC := dialWall(t, c, id, q("agent", "y", "token", tok))
-	onC.next("welcome")
+	onB := enterWall(t, b, id, q("agent", "x", "token", tok))
+	onC := enterWall(t, c, id, q("agent", "y", "token", tok))
 	if st, v := call(t, c, "DELETE", "/v1/clusters/"+id+"?token="+tok, ""); st != 401 || v["code"] != "admin_token_required" {
 		t.Fatalf("delete with ?token=ck_: %d %v", st, v)
 	}
