@@ -19,6 +19,7 @@ var (
 	ErrPaymentBinding  = httpx.E(http.StatusPaymentRequired, "payment_binding_mismatch",
 		"payment was made for another request: the retry must repeat the challenged request's skill, body and Mesh-Sig key")
 	ErrProofUsed        = httpx.E(http.StatusPaymentRequired, "payment_proof_used", "transaction already paid for another challenge")
+	ErrAnswerGone       = httpx.E(http.StatusGone, "payment_answer_gone", "the answer to this payment was too large to keep and has been served as often as it may be")
 	ErrUnderpaid        = httpx.E(http.StatusPaymentRequired, "payment_underpaid", "transaction pays less than the price")
 	ErrWrongDestination = httpx.E(http.StatusPaymentRequired, "payment_wrong_destination", "transaction does not pay the provider wallet")
 	ErrMemoMissing      = httpx.E(http.StatusPaymentRequired, "payment_memo_missing", "transaction has no memo instruction")

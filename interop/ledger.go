@@ -49,6 +49,10 @@ const (
 	// (Kept as base64 in JSON, 512 KiB stays under Badger's 1 MiB value
 	// limit of an in-memory store.)
 	maxCachedBody = 512 << 10
+	// maxUncachedRuns bounds how often one payment runs the skill when its
+	// answer is too large to keep: enough for a caller's retries after a
+	// lost answer, not a way to buy many runs with one payment.
+	maxUncachedRuns = 3
 )
 
 // claimRec ties a transaction signature to the nonce it paid and to the
@@ -64,6 +68,8 @@ type claimRec struct {
 	Bind   string `json:"bind"`
 	Key    string `json:"key,omitempty"`
 	Served bool   `json:"served"`
+	// Runs counts the answers served that were too large to cache.
+	Runs   int    `json:"runs,omitempty"`
 	Status int    `json:"status,omitempty"`
 	Type   string `json:"type,omitempty"`
 	Body   []byte `json:"body,omitempty"`
@@ -284,8 +290,8 @@ func (l *ledger) claim(sig, nonce string, c claimRec, nonceTTL time.Duration) er
 	})
 }
 
-// served stores the answer given for a claimed signature, to be replayed.
-// The caller keeps answers over maxCachedBody out: those are not cached.
+// served stores the answer given for a claimed signature, to be replayed;
+// an answer over maxCachedBody is only counted (Runs).
 func (l *ledger) served(sig string, status int, ctype string, body []byte) error {
 	sk := store.Key("x", "s", sig)
 	return l.update(func(tx *store.Txn) error {
@@ -293,7 +299,11 @@ func (l *ledger) served(sig string, status int, ctype string, body []byte) error
 		if err := tx.GetJSON(sk, &c); err != nil {
 			return err
 		}
-		c.Served, c.Status, c.Type, c.Body = true, status, ctype, body
+		if len(body) > maxCachedBody {
+			c.Runs++
+		} else {
+			c.Served, c.Status, c.Type, c.Body = true, status, ctype, body
+		}
 		return setJSONTTL(tx, sk, c, claimTTL)
 	})
 }

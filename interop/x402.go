@@ -95,8 +95,11 @@ func (p *Paywall) serveClaim(w http.ResponseWriter, r *http.Request, pc *paidCal
 	if c.Bind != pc.bind.bodyHex() || c.Key != "" && c.Key != pc.bind.keyText() {
 		return p.refuse(w, pc, ErrPaymentBinding.With("transaction %s paid for another request; only the same skill, body and Mesh-Sig key are served", sig))
 	}
+	if !c.Served && c.Runs >= maxUncachedRuns {
+		return ErrAnswerGone.With("the answer paid by %s was too large to keep and has been served %d times", sig, c.Runs)
+	}
 	if !c.Served {
-		return p.serveClaimed(w, r, sig, next) // its first answer failed: serve again
+		return p.serveClaimed(w, r, sig, next) // its answer failed or was too large to keep: serve again
 	}
 	h := w.Header()
 	h.Set(HeaderPaymentReplay, "true")
@@ -191,10 +194,11 @@ func (p *Paywall) openNonce(nonce string, pc *paidCall) (nonceTerms, error) {
 // serveClaimed runs next for a claimed signature and caches its answer.
 // A 5xx answer is not cached, so a retry with the same proof runs again;
 // nor is one over maxCachedBody: a replay of it runs the skill again (for
-// the same request, which the binding ensures) rather than serve less.
+// the same request, which the binding ensures) rather than serve less, up
+// to maxUncachedRuns runs in all.
 func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
 	rec := runPaid(r, "x402", next)
-	if rec.status < 500 && rec.body.Len() <= maxCachedBody {
+	if rec.status < 500 {
 		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
 			p.log.Error("caching a paid answer", "signature", sig, "err", err)
 		}

@@ -229,7 +229,8 @@ func TestX402FailedSkillIsNotCharged(t *testing.T) {
 
 // TestX402LargeAnswerReplays: an answer within maxCachedBody is replayed
 // from the cache; a larger one is never replayed empty: the replay runs the
-// skill again for the same request.
+// skill again for the same request, but one payment buys no more than
+// maxUncachedRuns runs.
 func TestX402LargeAnswerReplays(t *testing.T) {
 	for _, c := range []struct {
 		pad  int64
@@ -250,6 +251,21 @@ func TestX402LargeAnswerReplays(t *testing.T) {
 		if got := h.served.Load(); got != c.runs {
 			t.Fatalf("answer of %d bytes: skill ran %d times, want %d", c.pad, got, c.runs)
 		}
+	}
+	h := newHarness(t)
+	h.pad.Store(maxCachedBody)
+	n := h.challenge()
+	sig := h.pay(NewWallet(), testPrice, n)
+	for range maxUncachedRuns {
+		if r := h.withProof(sig, n); r.status != 200 {
+			t.Fatalf("run within the bound: %d %.80s", r.status, r.raw)
+		}
+	}
+	if r := h.withProof(sig, n); r.status != 410 || !strings.Contains(r.raw, "payment_answer_gone") {
+		t.Fatalf("run past the bound: %d %.200s", r.status, r.raw)
+	}
+	if got := h.served.Load(); got != maxUncachedRuns {
+		t.Fatalf("skill ran %d times for one payment", got)
 	}
 }
 
