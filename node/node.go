@@ -48,6 +48,10 @@ type Node struct {
 	publisher *publisher    // nil on replicas
 	agent     *agentRuntime // nil unless an agent is embedded
 
+	presenceMu      sync.Mutex
+	presenceFull    []byte    // the last full copy of presence served, encoded
+	presenceFullVer [2]uint64 // its epoch and version
+
 	wall    *wall.Service
 	handler http.Handler
 	ln      net.Listener

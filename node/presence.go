@@ -40,7 +40,21 @@ func (n *Node) servePresence(_ context.Context, _ peer.ID, req []byte) ([]byte, 
 	if err := json.Unmarshal(req, &q); err != nil {
 		return nil, err
 	}
-	return json.Marshal(n.dir.PresenceSince(q.Epoch, q.Ver))
+	c := n.dir.PresenceSince(q.Epoch, q.Ver)
+	if !c.Full {
+		return json.Marshal(c)
+	}
+	// A full copy is encoded once per version, however many ask for it.
+	n.presenceMu.Lock()
+	defer n.presenceMu.Unlock()
+	if n.presenceFull == nil || n.presenceFullVer != [2]uint64{c.Epoch, c.Ver} {
+		raw, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		n.presenceFull, n.presenceFullVer = raw, [2]uint64{c.Epoch, c.Ver}
+	}
+	return n.presenceFull, nil
 }
 
 // fetchPresence copies the directory's new heartbeats.

@@ -36,6 +36,10 @@ type Presence struct {
 	recent []versioned
 	// dirty ids await Flush (a deleted id flushes as a removal).
 	dirty map[string]bool
+	// full is the last full copy handed out, reused while ver stands
+	// still: followers that restart together (or a peer asking with a
+	// bogus cursor) cost one copy, not one each.
+	full *PresenceChanges
 }
 
 // Beat is an agent's latest heartbeat.
@@ -135,6 +139,7 @@ func (p *Presence) forget(id string) {
 	if _, ok := p.beats[id]; ok {
 		delete(p.beats, id)
 		p.dirty[id] = true
+		p.ver++ // followers' full copies change
 	}
 }
 
@@ -148,11 +153,14 @@ func (p *Presence) since(epoch, ver uint64) PresenceChanges {
 		oldest = p.recent[0].ver
 	}
 	if epoch != p.epoch || ver+1 < oldest || ver > p.ver {
-		out.Full = true
-		for _, b := range p.beats {
-			out.Beats = append(out.Beats, b)
+		if p.full == nil || p.full.Ver != p.ver {
+			out.Full = true
+			for _, b := range p.beats {
+				out.Beats = append(out.Beats, b)
+			}
+			p.full = &out
 		}
-		return out
+		return *p.full
 	}
 	for _, r := range p.recent {
 		if b, ok := p.beats[r.id]; r.ver > ver && ok && b.Ver == r.ver {

@@ -75,7 +75,13 @@ func TestPresenceFollower(t *testing.T) {
 	if c := sync(); c.Full || len(c.Beats) != 0 {
 		t.Fatalf("nothing new: %+v", c)
 	}
+	if c := dir.since(0, 0); !c.Full || len(c.Beats) != 3 {
+		t.Fatalf("a full copy for a newcomer: %+v", c)
+	}
 	dir.forget("a2")
+	if c := dir.since(0, 0); len(c.Beats) != 2 {
+		t.Fatalf("a full copy after a delete still has it: %+v", c)
+	}
 	restarted := newPresence(2)
 	restarted.beats = dir.beats
 	dir = restarted
