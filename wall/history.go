@@ -285,8 +285,10 @@ func (s *Service) serveHistory(_ context.Context, from peer.ID, raw []byte) ([]b
 	now := s.cfg.Now()
 	switch q.Op {
 	case historyAppend:
+		// A v1 record names no member key: its appends are taken like a
+		// public cluster's.
 		serving := s.cfg.Host.Served(topicName(cl.ID), from)
-		if !cl.Public() {
+		if !cl.Public() && cl.memberPub() != nil {
 			serving = q.signedBy(cl, from, now)
 		}
 		if !serving || cl.ID == LobbyID {
@@ -338,6 +340,10 @@ func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
 	tok, ok := cl.memberToken(cred)
 	if !ok {
 		return ErrNotOwner
+	}
+	if cl.memberPub() == nil && !s.isDirectory() {
+		// A v1 record: the token cannot be proven to the directory.
+		return ErrHistoryAtDirectory
 	}
 	limit := defaultHistoryN
 	if v := r.URL.Query().Get("limit"); v != "" {

@@ -23,8 +23,9 @@ type room struct {
 	svc  *Service
 	cl   *Cluster
 	seal *sealer // nil for a public cluster
-	// memberKey is a private cluster's member key (nil for a public one):
-	// it signs the room's history events.
+	// memberKey is a private cluster's member key (nil for a public one,
+	// or a v1 record, which names none): it signs the room's history
+	// events.
 	memberKey ed25519.PrivateKey
 	topic     *p2p.Topic
 
@@ -64,7 +65,10 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 		sendLimit:  rate.NewLimiter(rate.Limit(svc.cfg.RoomRate), max(1, int(2*svc.cfg.RoomRate))),
 		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
 	if !cl.Public() {
-		r.seal, r.memberKey = newSealer(cl.ID, token), memberKey(cl.ID, token)
+		r.seal = newSealer(cl.ID, token)
+	}
+	if !cl.Public() && cl.memberPub() != nil {
+		r.memberKey = memberKey(cl.ID, token)
 	}
 	r.ctx, r.cancel = context.WithCancel(svc.ctx)
 	return r
