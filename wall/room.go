@@ -51,8 +51,10 @@ type room struct {
 	rev     uint64 // changes of the local roster
 	digest  digest // of the local roster
 	remote  map[peer.ID]*remoteNode
-	pending map[string]*sent // by message id
-	closed  bool
+	// strangers counts the views in remote that are not known.
+	strangers int
+	pending   map[string]*sent // by message id
+	closed    bool
 }
 
 // topicName is a cluster's gossipsub topic, also its rendezvous namespace.
@@ -93,6 +95,7 @@ func (r *room) start(first *member) error {
 	t, err := r.svc.cfg.Host.Join(topicName(r.cl.ID), p2p.TopicConfig{
 		MaxSize:       maxWire + 64,
 		RatePerOrigin: r.svc.cfg.PeerRate, Burst: max(1, int(2*r.svc.cfg.PeerRate)),
+		RatePerPeer: r.svc.cfg.RelayRate, PeerBurst: max(1, int(2*r.svc.cfg.RelayRate)),
 		Validate: r.validate,
 		Deliver:  r.deliver,
 	})
@@ -173,14 +176,29 @@ func (r *room) maintain() {
 			r.publish(r.beat())
 			r.expire()
 		case <-renew.C:
-			ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
-			peers, _ := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
-			for _, p := range peers {
-				if !r.svc.cfg.Host.Connected(p.ID) {
-					r.svc.cfg.Host.Connect(ctx, p)
-				}
-			}
-			cancel()
+			r.renew()
+		}
+	}
+}
+
+// renew renews the room's rendezvous registration, connects to the nodes
+// registered there and fetches the rosters of those not known here (their
+// roster exchange with this node failed, or they were strangers past
+// maxStrangers).
+func (r *room) renew() {
+	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
+	defer cancel()
+	peers, _ := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
+	for _, p := range peers {
+		if !r.svc.cfg.Host.Connected(p.ID) {
+			r.svc.cfg.Host.Connect(ctx, p)
+		}
+		r.mu.Lock()
+		n := r.remote[p.ID]
+		fetch := n == nil || (!n.known && claimFetch(n))
+		r.mu.Unlock()
+		if fetch {
+			r.goroutine(func() { r.fetchRoster(p.ID) })
 		}
 	}
 }

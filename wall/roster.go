@@ -54,6 +54,13 @@ func (d digest) String() string { return hex.EncodeToString(d[:]) }
 
 // remoteNode is another node serving the cluster, as seen here.
 type remoteNode struct {
+	// known: a roster exchange with the node (when either started serving
+	// the cluster, or a fetch since) proved it serves the cluster. Until
+	// then it is a stranger, heard only on the topic, where any peer may
+	// sign with keys made up for the purpose: a stranger's view holds no
+	// members (they come from snapshots), acks never wait for it, and it
+	// gets no receipts.
+	known    bool
 	members  map[string]member
 	digest   digest // of members
 	epoch    uint64
@@ -79,23 +86,65 @@ func (n *remoteNode) remove(h string) {
 	}
 }
 
-// nodeLocked returns the view of node p, creating it, and notes that p
-// was heard from.
+// Bounds on the views a room keeps of other nodes: so many known nodes
+// (as many as a rendezvous returns), so many strangers. A stranger past
+// the bound is not heard; a node registered at the rendezvous is fetched
+// when the room renews its registration, and so becomes known (renew).
+const (
+	maxNodes     = 1000
+	maxStrangers = 64
+)
+
+// nodeLocked returns the view of node p, creating a stranger's if there
+// is room, and notes that p was heard from; nil when there is no room
+// (what p says is dropped).
 func (r *room) nodeLocked(p peer.ID) *remoteNode {
 	n := r.remote[p]
 	if n == nil {
-		n = &remoteNode{members: map[string]member{}, pending: map[uint64]*wireMsg{}}
+		if r.strangers >= maxStrangers {
+			return nil
+		}
+		n = newRemoteNode()
 		r.remote[p] = n
+		r.strangers++
 	}
 	n.seen = time.Now()
 	return n
 }
 
+// knowLocked is nodeLocked for a node that proved it serves the cluster:
+// its view is known from now on. Nil when maxNodes are known already.
+func (r *room) knowLocked(p peer.ID) *remoteNode {
+	n := r.remote[p]
+	if n == nil || !n.known {
+		if len(r.remote)-r.strangers >= maxNodes {
+			return nil
+		}
+		if n == nil {
+			n = newRemoteNode()
+			r.remote[p] = n
+		} else {
+			r.strangers--
+		}
+		n.known = true
+	}
+	n.seen = time.Now()
+	return n
+}
+
+func newRemoteNode() *remoteNode {
+	return &remoteNode{members: map[string]member{}, pending: map[uint64]*wireMsg{}}
+}
+
 // setRoster makes snapshot ro the view of node p, with the deltas that
-// came ahead of it, unless the view is newer.
+// came ahead of it, unless the view is newer. p proved it serves the
+// cluster: its view is known.
 func (r *room) setRoster(p peer.ID, ro roster) {
 	r.change(nil, func(touch func(string)) {
-		n := r.nodeLocked(p)
+		n := r.knowLocked(p)
+		if n == nil {
+			return
+		}
 		n.order.start(ro.Epoch, ro.Seq)
 		if ro.Epoch == n.epoch && ro.Rev < n.rev {
 			return
@@ -119,8 +168,8 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 	fetch := false
 	r.change(nil, func(touch func(string)) {
 		n := r.nodeLocked(p)
-		if w.Epoch == n.epoch && w.Rev <= n.rev {
-			return // the view has it already
+		if n == nil || (w.Epoch == n.epoch && w.Rev <= n.rev) {
+			return // no room for its view, or the view has it already
 		}
 		if len(n.pending) >= maxPending {
 			clear(n.pending)
@@ -161,6 +210,10 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 func (r *room) beatFrom(p peer.ID, w *wireMsg) {
 	r.mu.Lock()
 	n := r.nodeLocked(p)
+	if n == nil {
+		r.mu.Unlock()
+		return
+	}
 	stale := false
 	switch {
 	case w.Epoch != n.epoch:
@@ -227,6 +280,9 @@ func (r *room) forget(ps []peer.ID, silentSince time.Time) {
 				touch(h)
 			}
 			delete(r.remote, p)
+			if !n.known {
+				r.strangers--
+			}
 		}
 	})
 }

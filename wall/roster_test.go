@@ -2,9 +2,11 @@ package wall
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -85,5 +87,37 @@ func TestRosterView(t *testing.T) {
 	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{m("e")}})
 	if got := view(r); !slices.Equal(got, []string{"d", "e"}) || r.remote[p].rev != 2 {
 		t.Fatalf("the new epoch's snapshot and the delta that came ahead: %v at rev %d", got, r.remote[p].rev)
+	}
+}
+
+// TestViewBounds: strangers (nodes heard only on the topic, where keys
+// cost nothing) get at most maxStrangers views; a node that proves it
+// serves the cluster gets one even then, up to maxNodes.
+func TestViewBounds(t *testing.T) {
+	r := viewRoom()
+	beat := &wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}
+	stranger := func(i int) peer.ID { return peer.ID(fmt.Sprintf("stranger-%d", i)) }
+	for i := range maxStrangers + 10 {
+		r.beatFrom(stranger(i), beat)
+		r.deliverRemote(stranger(i), &wireMsg{T: wireMessage, ID: "m", Epoch: 1, Seq: 1})
+	}
+	if len(r.remote) != maxStrangers || r.strangers != maxStrangers {
+		t.Fatalf("%d views, %d strangers, want %d", len(r.remote), r.strangers, maxStrangers)
+	}
+	m := member{Agent: "a", Vis: VisPublic}
+	r.setRoster("honest", roster{Epoch: 3, Rev: 1, Members: []member{m}})
+	if n := r.remote["honest"]; n == nil || !n.known || len(n.members) != 1 {
+		t.Fatalf("a node's roster refused while strangers fill their views: %+v", n)
+	}
+	r.setRoster(stranger(0), roster{Epoch: 1})
+	r.forget([]peer.ID{stranger(1)}, time.Time{})
+	if r.strangers != maxStrangers-2 || !r.remote[stranger(0)].known {
+		t.Fatalf("%d strangers after one proved itself and one was forgotten", r.strangers)
+	}
+	for i := range maxNodes {
+		r.setRoster(peer.ID(fmt.Sprintf("node-%d", i)), roster{Epoch: 1})
+	}
+	if known := len(r.remote) - r.strangers; known != maxNodes {
+		t.Fatalf("%d known nodes, want at most %d", known, maxNodes)
 	}
 }
