@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -256,6 +257,9 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return httpx.E(http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket: connect with a WebSocket client")
 	}
+	if err := s.checkRoom(cl.ID, j); err != nil {
+		return err
+	}
 	if !s.track() {
 		return httpx.ErrUnavailable.With("the node is shutting down")
 	}
@@ -270,6 +274,10 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	go func() {
 		defer s.wg.Done()
 		room, err := s.enter(cl, j.token, sk)
+		if errors.Is(err, ErrRoomFull) { // since checkRoom
+			sk.abort(statusTryAgain, reasonFull)
+			return
+		}
 		if err != nil {
 			sk.abort(statusTryAgain, "cannot join the cluster now")
 			s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)

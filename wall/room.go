@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -51,10 +52,12 @@ type room struct {
 	rev     uint64 // changes of the local roster
 	digest  digest // of the local roster
 	remote  map[peer.ID]*remoteNode
-	// strangers counts the views in remote that are not known.
-	strangers int
-	pending   map[string]*sent // by message id
-	closed    bool
+	pending map[string]*sent // by message id
+	closed  bool
+
+	// strangers counts the views in remote that are not known,
+	// remoteMembers the members in all of them.
+	strangers, remoteMembers int
 }
 
 // topicName is a cluster's gossipsub topic, also its rendezvous namespace.
@@ -264,17 +267,23 @@ func newMsgID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// errRoomClosed: the room closed before the socket was admitted.
+var errRoomClosed = errors.New("wall: the room has closed")
+
 // admit adds socket sk and greets it: a welcome frame listing who is online
-// on every node, and a presence frame about sk to everyone else. It
-// returns false when the room has closed meanwhile.
-func (r *room) admit(sk *socket) bool {
-	admitted := false
+// on every node, and a presence frame about sk to everyone else. It fails
+// with errRoomClosed when the room has closed meanwhile, ErrRoomFull when
+// sk would be a member past maxRoster here.
+func (r *room) admit(sk *socket) error {
+	var err error
 	var join *wireMsg
 	r.change(sk, func(touch func(string)) {
-		if r.closed {
+		if err = r.roomForLocked(sk.handle, sk.vis); r.closed {
+			err = errRoomClosed
+		}
+		if err != nil {
 			return
 		}
-		admitted = true
 		sk.room = r
 		touch(sk.handle)
 		join = r.addLocked(sk)
@@ -283,7 +292,16 @@ func (r *room) admit(sk *socket) bool {
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})})
 	})
 	r.publishDelta(join)
-	return admitted
+	return err
+}
+
+// roomForLocked fails with ErrRoomFull when a socket of handle h would be
+// a member past maxRoster here: other nodes refuse a roster over it.
+func (r *room) roomForLocked(h, vis string) error {
+	if vis == VisGhost || r.local[h] != nil || len(r.local) < maxRoster {
+		return nil
+	}
+	return ErrRoomFull
 }
 
 // dismiss removes sk and tells the cluster when its handle went offline

@@ -71,19 +71,65 @@ type remoteNode struct {
 	fetching bool                // its roster is being fetched
 	order    sequencer           // its messages
 	flushing bool                // a flushAt waits for what order holds
+	// refused: until then, the view stays empty (refuseLocked).
+	refused time.Time
 }
 
-func (n *remoteNode) put(m member) {
-	n.remove(m.Agent)
+// Bounds on what a room holds of other nodes' rosters: a node reports at
+// most maxRoster members (its own sockets are capped so, see admit), and
+// the room follows at most maxRemoteMembers across the other nodes. A
+// view that would pass either is refused for refuseFor.
+const (
+	maxRemoteMembers = 10 * maxRoster
+	refuseFor        = time.Minute
+)
+
+// putMemberLocked adds m to node n's view, or replaces the member of its
+// handle. It changes nothing and reports false when the view, or the
+// room's views together, would pass their bounds.
+func (r *room) putMemberLocked(n *remoteNode, m member) bool {
+	if old, ok := n.members[m.Agent]; ok {
+		n.digest.flip(old)
+	} else {
+		if len(n.members) >= maxRoster || r.remoteMembers >= maxRemoteMembers {
+			return false
+		}
+		r.remoteMembers++
+	}
 	n.members[m.Agent] = m
 	n.digest.flip(m)
+	return true
 }
 
-func (n *remoteNode) remove(h string) {
+func (r *room) removeMemberLocked(n *remoteNode, h string) {
 	if old, ok := n.members[h]; ok {
 		n.digest.flip(old)
 		delete(n.members, h)
+		r.remoteMembers--
 	}
+}
+
+// clearViewLocked takes every member out of node n's view.
+func (r *room) clearViewLocked(n *remoteNode, touch func(string)) {
+	for h := range n.members {
+		touch(h)
+	}
+	r.remoteMembers -= len(n.members)
+	clear(n.members)
+	n.digest = digest{}
+}
+
+// refuseLocked empties node n's view, which would pass maxRoster (the
+// node misbehaves) or take the room past maxRemoteMembers (the cluster is
+// larger than a room follows): for refuseFor, nothing the node says about
+// its roster is applied or fetched; then a beat fetches it anew.
+func (r *room) refuseLocked(n *remoteNode, touch func(string)) {
+	r.clearViewLocked(n, touch)
+	clear(n.pending)
+	n.epoch, n.rev, n.mark = 0, 0, 0
+	n.refused = time.Now().Add(refuseFor)
+	r.svc.log.Warn("a node's roster is over the bounds: its members are not shown here for a while",
+		"cluster", r.cl.ID, "max_per_node", maxRoster, "max_total", maxRemoteMembers)
 }
 
 // Bounds on the views a room keeps of other nodes: so many known nodes
@@ -149,16 +195,16 @@ func (r *room) setRoster(p peer.ID, ro roster) {
 		if ro.Epoch == n.epoch && ro.Rev < n.rev {
 			return
 		}
-		for h := range n.members {
-			touch(h)
+		r.clearViewLocked(n, touch)
+		if r.remoteMembers+len(ro.Members) > maxRemoteMembers {
+			r.refuseLocked(n, touch)
+			return
 		}
-		clear(n.members)
-		n.digest = digest{}
-		for _, m := range ro.Members {
+		for _, m := range ro.Members { // at most maxRoster (checkMembers)
 			touch(m.Agent)
-			n.put(m)
+			r.putMemberLocked(n, m)
 		}
-		n.epoch, n.rev, n.mark = ro.Epoch, ro.Rev, 0
+		n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, time.Time{}
 		r.drainLocked(n, touch)
 	})
 }
@@ -168,8 +214,8 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 	fetch := false
 	r.change(nil, func(touch func(string)) {
 		n := r.nodeLocked(p)
-		if n == nil || (w.Epoch == n.epoch && w.Rev <= n.rev) {
-			return // no room for its view, or the view has it already
+		if n == nil || time.Now().Before(n.refused) || (w.Epoch == n.epoch && w.Rev <= n.rev) {
+			return // no room for its view, the view is refused, or has it already
 		}
 		if len(n.pending) >= maxPending {
 			clear(n.pending)
@@ -191,10 +237,11 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 	for w := n.pending[n.rev+1]; w != nil && w.Epoch == n.epoch; w = n.pending[n.rev+1] {
 		delete(n.pending, n.rev+1)
 		touch(w.Member.Agent)
-		if w.T == wireJoin {
-			n.put(*w.Member)
-		} else {
-			n.remove(w.Member.Agent)
+		if w.T == wireLeave {
+			r.removeMemberLocked(n, w.Member.Agent)
+		} else if !r.putMemberLocked(n, *w.Member) {
+			r.refuseLocked(n, touch)
+			return
 		}
 		n.rev++
 	}
@@ -210,7 +257,7 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 func (r *room) beatFrom(p peer.ID, w *wireMsg) {
 	r.mu.Lock()
 	n := r.nodeLocked(p)
-	if n == nil {
+	if n == nil || time.Now().Before(n.refused) {
 		r.mu.Unlock()
 		return
 	}
@@ -276,9 +323,7 @@ func (r *room) forget(ps []peer.ID, silentSince time.Time) {
 			if n == nil || (!silentSince.IsZero() && !n.seen.Before(silentSince)) {
 				continue
 			}
-			for h := range n.members {
-				touch(h)
-			}
+			r.clearViewLocked(n, touch)
 			delete(r.remote, p)
 			if !n.known {
 				r.strangers--

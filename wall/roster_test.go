@@ -3,6 +3,7 @@ package wall
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // test sees the decision to fetch a roster (remoteNode.fetching) without
 // a fetch.
 func viewRoom() *room {
-	svc := &Service{ctx: context.Background()}
+	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
 	r := newRoom(svc, &Cluster{Record: Record{ID: "c_view", Visibility: Public}}, "")
 	r.stopping = true
 	return r
@@ -119,5 +120,56 @@ func TestViewBounds(t *testing.T) {
 	}
 	if known := len(r.remote) - r.strangers; known != maxNodes {
 		t.Fatalf("%d known nodes, want at most %d", known, maxNodes)
+	}
+}
+
+// TestRosterBounds: a node's view past maxRoster (join deltas with fresh
+// handles) or the room's views past maxRemoteMembers are refused: emptied,
+// and not fetched again at each beat, for refuseFor.
+func TestRosterBounds(t *testing.T) {
+	members := func(prefix string, n int) []member {
+		out := make([]member, n)
+		for i := range out {
+			out[i] = member{Agent: fmt.Sprintf("%s%d", prefix, i), Vis: VisPublic}
+		}
+		return out
+	}
+	join := func(rev uint64, h string) *wireMsg {
+		return &wireMsg{T: wireJoin, Member: &member{Agent: h, Vis: VisPublic}, Epoch: 1, Rev: rev}
+	}
+	beat := &wireMsg{T: wireBeat, Epoch: 1, Rev: 1, Digest: digest{}.String()}
+
+	r := viewRoom()
+	const p = peer.ID("node-b")
+	r.setRoster(p, roster{Epoch: 1, Rev: 1, Members: members("m", maxRoster)})
+	r.delta(p, join(2, "m0")) // a handle it has: no growth
+	r.delta(p, join(3, "one-too-many"))
+	n := r.remote[p]
+	if len(n.members) != 0 || r.remoteMembers != 0 || n.refused.IsZero() {
+		t.Fatalf("a view grown past maxRoster: %d members (%d in the room), refused %v", len(n.members), r.remoteMembers, n.refused)
+	}
+	r.beatFrom(p, beat)
+	r.delta(p, join(1, "again"))
+	if n.fetching || len(n.members) != 0 {
+		t.Fatalf("a refused view: fetching %v, %d members", n.fetching, len(n.members))
+	}
+	n.refused = time.Now() // the while passed
+	r.beatFrom(p, beat)
+	if !n.fetching {
+		t.Fatal("a refused view is not fetched anew once the while passed")
+	}
+
+	r = viewRoom()
+	node := func(i int) peer.ID { return peer.ID(fmt.Sprintf("node-%d", i)) }
+	for i := range maxRemoteMembers / maxRoster {
+		r.setRoster(node(i), roster{Epoch: 1, Rev: 1, Members: members(fmt.Sprintf("n%d-", i), maxRoster)})
+	}
+	if r.remoteMembers != maxRemoteMembers {
+		t.Fatalf("%d members followed, want %d", r.remoteMembers, maxRemoteMembers)
+	}
+	r.setRoster("one-more", roster{Epoch: 1, Rev: 1, Members: members("x", 1)})
+	r.delta(node(0), join(2, "fresh"))
+	if r.remoteMembers != maxRemoteMembers-maxRoster || len(r.remote["one-more"].members) != 0 {
+		t.Fatalf("past maxRemoteMembers: %d members followed", r.remoteMembers)
 	}
 }

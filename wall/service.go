@@ -145,8 +145,8 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		} else {
 			<-r.ready
 		}
-		if r.admit(sk) {
-			return r, nil
+		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
+			return r, err
 		}
 		<-r.done
 	}
@@ -227,6 +227,18 @@ func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster
 		}
 	}
 	return cl, err
+}
+
+// checkRoom fails with ErrRoomFull when the running room of cluster id
+// (if any) has no room for a socket of j; admit checks again.
+func (s *Service) checkRoom(id string, j joinQuery) error {
+	r := s.room(id)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roomForLocked(j.agent, j.vis)
 }
 
 // room returns the running room of cluster id, if any: not one still

@@ -3,6 +3,7 @@ package wall
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -118,6 +119,39 @@ func TestConnectRefusedBeforeUpgrade(t *testing.T) {
 	if w := h.dial(pubID, vals("agent", "guest")).listen().next(KindWelcome); w["owner"] != false {
 		t.Fatalf("tokenless guest is an owner: %v", w)
 	}
+}
+
+// TestClusterFullOnThisNode: a node holds at most maxRoster members of one
+// cluster (other nodes take no larger roster from it): one more is refused
+// before the upgrade with 503 cluster_full; another socket of a member, or
+// a ghost, still comes in.
+func TestClusterFullOnThisNode(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
+	room := h.svc.room(id)
+	room.mu.Lock()
+	for i := len(room.local); i < maxRoster; i++ {
+		m := member{Agent: fmt.Sprintf("m%d", i), Vis: VisPublic}
+		room.local[m.Agent] = &localMember{n: 1, m: m}
+	}
+	room.mu.Unlock()
+
+	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+id+"/ws?agent=bob", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || body["code"] != "cluster_full" {
+		t.Fatalf("a member past maxRoster: %d %v", resp.StatusCode, body)
+	}
+	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
+	h.dial(id, vals("agent", "casper", "vis", VisGhost)).listen().next(KindWelcome)
 }
 
 // TestSlowConsumerDoesNotStallTheRoom: a client that stops reading is
