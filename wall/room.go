@@ -256,7 +256,7 @@ func (r *room) deliver(m p2p.Message) {
 	case wireBeat:
 		r.beatFrom(m.From, w)
 	case wireBye:
-		r.forget([]peer.ID{m.From}, time.Time{})
+		r.bye(m.From, w.Epoch)
 	}
 }
 
@@ -326,7 +326,7 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 // other nodes are told at once that this node's members left.
 func (r *room) shutdown(goodbye bool) {
 	if goodbye && r.topic != nil {
-		r.publish(wireMsg{T: wireBye})
+		r.publish(wireMsg{T: wireBye, Epoch: r.epoch})
 	}
 	r.gmu.Lock()
 	r.stopping = true

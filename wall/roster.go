@@ -323,11 +323,29 @@ func (r *room) forget(ps []peer.ID, silentSince time.Time) {
 			if n == nil || (!silentSince.IsZero() && !n.seen.Before(silentSince)) {
 				continue
 			}
-			r.clearViewLocked(n, touch)
-			delete(r.remote, p)
-			if !n.known {
-				r.strangers--
-			}
+			r.dropLocked(p, n, touch)
+		}
+	})
+}
+
+// dropLocked forgets node p, whose view is n, and its members.
+func (r *room) dropLocked(p peer.ID, n *remoteNode, touch func(string)) {
+	r.clearViewLocked(n, touch)
+	delete(r.remote, p)
+	if !n.known {
+		r.strangers--
+	}
+}
+
+// bye forgets node p, which said goodbye from its room of epoch, unless
+// the view is of another epoch: the node's next room (a fast reconnect)
+// may have exchanged rosters with this node before the goodbye of the one
+// before came. A goodbye without an epoch (from the earlier release)
+// forgets the node whatever its view.
+func (r *room) bye(p peer.ID, epoch uint64) {
+	r.change(nil, func(touch func(string)) {
+		if n := r.remote[p]; n != nil && (epoch == 0 || n.epoch == epoch) {
+			r.dropLocked(p, n, touch)
 		}
 	})
 }

@@ -173,3 +173,27 @@ func TestRosterBounds(t *testing.T) {
 		t.Fatalf("past maxRemoteMembers: %d members followed", r.remoteMembers)
 	}
 }
+
+// TestByeOfAnEarlierRoom: a node's room shut down and a new one started at
+// once (a fast reconnect) and exchanged rosters here; the goodbye of the
+// room before, arriving late, leaves the new view alone. The new room's
+// goodbye, or one without an epoch (the earlier release), forgets it.
+func TestByeOfAnEarlierRoom(t *testing.T) {
+	const p = peer.ID("node-b")
+	r := viewRoom()
+	online := func() bool { _, ok := r.presentLocked("a"); return ok }
+	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{{Agent: "a", Vis: VisPublic}}})
+	r.bye(p, 7)
+	if !online() {
+		t.Fatal("the goodbye of the room before took the new room's members offline")
+	}
+	r.bye(p, 9)
+	if online() || r.remote[p] != nil {
+		t.Fatal("the room's own goodbye did not forget it")
+	}
+	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{{Agent: "a", Vis: VisPublic}}})
+	r.bye(p, 0)
+	if online() {
+		t.Fatal("a goodbye without an epoch did not forget the node")
+	}
+}
