@@ -119,6 +119,11 @@ func (s *Service) goroutine(fn func()) {
 // last socket just left) stays in s.rooms until it has left the topic and
 // withdrawn its rendezvous registration: a socket arriving meanwhile waits
 // for that, then starts the room anew.
+//
+// A room starts only if the catalog still holds the cluster, checked under
+// s.mu: a deletion committed before that check fails enter with
+// ErrClusterNotFound; one committed after it finds the room in s.rooms
+// (the delete hook takes s.mu too) and closes it with its sockets.
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -129,6 +134,10 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		r := s.rooms[cl.ID]
 		creating := r == nil
 		if creating {
+			if _, err := s.cfg.Catalog.Get(cl.ID); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
 			r = newRoom(s, cl, token)
 			s.rooms[cl.ID] = r
 		}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -668,5 +670,46 @@ func TestKeepalive(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestSocketOfADeletedCluster: a socket upgraded while its cluster was
+// being deleted (looked up before the delete, entering after the delete
+// hook ran) starts no room in the deleted cluster: it gets the closed
+// frame and close 1000, like the cluster's other sockets.
+func TestSocketOfADeletedCluster(t *testing.T) {
+	h := newHarness(t, nil)
+	created := h.create(`{"visibility":"public"}`)
+	id := created["cluster_id"].(string)
+	cl, err := h.cat.Get(id) // the connect's lookup, before the delete
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, v := h.call("DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", created["admin_token"].(string)); st != 200 {
+		t.Fatalf("delete: %d %v", st, v)
+	}
+	server, client := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	sk := newSocket(&wsConn{conn: server, rd: server}, &h.svc.wg, "late", "", VisPublic, false, &h.svc.cfg.Tuning)
+	go h.svc.serveSocket(cl, "", sk)
+
+	client.SetDeadline(time.Now().Add(10 * time.Second))
+	f, err := ws.ReadFrame(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	json.Unmarshal(f.Payload, &got)
+	if got["kind"] != KindClosed || got["reason"] != reasonDeleted {
+		t.Fatalf("the socket got %s", f.Payload)
+	}
+	if f, err = ws.ReadFrame(client); err != nil || f.Header.OpCode != ws.OpClose {
+		t.Fatalf("then %v %v, want a close frame", f.Header, err)
+	}
+	if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusNormalClosure {
+		t.Fatalf("close code %d, want 1000", code)
+	}
+	if h.svc.room(id) != nil {
+		t.Fatal("a room of the deleted cluster runs")
 	}
 }
