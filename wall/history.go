@@ -35,7 +35,10 @@ import (
 // that plausibly serve the cluster (for a private one, a signature by the
 // member key; for a public one, a registration at the rendezvous, which
 // the directory runs, now or lately), at most historyRate events a second
-// per node and cluster, so that no peer floods real events out.
+// per node and cluster, so that no peer floods real events out. A v1
+// record names no member key: its history is read only through the
+// directory's own HTTP surface, and its appends are taken as a public
+// cluster's.
 const (
 	historyProto     = p2p.ProtocolPrefix + "/wall/history/1.0.0"
 	historyKeep      = 1000
