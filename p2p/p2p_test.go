@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -664,6 +665,33 @@ func TestPubsub(t *testing.T) {
 		}
 		if n := st.Dropped(DropInvalid); n != 0 {
 			t.Errorf("rate drops counted as invalid: %d", n)
+		}
+	})
+
+	// A peer that signs each message with a fresh key gets no fresh
+	// budget: what it forwards is bounded whatever the origins.
+	t.Run("rate per peer", func(t *testing.T) {
+		t.Parallel()
+		var got inbox
+		pub, sub, pt, st := pubsubPair(t, "rate-peer",
+			TopicConfig{},
+			TopicConfig{RatePerOrigin: 100, Burst: 100, RatePerPeer: 1, PeerBurst: 2, Deliver: got.deliver})
+		const n = 12
+		for i := range n {
+			priv, _, err := crypto.GenerateEd25519Key(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := peer.IDFromPrivateKey(priv)
+			if err := pt.t.Publish(t.Context(), []byte(fmt.Sprintf("m%d", i)), pubsub.WithSecretKeyAndPeerId(priv, id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 10*time.Second, "the flood under fresh keys to cost the forwarder", func() bool {
+			return st.Dropped(DropRate) >= 3 && sub.PeerScore(pub.ID()) < 0
+		})
+		if d := got.all(); len(d) > 3 {
+			t.Errorf("%d of %d messages under fresh keys delivered at 1/s from one peer (burst 2): %v", len(d), n, d)
 		}
 	})
 }

@@ -134,9 +134,17 @@ type TopicConfig struct {
 	// RatePerOrigin, if positive, bounds the messages per second accepted
 	// from each origin (Burst at once), however they come. The excess is
 	// dropped: ignored as long as the origin stays within twice the limit,
-	// rejected (penalising the forwarder) beyond (originLimits).
+	// rejected (penalising the forwarder) beyond (peerLimits).
 	RatePerOrigin float64
 	Burst         int
+	// RatePerPeer, if positive, bounds likewise the messages per second
+	// accepted from each connected peer that forwards them, whatever their
+	// origins (PeerBurst at once). Gossipsub checks only that a message is
+	// signed by its origin's key, and keys cost nothing: without this, a
+	// peer signing each message with a fresh key would get a fresh origin
+	// budget for each.
+	RatePerPeer float64
+	PeerBurst   int
 	// Validate checks a message from its authenticated origin. An error
 	// rejects it (penalising the forwarder); ErrIgnore drops it quietly.
 	// What it returns reaches Deliver as Message.Value, so that a message
@@ -208,8 +216,9 @@ func (h *Host) Join(name string, cfg TopicConfig) (*Topic, error) {
 }
 
 func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
-	limits := newOriginLimits(cfg.RatePerOrigin, cfg.Burst)
-	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	origins := newPeerLimits(cfg.RatePerOrigin, cfg.Burst)
+	forwarders := newPeerLimits(cfg.RatePerPeer, cfg.PeerBurst)
+	return func(_ context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		if len(m.Data) > cfg.MaxSize {
 			tp.drop(DropTooLarge)
 			return pubsub.ValidationReject
@@ -220,7 +229,13 @@ func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
 			return pubsub.ValidationReject
 		}
 		if origin != self {
-			if res := limits.check(origin); res != pubsub.ValidationAccept {
+			// The forwarder first, so that what a flooding forwarder
+			// relays past its limit spends no origin's budget.
+			res := forwarders.check(from)
+			if res == pubsub.ValidationAccept {
+				res = origins.check(origin)
+			}
+			if res != pubsub.ValidationAccept {
 				tp.drop(DropRate)
 				return res
 			}

@@ -73,15 +73,25 @@ func memberKey(id, token string) ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(derive(token, id, "member key", ed25519.SeedSize))
 }
 
-// tokenVerifier is what a record stores to check a member token: the hex
-// public member key.
+// tokenVerifier is what a v2 record stores to check a member token: the
+// hex public member key.
 func tokenVerifier(id, token string) string {
 	return hex.EncodeToString(memberKey(id, token).Public().(ed25519.PublicKey))
 }
 
-// memberPub is the public member key of the record's token (nil for the
-// lobby, which has no token).
+// v1Verifier is what a v1 record stores to check a member token: an HKDF
+// digest of it, which checks a presented token but no signature.
+func v1Verifier(id, token string) string {
+	return hex.EncodeToString(derive(token, id, "token verifier", 32))
+}
+
+// memberPub is the public member key of the record's token: nil for the
+// lobby, which has no token, and for a v1 record, which names no member
+// key.
 func (r *Record) memberPub() ed25519.PublicKey {
+	if r.V != recordVersion {
+		return nil
+	}
 	pub, err := hex.DecodeString(r.Verifier)
 	if err != nil || len(pub) != ed25519.PublicKeySize {
 		return nil
@@ -94,7 +104,11 @@ func (r *Record) checkToken(token string) bool {
 	if !strings.HasPrefix(token, tokenPrefix) || r.Verifier == "" {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(tokenVerifier(r.ID, token)), []byte(r.Verifier)) == 1
+	want := tokenVerifier
+	if r.V == recordV1 {
+		want = v1Verifier
+	}
+	return subtle.ConstantTimeCompare([]byte(want(r.ID, token)), []byte(r.Verifier)) == 1
 }
 
 // memberToken returns the member token that credential stands for: the
@@ -118,9 +132,17 @@ func (r *Record) memberToken(credential string) (string, bool) {
 	return string(tok), true
 }
 
-// recordVersion is the version of cluster records: 2 since the verifier
-// is a public key (1 held an HMAC-like digest of the token).
-const recordVersion = 2
+// Versions of cluster records. New clusters get recordVersion, whose
+// verifier is the public member key. Version 1 records (verifier: an HKDF
+// digest of the token) stay in the logs and catalogs of nodes that ran the
+// earlier release, so they remain valid: a node replaying the log applies
+// them, their tokens admit as before, and their admin keys delete them.
+// Having no member key, they cannot prove a token holder to the directory
+// (history.go).
+const (
+	recordV1      = 1
+	recordVersion = 2
+)
 
 // Record is a cluster as its admin signed it.
 type Record struct {
@@ -132,7 +154,7 @@ type Record struct {
 	// with the wire key, so that only members read its name.
 	Meta     *Meta  `json:"meta,omitempty"`
 	Sealed   string `json:"sealed,omitempty"`
-	Verifier string `json:"verifier"` // tokenVerifier of the member token
+	Verifier string `json:"verifier"` // tokenVerifier (v1: v1Verifier) of the member token
 	// TokenWrap is the member token sealed with a key derived from the
 	// admin token, so that the admin can act as a member of a private
 	// cluster (read its history) without the member token at hand.
@@ -189,7 +211,7 @@ func OpenRecord(s Signed) (*Record, error) {
 		return nil, ErrBadRecord.With("cluster record: admin is not a base64 Ed25519 public key")
 	}
 	switch {
-	case r.V != recordVersion:
+	case r.V != recordV1 && r.V != recordVersion:
 		return nil, ErrBadRecord.With("cluster record: unknown version %d", r.V)
 	case r.ID != clusterID(pub):
 		return nil, ErrBadRecord.With("cluster record: id does not derive from the admin key")
@@ -199,7 +221,7 @@ func OpenRecord(s Signed) (*Record, error) {
 		return nil, ErrBadRecord.With("cluster record: visibility %q", r.Visibility)
 	case r.Visibility == Public && r.Meta == nil, r.Visibility == Private && r.Meta != nil:
 		return nil, ErrBadRecord.With("cluster record: public clusters carry meta, private ones sealed meta")
-	case r.memberPub() == nil:
+	case r.V == recordV1 && len(r.Verifier) != 64, r.V == recordVersion && r.memberPub() == nil:
 		return nil, ErrBadRecord.With("cluster record: bad token verifier")
 	}
 	if r.Meta != nil {

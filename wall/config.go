@@ -34,6 +34,11 @@ const (
 	// an honest node publishes (DefaultRoomRate messages, deltaRate
 	// presence deltas and a beat).
 	DefaultPeerRate = 2000
+	// DefaultRelayRate bounds the topic messages a node takes a second from
+	// one connected peer in one cluster, whatever their origins (bursts of
+	// twice that): room for an honest peer relaying a few nodes' traffic,
+	// while a peer signing with made-up keys gets no more.
+	DefaultRelayRate = 2 * DefaultPeerRate
 )
 
 // Tuning holds the wall's timings, queue bounds and rates. Zero fields
@@ -65,6 +70,12 @@ type Tuning struct {
 	// more than twice that is taken for a flooder and loses gossipsub
 	// score. Keep it well above RoomRate.
 	PeerRate float64
+	// RelayRate is how many topic messages per second a cluster accepts
+	// from one connected peer, whatever their origins, in bursts of twice
+	// that; past it, as for PeerRate. An origin is only a key, which costs
+	// nothing to make; a connected peer is what a flooder must pay for.
+	// Keep it at least PeerRate.
+	RelayRate float64
 	// PingInterval is how often sockets are pinged; one that has not
 	// answered by the next ping is closed.
 	PingInterval time.Duration
@@ -92,6 +103,7 @@ func (t *Tuning) fill() {
 	defRate(&t.SocketRate, DefaultSocketRate)
 	defRate(&t.RoomRate, DefaultRoomRate)
 	defRate(&t.PeerRate, DefaultPeerRate)
+	defRate(&t.RelayRate, max(DefaultRelayRate, t.PeerRate))
 	if t.SocketBurst <= 0 {
 		t.SocketBurst = DefaultSocketBurst
 	}

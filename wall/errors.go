@@ -18,4 +18,13 @@ var (
 	ErrBadAction       = httpx.E(http.StatusUnauthorized, "invalid_admin_signature", "the admin action is not signed by the cluster's admin key")
 	ErrNoDirectory     = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory node cannot be reached; retry later")
 	ErrBadRecord       = httpx.E(http.StatusBadRequest, "invalid_cluster_record", "the cluster record is not valid")
+	// ErrRoomFull: a node holds at most maxRoster members of one cluster,
+	// as other nodes take no larger roster from it.
+	ErrRoomFull = httpx.E(http.StatusServiceUnavailable, "cluster_full",
+		"this node holds the most members one cluster may have on one node (%d): connect to another node, or retry later", maxRoster)
+	// ErrHistoryAtDirectory: a cluster created by an earlier release
+	// (record v1) has no member key to prove a token holder to the
+	// directory with, so only the directory node serves its history.
+	ErrHistoryAtDirectory = httpx.E(http.StatusConflict, "history_at_directory",
+		"this cluster was created by an earlier release: its history is served only by the directory node's HTTP API")
 )

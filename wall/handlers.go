@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -256,6 +257,9 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return httpx.E(http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket: connect with a WebSocket client")
 	}
+	if err := s.checkRoom(cl.ID, j); err != nil {
+		return err
+	}
 	if !s.track() {
 		return httpx.ErrUnavailable.With("the node is shutting down")
 	}
@@ -269,16 +273,29 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	// goroutine, its stack grown by the HTTP machinery, ends here.
 	go func() {
 		defer s.wg.Done()
-		room, err := s.enter(cl, j.token, sk)
-		if err != nil {
-			sk.abort(statusTryAgain, "cannot join the cluster now")
-			s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
-			return
-		}
-		sk.readLoop(func(data []byte, refused error) { room.handleSend(sk, data, refused) })
-		s.leave(room, sk)
+		s.serveSocket(cl, j.token, sk)
 	}()
 	return nil
+}
+
+// serveSocket puts upgraded socket sk in the room of cluster cl and serves
+// it until it closes.
+func (s *Service) serveSocket(cl *Cluster, token string, sk *socket) {
+	room, err := s.enter(cl, token, sk)
+	switch {
+	case errors.Is(err, ErrClusterNotFound): // deleted since the lookup
+		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: reasonDeleted}), ws.StatusNormalClosure, reasonDeleted)
+		return
+	case errors.Is(err, ErrRoomFull): // since checkRoom
+		sk.abort(statusTryAgain, reasonFull)
+		return
+	case err != nil:
+		sk.abort(statusTryAgain, "cannot join the cluster now")
+		s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
+		return
+	}
+	sk.readLoop(func(data []byte, refused error) { room.handleSend(sk, data, refused) })
+	s.leave(room, sk)
 }
 
 // statusTryAgain is the close code 1013 (try again later).

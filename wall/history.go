@@ -35,7 +35,10 @@ import (
 // that plausibly serve the cluster (for a private one, a signature by the
 // member key; for a public one, a registration at the rendezvous, which
 // the directory runs, now or lately), at most historyRate events a second
-// per node and cluster, so that no peer floods real events out.
+// per node and cluster, so that no peer floods real events out. A v1
+// record names no member key: its history is read only through the
+// directory's own HTTP surface, and its appends are taken as a public
+// cluster's.
 const (
 	historyProto     = p2p.ProtocolPrefix + "/wall/history/1.0.0"
 	historyKeep      = 1000
@@ -285,8 +288,10 @@ func (s *Service) serveHistory(_ context.Context, from peer.ID, raw []byte) ([]b
 	now := s.cfg.Now()
 	switch q.Op {
 	case historyAppend:
+		// A v1 record names no member key: its appends are taken like a
+		// public cluster's.
 		serving := s.cfg.Host.Served(topicName(cl.ID), from)
-		if !cl.Public() {
+		if !cl.Public() && cl.memberPub() != nil {
 			serving = q.signedBy(cl, from, now)
 		}
 		if !serving || cl.ID == LobbyID {
@@ -338,6 +343,10 @@ func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
 	tok, ok := cl.memberToken(cred)
 	if !ok {
 		return ErrNotOwner
+	}
+	if cl.memberPub() == nil && !s.isDirectory() {
+		// A v1 record: the token cannot be proven to the directory.
+		return ErrHistoryAtDirectory
 	}
 	limit := defaultHistoryN
 	if v := r.URL.Query().Get("limit"); v != "" {

@@ -77,8 +77,10 @@ func (r *room) sendMessage(s *socket, snd send) error {
 	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
 		complete: make(chan struct{}), deadline: time.Now().Add(r.svc.cfg.AckWindow)}
 	r.mu.Lock()
-	for n := range r.remote {
-		p.expect[n] = true
+	for id, n := range r.remote {
+		if n.known {
+			p.expect[id] = true
+		}
 	}
 	if len(p.expect) == 0 {
 		close(p.complete)
@@ -239,14 +241,21 @@ func (r *room) awaitAck(p *sent) (int, bool) {
 
 // deliverRemote takes a message from another node. The node's sequencer
 // puts its messages back in the order sent; each goes to the sockets it
-// addresses here, and the node gets a receipt of how many received it.
+// addresses here, and the node, if known, gets a receipt of how many
+// received it (a stranger may be a key made up for one message: no
+// receipt is sent to it).
 func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
 	r.mu.Lock()
 	n := r.nodeLocked(origin)
+	if n == nil {
+		r.mu.Unlock()
+		return
+	}
 	ready, late := n.order.add(w, time.Now())
 	r.fanOutRemoteLocked(origin, n, ready)
+	known := n.known
 	r.mu.Unlock()
-	if late {
+	if late && known {
 		r.goroutine(func() { r.sendReceipt(origin, w.ID, nil) })
 	}
 }
@@ -258,7 +267,9 @@ func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 		d := newDelivery()
 		r.fanOutLocked(w, nil, d)
 		d.seal()
-		r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
+		if n.known {
+			r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
+		}
 	}
 	if due := n.order.due(); !due.IsZero() && !n.flushing {
 		n.flushing = true

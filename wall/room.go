@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -23,8 +24,9 @@ type room struct {
 	svc  *Service
 	cl   *Cluster
 	seal *sealer // nil for a public cluster
-	// memberKey is a private cluster's member key (nil for a public one):
-	// it signs the room's history events.
+	// memberKey is a private cluster's member key (nil for a public one,
+	// or a v1 record, which names none): it signs the room's history
+	// events.
 	memberKey ed25519.PrivateKey
 	topic     *p2p.Topic
 
@@ -52,6 +54,10 @@ type room struct {
 	remote  map[peer.ID]*remoteNode
 	pending map[string]*sent // by message id
 	closed  bool
+
+	// strangers counts the views in remote that are not known,
+	// remoteMembers the members in all of them.
+	strangers, remoteMembers int
 }
 
 // topicName is a cluster's gossipsub topic, also its rendezvous namespace.
@@ -64,7 +70,10 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 		sendLimit:  rate.NewLimiter(rate.Limit(svc.cfg.RoomRate), max(1, int(2*svc.cfg.RoomRate))),
 		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
 	if !cl.Public() {
-		r.seal, r.memberKey = newSealer(cl.ID, token), memberKey(cl.ID, token)
+		r.seal = newSealer(cl.ID, token)
+	}
+	if !cl.Public() && cl.memberPub() != nil {
+		r.memberKey = memberKey(cl.ID, token)
 	}
 	r.ctx, r.cancel = context.WithCancel(svc.ctx)
 	return r
@@ -89,6 +98,7 @@ func (r *room) start(first *member) error {
 	t, err := r.svc.cfg.Host.Join(topicName(r.cl.ID), p2p.TopicConfig{
 		MaxSize:       maxWire + 64,
 		RatePerOrigin: r.svc.cfg.PeerRate, Burst: max(1, int(2*r.svc.cfg.PeerRate)),
+		RatePerPeer: r.svc.cfg.RelayRate, PeerBurst: max(1, int(2*r.svc.cfg.RelayRate)),
 		Validate: r.validate,
 		Deliver:  r.deliver,
 	})
@@ -169,14 +179,29 @@ func (r *room) maintain() {
 			r.publish(r.beat())
 			r.expire()
 		case <-renew.C:
-			ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
-			peers, _ := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
-			for _, p := range peers {
-				if !r.svc.cfg.Host.Connected(p.ID) {
-					r.svc.cfg.Host.Connect(ctx, p)
-				}
-			}
-			cancel()
+			r.renew()
+		}
+	}
+}
+
+// renew renews the room's rendezvous registration, connects to the nodes
+// registered there and fetches the rosters of those not known here (their
+// roster exchange with this node failed, or they were strangers past
+// maxStrangers).
+func (r *room) renew() {
+	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
+	defer cancel()
+	peers, _ := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
+	for _, p := range peers {
+		if !r.svc.cfg.Host.Connected(p.ID) {
+			r.svc.cfg.Host.Connect(ctx, p)
+		}
+		r.mu.Lock()
+		n := r.remote[p.ID]
+		fetch := n == nil || (!n.known && claimFetch(n))
+		r.mu.Unlock()
+		if fetch {
+			r.goroutine(func() { r.fetchRoster(p.ID) })
 		}
 	}
 }
@@ -231,7 +256,7 @@ func (r *room) deliver(m p2p.Message) {
 	case wireBeat:
 		r.beatFrom(m.From, w)
 	case wireBye:
-		r.forget([]peer.ID{m.From}, time.Time{})
+		r.bye(m.From, w.Epoch)
 	}
 }
 
@@ -242,17 +267,23 @@ func newMsgID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// errRoomClosed: the room closed before the socket was admitted.
+var errRoomClosed = errors.New("wall: the room has closed")
+
 // admit adds socket sk and greets it: a welcome frame listing who is online
-// on every node, and a presence frame about sk to everyone else. It
-// returns false when the room has closed meanwhile.
-func (r *room) admit(sk *socket) bool {
-	admitted := false
+// on every node, and a presence frame about sk to everyone else. It fails
+// with errRoomClosed when the room has closed meanwhile, ErrRoomFull when
+// sk would be a member past maxRoster here.
+func (r *room) admit(sk *socket) error {
+	var err error
 	var join *wireMsg
 	r.change(sk, func(touch func(string)) {
-		if r.closed {
+		if err = r.roomForLocked(sk.handle, sk.vis); r.closed {
+			err = errRoomClosed
+		}
+		if err != nil {
 			return
 		}
-		admitted = true
 		sk.room = r
 		touch(sk.handle)
 		join = r.addLocked(sk)
@@ -261,7 +292,16 @@ func (r *room) admit(sk *socket) bool {
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})})
 	})
 	r.publishDelta(join)
-	return admitted
+	return err
+}
+
+// roomForLocked fails with ErrRoomFull when a socket of handle h would be
+// a member past maxRoster here: other nodes refuse a roster over it.
+func (r *room) roomForLocked(h, vis string) error {
+	if vis == VisGhost || r.local[h] != nil || len(r.local) < maxRoster {
+		return nil
+	}
+	return ErrRoomFull
 }
 
 // dismiss removes sk and tells the cluster when its handle went offline
@@ -286,7 +326,7 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 // other nodes are told at once that this node's members left.
 func (r *room) shutdown(goodbye bool) {
 	if goodbye && r.topic != nil {
-		r.publish(wireMsg{T: wireBye})
+		r.publish(wireMsg{T: wireBye, Epoch: r.epoch})
 	}
 	r.gmu.Lock()
 	r.stopping = true

@@ -54,6 +54,13 @@ func (d digest) String() string { return hex.EncodeToString(d[:]) }
 
 // remoteNode is another node serving the cluster, as seen here.
 type remoteNode struct {
+	// known: a roster exchange with the node (when either started serving
+	// the cluster, or a fetch since) proved it serves the cluster. Until
+	// then it is a stranger, heard only on the topic, where any peer may
+	// sign with keys made up for the purpose: a stranger's view holds no
+	// members (they come from snapshots), acks never wait for it, and it
+	// gets no receipts.
+	known    bool
 	members  map[string]member
 	digest   digest // of members
 	epoch    uint64
@@ -64,52 +71,140 @@ type remoteNode struct {
 	fetching bool                // its roster is being fetched
 	order    sequencer           // its messages
 	flushing bool                // a flushAt waits for what order holds
+	// refused: until then, the view stays empty (refuseLocked).
+	refused time.Time
 }
 
-func (n *remoteNode) put(m member) {
-	n.remove(m.Agent)
+// Bounds on what a room holds of other nodes' rosters: a node reports at
+// most maxRoster members (its own sockets are capped so, see admit), and
+// the room follows at most maxRemoteMembers across the other nodes. A
+// view that would pass either is refused for refuseFor.
+const (
+	maxRemoteMembers = 10 * maxRoster
+	refuseFor        = time.Minute
+)
+
+// putMemberLocked adds m to node n's view, or replaces the member of its
+// handle. It changes nothing and reports false when the view, or the
+// room's views together, would pass their bounds.
+func (r *room) putMemberLocked(n *remoteNode, m member) bool {
+	if old, ok := n.members[m.Agent]; ok {
+		n.digest.flip(old)
+	} else {
+		if len(n.members) >= maxRoster || r.remoteMembers >= maxRemoteMembers {
+			return false
+		}
+		r.remoteMembers++
+	}
 	n.members[m.Agent] = m
 	n.digest.flip(m)
+	return true
 }
 
-func (n *remoteNode) remove(h string) {
+func (r *room) removeMemberLocked(n *remoteNode, h string) {
 	if old, ok := n.members[h]; ok {
 		n.digest.flip(old)
 		delete(n.members, h)
+		r.remoteMembers--
 	}
 }
 
-// nodeLocked returns the view of node p, creating it, and notes that p
-// was heard from.
+// clearViewLocked takes every member out of node n's view.
+func (r *room) clearViewLocked(n *remoteNode, touch func(string)) {
+	for h := range n.members {
+		touch(h)
+	}
+	r.remoteMembers -= len(n.members)
+	clear(n.members)
+	n.digest = digest{}
+}
+
+// refuseLocked empties node n's view, which would pass maxRoster (the
+// node misbehaves) or take the room past maxRemoteMembers (the cluster is
+// larger than a room follows): for refuseFor, nothing the node says about
+// its roster is applied or fetched; then a beat fetches it anew.
+func (r *room) refuseLocked(n *remoteNode, touch func(string)) {
+	r.clearViewLocked(n, touch)
+	clear(n.pending)
+	n.epoch, n.rev, n.mark = 0, 0, 0
+	n.refused = time.Now().Add(refuseFor)
+	r.svc.log.Warn("a node's roster is over the bounds: its members are not shown here for a while",
+		"cluster", r.cl.ID, "max_per_node", maxRoster, "max_total", maxRemoteMembers)
+}
+
+// Bounds on the views a room keeps of other nodes: so many known nodes
+// (as many as a rendezvous returns), so many strangers. A stranger past
+// the bound is not heard; a node registered at the rendezvous is fetched
+// when the room renews its registration, and so becomes known (renew).
+const (
+	maxNodes     = 1000
+	maxStrangers = 64
+)
+
+// nodeLocked returns the view of node p, creating a stranger's if there
+// is room, and notes that p was heard from; nil when there is no room
+// (what p says is dropped).
 func (r *room) nodeLocked(p peer.ID) *remoteNode {
 	n := r.remote[p]
 	if n == nil {
-		n = &remoteNode{members: map[string]member{}, pending: map[uint64]*wireMsg{}}
+		if r.strangers >= maxStrangers {
+			return nil
+		}
+		n = newRemoteNode()
 		r.remote[p] = n
+		r.strangers++
 	}
 	n.seen = time.Now()
 	return n
 }
 
+// knowLocked is nodeLocked for a node that proved it serves the cluster:
+// its view is known from now on. Nil when maxNodes are known already.
+func (r *room) knowLocked(p peer.ID) *remoteNode {
+	n := r.remote[p]
+	if n == nil || !n.known {
+		if len(r.remote)-r.strangers >= maxNodes {
+			return nil
+		}
+		if n == nil {
+			n = newRemoteNode()
+			r.remote[p] = n
+		} else {
+			r.strangers--
+		}
+		n.known = true
+	}
+	n.seen = time.Now()
+	return n
+}
+
+func newRemoteNode() *remoteNode {
+	return &remoteNode{members: map[string]member{}, pending: map[uint64]*wireMsg{}}
+}
+
 // setRoster makes snapshot ro the view of node p, with the deltas that
-// came ahead of it, unless the view is newer.
+// came ahead of it, unless the view is newer. p proved it serves the
+// cluster: its view is known.
 func (r *room) setRoster(p peer.ID, ro roster) {
 	r.change(nil, func(touch func(string)) {
-		n := r.nodeLocked(p)
+		n := r.knowLocked(p)
+		if n == nil {
+			return
+		}
 		n.order.start(ro.Epoch, ro.Seq)
 		if ro.Epoch == n.epoch && ro.Rev < n.rev {
 			return
 		}
-		for h := range n.members {
-			touch(h)
+		r.clearViewLocked(n, touch)
+		if r.remoteMembers+len(ro.Members) > maxRemoteMembers {
+			r.refuseLocked(n, touch)
+			return
 		}
-		clear(n.members)
-		n.digest = digest{}
-		for _, m := range ro.Members {
+		for _, m := range ro.Members { // at most maxRoster (checkMembers)
 			touch(m.Agent)
-			n.put(m)
+			r.putMemberLocked(n, m)
 		}
-		n.epoch, n.rev, n.mark = ro.Epoch, ro.Rev, 0
+		n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, time.Time{}
 		r.drainLocked(n, touch)
 	})
 }
@@ -119,8 +214,8 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 	fetch := false
 	r.change(nil, func(touch func(string)) {
 		n := r.nodeLocked(p)
-		if w.Epoch == n.epoch && w.Rev <= n.rev {
-			return // the view has it already
+		if n == nil || time.Now().Before(n.refused) || (w.Epoch == n.epoch && w.Rev <= n.rev) {
+			return // no room for its view, the view is refused, or has it already
 		}
 		if len(n.pending) >= maxPending {
 			clear(n.pending)
@@ -142,10 +237,11 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 	for w := n.pending[n.rev+1]; w != nil && w.Epoch == n.epoch; w = n.pending[n.rev+1] {
 		delete(n.pending, n.rev+1)
 		touch(w.Member.Agent)
-		if w.T == wireJoin {
-			n.put(*w.Member)
-		} else {
-			n.remove(w.Member.Agent)
+		if w.T == wireLeave {
+			r.removeMemberLocked(n, w.Member.Agent)
+		} else if !r.putMemberLocked(n, *w.Member) {
+			r.refuseLocked(n, touch)
+			return
 		}
 		n.rev++
 	}
@@ -161,6 +257,10 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 func (r *room) beatFrom(p peer.ID, w *wireMsg) {
 	r.mu.Lock()
 	n := r.nodeLocked(p)
+	if n == nil || time.Now().Before(n.refused) {
+		r.mu.Unlock()
+		return
+	}
 	stale := false
 	switch {
 	case w.Epoch != n.epoch:
@@ -223,10 +323,29 @@ func (r *room) forget(ps []peer.ID, silentSince time.Time) {
 			if n == nil || (!silentSince.IsZero() && !n.seen.Before(silentSince)) {
 				continue
 			}
-			for h := range n.members {
-				touch(h)
-			}
-			delete(r.remote, p)
+			r.dropLocked(p, n, touch)
+		}
+	})
+}
+
+// dropLocked forgets node p, whose view is n, and its members.
+func (r *room) dropLocked(p peer.ID, n *remoteNode, touch func(string)) {
+	r.clearViewLocked(n, touch)
+	delete(r.remote, p)
+	if !n.known {
+		r.strangers--
+	}
+}
+
+// bye forgets node p, which said goodbye from its room of epoch, unless
+// the view is of another epoch: the node's next room (a fast reconnect)
+// may have exchanged rosters with this node before the goodbye of the one
+// before came. A goodbye without an epoch (from the earlier release)
+// forgets the node whatever its view.
+func (r *room) bye(p peer.ID, epoch uint64) {
+	r.change(nil, func(touch func(string)) {
+		if n := r.remote[p]; n != nil && (epoch == 0 || n.epoch == epoch) {
+			r.dropLocked(p, n, touch)
 		}
 	})
 }

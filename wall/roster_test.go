@@ -2,9 +2,12 @@ package wall
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -13,7 +16,7 @@ import (
 // test sees the decision to fetch a roster (remoteNode.fetching) without
 // a fetch.
 func viewRoom() *room {
-	svc := &Service{ctx: context.Background()}
+	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
 	r := newRoom(svc, &Cluster{Record: Record{ID: "c_view", Visibility: Public}}, "")
 	r.stopping = true
 	return r
@@ -85,5 +88,112 @@ func TestRosterView(t *testing.T) {
 	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{m("e")}})
 	if got := view(r); !slices.Equal(got, []string{"d", "e"}) || r.remote[p].rev != 2 {
 		t.Fatalf("the new epoch's snapshot and the delta that came ahead: %v at rev %d", got, r.remote[p].rev)
+	}
+}
+
+// TestViewBounds: strangers (nodes heard only on the topic, where keys
+// cost nothing) get at most maxStrangers views; a node that proves it
+// serves the cluster gets one even then, up to maxNodes.
+func TestViewBounds(t *testing.T) {
+	r := viewRoom()
+	beat := &wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}
+	stranger := func(i int) peer.ID { return peer.ID(fmt.Sprintf("stranger-%d", i)) }
+	for i := range maxStrangers + 10 {
+		r.beatFrom(stranger(i), beat)
+		r.deliverRemote(stranger(i), &wireMsg{T: wireMessage, ID: "m", Epoch: 1, Seq: 1})
+	}
+	if len(r.remote) != maxStrangers || r.strangers != maxStrangers {
+		t.Fatalf("%d views, %d strangers, want %d", len(r.remote), r.strangers, maxStrangers)
+	}
+	m := member{Agent: "a", Vis: VisPublic}
+	r.setRoster("honest", roster{Epoch: 3, Rev: 1, Members: []member{m}})
+	if n := r.remote["honest"]; n == nil || !n.known || len(n.members) != 1 {
+		t.Fatalf("a node's roster refused while strangers fill their views: %+v", n)
+	}
+	r.setRoster(stranger(0), roster{Epoch: 1})
+	r.forget([]peer.ID{stranger(1)}, time.Time{})
+	if r.strangers != maxStrangers-2 || !r.remote[stranger(0)].known {
+		t.Fatalf("%d strangers after one proved itself and one was forgotten", r.strangers)
+	}
+	for i := range maxNodes {
+		r.setRoster(peer.ID(fmt.Sprintf("node-%d", i)), roster{Epoch: 1})
+	}
+	if known := len(r.remote) - r.strangers; known != maxNodes {
+		t.Fatalf("%d known nodes, want at most %d", known, maxNodes)
+	}
+}
+
+// TestRosterBounds: a node's view past maxRoster (join deltas with fresh
+// handles) or the room's views past maxRemoteMembers are refused: emptied,
+// and not fetched again at each beat, for refuseFor.
+func TestRosterBounds(t *testing.T) {
+	members := func(prefix string, n int) []member {
+		out := make([]member, n)
+		for i := range out {
+			out[i] = member{Agent: fmt.Sprintf("%s%d", prefix, i), Vis: VisPublic}
+		}
+		return out
+	}
+	join := func(rev uint64, h string) *wireMsg {
+		return &wireMsg{T: wireJoin, Member: &member{Agent: h, Vis: VisPublic}, Epoch: 1, Rev: rev}
+	}
+	beat := &wireMsg{T: wireBeat, Epoch: 1, Rev: 1, Digest: digest{}.String()}
+
+	r := viewRoom()
+	const p = peer.ID("node-b")
+	r.setRoster(p, roster{Epoch: 1, Rev: 1, Members: members("m", maxRoster)})
+	r.delta(p, join(2, "m0")) // a handle it has: no growth
+	r.delta(p, join(3, "one-too-many"))
+	n := r.remote[p]
+	if len(n.members) != 0 || r.remoteMembers != 0 || n.refused.IsZero() {
+		t.Fatalf("a view grown past maxRoster: %d members (%d in the room), refused %v", len(n.members), r.remoteMembers, n.refused)
+	}
+	r.beatFrom(p, beat)
+	r.delta(p, join(1, "again"))
+	if n.fetching || len(n.members) != 0 {
+		t.Fatalf("a refused view: fetching %v, %d members", n.fetching, len(n.members))
+	}
+	n.refused = time.Now() // the while passed
+	r.beatFrom(p, beat)
+	if !n.fetching {
+		t.Fatal("a refused view is not fetched anew once the while passed")
+	}
+
+	r = viewRoom()
+	node := func(i int) peer.ID { return peer.ID(fmt.Sprintf("node-%d", i)) }
+	for i := range maxRemoteMembers / maxRoster {
+		r.setRoster(node(i), roster{Epoch: 1, Rev: 1, Members: members(fmt.Sprintf("n%d-", i), maxRoster)})
+	}
+	if r.remoteMembers != maxRemoteMembers {
+		t.Fatalf("%d members followed, want %d", r.remoteMembers, maxRemoteMembers)
+	}
+	r.setRoster("one-more", roster{Epoch: 1, Rev: 1, Members: members("x", 1)})
+	r.delta(node(0), join(2, "fresh"))
+	if r.remoteMembers != maxRemoteMembers-maxRoster || len(r.remote["one-more"].members) != 0 {
+		t.Fatalf("past maxRemoteMembers: %d members followed", r.remoteMembers)
+	}
+}
+
+// TestByeOfAnEarlierRoom: a node's room shut down and a new one started at
+// once (a fast reconnect) and exchanged rosters here; the goodbye of the
+// room before, arriving late, leaves the new view alone. The new room's
+// goodbye, or one without an epoch (the earlier release), forgets it.
+func TestByeOfAnEarlierRoom(t *testing.T) {
+	const p = peer.ID("node-b")
+	r := viewRoom()
+	online := func() bool { _, ok := r.presentLocked("a"); return ok }
+	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{{Agent: "a", Vis: VisPublic}}})
+	r.bye(p, 7)
+	if !online() {
+		t.Fatal("the goodbye of the room before took the new room's members offline")
+	}
+	r.bye(p, 9)
+	if online() || r.remote[p] != nil {
+		t.Fatal("the room's own goodbye did not forget it")
+	}
+	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{{Agent: "a", Vis: VisPublic}}})
+	r.bye(p, 0)
+	if online() {
+		t.Fatal("a goodbye without an epoch did not forget the node")
 	}
 }

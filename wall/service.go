@@ -119,6 +119,11 @@ func (s *Service) goroutine(fn func()) {
 // last socket just left) stays in s.rooms until it has left the topic and
 // withdrawn its rendezvous registration: a socket arriving meanwhile waits
 // for that, then starts the room anew.
+//
+// A room starts only if the catalog still holds the cluster, checked under
+// s.mu: a deletion committed before that check fails enter with
+// ErrClusterNotFound; one committed after it finds the room in s.rooms
+// (the delete hook takes s.mu too) and closes it with its sockets.
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -129,6 +134,10 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		r := s.rooms[cl.ID]
 		creating := r == nil
 		if creating {
+			if _, err := s.cfg.Catalog.Get(cl.ID); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
 			r = newRoom(s, cl, token)
 			s.rooms[cl.ID] = r
 		}
@@ -145,8 +154,8 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		} else {
 			<-r.ready
 		}
-		if r.admit(sk) {
-			return r, nil
+		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
+			return r, err
 		}
 		<-r.done
 	}
@@ -227,6 +236,18 @@ func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster
 		}
 	}
 	return cl, err
+}
+
+// checkRoom fails with ErrRoomFull when the running room of cluster id
+// (if any) has no room for a socket of j; admit checks again.
+func (s *Service) checkRoom(id string, j joinQuery) error {
+	r := s.room(id)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roomForLocked(j.agent, j.vis)
 }
 
 // room returns the running room of cluster id, if any: not one still

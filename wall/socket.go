@@ -34,6 +34,7 @@ const (
 	reasonSlow    = "slow consumer: send queue full"
 	reasonDeleted = "cluster deleted"
 	reasonNodeEnd = "node shutting down"
+	reasonFull    = "cluster full on this node"
 )
 
 // socket is one client connection to a room.

@@ -3,12 +3,18 @@ package wall
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -115,6 +121,39 @@ func TestConnectRefusedBeforeUpgrade(t *testing.T) {
 	if w := h.dial(pubID, vals("agent", "guest")).listen().next(KindWelcome); w["owner"] != false {
 		t.Fatalf("tokenless guest is an owner: %v", w)
 	}
+}
+
+// TestClusterFullOnThisNode: a node holds at most maxRoster members of one
+// cluster (other nodes take no larger roster from it): one more is refused
+// before the upgrade with 503 cluster_full; another socket of a member, or
+// a ghost, still comes in.
+func TestClusterFullOnThisNode(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
+	room := h.svc.room(id)
+	room.mu.Lock()
+	for i := len(room.local); i < maxRoster; i++ {
+		m := member{Agent: fmt.Sprintf("m%d", i), Vis: VisPublic}
+		room.local[m.Agent] = &localMember{n: 1, m: m}
+	}
+	room.mu.Unlock()
+
+	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+id+"/ws?agent=bob", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || body["code"] != "cluster_full" {
+		t.Fatalf("a member past maxRoster: %d %v", resp.StatusCode, body)
+	}
+	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
+	h.dial(id, vals("agent", "casper", "vis", VisGhost)).listen().next(KindWelcome)
 }
 
 // TestSlowConsumerDoesNotStallTheRoom: a client that stops reading is
@@ -349,6 +388,78 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 		"garbage was not rejected, or cost its sender nothing")
 }
 
+// TestFloodUnderMadeUpOrigins: a raw libp2p peer signing each message
+// with a fresh key gets no fresh budget: what it forwards is bounded by
+// its own limit, whatever the origins, and costs it score; the made-up
+// origins hold no ack (acks wait only for nodes a roster exchange proved).
+func TestFloodUnderMadeUpOrigins(t *testing.T) {
+	const rate = 20
+	h := newHarness(t, func(c *Config) { c.RelayRate, c.AckWindow = rate, time.Minute })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+	room := h.svc.room(id)
+
+	raw, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ps, err := pubsub.NewGossipSub(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Connect(ctx, peer.AddrInfo{ID: h.host.ID(), Addrs: h.host.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(topicName(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return containsPeer(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
+
+	const n = 400
+	start := time.Now()
+	for i := range n {
+		key, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		origin, _ := peer.IDFromPrivateKey(key)
+		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Epoch: 1, Seq: 1, Payload: json.RawMessage(`"spam"`)}
+		topic.Publish(ctx, encodeWire(nil, sealTopic, w), pubsub.WithSecretKeyAndPeerId(key, origin))
+	}
+	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(raw.ID()) < 0 },
+		"the flood under made-up origins was not dropped, or cost its forwarder nothing")
+	got := 0
+	for quiet := time.After(time.Second); ; {
+		select {
+		case f := <-alice.frames:
+			if f["kind"] == KindMessage {
+				got++
+			}
+			continue
+		case <-quiet:
+		}
+		break
+	}
+	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
+		t.Fatalf("alice got %d of %d messages under made-up origins, want 1 to %d", got, n, most)
+	}
+	room.mu.Lock()
+	views := len(room.remote)
+	room.mu.Unlock()
+	if views > maxStrangers {
+		t.Fatalf("%d views of made-up origins", views)
+	}
+	alice.send("anyone real?")
+	if a := alice.next(KindAck); a["delivered"] != 0.0 {
+		t.Fatalf("ack: %v", a)
+	}
+}
+
 func containsPeer(ps []peer.ID, p peer.ID) bool {
 	for _, x := range ps {
 		if x == p {
@@ -497,15 +608,25 @@ func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
 	c := h.dial(id, vals("agent", "c")).listen()
 	c.next(KindWelcome)
 	mute := rawPeer(t, h)
-	topic, err := mute.Join(topicName(id), p2p.TopicConfig{})
+	_, err := mute.Join(topicName(id), p2p.TopicConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
 	eventually(t, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
-	topic.Publish(context.Background(), encodeWire(nil, sealTopic, wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}))
-	eventually(t, func() bool { room.mu.Lock(); defer room.mu.Unlock(); return room.remote[mute.ID()] != nil }, "the mute peer never counted")
+	exchangeRoster(t, mute, h, id, roster{Epoch: 1})
 	return h, c
+}
+
+// exchangeRoster has raw peer p tell h's room of cluster id that it serves
+// the cluster with roster ro, as a node starting its room does: h knows p
+// from then on.
+func exchangeRoster(t *testing.T, p *p2p.Host, h *harness, id string, ro roster) {
+	t.Helper()
+	req := encodeWire(nil, "", rosterRequest{Cluster: id, Body: encodeWire(nil, sealRosterReq, ro)})
+	if _, err := p.Request(context.Background(), h.host.ID(), rosterProto, req, maxRosterResp); err != nil {
+		t.Fatalf("roster exchange: %v", err)
+	}
 }
 
 // onlySocket is the one socket of the harness's one room.
@@ -549,5 +670,46 @@ func TestKeepalive(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestSocketOfADeletedCluster: a socket upgraded while its cluster was
+// being deleted (looked up before the delete, entering after the delete
+// hook ran) starts no room in the deleted cluster: it gets the closed
+// frame and close 1000, like the cluster's other sockets.
+func TestSocketOfADeletedCluster(t *testing.T) {
+	h := newHarness(t, nil)
+	created := h.create(`{"visibility":"public"}`)
+	id := created["cluster_id"].(string)
+	cl, err := h.cat.Get(id) // the connect's lookup, before the delete
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, v := h.call("DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", created["admin_token"].(string)); st != 200 {
+		t.Fatalf("delete: %d %v", st, v)
+	}
+	server, client := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	sk := newSocket(&wsConn{conn: server, rd: server}, &h.svc.wg, "late", "", VisPublic, false, &h.svc.cfg.Tuning)
+	go h.svc.serveSocket(cl, "", sk)
+
+	client.SetDeadline(time.Now().Add(10 * time.Second))
+	f, err := ws.ReadFrame(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	json.Unmarshal(f.Payload, &got)
+	if got["kind"] != KindClosed || got["reason"] != reasonDeleted {
+		t.Fatalf("the socket got %s", f.Payload)
+	}
+	if f, err = ws.ReadFrame(client); err != nil || f.Header.OpCode != ws.OpClose {
+		t.Fatalf("then %v %v, want a close frame", f.Header, err)
+	}
+	if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusNormalClosure {
+		t.Fatalf("close code %d, want 1000", code)
+	}
+	if h.svc.room(id) != nil {
+		t.Fatal("a room of the deleted cluster runs")
 	}
 }

@@ -55,9 +55,9 @@ type wireMsg struct {
 	// join, leave
 	Member *member `json:"member,omitempty"`
 
-	// all but bye: the sending room's epoch; a message's number in the
-	// room's sequence (order.go); the rev of the room's roster a delta
-	// made, or a beat reports (roster.go)
+	// the sending room's epoch (a bye from the earlier release has none);
+	// a message's number in the room's sequence (order.go); the rev of the
+	// room's roster a delta made, or a beat reports (roster.go)
 	Epoch uint64 `json:"epoch,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
 	Rev   uint64 `json:"rev,omitempty"`
