@@ -73,7 +73,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 			out.Header[h] = v
 		}
 	}
-	out.Header.Set(originHeader, n.URL())
+	out.Header.Set(originHeader, httpx.BaseURL(r, n.URL()))
 	resp, err := n.roundTrip(r.Context(), out)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
 	} else {
 		if u := r.Header.Get(originHeader); u != "" {
-			ctx = registryapi.WithPublicURL(ctx, u)
+			ctx = httpx.WithBaseURL(ctx, u)
 		}
 		r = r.WithContext(ctx)
 		r.RemoteAddr = "p2p/" + from.String()

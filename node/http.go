@@ -64,8 +64,22 @@ func (n *Node) buildHTTP() error {
 	}, func() float64 { return float64(n.dir.AgentCount()) }))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
-	n.handler = httpx.Recover(n.log, m.wrap(n.forwardWrites(mux)))
+	n.handler = httpx.Recover(n.log, m.wrap(n.withBaseURL(n.forwardWrites(mux))))
 	return nil
+}
+
+// withBaseURL gives a node without a known public URL the one each client
+// used (its Host header), unless a forwarded request already names one.
+func (n *Node) withBaseURL(next http.Handler) http.Handler {
+	if !n.baseFromHost {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "" && httpx.BaseURL(r, "") == "" {
+			r = r.WithContext(httpx.WithBaseURL(r.Context(), "http://"+r.Host))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // healthView is the body of GET /health.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	record "github.com/libp2p/go-libp2p-record"
@@ -65,9 +66,8 @@ func (n *Node) startP2P(ctx context.Context) error {
 		n.publisher = newPublisher(n)
 		onDHTServer = n.publisher.dhtServerConnected
 	}
-	n.host, err = p2p.New(p2p.Config{
+	cfg := p2p.Config{
 		Key:       n.key,
-		Listen:    n.cfg.Listen,
 		Bootstrap: boots,
 		DHTServer: n.role == RoleBootstrap || n.cfg.DHTServer,
 		// Bootstrap nodes relay for nodes behind NAT and are the rendezvous
@@ -80,11 +80,8 @@ func (n *Node) startP2P(ctx context.Context) error {
 		OnDHTServer:  onDHTServer,
 		Registerer:   n.metrics,
 		Logger:       n.log.With("component", "p2p"),
-	})
-	if err != nil {
-		return err
 	}
-	return n.host.Start(ctx)
+	return n.startHost(ctx, cfg)
 }
 
 // reachability is the configured one; a bootstrap node is public unless
@@ -180,12 +177,24 @@ func (n *Node) startReplica(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Catch up as soon as the directory node is (re)connected.
-	n.host.Libp2p().Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		if c.RemotePeer() == n.dirPeer {
-			n.replica.Kick()
-		}
-	}})
+	// Catch up as soon as the directory node is (re)connected, and tell the
+	// operator when it comes and goes.
+	var linked atomic.Bool
+	n.host.Libp2p().Network().Notify(&network.NotifyBundle{
+		ConnectedF: func(_ network.Network, c network.Conn) {
+			if c.RemotePeer() == n.dirPeer {
+				n.replica.Kick()
+				if !linked.Swap(true) {
+					n.log.Info("connected to the directory node", "peer", n.dirPeer)
+				}
+			}
+		},
+		DisconnectedF: func(_ network.Network, c network.Conn) {
+			if c.RemotePeer() == n.dirPeer && !n.host.Connected(n.dirPeer) && linked.Swap(false) {
+				n.log.Warn("lost the directory node: reads are served from this node's copy, writes answer 503 until it is back", "peer", n.dirPeer)
+			}
+		},
+	})
 	n.goroutine(func() { n.replica.Run(ctx) })
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,6 +48,8 @@ type Node struct {
 	dirTopic  *p2p.Topic
 	publisher *publisher    // nil on replicas
 	agent     *agentRuntime // nil unless an agent is embedded
+
+	baseFromHost bool // answers name the Host a client used (no public URL known)
 
 	presenceMu      sync.Mutex
 	presenceFull    []byte    // the last full copy of presence served, encoded
@@ -107,6 +110,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	if n.cfg.PublicURL == "" {
 		n.cfg.PublicURL = "http://" + n.ln.Addr().String()
+		if addr := n.ln.Addr().(*net.TCPAddr); addr.IP.IsUnspecified() {
+			// Listening on every interface, the node cannot name an address
+			// its clients reach: answers take it from each request's Host.
+			n.baseFromHost = true
+			n.cfg.PublicURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
+			n.log.Warn("listening on every interface without a public URL: addresses in answers follow each request's Host header, and an embedded agent registers " + n.cfg.PublicURL + "; set --public-url")
+		}
 	}
 	if err := n.openAgent(); err != nil {
 		return err

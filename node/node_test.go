@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +205,61 @@ func memLog(t testing.TB) *cmdlog.Log {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestAnswersNameTheHostWithoutPublicURL: a node listening on every
+// interface without a public URL names, in its answers, the address each
+// client used, never 0.0.0.0 or [::].
+func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.HTTPAddr = "0.0.0.0:0"
+	n := startNode(t, cfg)
+	if strings.Contains(n.URL(), "0.0.0.0") || strings.Contains(n.URL(), "[::]") {
+		t.Fatalf("node URL %s", n.URL())
+	}
+	for _, host := range []string{"", "mesh.example:7777"} {
+		req, _ := http.NewRequest("POST", n.URL()+"/v1/agents/register", strings.NewReader(`{"agent_id":"h`+strconv.Itoa(len(host))+`"}`))
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		want := "http://" + req.Host + "/agent/"
+		if h, _ := v["handle"].(string); !strings.HasPrefix(h, want) {
+			t.Fatalf("Host %q: handle %v, want it under %s", req.Host, v["handle"], want)
+		}
+	}
+}
+
+// TestListenPortsSurviveRestart: a node given no listen addresses keeps
+// the ports of its first start, so others find it at the same address
+// after a restart; when they are taken it starts on new ones.
+func TestListenPortsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.Listen = nil
+	n := startNode(t, cfg)
+	first := n.host.ListenAddrs()
+	n.Close()
+	n = startNode(t, cfg)
+	if again := n.host.ListenAddrs(); !slices.Equal(again, first) {
+		t.Fatalf("restart listens on %v, first start on %v", again, first)
+	}
+	// Another program takes the remembered TCP port while it is down.
+	n.Close()
+	port := strings.Split(first[slices.IndexFunc(first, func(a string) bool { return strings.Contains(a, "/tcp/") })], "/")[4]
+	ln, err := net.Listen("tcp", "0.0.0.0:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	n = startNode(t, cfg)
+	if again := n.host.ListenAddrs(); slices.Equal(again, first) || len(again) == 0 {
+		t.Fatalf("with its port taken the node listens on %v", again)
+	}
 }

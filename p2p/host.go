@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,6 +231,19 @@ func (h *Host) Addrs() []string {
 	for i, a := range full {
 		out[i] = a.String()
 	}
+	return out
+}
+
+// ListenAddrs are the addresses the host listens on, with the ports it
+// bound (a configured port 0 shows the one chosen).
+func (h *Host) ListenAddrs() []string {
+	var out []string
+	for _, a := range h.h.Network().ListenAddresses() {
+		if s := a.String(); !strings.Contains(s, "p2p-circuit") { // the relay transport's, no socket
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

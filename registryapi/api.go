@@ -161,25 +161,18 @@ func (a *API) now() time.Time { return a.cfg.Now() }
 
 // handle is an agent's public address on the node the client talks to: its
 // public URL, or the forwarding node's for a forwarded request.
+// handle is the public address of agent id, on the node the client called
+// (httpx.BaseURL: a forwarded request names the node it came through).
 func (a *API) handle(r *http.Request, id string) string {
-	base := a.cfg.PublicURL
-	if u, ok := r.Context().Value(publicURLKey{}).(string); ok {
-		base = u
-	}
-	return base + "/agent/" + id
-}
-
-type publicURLKey struct{}
-
-// WithPublicURL marks a forwarded request with the public URL of the node
-// the client called, so that answers name that node's addresses.
-func WithPublicURL(ctx context.Context, url string) context.Context {
-	return context.WithValue(ctx, publicURLKey{}, strings.TrimRight(url, "/"))
+	return httpx.BaseURL(r, a.cfg.PublicURL) + "/agent/" + id
 }
 
 // pathID reads and checks the {id} path value.
 func pathID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
+	if len(id) > maxIDLen { // not echoed: the answer stays small
+		return "", ErrAgentNotFound.With("agent not found: ids are at most %d characters", maxIDLen)
+	}
 	if err := ValidateID(id); err != nil {
 		return "", ErrAgentNotFound.With("agent %q not found: %v", id, err)
 	}

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 )
 
 // HandlerFunc is an HTTP handler that returns an error instead of writing it.
@@ -42,22 +44,43 @@ func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 	WriteJSON(w, e.Status, e)
 }
 
-// WriteJSON writes v as a JSON response with the given status.
+// WriteJSON writes v as a JSON response with the given status. Nothing is
+// escaped for HTML: answers are JSON, never embedded in a page (nosniff),
+// and URLs such as ws addresses read as they are ("&", not "\u0026").
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"detail":"internal error","code":"internal"}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"detail":"internal error","code":"internal"}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(buf.Bytes())
 }
 
-// ReadBody reads the whole request body, refusing more than limit bytes.
+// BodyTimeout bounds how long a client may take to send a request body,
+// so that a client that stalls mid-body does not hold a connection open.
+var BodyTimeout = 30 * time.Second
+
+// ReadBody reads the whole request body, refusing more than limit bytes
+// and a client that takes longer than BodyTimeout.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(BodyTimeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil && deadline {
+		// Lift it again for the rest of the exchange; after a failure it
+		// stays, so the server's drain of an unread body cannot hang.
+		rc.SetReadDeadline(time.Time{})
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, ErrInvalid.With("the request body did not arrive within %s", BodyTimeout)
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, ErrTooLarge.With("request body exceeds %d bytes", limit)
@@ -77,7 +100,10 @@ func DecodeJSON(body []byte, v any) error {
 		return ErrBadJSON.With("request body is empty; a JSON object is required")
 	}
 	if trimmed[0] != '{' {
-		return ErrBadJSON.With("request body must be a JSON object, not %s", jsonKindOf(trimmed[0]))
+		if kind := jsonKindOf(trimmed[0]); kind != "" {
+			return ErrBadJSON.With("request body must be a JSON object, not %s", kind)
+		}
+		return ErrBadJSON.With("request body is not JSON; a JSON object is required")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
@@ -121,7 +147,7 @@ func jsonKindOf(c byte) string {
 	case c == '-' || c >= '0' && c <= '9':
 		return "a number"
 	}
-	return "malformed JSON"
+	return ""
 }
 
 func jsonType(kind string) string {

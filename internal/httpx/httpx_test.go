@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // decodeError checks that rec holds a JSON error with the given status and
@@ -73,6 +76,28 @@ func TestMuxNotFound(t *testing.T) {
 				t.Errorf("pattern for %s = %q", target, pattern)
 			}
 		})
+	}
+}
+
+func TestMuxRedirectIsJSON(t *testing.T) {
+	m := newTestMux()
+	for _, target := range []string{"//items/1", "/files/../items/1"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.URL.Path = target
+		m.ServeHTTP(rec, req)
+		var e Error
+		if rec.Code/100 != 3 || rec.Header().Get("Location") != "/items/1" || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Code != "moved" {
+			t.Fatalf("%s: %d %v %q", target, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+}
+
+func TestWriteJSONDoesNotEscapeHTML(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteJSON(rec, http.StatusOK, map[string]string{"ws": "ws://x/ws?a=<1>&b=2"})
+	if got := rec.Body.String(); got != `{"ws":"ws://x/ws?a=<1>&b=2"}`+"\n" {
+		t.Fatalf("body %q", got)
 	}
 }
 
@@ -184,6 +209,7 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "truncated", body: `{"a":"x"`, detail: []string{"truncated"}},
 		{name: "truncated mid string", body: `{"a":"x`, detail: []string{"truncated"}},
 		{name: "syntax error", body: `{"a" "x"}`, detail: []string{"malformed", "byte"}},
+		{name: "form encoded", body: `a=x&n=3`, detail: []string{"not JSON"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -446,5 +472,31 @@ func TestAsError(t *testing.T) {
 	e, ok = AsError(errors.New("secret"))
 	if ok || e != ErrInternal {
 		t.Fatalf("AsError(plain) = %v, %v; want ErrInternal, false", e, ok)
+	}
+}
+
+// TestReadBodyTimeout: a client that announces a body and stalls is
+// answered 400 once BodyTimeout passes, and its connection is not held.
+func TestReadBodyTimeout(t *testing.T) {
+	defer func(d time.Duration) { BodyTimeout = d }(BodyTimeout)
+	BodyTimeout = 200 * time.Millisecond
+	srv := httptest.NewServer(Handle(nil, func(w http.ResponseWriter, r *http.Request) error {
+		_, err := ReadBody(w, r, 1<<10)
+		return err
+	}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d", resp.StatusCode)
 	}
 }

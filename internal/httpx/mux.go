@@ -2,6 +2,8 @@ package httpx
 
 import (
 	"net/http"
+	"path"
+	"strings"
 )
 
 // Mux is a ServeMux whose own "404 page not found" and "405 method not
@@ -14,6 +16,14 @@ type Mux struct {
 func NewMux() *Mux { return &Mux{ServeMux: http.NewServeMux()} }
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
+		// The mux would redirect to the canonical path (//x, /a/../b).
+		u := *r.URL
+		u.Path, u.RawPath = clean, ""
+		w.Header().Set("Location", u.RequestURI())
+		WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
+		return
+	}
 	h, pattern := m.Handler(r)
 	if pattern != "" {
 		// Serve through the mux itself so that it sets r.Pattern and the
@@ -33,12 +43,24 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, rec.status, ErrMethod.With("method %s not allowed on %s", r.Method, r.URL.Path))
 	case http.StatusNotFound, 0:
 		WriteJSON(w, http.StatusNotFound, ErrNotFound.With("no endpoint %s %s", r.Method, r.URL.Path))
-	default: // redirects for cleaned paths
-		for k, v := range rec.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.status)
+	default: // a redirect the mux chose (a missing trailing slash)
+		loc := rec.header.Get("Location")
+		w.Header().Set("Location", loc)
+		WriteJSON(w, rec.status, E(rec.status, "moved", "the canonical path is %s", loc))
 	}
+}
+
+// cleanPath is p in canonical form, as the mux wants it: no empty, . or
+// .. elements, the trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // statusOnly records the status and headers of the mux's own answer.

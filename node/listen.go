@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// listenFile, in the data directory, keeps the libp2p addresses a node
+// bound on its first start when it was given none (random ports): later
+// starts listen on the same ones, so the address others know it by (a
+// bootstrap's, given to --bootstrap) survives restarts.
+const listenFile = "listen.json"
+
+// startHost starts the libp2p host of cfg on the node's listen addresses.
+func (n *Node) startHost(ctx context.Context, cfg p2p.Config) error {
+	cfg.Listen = n.cfg.Listen
+	remembered := n.rememberedListen()
+	if remembered != nil {
+		cfg.Listen = remembered
+	}
+	err := n.tryHost(ctx, cfg)
+	if err != nil && remembered != nil {
+		n.log.Warn("cannot listen on the addresses of earlier starts; taking new ports, so peers that knew this node's address must be given the new one",
+			"addrs", remembered, "err", err)
+		cfg.Listen = n.cfg.Listen
+		err = n.tryHost(ctx, cfg)
+	}
+	if err != nil {
+		return err
+	}
+	if remembered == nil && n.defaultListen() {
+		n.rememberListen()
+	}
+	return nil
+}
+
+func (n *Node) tryHost(ctx context.Context, cfg p2p.Config) error {
+	h, err := p2p.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := h.Start(ctx); err != nil {
+		return err
+	}
+	n.host = h
+	return nil
+}
+
+// defaultListen reports whether the node listens where nobody asked it to
+// (the default random ports) and has a data directory to remember them in.
+func (n *Node) defaultListen() bool {
+	return n.cfg.DataDir != "" && (len(n.cfg.Listen) == 0 || slices.Equal(n.cfg.Listen, p2p.DefaultListen))
+}
+
+// rememberedListen is what an earlier start bound, or nil.
+func (n *Node) rememberedListen() []string {
+	if !n.defaultListen() {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, listenFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var addrs []string
+	if err == nil {
+		err = json.Unmarshal(b, &addrs)
+	}
+	if err != nil || len(addrs) == 0 {
+		n.log.Warn("ignoring an unreadable "+listenFile, "err", err)
+		return nil
+	}
+	return addrs
+}
+
+func (n *Node) rememberListen() {
+	b, _ := json.Marshal(n.host.ListenAddrs())
+	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, listenFile), b, 0o644); err != nil {
+		n.log.Warn("cannot remember the listen addresses; the next start takes new ports", "err", err)
+	}
+}
