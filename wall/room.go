@@ -266,7 +266,7 @@ func (r *room) deliver(m p2p.Message) {
 	case wireBeat:
 		r.beatFrom(m.From, w)
 	case wireBye:
-		r.bye(m.From, w.Epoch)
+		r.bye(m.From, w)
 	}
 }
 
@@ -336,7 +336,7 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 // other nodes are told at once that this node's members left.
 func (r *room) shutdown(goodbye bool) {
 	if goodbye && r.topic != nil {
-		r.publish(wireMsg{T: wireBye, Epoch: r.epoch})
+		r.publish(wireMsg{T: wireBye, Epoch: r.epoch, Seq: r.seq.Load()})
 	}
 	r.gmu.Lock()
 	r.stopping = true
