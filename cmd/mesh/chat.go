@@ -30,7 +30,9 @@ func chatCmd() *cobra.Command {
   @bob some text     to bob only
   @bob,carol text    to bob and carol
 
-Frames are printed as they arrive. Ctrl-D (end of input) leaves.
+Frames are printed as they arrive. Ctrl-D (end of input) leaves, once the
+welcome and the acks of what was sent have come (5 s at most), so that
+piped input (echo hi | mesh chat ...) shows them too.
 The cluster is a ws:// address (as POST /v1/clusters returns it), or a
 cluster id or public slug on --node.`,
 		Args: cobra.ExactArgs(1),
@@ -105,6 +107,11 @@ func resolveSlug(ctx context.Context, nodeURL, slug string) (string, error) {
 	return v.Cluster.ID, nil
 }
 
+// answerWait bounds how long chat waits, at the end of its input, for the
+// welcome and the answers to what it sent (acks wait up to 2 s for other
+// nodes).
+const answerWait = 5 * time.Second
+
 func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	c, err := wall.Dial(dctx, wsURL)
@@ -115,10 +122,11 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var leaving atomic.Bool // we hung up: the connection's end is no news
+	prog := newProgress()
 	done := make(chan error, 1)
 	go func() {
 		defer stop()
-		done <- printFrames(ctx, c, out, &leaving)
+		done <- printFrames(ctx, c, out, &leaving, prog)
 	}()
 	lines := make(chan string)
 	go func() {
@@ -127,12 +135,16 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 			fmt.Fprintf(out, "! a line of %d bytes or more is over the %d byte frame limit: not sent\n", n, wall.MaxFrame)
 		})
 	}()
+	sent := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return <-done
 		case line, ok := <-lines:
 			if !ok {
+				// Piped input ends at once: what the node answers is
+				// still worth seeing.
+				prog.wait(ctx, sent, answerWait)
 				leaving.Store(true)
 				c.Close()
 				return <-done
@@ -145,14 +157,57 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 				if err := c.Send(ctx, text, to...); err != nil {
 					return <-done
 				}
+				sent++
 			}
 		}
 	}
 }
 
+// progress is what the node has answered, as printFrames saw it.
+type progress struct {
+	welcomed atomic.Bool
+	answers  atomic.Int64  // acks and error frames: one for each frame sent
+	changed  chan struct{} // capacity 1: a signal that the above changed
+}
+
+func newProgress() *progress { return &progress{changed: make(chan struct{}, 1)} }
+
+// note counts frame f, printed already.
+func (p *progress) note(f wall.Frame) {
+	switch f.Kind {
+	case wall.KindWelcome:
+		p.welcomed.Store(true)
+	case wall.KindAck, wall.KindError:
+		p.answers.Add(1)
+	default:
+		return
+	}
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until the welcome and the answers to sent frames came, ctx
+// ends, or d passes.
+func (p *progress) wait(ctx context.Context, sent int, d time.Duration) {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for !p.welcomed.Load() || p.answers.Load() < int64(sent) {
+		select {
+		case <-p.changed:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
 // printFrames prints what the node sends until the connection ends, and
-// says why it ended: nil when we hung up (leaving), else an error.
-func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *atomic.Bool) error {
+// says why it ended: nil when we hung up (leaving), else an error. prog
+// learns of each frame once it is printed.
+func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *atomic.Bool, prog *progress) error {
 	me := ""
 	for {
 		f, err := c.Next(ctx)
@@ -170,6 +225,7 @@ func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *at
 			me = f.You
 		}
 		fmt.Fprintln(out, formatFrame(f, me))
+		prog.note(f)
 		if f.Kind == wall.KindClosed {
 			return fmt.Errorf("the node closed the socket: %s", f.Reason)
 		}
