@@ -34,10 +34,22 @@ Frames are printed as they arrive. Ctrl-D (end of input) leaves, once the
 welcome and the acks of what was sent have come (5 s at most), so that
 piped input (echo hi | mesh chat ...) shows them too.
 The cluster is a ws:// address (as POST /v1/clusters returns it), or a
-cluster id or public slug on --node.`,
+cluster id or public slug on --node. What the address's query says
+(agent=, token=, vis=, did=) holds unless the matching flag is given on
+the command line, which overrides it; environment variables only fill in
+what the address leaves out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			u, err := chatURL(cmd.Context(), args[0], nodeURL, url.Values{"agent": {agent}, "token": {token}, "vis": {vis}, "did": {did}})
+			given, defaults := url.Values{}, url.Values{}
+			for k, v := range map[string]string{"agent": agent, "token": token, "vis": vis, "did": did} {
+				switch {
+				case cmd.Flags().Changed(k):
+					given.Set(k, v)
+				case v != "":
+					defaults.Set(k, v)
+				}
+			}
+			u, err := chatURL(cmd.Context(), args[0], nodeURL, given, defaults)
 			if err != nil {
 				return err
 			}
@@ -45,17 +57,18 @@ cluster id or public slug on --node.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&agent, "agent", env("MESH_AGENT", ""), "your handle in the cluster (env MESH_AGENT)")
+	f.StringVar(&agent, "agent", env("MESH_AGENT", ""), "your handle in the cluster (env MESH_AGENT); required unless the ws address has agent=<handle>")
 	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "node to connect through, for a cluster id or slug (env MESH_NODE)")
 	f.StringVar(&token, "token", env("MESH_CLUSTER_TOKEN", ""), "cluster token (ck_) or admin token (ak_); private clusters need one (env MESH_CLUSTER_TOKEN)")
 	f.StringVar(&vis, "vis", "", "your visibility: public (default), private or ghost")
 	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified)")
-	c.MarkFlagRequired("agent")
 	return c
 }
 
-// chatURL turns the argument into a wall address with the given query.
-func chatURL(ctx context.Context, arg, nodeURL string, query url.Values) (string, error) {
+// chatURL turns the argument into a wall address: its query with given
+// set (an empty value takes the key out), and defaults where it has no
+// value. It fails when no handle is left.
+func chatURL(ctx context.Context, arg, nodeURL string, given, defaults url.Values) (string, error) {
 	if !strings.HasPrefix(arg, "ws://") && !strings.HasPrefix(arg, "wss://") {
 		id := arg
 		if !strings.HasPrefix(arg, "c_") {
@@ -76,10 +89,20 @@ func chatURL(ctx context.Context, arg, nodeURL string, query url.Values) (string
 		return "", fmt.Errorf("cluster address %q: %w", arg, err)
 	}
 	q := u.Query()
-	for k, v := range query {
-		if v[0] != "" {
-			q.Set(k, v[0])
+	for k := range defaults {
+		if q.Get(k) == "" {
+			q.Set(k, defaults.Get(k))
 		}
+	}
+	for k := range given {
+		if v := given.Get(k); v != "" {
+			q.Set(k, v)
+		} else {
+			q.Del(k)
+		}
+	}
+	if q.Get("agent") == "" {
+		return "", errors.New("say who you are: --agent <handle>, or agent=<handle> in the ws address")
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil

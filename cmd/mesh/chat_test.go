@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -265,4 +266,52 @@ func TestChatPipedInputOnANode(t *testing.T) {
 		}
 	}
 	waitOutput(t, listener, "<you> quick hi")
+}
+
+// TestChatURL: the ws address's query holds unless a flag given on the
+// command line overrides it; defaults (environment) fill in the rest; a
+// handle is required from one or the other.
+func TestChatURL(t *testing.T) {
+	const base = "ws://127.0.0.1:7777/v1/clusters/c_x/ws"
+	v := func(kv ...string) url.Values {
+		out := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name            string
+		arg             string
+		given, defaults url.Values
+		want            string // the query; empty: an error
+	}{
+		{"the address's agent", base + "?agent=bob", nil, nil, "agent=bob"},
+		{"a flag overrides it", base + "?agent=bob", v("agent", "alice"), nil, "agent=alice"},
+		{"a default does not", base + "?agent=bob&token=ck_1", nil, v("agent", "env", "token", "ck_env"), "agent=bob&token=ck_1"},
+		{"a default fills in", base + "?vis=public&agent=", nil, v("agent", "env"), "agent=env&vis=public"},
+		{"an empty flag takes it out", base + "?agent=bob&token=ck_1", v("token", ""), nil, "agent=bob"},
+		{"no handle anywhere", base + "?vis=public&agent=", nil, nil, ""},
+		{"an empty --agent", base + "?agent=bob", v("agent", ""), nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := chatURL(context.Background(), tc.arg, "", tc.given, tc.defaults)
+			switch {
+			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "--agent")):
+				t.Fatalf("got %q, %v; want an error naming --agent", got, err)
+			case tc.want != "" && (err != nil || got != base+"?"+tc.want):
+				t.Fatalf("got %q, %v; want %s?%s", got, err, base, tc.want)
+			}
+		})
+	}
+}
+
+// TestChatAgentFromTheAddress: `mesh chat <ws-url>` needs no --agent when
+// the address names one.
+func TestChatAgentFromTheAddress(t *testing.T) {
+	n := startChatNode(t)
+	ws := "ws" + strings.TrimPrefix(n.URL(), "http") + "/v1/clusters/c_lobby/ws?agent=bob"
+	in, out, _ := chatting(t, ws)
+	defer in.Close()
+	waitOutput(t, out, "* you are bob in c_lobby")
 }
