@@ -243,11 +243,12 @@ func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 // refreshTimeout bounds Refresh.
 const refreshTimeout = 2 * time.Second
 
-// cluster finds a cluster by id, or with byName a public one by id or
-// slug, asking the directory before concluding it does not exist.
-func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster, error) {
-	find := s.cfg.Catalog.Get
-	if byName {
+// cluster finds a cluster by id or a public one by slug (with publicOnly,
+// only a public one, so that a private id cannot be probed), asking the
+// directory before concluding it does not exist.
+func (s *Service) cluster(ctx context.Context, id string, publicOnly bool) (*Cluster, error) {
+	find := s.cfg.Catalog.Resolve
+	if publicOnly {
 		find = s.cfg.Catalog.Lookup
 	}
 	cl, err := find(id)

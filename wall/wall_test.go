@@ -302,6 +302,40 @@ func TestDeleteCredentials(t *testing.T) {
 	}
 }
 
+// TestSlugWhereverAnID: a public cluster's slug is taken wherever its id
+// is (connect, history, delete), and the answers name the id. A private
+// cluster has no slug: its name is none.
+func TestSlugWhereverAnID(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.create(`{"visibility":"public","name":"Tea Room"}`)
+	id, tok, admin := cl["cluster_id"].(string), cl["token"].(string), cl["admin_token"].(string)
+	ann := h.dial("tea-room", vals("agent", "ann")).listen()
+	if w := ann.next(KindWelcome); w["cluster"] != id {
+		t.Fatalf("welcome by slug: %v", w)
+	}
+	if st, v := h.call("GET", "/v1/clusters/tea-room/history", "", "X-Cluster-Token", tok); st != 200 || v["cluster_id"] != id {
+		t.Fatalf("history by slug: %d %v", st, v)
+	}
+	if st, v := h.call("DELETE", "/v1/clusters/tea-room", "", "X-Cluster-Token", admin); st != 200 || v["cluster_id"] != id {
+		t.Fatalf("delete by slug: %d %v", st, v)
+	}
+	if f := ann.next(KindClosed); f["reason"] != reasonDeleted {
+		t.Fatalf("closed frame: %v", f)
+	}
+	for _, path := range []string{"/v1/clusters/tea-room", "/v1/clusters/tea-room/history", "/v1/clusters/" + id} {
+		if st, v := h.call("GET", path, "", "X-Cluster-Token", tok); st != 404 || v["code"] != "cluster_not_found" {
+			t.Fatalf("GET %s after the delete: %d %v", path, st, v)
+		}
+	}
+	priv := h.create(`{"name":"secret"}`)
+	if st, v := h.call("DELETE", "/v1/clusters/secret", "", "X-Cluster-Token", priv["admin_token"].(string)); st != 404 {
+		t.Fatalf("a private cluster's name taken for a slug: %d %v", st, v)
+	}
+	if _, resp, err := h.tryDial("secret", vals("agent", "x", "token", priv["token"].(string))); err == nil || resp.StatusCode != 404 {
+		t.Fatalf("connect by a private cluster's name: %v", resp)
+	}
+}
+
 func TestHistoryIsOwnerOnly(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, vis := range []string{Public, Private} {

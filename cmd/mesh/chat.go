@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -49,7 +48,7 @@ what the address leaves out.`,
 					defaults.Set(k, v)
 				}
 			}
-			u, err := chatURL(cmd.Context(), args[0], nodeURL, given, defaults)
+			u, err := chatURL(args[0], nodeURL, given, defaults)
 			if err != nil {
 				return err
 			}
@@ -68,21 +67,14 @@ what the address leaves out.`,
 // chatURL turns the argument into a wall address: its query with given
 // set (an empty value takes the key out), and defaults where it has no
 // value. It fails when no handle is left.
-func chatURL(ctx context.Context, arg, nodeURL string, given, defaults url.Values) (string, error) {
+func chatURL(arg, nodeURL string, given, defaults url.Values) (string, error) {
 	if !strings.HasPrefix(arg, "ws://") && !strings.HasPrefix(arg, "wss://") {
-		id := arg
-		if !strings.HasPrefix(arg, "c_") {
-			var err error
-			if id, err = resolveSlug(ctx, nodeURL, arg); err != nil {
-				return "", err
-			}
-		}
 		node, err := url.Parse(strings.TrimRight(nodeURL, "/"))
 		if err != nil || (node.Scheme != "http" && node.Scheme != "https") {
 			return "", fmt.Errorf("--node %q: want an http:// or https:// address", nodeURL)
 		}
 		node.Scheme = map[string]string{"http": "ws", "https": "wss"}[node.Scheme]
-		arg = node.String() + "/v1/clusters/" + url.PathEscape(id) + "/ws"
+		arg = node.String() + "/v1/clusters/" + url.PathEscape(arg) + "/ws" // an id or a slug
 	}
 	u, err := url.Parse(arg)
 	if err != nil {
@@ -106,28 +98,6 @@ func chatURL(ctx context.Context, arg, nodeURL string, given, defaults url.Value
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
-}
-
-// resolveSlug finds a public cluster's id by its slug.
-func resolveSlug(ctx context.Context, nodeURL, slug string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(nodeURL, "/")+"/v1/clusters/"+url.PathEscape(slug), nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("node %s: %w", nodeURL, err)
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Cluster struct{ ID string } `json:"cluster"`
-		Detail  string              `json:"detail"`
-	}
-	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("cluster %q: %d %s", slug, resp.StatusCode, v.Detail)
-	}
-	return v.Cluster.ID, nil
 }
 
 // answerWait bounds how long chat waits, at the end of its input, for the

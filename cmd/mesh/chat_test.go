@@ -295,7 +295,7 @@ func TestChatURL(t *testing.T) {
 		{"an empty --agent", base + "?agent=bob", v("agent", ""), nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := chatURL(context.Background(), tc.arg, "", tc.given, tc.defaults)
+			got, err := chatURL(tc.arg, "", tc.given, tc.defaults)
 			switch {
 			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "--agent")):
 				t.Fatalf("got %q, %v; want an error naming --agent", got, err)
