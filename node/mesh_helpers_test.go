@@ -38,9 +38,17 @@ type mesh struct {
 	boot  *Node
 }
 
-func newMesh(t *testing.T) *mesh {
+func newMesh(t *testing.T) *mesh { return newMeshWith(t, nil) }
+
+// newMeshWith is newMesh, with tweak (if set) editing the bootstrap's
+// config.
+func newMeshWith(t *testing.T, tweak func(*Config)) *mesh {
 	m := &mesh{t: t, clock: newTestClock()}
-	m.boot = m.start(m.config(t.TempDir(), RoleBootstrap))
+	cfg := m.config(t.TempDir(), RoleBootstrap)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	m.boot = m.start(cfg)
 	return m
 }
 

@@ -605,3 +605,40 @@ func TestWallDeleteWithQueryTokenAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestWallLeaveAfterLastMessage: a member on another node that sends a
+// message and leaves at once (as `mesh chat` does at the end of piped
+// input) is never shown offline before its message: the leave waits for
+// the messages sent before it. It is the node's goodbye while the member
+// is its only socket in the cluster, then a leave delta. (A join and a
+// leave that arrive together cancel out: the member may not be shown at
+// all.)
+func TestWallLeaveAfterLastMessage(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	id := createCluster(t, m.boot, `{"visibility":"public"}`)["cluster_id"].(string)
+	rx := enterWall(t, m.boot, id, q("agent", "rx"))
+	for i := range 30 {
+		if i == 15 {
+			enterWall(t, b, id, q("agent", "stayer"))
+		}
+		h := fmt.Sprintf("r%d", i)
+		tx := enterWall(t, b, id, q("agent", h))
+		tx.send("m " + h)
+		tx.conn.Close(websocket.StatusNormalClosure, "")
+		for {
+			var f map[string]any
+			select {
+			case f = <-rx.frames:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: no message within 10s", h)
+			}
+			if f["kind"] == "presence" && f["agent"] == h && f["status"] == "offline" {
+				t.Fatalf("%s shown offline before its message", h)
+			}
+			if f["kind"] == "message" && f["from"] == h {
+				break
+			}
+		}
+	}
+}

@@ -50,14 +50,11 @@ func (h *Host) LocalValue(ctx context.Context, key string) ([]byte, error) {
 // a lookup can ask.
 func (h *Host) DHTServers() int { return h.dht.RoutingTable().Size() }
 
-// watchDHTServers calls Config.OnDHTServer for every peer that identifies
-// as a DHT server, on each new connection and when a peer switches to
-// server mode, once the DHT has taken it into its routing table (so that
-// lookups find it).
-func (h *Host) watchDHTServers(ctx context.Context) error {
-	if h.cfg.OnDHTServer == nil {
-		return nil
-	}
+// watchPeers follows what connected peers speak, as identify reports it
+// on each new connection and when a peer adds protocols: a DHT server goes
+// to OnDHTServer once the DHT has taken it into its routing table (so that
+// lookups find it), and a rendezvous node to the OnRendezvousNode hooks.
+func (h *Host) watchPeers(ctx context.Context) error {
 	sub, err := h.h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtPeerProtocolsUpdated)})
 	if err != nil {
 		return fmt.Errorf("p2p: event bus: %w", err)
@@ -65,20 +62,24 @@ func (h *Host) watchDHTServers(ctx context.Context) error {
 	h.goroutine(func() {
 		defer sub.Close()
 		for {
+			var p peer.ID
+			var added []protocol.ID
 			select {
 			case <-ctx.Done():
 				return
 			case ev := <-sub.Out():
 				switch e := ev.(type) {
 				case event.EvtPeerIdentificationCompleted:
-					if slices.Contains(e.Protocols, kadProto) {
-						h.whenRouted(ctx, e.Peer)
-					}
+					p, added = e.Peer, e.Protocols
 				case event.EvtPeerProtocolsUpdated:
-					if slices.Contains(e.Added, kadProto) {
-						h.whenRouted(ctx, e.Peer)
-					}
+					p, added = e.Peer, e.Added
 				}
+			}
+			if h.cfg.OnDHTServer != nil && slices.Contains(added, kadProto) {
+				h.whenRouted(ctx, p)
+			}
+			if slices.Contains(added, rendezvousProto) && h.IsBootstrap(p) {
+				h.rendezvousNodeUp(p)
 			}
 		}
 	})

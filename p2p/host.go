@@ -40,6 +40,8 @@ type Host struct {
 	mu      sync.Mutex
 	topics  map[string]*Topic
 	routing map[peer.ID]bool // DHT servers whenRouted waits for
+	// onRendezvous are the OnRendezvousNode hooks.
+	onRendezvous []func(peer.ID)
 
 	rendezvous *registry // nil unless this node is a rendezvous node
 	drops      *prometheus.CounterVec
@@ -89,7 +91,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	if h.cfg.Rendezvous {
 		h.serveRendezvous()
 	}
-	if err := h.watchDHTServers(ctx); err != nil {
+	if err := h.watchPeers(ctx); err != nil {
 		return err
 	}
 	h.goroutine(func() { h.keepBootstrapped(ctx) })

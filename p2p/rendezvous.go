@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,6 +146,26 @@ func (h *Host) Rendezvous(ctx context.Context, ns string, register bool) ([]peer
 // what ns names.
 func (h *Host) Served(ns string, p peer.ID) bool {
 	return h.rendezvous != nil && h.rendezvous.served(ns, p, time.Now())
+}
+
+// OnRendezvousNode registers fn to learn (it must not block) of every
+// rendezvous node that connects to this node and identifies, again after
+// each reconnection. One that restarted has forgotten every registration:
+// a service registers again at once, instead of at its next renewal, so
+// that nodes asking the restarted one meanwhile find it.
+func (h *Host) OnRendezvousNode(fn func(peer.ID)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onRendezvous = append(h.onRendezvous, fn)
+}
+
+func (h *Host) rendezvousNodeUp(p peer.ID) {
+	h.mu.Lock()
+	fns := slices.Clone(h.onRendezvous)
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn(p)
+	}
 }
 
 // Unregister withdraws this node's registration under ns.

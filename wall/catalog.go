@@ -276,6 +276,16 @@ func (c *Catalog) Lookup(idOrSlug string) (*Cluster, error) {
 	return cl, err
 }
 
+// Resolve returns a cluster by id (Get), or a public one by slug (private
+// clusters have none). A slug never starts with the id prefix ("c_": no
+// underscore), so neither is taken for the other.
+func (c *Catalog) Resolve(idOrSlug string) (*Cluster, error) {
+	if strings.HasPrefix(idOrSlug, idPrefix) {
+		return c.Get(idOrSlug)
+	}
+	return c.Lookup(idOrSlug)
+}
+
 // Public calls fn for the lobby, then every public cluster in slug order,
 // until fn returns false.
 func (c *Catalog) Public(fn func(*Cluster) bool) error {

@@ -35,6 +35,8 @@ type createRequest struct {
 	Description string `json:"description"`
 }
 
+// createResponse has every field whatever the cluster: a private
+// cluster's slug is null, metadata not given is "".
 type createResponse struct {
 	ClusterID   string    `json:"cluster_id"`
 	Token       string    `json:"token"`
@@ -42,10 +44,10 @@ type createResponse struct {
 	Visibility  string    `json:"visibility"`
 	WS          string    `json:"ws"`
 	Protocol    string    `json:"protocol"`
-	Slug        string    `json:"slug,omitempty"`
-	Name        string    `json:"name,omitempty"`
-	Topic       string    `json:"topic,omitempty"`
-	Description string    `json:"description,omitempty"`
+	Slug        *string   `json:"slug"`
+	Name        string    `json:"name"`
+	Topic       string    `json:"topic"`
+	Description string    `json:"description"`
 	CreatedAt   time.Time `json:"created_at"`
 }
 
@@ -86,7 +88,7 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, http.StatusCreated, createResponse{
 		ClusterID: cl.ID, Token: token, AdminToken: admin, Visibility: cl.Visibility, WS: ws, Protocol: Protocol,
-		Slug: cl.Slug, Name: meta.Name, Topic: meta.Topic, Description: meta.Description, CreatedAt: cl.CreatedAt,
+		Slug: nullable(cl.Slug), Name: meta.Name, Topic: meta.Topic, Description: meta.Description, CreatedAt: cl.CreatedAt,
 	})
 	return nil
 }
@@ -105,26 +107,35 @@ func (s *Service) wsURL(id string) string {
 
 // clusterView is a public cluster on external surfaces (catalog, lookup).
 type clusterView struct {
-	ID            string    `json:"id"`
-	Slug          string    `json:"slug"`
-	Name          string    `json:"name"`
-	Topic         string    `json:"topic"`
-	Description   string    `json:"description"`
-	Visibility    string    `json:"visibility"`
-	BoardsEnabled bool      `json:"boards_enabled"`
-	CreatedAt     time.Time `json:"created_at"`
-	WS            string    `json:"ws"`
-	Protocol      string    `json:"protocol"`
-	// Online and Members are filled on a single cluster's lookup: members
-	// with vis=private are masked, ghosts absent.
-	Online  *int     `json:"online,omitempty"`
-	Members []string `json:"members,omitempty"`
+	ID            string `json:"id"`
+	Slug          string `json:"slug"`
+	Name          string `json:"name"`
+	Topic         string `json:"topic"`
+	Description   string `json:"description"`
+	Visibility    string `json:"visibility"`
+	BoardsEnabled bool   `json:"boards_enabled"`
+	// CreatedAt is absent for the lobby, which was never created.
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	WS        string     `json:"ws"`
+	Protocol  string     `json:"protocol"`
+}
+
+// clusterDetail is a single cluster's lookup: the view, and who is online
+// (members with vis=private masked, ghosts absent).
+type clusterDetail struct {
+	clusterView
+	Online  int      `json:"online"`
+	Members []string `json:"members"`
 }
 
 func (s *Service) view(cl *Cluster) clusterView {
-	return clusterView{ID: cl.ID, Slug: cl.Slug, Name: cl.Meta.Name, Topic: cl.Meta.Topic,
+	v := clusterView{ID: cl.ID, Slug: cl.Slug, Name: cl.Meta.Name, Topic: cl.Meta.Topic,
 		Description: cl.Meta.Description, Visibility: cl.Visibility, BoardsEnabled: cl.Boards,
-		CreatedAt: cl.CreatedAt, WS: s.wsURL(cl.ID) + "?vis=public&agent=", Protocol: Protocol}
+		WS: s.wsURL(cl.ID) + "?vis=public&agent=", Protocol: Protocol}
+	if !cl.CreatedAt.IsZero() {
+		v.CreatedAt = &cl.CreatedAt
+	}
+	return v
 }
 
 func (s *Service) list(w http.ResponseWriter, r *http.Request) error {
@@ -145,14 +156,11 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := s.view(cl)
 	members := s.peek(r.Context(), cl)
-	v.Members = make([]string, 0, len(members))
+	v := clusterDetail{clusterView: s.view(cl), Online: len(members), Members: make([]string, 0, len(members))}
 	for _, m := range members {
 		v.Members = append(v.Members, m.masked())
 	}
-	n := len(members)
-	v.Online = &n
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"cluster": v})
 	return nil
 }

@@ -157,7 +157,7 @@ func (s *Service) reportEvents() {
 			}
 		}
 		for id, events := range batch {
-			if err := s.appendHistory(id, events); err != nil {
+			if err := s.appendHistory(id, events); err != nil && s.ctx.Err() == nil {
 				s.log.Warn("history events not recorded", "cluster", id, "n", len(events), "err", err)
 			}
 		}

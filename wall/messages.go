@@ -245,24 +245,25 @@ func (r *room) awaitAck(p *sent) (int, bool) {
 // received it (a stranger may be a key made up for one message: no
 // receipt is sent to it).
 func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
-	r.mu.Lock()
-	n := r.nodeLocked(origin)
-	if n == nil {
-		r.mu.Unlock()
-		return
-	}
-	ready, late := n.order.add(w, time.Now())
-	r.fanOutRemoteLocked(origin, n, ready)
-	known := n.known
-	r.mu.Unlock()
+	late, known := false, false
+	r.change(nil, func(touch func(string)) {
+		n := r.nodeLocked(origin)
+		if n == nil {
+			return
+		}
+		var ready []*wireMsg
+		ready, late = n.order.add(w, time.Now())
+		known = n.known
+		r.fanOutRemoteLocked(origin, n, ready, touch)
+	})
 	if late && known {
 		r.goroutine(func() { r.sendReceipt(origin, w.ID, nil) })
 	}
 }
 
-// fanOutRemoteLocked delivers node origin's messages ready, and makes
-// sure that what its sequencer still holds goes on when due.
-func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
+// fanOutRemoteLocked delivers node origin's messages ready, then what the
+// node said of its roster that waited for them (settleLocked).
+func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMsg, touch func(string)) {
 	for _, w := range ready {
 		d := newDelivery()
 		r.fanOutLocked(w, nil, d)
@@ -271,14 +272,11 @@ func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 			r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
 		}
 	}
-	if due := n.order.due(); !due.IsZero() && !n.flushing {
-		n.flushing = true
-		r.goroutine(func() { r.flushAt(origin, due) })
-	}
+	r.settleLocked(origin, n, touch)
 }
 
 // flushAt delivers, at time at, what node p's sequencer gave up waiting
-// for.
+// for, and what waited for that.
 func (r *room) flushAt(p peer.ID, at time.Time) {
 	t := time.NewTimer(time.Until(at))
 	defer t.Stop()
@@ -287,12 +285,12 @@ func (r *room) flushAt(p peer.ID, at time.Time) {
 	case <-r.ctx.Done():
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if n := r.remote[p]; n != nil {
-		n.flushing = false
-		r.fanOutRemoteLocked(p, n, n.order.release(time.Now()))
-	}
+	r.change(nil, func(touch func(string)) {
+		if n := r.remote[p]; n != nil {
+			n.flushing = false
+			r.fanOutRemoteLocked(p, n, n.order.release(time.Now()), touch)
+		}
+	})
 }
 
 // sendReceipt tells node origin how many sockets here received message

@@ -21,10 +21,19 @@ const maxHeld = 1024
 // (by Seq within the room's Epoch). A message waits until those before it
 // came, or at most orderWindow; one that comes after a later one went on
 // is dropped, so what is delivered is always in order.
+//
+// What the node says about its members goes after the messages it sent
+// before (a member's leave, the node's goodbye): such a word carries the
+// last Seq sent, and waits (passed) until those messages are delivered,
+// or given up on after orderWindow (expect).
 type sequencer struct {
 	epoch uint64
 	next  uint64 // the next Seq due; 0 when not known yet
 	held  []held // sorted by Seq
+	// until is the last Seq that a word waiting since untilAt says was
+	// sent; 0 when no word waits.
+	until   uint64
+	untilAt time.Time
 }
 
 type held struct {
@@ -37,7 +46,7 @@ type held struct {
 // sequencer already knows.
 func (q *sequencer) start(epoch, seq uint64) {
 	if epoch != q.epoch {
-		q.epoch, q.next, q.held = epoch, 0, nil
+		q.epoch, q.next, q.held, q.until = epoch, 0, nil, 0
 	}
 	if q.next == 0 {
 		q.next = seq + 1
@@ -52,7 +61,7 @@ func (q *sequencer) start(epoch, seq uint64) {
 func (q *sequencer) add(w *wireMsg, now time.Time) (ready []*wireMsg, late bool) {
 	if w.Epoch != q.epoch {
 		ready = q.drain() // the node's previous room is gone: what it sent goes on
-		q.epoch, q.next = w.Epoch, 0
+		q.epoch, q.next, q.until = w.Epoch, 0, 0
 	}
 	if w.Seq == 1 && q.next == 0 {
 		q.next = 1 // the room's first message: nothing came before it
@@ -69,9 +78,10 @@ func (q *sequencer) add(w *wireMsg, now time.Time) (ready []*wireMsg, late bool)
 // and any that waited orderWindow for those before it.
 func (q *sequencer) release(now time.Time) []*wireMsg {
 	var out []*wireMsg
+	givenUp := q.until >= q.next && now.Sub(q.untilAt) >= orderWindow
 	for len(q.held) > 0 {
 		h := q.held[0]
-		if h.w.Seq != q.next && now.Sub(h.at) < orderWindow && len(q.held) <= maxHeld {
+		if h.w.Seq != q.next && now.Sub(h.at) < orderWindow && len(q.held) <= maxHeld && (!givenUp || h.w.Seq > q.until) {
 			break
 		}
 		out = append(out, h.w)
@@ -81,7 +91,26 @@ func (q *sequencer) release(now time.Time) []*wireMsg {
 	if len(q.held) == 0 {
 		q.held = nil
 	}
+	if givenUp && q.until >= q.next {
+		q.next = q.until + 1 // the rest up to until is taken as lost
+	}
 	return out
+}
+
+// passed reports whether every message of epoch up to seq is delivered or
+// given up on: a word of the node that says seq was its last goes on.
+func (q *sequencer) passed(epoch, seq uint64) bool {
+	// Another epoch: the sequencer went on to the node's next room, and
+	// delivered what the earlier one sent (add).
+	return seq == 0 || epoch != q.epoch || (q.next != 0 && q.next > seq)
+}
+
+// expect notes that a word which came at now waits for the messages up to
+// seq: those still missing orderWindow later are given up on (release).
+func (q *sequencer) expect(seq uint64, now time.Time) {
+	if seq > q.until {
+		q.until, q.untilAt = seq, now
+	}
 }
 
 // drain returns every held message, in order.
@@ -94,11 +123,16 @@ func (q *sequencer) drain() []*wireMsg {
 	return out
 }
 
-// due is when release has something to return even if nothing more
-// comes; zero when nothing is held.
+// due is when release has something to do even if nothing more comes
+// (deliver what waited, give up on what a word waits for); zero when
+// nothing waits.
 func (q *sequencer) due() time.Time {
-	if len(q.held) == 0 {
-		return time.Time{}
+	var at time.Time
+	if len(q.held) > 0 {
+		at = q.held[0].at.Add(orderWindow)
 	}
-	return q.held[0].at.Add(orderWindow)
+	if q.until >= q.next && q.until > 0 && (at.IsZero() || q.untilAt.Add(orderWindow).Before(at)) {
+		at = q.untilAt.Add(orderWindow)
+	}
+	return at
 }

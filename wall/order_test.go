@@ -12,6 +12,7 @@ func TestSequencer(t *testing.T) {
 		epoch, seq uint64        // a message comes (seq 0: only time passes)
 		after      time.Duration // since t0
 		start      uint64        // with seq 0 and start > 0: a snapshot says start-1 was sent last
+		word       uint64        // with seq 0 and word > 0: a leave says word was sent last
 		want       []uint64      // delivered at this step, in order
 		late       bool
 	}
@@ -44,6 +45,27 @@ func TestSequencer(t *testing.T) {
 			{epoch: 1, seq: 7},
 			{after: orderWindow, want: []uint64{7, 8}},
 		}},
+		{"a leave gives up on the messages before it after the window", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{word: 3, after: time.Millisecond},
+			{epoch: 1, seq: 3, after: 2 * time.Millisecond},
+			{after: orderWindow},
+			{after: orderWindow + time.Millisecond, want: []uint64{3}},
+			{epoch: 1, seq: 2, after: time.Second, late: true},
+		}},
+		{"a leave waits for the last message before it", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{word: 2},
+			{epoch: 1, seq: 2, after: time.Millisecond, want: []uint64{2}},
+			{after: time.Second},
+			{epoch: 1, seq: 3, after: time.Second, want: []uint64{3}},
+		}},
+		{"a message the leave gave up on is late", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{word: 2},
+			{after: orderWindow},
+			{epoch: 1, seq: 2, after: time.Second, late: true},
+		}},
 		{"a new epoch: the old one's held messages go on", []step{
 			{epoch: 1, seq: 1, want: []uint64{1}},
 			{epoch: 1, seq: 3},
@@ -61,6 +83,11 @@ func TestSequencer(t *testing.T) {
 					got, late = q.add(&wireMsg{Epoch: st.epoch, Seq: st.seq}, now)
 				case st.start != 0:
 					q.start(1, st.start-1)
+				case st.word != 0:
+					if q.passed(1, st.word) {
+						t.Fatalf("step %d: messages up to %d passed already", i, st.word)
+					}
+					q.expect(st.word, now)
 				default:
 					got = q.release(now)
 				}

@@ -35,9 +35,12 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 		m  member
 		on bool
 	}
-	before := map[string]was{}
+	var before map[string]was // made on first use: most messages touch nobody
 	var touched []string
 	fn(func(h string) {
+		if before == nil {
+			before = map[string]was{}
+		}
 		if _, ok := before[h]; !ok {
 			m, on := r.presentLocked(h)
 			before[h] = was{m, on}
@@ -157,5 +160,8 @@ func (r *room) removeLocked(s *socket) *wireMsg {
 	delete(r.local, s.handle)
 	r.rev++
 	r.digest.flip(lm.m)
-	return &wireMsg{T: wireLeave, Member: &lm.m, Epoch: r.epoch, Rev: r.rev}
+	// Seq: the other nodes show the leave only after the messages sent
+	// before it (settleLocked); the member's own were all published, as a
+	// socket leaves once its reads are done.
+	return &wireMsg{T: wireLeave, Member: &lm.m, Epoch: r.epoch, Rev: r.rev, Seq: r.seq.Load()}
 }

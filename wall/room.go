@@ -179,7 +179,7 @@ func (r *room) maintain() {
 			r.publish(r.beat())
 			r.expire()
 		case <-renew.C:
-			r.renew()
+			r.renew("")
 		}
 	}
 }
@@ -187,12 +187,19 @@ func (r *room) maintain() {
 // renew renews the room's rendezvous registration, connects to the nodes
 // registered there and fetches the rosters of those not known here (their
 // roster exchange with this node failed, or they were strangers past
-// maxStrangers).
-func (r *room) renew() {
+// maxStrangers). With back, a rendezvous node that has just connected and
+// serves the cluster, it exchanges rosters as at the room's start: back may
+// have restarted, and a room it started since knows nothing of this node.
+func (r *room) renew(back peer.ID) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
 	defer cancel()
 	peers, _ := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
+	var exchange *peer.AddrInfo
 	for _, p := range peers {
+		if p.ID == back {
+			exchange = &p
+			continue
+		}
 		if !r.svc.cfg.Host.Connected(p.ID) {
 			r.svc.cfg.Host.Connect(ctx, p)
 		}
@@ -203,6 +210,9 @@ func (r *room) renew() {
 		if fetch {
 			r.goroutine(func() { r.fetchRoster(p.ID) })
 		}
+	}
+	if exchange != nil {
+		r.exchangeRoster(ctx, *exchange, r.localRoster())
 	}
 }
 
@@ -256,7 +266,7 @@ func (r *room) deliver(m p2p.Message) {
 	case wireBeat:
 		r.beatFrom(m.From, w)
 	case wireBye:
-		r.bye(m.From, w.Epoch)
+		r.bye(m.From, w)
 	}
 }
 
@@ -326,7 +336,7 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 // other nodes are told at once that this node's members left.
 func (r *room) shutdown(goodbye bool) {
 	if goodbye && r.topic != nil {
-		r.publish(wireMsg{T: wireBye, Epoch: r.epoch})
+		r.publish(wireMsg{T: wireBye, Epoch: r.epoch, Seq: r.seq.Load()})
 	}
 	r.gmu.Lock()
 	r.stopping = true

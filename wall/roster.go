@@ -71,6 +71,7 @@ type remoteNode struct {
 	fetching bool                // its roster is being fetched
 	order    sequencer           // its messages
 	flushing bool                // a flushAt waits for what order holds
+	bye      *wireMsg            // its goodbye, waiting for its messages
 	// refused: until then, the view stays empty (refuseLocked).
 	refused time.Time
 }
@@ -205,7 +206,7 @@ func (r *room) setRoster(p peer.ID, ro roster) {
 			r.putMemberLocked(n, m)
 		}
 		n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, time.Time{}
-		r.drainLocked(n, touch)
+		r.settleLocked(p, n, touch)
 	})
 }
 
@@ -225,16 +226,45 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 			fetch = claimFetch(n) // no snapshot to apply it to
 			return
 		}
-		r.drainLocked(n, touch)
+		r.settleLocked(p, n, touch)
 	})
 	if fetch {
 		r.goroutine(func() { r.fetchRoster(p) })
 	}
 }
 
-// drainLocked applies the pending deltas that follow the view's rev.
+// settleLocked applies what node p said of its roster, in order, as far
+// as the messages it sent before have been delivered: a member's leave, or
+// the node's goodbye, is never shown before the member's last messages.
+// What still waits goes on when the sequencer gives up on them.
+func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
+	r.drainLocked(n, touch)
+	if w := n.bye; w != nil {
+		switch {
+		case w.Epoch != 0 && w.Epoch != n.epoch:
+			n.bye = nil // the goodbye of a room the node has replaced
+		case n.order.passed(w.Epoch, w.Seq):
+			r.dropLocked(p, n, touch)
+			return
+		default:
+			n.order.expect(w.Seq, time.Now())
+		}
+	}
+	if due := n.order.due(); !due.IsZero() && !n.flushing {
+		n.flushing = true
+		r.goroutine(func() { r.flushAt(p, due) })
+	}
+}
+
+// drainLocked applies the pending deltas that follow the view's rev. A
+// leave waits until the messages the node sent before it are delivered
+// or given up on.
 func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 	for w := n.pending[n.rev+1]; w != nil && w.Epoch == n.epoch; w = n.pending[n.rev+1] {
+		if w.T == wireLeave && !n.order.passed(w.Epoch, w.Seq) {
+			n.order.expect(w.Seq, time.Now())
+			break
+		}
 		delete(n.pending, n.rev+1)
 		touch(w.Member.Agent)
 		if w.T == wireLeave {
@@ -337,15 +367,17 @@ func (r *room) dropLocked(p peer.ID, n *remoteNode, touch func(string)) {
 	}
 }
 
-// bye forgets node p, which said goodbye from its room of epoch, unless
-// the view is of another epoch: the node's next room (a fast reconnect)
-// may have exchanged rosters with this node before the goodbye of the one
-// before came. A goodbye without an epoch (from the earlier release)
-// forgets the node whatever its view.
-func (r *room) bye(p peer.ID, epoch uint64) {
+// bye forgets node p, which said goodbye (w) from its room of w.Epoch,
+// once the messages it sent before are delivered, unless the view is of
+// another epoch: the node's next room (a fast reconnect) may have
+// exchanged rosters with this node before the goodbye of the one before
+// came. A goodbye without an epoch (from the earlier release) forgets the
+// node at once, whatever its view.
+func (r *room) bye(p peer.ID, w *wireMsg) {
 	r.change(nil, func(touch func(string)) {
-		if n := r.remote[p]; n != nil && (epoch == 0 || n.epoch == epoch) {
-			r.dropLocked(p, n, touch)
+		if n := r.remote[p]; n != nil && (w.Epoch == 0 || n.epoch == w.Epoch) {
+			n.bye = w
+			r.settleLocked(p, n, touch)
 		}
 	})
 }

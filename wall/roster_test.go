@@ -183,17 +183,70 @@ func TestByeOfAnEarlierRoom(t *testing.T) {
 	r := viewRoom()
 	online := func() bool { _, ok := r.presentLocked("a"); return ok }
 	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{{Agent: "a", Vis: VisPublic}}})
-	r.bye(p, 7)
+	r.bye(p, &wireMsg{T: wireBye, Epoch: 7})
 	if !online() {
 		t.Fatal("the goodbye of the room before took the new room's members offline")
 	}
-	r.bye(p, 9)
+	r.bye(p, &wireMsg{T: wireBye, Epoch: 9})
 	if online() || r.remote[p] != nil {
 		t.Fatal("the room's own goodbye did not forget it")
 	}
 	r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{{Agent: "a", Vis: VisPublic}}})
-	r.bye(p, 0)
+	r.bye(p, &wireMsg{T: wireBye})
 	if online() {
 		t.Fatal("a goodbye without an epoch did not forget the node")
+	}
+}
+
+// TestLeaveWaitsForMessages: a member's leave, or its node's goodbye, that
+// overtakes messages the node sent before it waits for them, or gives up
+// on them after orderWindow; a message given up on is not delivered after
+// the leave.
+func TestLeaveWaitsForMessages(t *testing.T) {
+	const p = peer.ID("node-b")
+	a := member{Agent: "a", Vis: VisPublic}
+	msg := func(seq uint64) *wireMsg {
+		return &wireMsg{T: wireMessage, ID: fmt.Sprint("m", seq), From: "a", TS: 1, Payload: []byte(`"hi"`), Epoch: 9, Seq: seq}
+	}
+	for _, tc := range []struct {
+		name  string
+		leave *wireMsg
+	}{
+		{"leave", &wireMsg{T: wireLeave, Member: &a, Epoch: 9, Rev: 2, Seq: 3}},
+		{"goodbye", &wireMsg{T: wireBye, Epoch: 9, Seq: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := viewRoom()
+			online := func() bool { _, ok := r.presentLocked("a"); return ok }
+			word := func() {
+				if tc.leave.T == wireBye {
+					r.bye(p, tc.leave)
+				} else {
+					r.delta(p, tc.leave)
+				}
+			}
+			r.setRoster(p, roster{Epoch: 9, Rev: 1, Seq: 0, Members: []member{a}})
+			r.deliverRemote(p, msg(1))
+			word()
+			if !online() {
+				t.Fatal("the leave went before the messages sent before it")
+			}
+			r.deliverRemote(p, msg(2))
+			if !online() {
+				t.Fatal("the leave went before the last message sent before it")
+			}
+			time.Sleep(orderWindow) // message 3 is lost
+			r.flushAt(p, time.Now())
+			if online() {
+				t.Fatal("the leave still waits for a message lost long ago")
+			}
+			if tc.leave.T == wireBye {
+				return // the node is forgotten
+			}
+			r.deliverRemote(p, msg(3))
+			if n := r.remote[p]; n.order.next != 4 || len(n.order.held) != 0 {
+				t.Fatalf("the lost message, come late, was taken: next %d", n.order.next)
+			}
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,9 +68,30 @@ func (s *Service) Start(context.Context) error {
 			s.dropHistory(id)
 		})
 	})
+	h.OnRendezvousNode(s.rendezvousBack)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
 	return nil
+}
+
+// rendezvousBack has every room register again with rendezvous node p,
+// which has just connected: if p restarted, it forgot the registrations,
+// so that a room starting there would find none of this node's clusters
+// served (its welcome would miss their members, its acks their sockets)
+// until the rooms here renew, 30 s later.
+func (s *Service) rendezvousBack(p peer.ID) {
+	s.mu.Lock()
+	rooms := slices.Collect(maps.Values(s.rooms))
+	s.mu.Unlock()
+	for _, r := range rooms {
+		r.goroutine(func() {
+			select {
+			case <-r.ready:
+				r.renew(p)
+			case <-r.ctx.Done():
+			}
+		})
+	}
 }
 
 // Close disconnects every socket (closed frame, reason "node shutting
@@ -220,11 +243,12 @@ func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 // refreshTimeout bounds Refresh.
 const refreshTimeout = 2 * time.Second
 
-// cluster finds a cluster by id, or with byName a public one by id or
-// slug, asking the directory before concluding it does not exist.
-func (s *Service) cluster(ctx context.Context, id string, byName bool) (*Cluster, error) {
-	find := s.cfg.Catalog.Get
-	if byName {
+// cluster finds a cluster by id or a public one by slug (with publicOnly,
+// only a public one, so that a private id cannot be probed), asking the
+// directory before concluding it does not exist.
+func (s *Service) cluster(ctx context.Context, id string, publicOnly bool) (*Cluster, error) {
+	find := s.cfg.Catalog.Resolve
+	if publicOnly {
 		find = s.cfg.Catalog.Lookup
 	}
 	cl, err := find(id)
@@ -272,6 +296,28 @@ func (s *Service) room(id string) *room {
 	return r
 }
 
+// awaitStart waits (at most SyncTimeout) while the room of cluster id is
+// starting. A node asking to exchange rosters then registered at the
+// rendezvous after the room looked there: unless the room answers, neither
+// learns of the other before the next beat. Two starting rooms do not
+// wait for each other: the one that registered first did not find the
+// other (a rendezvous node answers in request order); with several
+// rendezvous nodes they might, for SyncTimeout at most.
+func (s *Service) awaitStart(ctx context.Context, id string) {
+	s.mu.Lock()
+	r := s.rooms[id]
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	defer cancel()
+	select {
+	case <-r.ready:
+	case <-ctx.Done():
+	}
+}
+
 // serveRoster answers a node that joins a cluster this node serves: it
 // learns the asker's roster and returns its own. An empty answer means
 // this node does not serve the cluster (any more).
@@ -279,6 +325,9 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	var q rosterRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
+	}
+	if !q.Peek {
+		s.awaitStart(ctx, q.Cluster)
 	}
 	r := s.room(q.Cluster)
 	if r == nil {

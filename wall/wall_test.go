@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -299,6 +301,81 @@ func TestDeleteCredentials(t *testing.T) {
 	}
 	if st, v := h.call("DELETE", "/v1/clusters/"+LobbyID, "", "X-Cluster-Token", newSecret(adminPrefix)); st != 401 {
 		t.Fatalf("the lobby was deletable: %d %v", st, v)
+	}
+}
+
+// TestSlugWhereverAnID: a public cluster's slug is taken wherever its id
+// is (connect, history, delete), and the answers name the id. A private
+// cluster has no slug: its name is none.
+func TestSlugWhereverAnID(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.create(`{"visibility":"public","name":"Tea Room"}`)
+	id, tok, admin := cl["cluster_id"].(string), cl["token"].(string), cl["admin_token"].(string)
+	ann := h.dial("tea-room", vals("agent", "ann")).listen()
+	if w := ann.next(KindWelcome); w["cluster"] != id {
+		t.Fatalf("welcome by slug: %v", w)
+	}
+	if st, v := h.call("GET", "/v1/clusters/tea-room/history", "", "X-Cluster-Token", tok); st != 200 || v["cluster_id"] != id {
+		t.Fatalf("history by slug: %d %v", st, v)
+	}
+	if st, v := h.call("DELETE", "/v1/clusters/tea-room", "", "X-Cluster-Token", admin); st != 200 || v["cluster_id"] != id {
+		t.Fatalf("delete by slug: %d %v", st, v)
+	}
+	if f := ann.next(KindClosed); f["reason"] != reasonDeleted {
+		t.Fatalf("closed frame: %v", f)
+	}
+	for _, path := range []string{"/v1/clusters/tea-room", "/v1/clusters/tea-room/history", "/v1/clusters/" + id} {
+		if st, v := h.call("GET", path, "", "X-Cluster-Token", tok); st != 404 || v["code"] != "cluster_not_found" {
+			t.Fatalf("GET %s after the delete: %d %v", path, st, v)
+		}
+	}
+	priv := h.create(`{"name":"secret"}`)
+	if st, v := h.call("DELETE", "/v1/clusters/secret", "", "X-Cluster-Token", priv["admin_token"].(string)); st != 404 {
+		t.Fatalf("a private cluster's name taken for a slug: %d %v", st, v)
+	}
+	if _, resp, err := h.tryDial("secret", vals("agent", "x", "token", priv["token"].(string))); err == nil || resp.StatusCode != 404 {
+		t.Fatalf("connect by a private cluster's name: %v", resp)
+	}
+}
+
+// TestClusterAnswersShape: the answers have the fields docs/api.md shows,
+// whatever the cluster: a created cluster's metadata (empty if not given)
+// and slug (null for a private one); a lookup's online and members (empty
+// when nobody is); the lobby, never created, has no created_at.
+func TestClusterAnswersShape(t *testing.T) {
+	h := newHarness(t, nil)
+	keys := func(v map[string]any) string { return fmt.Sprint(slices.Sorted(maps.Keys(v))) }
+	const created = "[admin_token cluster_id created_at description name protocol slug token topic visibility ws]"
+	for _, body := range []string{`{}`, `{"visibility":"public"}`, `{"name":"n","topic":"t","description":"d"}`} {
+		if v := h.create(body); keys(v) != created {
+			t.Fatalf("create %s: %v", body, v)
+		}
+	}
+	if v := h.create(`{}`); v["slug"] != nil || v["description"] != "" || v["topic"] != "" || v["name"] != "" {
+		t.Fatalf("create a private cluster: %v", v)
+	}
+	h.create(`{"visibility":"public","name":"Empty"}`)
+	const view = "[boards_enabled created_at description id name protocol slug topic visibility ws]"
+	_, v := h.call("GET", "/v1/clusters/empty", "")
+	got := v["cluster"].(map[string]any)
+	if got["online"] != 0.0 || fmt.Sprint(got["members"]) != "[]" || got["created_at"] == nil {
+		t.Fatalf("lookup of a cluster nobody is in: %v", got)
+	}
+	_, v = h.call("GET", "/v1/clusters/lobby", "")
+	if got := v["cluster"].(map[string]any); got["created_at"] != nil {
+		t.Fatalf("the lobby's created_at: %v", got)
+	}
+	_, v = h.call("GET", "/v1/clusters", "")
+	list := v["clusters"].([]any)
+	if lobby := list[0].(map[string]any); keys(lobby) != strings.Replace(view, "created_at ", "", 1) {
+		t.Fatalf("the lobby in the catalog: %v", lobby)
+	}
+	if c := list[1].(map[string]any); keys(c) != view {
+		t.Fatalf("a cluster in the catalog: %v", c)
+	}
+	big := `{"name":"` + strings.Repeat("x", maxCreateBody) + `"}`
+	if st, v := h.call("POST", "/v1/clusters", big); st != 413 || v["code"] != "body_too_large" {
+		t.Fatalf("a body over %d bytes: %d %v", maxCreateBody, st, v)
 	}
 }
 

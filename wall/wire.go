@@ -56,8 +56,9 @@ type wireMsg struct {
 	Member *member `json:"member,omitempty"`
 
 	// the sending room's epoch (a bye from the earlier release has none);
-	// a message's number in the room's sequence (order.go); the rev of the
-	// room's roster a delta made, or a beat reports (roster.go)
+	// a message's number in the room's sequence, or for a leave or bye the
+	// last message the room sent before (order.go); the rev of the room's
+	// roster a delta made, or a beat reports (roster.go)
 	Epoch uint64 `json:"epoch,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
 	Rev   uint64 `json:"rev,omitempty"`

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -30,12 +29,26 @@ func chatCmd() *cobra.Command {
   @bob some text     to bob only
   @bob,carol text    to bob and carol
 
-Frames are printed as they arrive. Ctrl-D (end of input) leaves.
+Frames are printed as they arrive. Ctrl-D (end of input) leaves, once the
+welcome and the acks of what was sent have come (5 s at most), so that
+piped input (echo hi | mesh chat ...) shows them too.
 The cluster is a ws:// address (as POST /v1/clusters returns it), or a
-cluster id or public slug on --node.`,
+cluster id or public slug on --node. What the address's query says
+(agent=, token=, vis=, did=) holds unless the matching flag is given on
+the command line, which overrides it; environment variables only fill in
+what the address leaves out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			u, err := chatURL(cmd.Context(), args[0], nodeURL, url.Values{"agent": {agent}, "token": {token}, "vis": {vis}, "did": {did}})
+			given, defaults := url.Values{}, url.Values{}
+			for k, v := range map[string]string{"agent": agent, "token": token, "vis": vis, "did": did} {
+				switch {
+				case cmd.Flags().Changed(k):
+					given.Set(k, v)
+				case v != "":
+					defaults.Set(k, v)
+				}
+			}
+			u, err := chatURL(args[0], nodeURL, given, defaults)
 			if err != nil {
 				return err
 			}
@@ -43,67 +56,54 @@ cluster id or public slug on --node.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&agent, "agent", env("MESH_AGENT", ""), "your handle in the cluster (env MESH_AGENT)")
+	f.StringVar(&agent, "agent", env("MESH_AGENT", ""), "your handle in the cluster (env MESH_AGENT); required unless the ws address has agent=<handle>")
 	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "node to connect through, for a cluster id or slug (env MESH_NODE)")
 	f.StringVar(&token, "token", env("MESH_CLUSTER_TOKEN", ""), "cluster token (ck_) or admin token (ak_); private clusters need one (env MESH_CLUSTER_TOKEN)")
 	f.StringVar(&vis, "vis", "", "your visibility: public (default), private or ghost")
 	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified)")
-	c.MarkFlagRequired("agent")
 	return c
 }
 
-// chatURL turns the argument into a wall address with the given query.
-func chatURL(ctx context.Context, arg, nodeURL string, query url.Values) (string, error) {
+// chatURL turns the argument into a wall address: its query with given
+// set (an empty value takes the key out), and defaults where it has no
+// value. It fails when no handle is left.
+func chatURL(arg, nodeURL string, given, defaults url.Values) (string, error) {
 	if !strings.HasPrefix(arg, "ws://") && !strings.HasPrefix(arg, "wss://") {
-		id := arg
-		if !strings.HasPrefix(arg, "c_") {
-			var err error
-			if id, err = resolveSlug(ctx, nodeURL, arg); err != nil {
-				return "", err
-			}
-		}
 		node, err := url.Parse(strings.TrimRight(nodeURL, "/"))
 		if err != nil || (node.Scheme != "http" && node.Scheme != "https") {
 			return "", fmt.Errorf("--node %q: want an http:// or https:// address", nodeURL)
 		}
 		node.Scheme = map[string]string{"http": "ws", "https": "wss"}[node.Scheme]
-		arg = node.String() + "/v1/clusters/" + url.PathEscape(id) + "/ws"
+		arg = node.String() + "/v1/clusters/" + url.PathEscape(arg) + "/ws" // an id or a slug
 	}
 	u, err := url.Parse(arg)
 	if err != nil {
 		return "", fmt.Errorf("cluster address %q: %w", arg, err)
 	}
 	q := u.Query()
-	for k, v := range query {
-		if v[0] != "" {
-			q.Set(k, v[0])
+	for k := range defaults {
+		if q.Get(k) == "" {
+			q.Set(k, defaults.Get(k))
 		}
+	}
+	for k := range given {
+		if v := given.Get(k); v != "" {
+			q.Set(k, v)
+		} else {
+			q.Del(k)
+		}
+	}
+	if q.Get("agent") == "" {
+		return "", errors.New("say who you are: --agent <handle>, or agent=<handle> in the ws address")
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
 
-// resolveSlug finds a public cluster's id by its slug.
-func resolveSlug(ctx context.Context, nodeURL, slug string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(nodeURL, "/")+"/v1/clusters/"+url.PathEscape(slug), nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("node %s: %w", nodeURL, err)
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Cluster struct{ ID string } `json:"cluster"`
-		Detail  string              `json:"detail"`
-	}
-	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("cluster %q: %d %s", slug, resp.StatusCode, v.Detail)
-	}
-	return v.Cluster.ID, nil
-}
+// answerWait bounds how long chat waits, at the end of its input, for the
+// welcome and the answers to what it sent (acks wait up to 2 s for other
+// nodes).
+const answerWait = 5 * time.Second
 
 func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -115,10 +115,11 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var leaving atomic.Bool // we hung up: the connection's end is no news
+	prog := newProgress()
 	done := make(chan error, 1)
 	go func() {
 		defer stop()
-		done <- printFrames(ctx, c, out, &leaving)
+		done <- printFrames(ctx, c, out, &leaving, prog)
 	}()
 	lines := make(chan string)
 	go func() {
@@ -127,12 +128,16 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 			fmt.Fprintf(out, "! a line of %d bytes or more is over the %d byte frame limit: not sent\n", n, wall.MaxFrame)
 		})
 	}()
+	sent := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return <-done
 		case line, ok := <-lines:
 			if !ok {
+				// Piped input ends at once: what the node answers is
+				// still worth seeing.
+				prog.wait(ctx, sent, answerWait)
 				leaving.Store(true)
 				c.Close()
 				return <-done
@@ -145,14 +150,57 @@ func runChat(ctx context.Context, wsURL string, in io.Reader, out io.Writer) err
 				if err := c.Send(ctx, text, to...); err != nil {
 					return <-done
 				}
+				sent++
 			}
 		}
 	}
 }
 
+// progress is what the node has answered, as printFrames saw it.
+type progress struct {
+	welcomed atomic.Bool
+	answers  atomic.Int64  // acks and error frames: one for each frame sent
+	changed  chan struct{} // capacity 1: a signal that the above changed
+}
+
+func newProgress() *progress { return &progress{changed: make(chan struct{}, 1)} }
+
+// note counts frame f, printed already.
+func (p *progress) note(f wall.Frame) {
+	switch f.Kind {
+	case wall.KindWelcome:
+		p.welcomed.Store(true)
+	case wall.KindAck, wall.KindError:
+		p.answers.Add(1)
+	default:
+		return
+	}
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until the welcome and the answers to sent frames came, ctx
+// ends, or d passes.
+func (p *progress) wait(ctx context.Context, sent int, d time.Duration) {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for !p.welcomed.Load() || p.answers.Load() < int64(sent) {
+		select {
+		case <-p.changed:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
 // printFrames prints what the node sends until the connection ends, and
-// says why it ended: nil when we hung up (leaving), else an error.
-func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *atomic.Bool) error {
+// says why it ended: nil when we hung up (leaving), else an error. prog
+// learns of each frame once it is printed.
+func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *atomic.Bool, prog *progress) error {
 	me := ""
 	for {
 		f, err := c.Next(ctx)
@@ -170,6 +218,7 @@ func printFrames(ctx context.Context, c *wall.Client, out io.Writer, leaving *at
 			me = f.You
 		}
 		fmt.Fprintln(out, formatFrame(f, me))
+		prog.note(f)
 		if f.Kind == wall.KindClosed {
 			return fmt.Errorf("the node closed the socket: %s", f.Reason)
 		}

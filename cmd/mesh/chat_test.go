@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,13 @@ func waitOutput(t *testing.T, out *syncBuffer, want string) {
 func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan error) {
 	t.Helper()
 	in, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	out, done := chatFrom(in, args...)
+	return w, out, done
+}
+
+// chatFrom runs `mesh chat` with the given arguments and stdin.
+func chatFrom(in io.Reader, args ...string) (*syncBuffer, chan error) {
 	out := &syncBuffer{}
 	cmd := rootCmd()
 	cmd.SetArgs(append([]string{"chat"}, args...))
@@ -58,8 +67,19 @@ func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan e
 	cmd.SetOut(out)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(context.Background()) }()
-	t.Cleanup(func() { w.Close() })
-	return w, out, done
+	return out, done
+}
+
+// ended waits for a chat to end, failing the test after timeout.
+func ended(t *testing.T, done chan error, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("chat did not end within %s", timeout)
+		return nil
+	}
 }
 
 // startChatNode starts a node alone, closed with the test.
@@ -175,4 +195,123 @@ func TestChatSaysWhyTheConnectionEnded(t *testing.T) {
 	if !strings.Contains(out.String(), "* you are x") {
 		t.Fatalf("output: %s", out)
 	}
+}
+
+// slowNode is a wall address whose node greets a socket after delay and
+// answers each frame after delay, or never with answer unset.
+func slowNode(t *testing.T, delay time.Duration, answer bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		time.Sleep(delay)
+		c.Write(r.Context(), websocket.MessageText, []byte(`{"kind":"welcome","you":"x","online":["x"]}`))
+		for n := 1; ; n++ {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+			if answer {
+				time.Sleep(delay)
+				c.Write(r.Context(), websocket.MessageText, []byte(fmt.Sprintf(`{"kind":"ack","to":null,"delivered":%d}`, n)))
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// TestChatPipedInputWaitsForAnswers: at the end of piped input, chat shows
+// the welcome and the acks of what it sent before it leaves, however late
+// they come within a few seconds; when they do not come it leaves anyway.
+func TestChatPipedInputWaitsForAnswers(t *testing.T) {
+	out, done := chatFrom(strings.NewReader("one\ntwo\n"), slowNode(t, 300*time.Millisecond, true), "--agent", "x")
+	if err := ended(t, done, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"* you are x", "(delivered to 1)", "(delivered to 2)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, done = chatFrom(strings.NewReader(""), slowNode(t, 300*time.Millisecond, true), "--agent", "x")
+	if err := ended(t, done, 15*time.Second); err != nil || !strings.Contains(out.String(), "* you are x") {
+		t.Fatalf("empty input: %v, output:\n%s", err, out)
+	}
+
+	start := time.Now()
+	out, done = chatFrom(strings.NewReader("unanswered\n"), slowNode(t, 0, false), "--agent", "x")
+	if err := ended(t, done, 15*time.Second); err != nil || time.Since(start) < answerWait {
+		t.Fatalf("a node that never answers: %v after %s, output:\n%s", err, time.Since(start), out)
+	}
+}
+
+// TestChatPipedInputOnANode: `echo 'quick hi' | mesh chat` prints the
+// welcome and the ack, and the message reaches the others.
+func TestChatPipedInputOnANode(t *testing.T) {
+	n := startChatNode(t)
+	listenerIn, listener, _ := chatting(t, "lobby", "--agent", "listener", "--node", n.URL())
+	defer listenerIn.Close()
+	waitOutput(t, listener, "* you are listener")
+	out, done := chatFrom(strings.NewReader("quick hi\n"), "lobby", "--agent", "you", "--node", n.URL())
+	if err := ended(t, done, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"* you are you in c_lobby", "(delivered to 1)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+	waitOutput(t, listener, "<you> quick hi")
+}
+
+// TestChatURL: the ws address's query holds unless a flag given on the
+// command line overrides it; defaults (environment) fill in the rest; a
+// handle is required from one or the other.
+func TestChatURL(t *testing.T) {
+	const base = "ws://127.0.0.1:7777/v1/clusters/c_x/ws"
+	v := func(kv ...string) url.Values {
+		out := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name            string
+		arg             string
+		given, defaults url.Values
+		want            string // the query; empty: an error
+	}{
+		{"the address's agent", base + "?agent=bob", nil, nil, "agent=bob"},
+		{"a flag overrides it", base + "?agent=bob", v("agent", "alice"), nil, "agent=alice"},
+		{"a default does not", base + "?agent=bob&token=ck_1", nil, v("agent", "env", "token", "ck_env"), "agent=bob&token=ck_1"},
+		{"a default fills in", base + "?vis=public&agent=", nil, v("agent", "env"), "agent=env&vis=public"},
+		{"an empty flag takes it out", base + "?agent=bob&token=ck_1", v("token", ""), nil, "agent=bob"},
+		{"no handle anywhere", base + "?vis=public&agent=", nil, nil, ""},
+		{"an empty --agent", base + "?agent=bob", v("agent", ""), nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := chatURL(tc.arg, "", tc.given, tc.defaults)
+			switch {
+			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "--agent")):
+				t.Fatalf("got %q, %v; want an error naming --agent", got, err)
+			case tc.want != "" && (err != nil || got != base+"?"+tc.want):
+				t.Fatalf("got %q, %v; want %s?%s", got, err, base, tc.want)
+			}
+		})
+	}
+}
+
+// TestChatAgentFromTheAddress: `mesh chat <ws-url>` needs no --agent when
+// the address names one.
+func TestChatAgentFromTheAddress(t *testing.T) {
+	n := startChatNode(t)
+	ws := "ws" + strings.TrimPrefix(n.URL(), "http") + "/v1/clusters/c_lobby/ws?agent=bob"
+	in, out, _ := chatting(t, ws)
+	defer in.Close()
+	waitOutput(t, out, "* you are bob in c_lobby")
 }
