@@ -233,6 +233,21 @@ func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
 		if h, _ := v["handle"].(string); !strings.HasPrefix(h, want) {
 			t.Fatalf("Host %q: handle %v, want it under %s", req.Host, v["handle"], want)
 		}
+		req, _ = http.NewRequest("POST", n.URL()+"/v1/clusters", strings.NewReader(`{}`))
+		if host != "" {
+			req.Host = host
+		}
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v = nil
+		json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		want = "ws://" + req.Host + "/v1/clusters/"
+		if ws, _ := v["ws"].(string); !strings.HasPrefix(ws, want) {
+			t.Fatalf("Host %q: cluster ws %v, want it under %s", req.Host, v["ws"], want)
+		}
 	}
 }
 

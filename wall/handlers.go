@@ -82,9 +82,9 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cl := res.Cluster
-	ws := s.wsURL(cl.ID) + "?vis=public&agent="
+	ws := s.wsURL(r, cl.ID) + "?vis=public&agent="
 	if !cl.Public() {
-		ws = s.wsURL(cl.ID) + "?token=" + url.QueryEscape(token) + "&agent="
+		ws = s.wsURL(r, cl.ID) + "?token=" + url.QueryEscape(token) + "&agent="
 	}
 	httpx.WriteJSON(w, http.StatusCreated, createResponse{
 		ClusterID: cl.ID, Token: token, AdminToken: admin, Visibility: cl.Visibility, WS: ws, Protocol: Protocol,
@@ -93,9 +93,10 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// wsURL is the WebSocket address of cluster id on this node.
-func (s *Service) wsURL(id string) string {
-	base := s.cfg.PublicURL
+// wsURL is the WebSocket address of cluster id on this node, as the client
+// of r reached it.
+func (s *Service) wsURL(r *http.Request, id string) string {
+	base := httpx.BaseURL(r, s.cfg.PublicURL)
 	switch {
 	case strings.HasPrefix(base, "https://"):
 		base = "wss://" + strings.TrimPrefix(base, "https://")
@@ -128,10 +129,10 @@ type clusterDetail struct {
 	Members []string `json:"members"`
 }
 
-func (s *Service) view(cl *Cluster) clusterView {
+func (s *Service) view(r *http.Request, cl *Cluster) clusterView {
 	v := clusterView{ID: cl.ID, Slug: cl.Slug, Name: cl.Meta.Name, Topic: cl.Meta.Topic,
 		Description: cl.Meta.Description, Visibility: cl.Visibility, BoardsEnabled: cl.Boards,
-		WS: s.wsURL(cl.ID) + "?vis=public&agent=", Protocol: Protocol}
+		WS: s.wsURL(r, cl.ID) + "?vis=public&agent=", Protocol: Protocol}
 	if !cl.CreatedAt.IsZero() {
 		v.CreatedAt = &cl.CreatedAt
 	}
@@ -141,7 +142,7 @@ func (s *Service) view(cl *Cluster) clusterView {
 func (s *Service) list(w http.ResponseWriter, r *http.Request) error {
 	out := []clusterView{}
 	err := s.cfg.Catalog.Public(func(cl *Cluster) bool {
-		out = append(out, s.view(cl))
+		out = append(out, s.view(r, cl))
 		return true
 	})
 	if err != nil {
@@ -157,7 +158,7 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	members := s.peek(r.Context(), cl)
-	v := clusterDetail{clusterView: s.view(cl), Online: len(members), Members: make([]string, 0, len(members))}
+	v := clusterDetail{clusterView: s.view(r, cl), Online: len(members), Members: make([]string, 0, len(members))}
 	for _, m := range members {
 		v.Members = append(v.Members, m.masked())
 	}
