@@ -1,9 +1,9 @@
 package interop
 
 import (
-	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/internal/ratelimit"
 	"golang.org/x/time/rate"
 )
 
@@ -17,31 +17,11 @@ import (
 const (
 	proofChecksPerMinute = 60
 	proofCheckBurst      = 20
-	// maxLimitedIPs bounds the limiter's memory: when that many addresses
-	// are tracked, the table starts afresh (a caller with more addresses
-	// than this escapes any per-address limit anyway).
+	// maxLimitedIPs bounds the limiter's memory (see ratelimit.Keyed).
 	maxLimitedIPs = 4096
 )
 
-// ipLimiter is a token bucket per IP address, on the paywall's clock.
-type ipLimiter struct {
-	mu   sync.Mutex
-	byIP map[string]*rate.Limiter
-}
-
-func newIPLimiter() *ipLimiter { return &ipLimiter{byIP: map[string]*rate.Limiter{}} }
-
-// allow takes one token of ip's bucket at now.
-func (l *ipLimiter) allow(ip string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lim := l.byIP[ip]
-	if lim == nil {
-		if len(l.byIP) >= maxLimitedIPs {
-			clear(l.byIP)
-		}
-		lim = rate.NewLimiter(rate.Every(time.Minute/proofChecksPerMinute), proofCheckBurst)
-		l.byIP[ip] = lim
-	}
-	return lim.AllowN(now, 1)
+// newProofLimits returns the proof-check buckets, one per IP address.
+func newProofLimits() *ratelimit.Keyed[string] {
+	return ratelimit.NewKeyed[string](rate.Every(time.Minute/proofChecksPerMinute), proofCheckBurst, maxLimitedIPs)
 }

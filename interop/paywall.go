@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentmesh/mesh/internal/ratelimit"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -169,7 +170,7 @@ type Paywall struct {
 	registry Registry
 	log      *slog.Logger
 	now      func() time.Time
-	proofs   *ipLimiter // proof checks that reach the chain, per IP
+	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per IP
 
 	pollMu sync.Mutex // one poll at a time
 	cancel context.CancelFunc
@@ -193,7 +194,7 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	}
 	return &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
-		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newIPLimiter(),
+		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newProofLimits(),
 	}, nil
 }
 

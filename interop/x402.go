@@ -131,7 +131,7 @@ func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Sign
 			return v, err
 		}
 	}
-	if !p.proofs.allow(pc.ip, p.now()) {
+	if now := p.now(); !p.proofs.Bucket(pc.ip, now).AllowN(now, 1) {
 		return v, ErrProofRateLimited
 	}
 	res, err := p.chain.Transaction(ctx, sig)

@@ -1,8 +1,9 @@
 package p2p
 
 import (
-	"sync"
+	"time"
 
+	"github.com/agentmesh/mesh/internal/ratelimit"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
@@ -17,14 +18,8 @@ import (
 // forwarder gossipsub score; an honest relay never forwards a flood, as it
 // applies the same limits).
 type peerLimits struct {
-	rate  rate.Limit
-	burst int
-
-	mu sync.Mutex
-	m  map[peer.ID]*peerBuckets
+	accept, excess *ratelimit.Keyed[peer.ID]
 }
-
-type peerBuckets struct{ accept, excess *rate.Limiter }
 
 // maxLimited is how many peers' buckets a topic keeps, per role, before it
 // forgets those of peers that have been quiet (full buckets).
@@ -36,7 +31,8 @@ func newPeerLimits(r float64, burst int) *peerLimits {
 	if r <= 0 {
 		return nil
 	}
-	return &peerLimits{rate: rate.Limit(r), burst: max(burst, 1), m: map[peer.ID]*peerBuckets{}}
+	return &peerLimits{ratelimit.NewKeyed[peer.ID](rate.Limit(r), burst, maxLimited),
+		ratelimit.NewKeyed[peer.ID](rate.Limit(r), burst, maxLimited)}
 }
 
 // check judges one more message from p.
@@ -44,24 +40,11 @@ func (l *peerLimits) check(p peer.ID) pubsub.ValidationResult {
 	if l == nil {
 		return pubsub.ValidationAccept
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.m[p]
-	if b == nil {
-		if len(l.m) >= maxLimited {
-			for q, b := range l.m {
-				if b.accept.Tokens() >= float64(l.burst) {
-					delete(l.m, q)
-				}
-			}
-		}
-		b = &peerBuckets{rate.NewLimiter(l.rate, l.burst), rate.NewLimiter(l.rate, l.burst)}
-		l.m[p] = b
-	}
+	now := time.Now()
 	switch {
-	case b.accept.Allow():
+	case l.accept.Bucket(p, now).AllowN(now, 1):
 		return pubsub.ValidationAccept
-	case b.excess.Allow():
+	case l.excess.Bucket(p, now).AllowN(now, 1):
 		return pubsub.ValidationIgnore
 	}
 	return pubsub.ValidationReject

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
-	"github.com/agentmesh/mesh/store"
 )
 
 func TestRecordsAreSelfCertifying(t *testing.T) {
@@ -73,15 +72,7 @@ func TestSealer(t *testing.T) {
 
 func memCatalog(t *testing.T) (*Catalog, cmdlog.Proposer) {
 	t.Helper()
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	log, err := cmdlog.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := memLog(t)
 	return NewCatalog(log), cmdlog.NewLocal(log)
 }
 

@@ -32,15 +32,7 @@ type harness struct {
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	log, err := cmdlog.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := memLog(t)
 	host, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Rendezvous: true})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +157,22 @@ func (c *client) next(kind string) map[string]any {
 	}
 }
 
+// countUntilQuiet counts the frames of kind that arrive until none has for
+// quiet.
+func (c *client) countUntilQuiet(kind string, quiet time.Duration) int {
+	n := 0
+	for {
+		select {
+		case f := <-c.frames:
+			if f["kind"] == kind {
+				n++
+			}
+		case <-time.After(quiet):
+			return n
+		}
+	}
+}
+
 func (c *client) write(typ websocket.MessageType, b []byte) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -190,4 +198,19 @@ func vals(kv ...string) url.Values {
 		v.Set(kv[i], kv[i+1])
 	}
 	return v
+}
+
+// memLog is a command log in memory, closed when t ends.
+func memLog(t *testing.T) *cmdlog.Log {
+	t.Helper()
+	db, err := store.Open(store.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	log, err := cmdlog.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
 }

@@ -1,19 +1,16 @@
 package wall
 
 import (
-	"sync"
+	"time"
 
+	"github.com/agentmesh/mesh/internal/ratelimit"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 )
 
 // peerLimits keeps a token bucket per peer and cluster.
 type peerLimits struct {
-	rate  rate.Limit
-	burst int
-
-	mu sync.Mutex
-	m  map[peerCluster]*rate.Limiter
+	buckets *ratelimit.Keyed[peerCluster]
 }
 
 type peerCluster struct {
@@ -26,29 +23,16 @@ type peerCluster struct {
 const maxPeerLimits = 10_000
 
 func newPeerLimits(r float64, burst int) *peerLimits {
-	return &peerLimits{rate: rate.Limit(r), burst: burst, m: map[peerCluster]*rate.Limiter{}}
+	return &peerLimits{ratelimit.NewKeyed[peerCluster](rate.Limit(r), burst, maxPeerLimits)}
 }
 
 // take takes up to n tokens from the bucket of p and cluster id and
 // returns how many it got.
 func (l *peerLimits) take(p peer.ID, id string, n int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := peerCluster{p, id}
-	b := l.m[k]
-	if b == nil {
-		if len(l.m) >= maxPeerLimits {
-			for k, b := range l.m {
-				if b.Tokens() >= float64(l.burst) {
-					delete(l.m, k)
-				}
-			}
-		}
-		b = rate.NewLimiter(l.rate, l.burst)
-		l.m[k] = b
-	}
+	now := time.Now()
+	b := l.buckets.Bucket(peerCluster{p, id}, now)
 	for i := range n {
-		if !b.Allow() {
+		if !b.AllowN(now, 1) {
 			return i
 		}
 	}

@@ -443,18 +443,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 	}
 	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(flooder.ID()) < 0 },
 		"the flood was not dropped, or cost the flooder nothing")
-	got := 0
-	for quiet := time.After(time.Second); ; {
-		select {
-		case f := <-alice.frames:
-			if f["kind"] == KindMessage {
-				got++
-			}
-			continue
-		case <-quiet:
-		}
-		break
-	}
+	got := alice.countUntilQuiet(KindMessage, time.Second)
 	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
 		t.Fatalf("alice got %d of %d flooded messages, want 1 to %d", got, n, most)
 	}
@@ -510,18 +499,7 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 	}
 	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(raw.ID()) < 0 },
 		"the flood under made-up origins was not dropped, or cost its forwarder nothing")
-	got := 0
-	for quiet := time.After(time.Second); ; {
-		select {
-		case f := <-alice.frames:
-			if f["kind"] == KindMessage {
-				got++
-			}
-			continue
-		case <-quiet:
-		}
-		break
-	}
+	got := alice.countUntilQuiet(KindMessage, time.Second)
 	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
 		t.Fatalf("alice got %d of %d messages under made-up origins, want 1 to %d", got, n, most)
 	}
