@@ -118,6 +118,26 @@ func (h *harness) tryDial(id string, q url.Values) (*client, *http.Response, err
 	return c, resp, nil
 }
 
+// refusedUpgrade asks for cluster id's socket with query, as a WebSocket
+// upgrade or a plain GET, and returns the status and JSON body of a
+// refusal.
+func (h *harness) refusedUpgrade(id, query string, upgrade bool) (int, map[string]any) {
+	h.t.Helper()
+	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+id+"/ws?"+query, nil)
+	if upgrade {
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
 // listen reads frames in the background (a client that never calls it
 // never reads: a slow consumer).
 func (c *client) listen() *client {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -97,20 +96,9 @@ func TestConnectRefusedBeforeUpgrade(t *testing.T) {
 		{"c_unknown", "agent=a", 404, "cluster_not_found"},
 		{pubID, "agent=a", 426, "websocket_required"}, // a plain GET
 	} {
-		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+tc.id+"/ws?"+tc.query, nil)
-		if tc.status != 426 {
-			req.Header.Set("Connection", "Upgrade")
-			req.Header.Set("Upgrade", "websocket")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body map[string]any
-		json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || body["code"] != tc.code || body["detail"] == "" {
-			t.Errorf("%s?%s: %d %v, want %d %s", tc.id, tc.query, resp.StatusCode, body, tc.status, tc.code)
+		status, body := h.refusedUpgrade(tc.id, tc.query, tc.status != 426)
+		if status != tc.status || body["code"] != tc.code || body["detail"] == "" {
+			t.Errorf("%s?%s: %d %v, want %d %s", tc.id, tc.query, status, body, tc.status, tc.code)
 		}
 	}
 	// The right credentials: the token, or the admin token, makes an owner.
@@ -141,18 +129,8 @@ func TestClusterFullOnThisNode(t *testing.T) {
 	}
 	room.mu.Unlock()
 
-	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+id+"/ws?agent=bob", nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "websocket")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body map[string]any
-	json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || body["code"] != "cluster_full" {
-		t.Fatalf("a member past maxRoster: %d %v", resp.StatusCode, body)
+	if status, body := h.refusedUpgrade(id, "agent=bob", true); status != 503 || body["code"] != "cluster_full" {
+		t.Fatalf("a member past maxRoster: %d %v", status, body)
 	}
 	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
 	h.dial(id, vals("agent", "casper", "vis", VisGhost)).listen().next(KindWelcome)
