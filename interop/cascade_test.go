@@ -425,6 +425,50 @@ func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
 	}
 }
 
+// TestPostpayLongCallIsOwedFromItsAnswer: a call still running at its
+// invoice's first due time is not dropped as never answered; the invoice
+// it gets is due PostpayDue after the answer, and only then reported.
+func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
+	min := 0.8
+	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+	trusted := identity.GenerateKey()
+	pub := trusted.Public().(ed25519.PublicKey)
+	score := 0.9
+	h.reg.score = &score
+	h.reg.agents[identity.EncodePublicKey(pub)] = "trusted-1"
+	h.slow.Store(int64(500 * time.Millisecond))
+	answered := make(chan resp, 1)
+	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
+	for {
+		if open, _ := h.agent.paywall.ledger.openInvoice(hex.EncodeToString(pub)); open {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.clock.Advance(2 * time.Hour) // the call runs past its first due time
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answered
+	want := h.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if r.status != 200 || r.body["paid_by"] != "postpay" || r.header.Get(HeaderPostpayDue) != want {
+		t.Fatalf("long post-pay call: %d due %q (want %s) %s", r.status, r.header.Get(HeaderPostpayDue), want, r.raw)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("the long call's invoice was dropped: a second call got %d", r.status)
+	}
+	h.clock.Advance(30 * time.Minute)
+	h.agent.paywall.checkInvoices(context.Background())
+	if reps := h.reg.Reports(); len(reps) != 0 {
+		t.Fatalf("reported before the invoice was due: %+v", reps)
+	}
+	h.clock.Advance(time.Hour)
+	h.agent.paywall.checkInvoices(context.Background())
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+		t.Fatalf("overdue invoice: reports %+v", reps)
+	}
+}
+
 // TestPollerFirstStartSkipsHistory: on its first start the agent does not
 // read the wallet's history (nothing in it can be credited); deposits made
 // afterwards, also while the agent is down, are credited.

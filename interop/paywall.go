@@ -171,6 +171,7 @@ type Paywall struct {
 	log      *slog.Logger
 	now      func() time.Time
 	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per IP
+	running  sync.Map                 // nonces of post-pay invoices whose call is running
 
 	pollMu sync.Mutex // one poll at a time
 	cancel context.CancelFunc

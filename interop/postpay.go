@@ -52,13 +52,14 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 		return false, nil
 	}
 	now := p.now()
-	due := now.Add(p.cfg.PostpayDue)
 	nonce := randomToken(invoicePrefix, 16)
 	inv := invoiceRec{Caller: identity.EncodePublicKey(c.Pubkey), AgentID: id, Skill: skill, Lamports: lamports,
-		Created: now.UnixNano(), Due: due.UnixNano(), Pending: true}
+		Created: now.UnixNano(), Due: now.Add(p.cfg.PostpayDue).UnixNano(), Pending: true}
 	if ok, err := p.ledger.reserveInvoice(pubHex, nonce, inv); err != nil || !ok {
 		return false, err
 	}
+	p.running.Store(nonce, struct{}{})
+	defer p.running.Delete(nonce)
 	rec := runPaid(r, "postpay", next)
 	if rec.status >= 500 {
 		if err := p.ledger.releaseInvoice(pubHex, nonce); err != nil {
@@ -67,7 +68,8 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 		rec.flush(w)
 		return true, nil
 	}
-	if err := p.ledger.deliveredInvoice(nonce); err != nil {
+	due := p.now().Add(p.cfg.PostpayDue)
+	if err := p.ledger.deliveredInvoice(nonce, due); err != nil {
 		p.log.Error("post-pay: marking an invoice delivered", "invoice", nonce, "err", err)
 	}
 	BuildChallenge(rec.header, Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: lamports, Nonce: nonce,
@@ -128,15 +130,15 @@ func closeInvoice(tx *store.Txn, pubHex, nonce string) error {
 }
 
 // deliveredInvoice marks an invoice's call answered: from now on it is
-// owed.
-func (l *ledger) deliveredInvoice(nonce string) error {
+// owed, by due (counted from the answer, however long the call ran).
+func (l *ledger) deliveredInvoice(nonce string, due time.Time) error {
 	ik := store.Key("x", "i", nonce)
 	return l.update(func(tx *store.Txn) error {
 		var inv invoiceRec
 		if err := tx.GetJSON(ik, &inv); err != nil {
 			return err
 		}
-		inv.Pending = false
+		inv.Pending, inv.Due = false, due.UnixNano()
 		return tx.SetJSON(ik, inv)
 	})
 }
@@ -173,7 +175,10 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 	return err
 }
 
-// checkInvoices reports the callers of overdue invoices, once each.
+// checkInvoices reports the callers of overdue invoices, once each. An
+// invoice whose call is not answered by its due time is dropped, unless
+// the call is still running here (a call pending past its due time that is
+// not running was cut short by a crash: nothing was delivered).
 func (p *Paywall) checkInvoices(ctx context.Context) error {
 	now := p.now().UnixNano()
 	var overdue []string
@@ -197,6 +202,9 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	}
 	for i, nonce := range overdue {
 		inv := invs[i]
+		if _, running := p.running.Load(nonce); running {
+			continue // answered late; owed from its answer
+		}
 		if inv.Pending {
 			pub, err := identity.DecodePublicKey(inv.Caller)
 			if err != nil {
