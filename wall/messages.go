@@ -1,8 +1,6 @@
 package wall
 
 import (
-	"context"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -308,12 +306,7 @@ func (r *room) sendReceipt(origin peer.ID, id string, d *delivery) {
 		}
 		delivered = int(d.received.Load())
 	}
-	rc, _ := json.Marshal(receipt{Cluster: r.cl.ID, ID: id, Delivered: delivered})
-	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.AckWindow)
-	defer cancel()
-	if _, err := r.svc.cfg.Host.Request(ctx, origin, receiptProto, rc, 16); err != nil {
-		r.svc.log.Debug("receipt not delivered", "cluster", r.cl.ID, "to", origin, "err", err)
-	}
+	r.svc.queueReceipt(origin, receipt{Cluster: r.cl.ID, ID: id, Delivered: delivered})
 }
 
 // receipt records node from's deliveries of a message sent from here: one

@@ -18,10 +18,13 @@ import (
 
 // Stream protocols between nodes serving a cluster.
 const (
-	rosterProto   = p2p.ProtocolPrefix + "/wall/roster/1.0.0"
-	receiptProto  = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
-	maxRosterReq  = maxRoster*(maxHandleLen+maxDIDLen+32) + 4096
-	maxRosterResp = maxRosterReq
+	rosterProto  = p2p.ProtocolPrefix + "/wall/roster/1.0.0"
+	receiptProto = p2p.ProtocolPrefix + "/wall/receipt/2.0.0"
+	// receiptProtoV1 carries one receipt per stream, from nodes of the
+	// release before receipts were batched.
+	receiptProtoV1 = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
+	maxRosterReq   = maxRoster*(maxHandleLen+maxDIDLen+32) + 4096
+	maxRosterResp  = maxRosterReq
 )
 
 // Service is the wall on one node.
@@ -38,6 +41,7 @@ type Service struct {
 	rooms  map[string]*room
 	closed bool
 
+	receipts     receiptQueues     // receipts waiting for other nodes
 	events       chan pendingEvent // history events for the directory
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
 }
@@ -47,7 +51,7 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, events: make(chan pendingEvent, historyQueue),
+	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
 		appendLimits: newPeerLimits(historyRate, historyBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
@@ -58,7 +62,8 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Start(context.Context) error {
 	h := s.cfg.Host
 	h.HandleRequests(rosterProto, maxRosterReq, s.serveRoster)
-	h.HandleRequests(receiptProto, 4096, s.serveReceipt)
+	h.HandleRequests(receiptProto, maxReceiptReq, s.serveReceipts)
+	h.HandleRequests(receiptProtoV1, 4096, s.serveReceipt)
 	if s.isDirectory() {
 		h.HandleRequests(historyProto, maxHistoryReq, s.serveHistory)
 	}
@@ -402,17 +407,6 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 		return roster{}, err
 	}
 	return theirs, checkMembers(theirs.Members)
-}
-
-func (s *Service) serveReceipt(_ context.Context, from peer.ID, raw []byte) ([]byte, error) {
-	var rc receipt
-	if err := json.Unmarshal(raw, &rc); err != nil {
-		return nil, err
-	}
-	if r := s.room(rc.Cluster); r != nil {
-		r.receipt(from, rc)
-	}
-	return []byte{}, nil
 }
 
 // keepalive pings every socket every PingInterval; one that has not
