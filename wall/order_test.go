@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -100,5 +101,30 @@ func TestSequencer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCountersOutOfRange: a peer's seq or rev near the top of uint64
+// (where seq+1 wraps to 0 and a sequencer would wait for ever) is refused
+// on the topic and in a roster.
+func TestCountersOutOfRange(t *testing.T) {
+	huge := uint64(math.MaxUint64)
+	for _, w := range []wireMsg{
+		{T: wireBye, Epoch: 1, Seq: huge},
+		{T: wireBye, Seq: maxCount + 1},
+		{T: wireMessage, ID: "m", TS: 1, Epoch: 1, Seq: huge, From: "a", Payload: []byte(`1`)},
+		{T: wireLeave, Epoch: 1, Rev: huge, Seq: 1, Member: &member{Agent: "a", Vis: VisPublic}},
+	} {
+		if w.check() == nil {
+			t.Errorf("%s with seq %d rev %d accepted", w.T, w.Seq, w.Rev)
+		}
+	}
+	if (&wireMsg{T: wireBye, Epoch: 1, Seq: maxCount}).check() != nil {
+		t.Error("a bye at maxCount refused")
+	}
+	for _, ro := range []roster{{Epoch: 1, Seq: huge}, {Epoch: 1, Rev: maxCount + 1}} {
+		if ro.check() == nil {
+			t.Errorf("roster seq %d rev %d accepted", ro.Seq, ro.Rev)
+		}
 	}
 }

@@ -101,8 +101,11 @@ func sortedMembers(byHandle map[string]member) []member {
 	return out
 }
 
-// localRoster is a snapshot of this node's roster: its visible members.
+// localRoster is a snapshot of this node's roster: its visible members,
+// and the last message published (pubMu: a number taken is published).
 func (r *room) localRoster() roster {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ro := roster{Epoch: r.epoch, Rev: r.rev, Seq: r.seq.Load(), Members: make([]member, 0, len(r.local))}

@@ -39,7 +39,7 @@ type room struct {
 	stopping bool
 	wg       sync.WaitGroup
 
-	pubMu sync.Mutex    // keeps messages published in sequence order
+	pubMu sync.Mutex    // keeps messages published in sequence order; taken before mu
 	seq   atomic.Uint64 // messages published
 	// sendLimit bounds the messages the room's sockets send (RoomRate),
 	// deltaLimit the presence deltas it publishes (deltaRate).

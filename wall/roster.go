@@ -201,7 +201,7 @@ func (r *room) setRoster(p peer.ID, ro roster) {
 			r.refuseLocked(n, touch)
 			return
 		}
-		for _, m := range ro.Members { // at most maxRoster (checkMembers)
+		for _, m := range ro.Members { // at most maxRoster (roster.check)
 			touch(m.Agent)
 			r.putMemberLocked(n, m)
 		}

@@ -301,13 +301,14 @@ func (s *Service) room(id string) *room {
 	return r
 }
 
-// awaitStart waits (at most SyncTimeout) while the room of cluster id is
-// starting. A node asking to exchange rosters then registered at the
-// rendezvous after the room looked there: unless the room answers, neither
-// learns of the other before the next beat. Two starting rooms do not
-// wait for each other: the one that registered first did not find the
+// awaitStart waits while the room of cluster id is starting, at most half
+// of SyncTimeout, so that the asker (who gives the exchange SyncTimeout)
+// still gets the answer. A node asking to exchange rosters then registered
+// at the rendezvous after the room looked there: unless the room answers,
+// neither learns of the other before the next beat. Two starting rooms do
+// not wait for each other: the one that registered first did not find the
 // other (a rendezvous node answers in request order); with several
-// rendezvous nodes they might, for SyncTimeout at most.
+// rendezvous nodes they might, and each answers the other after the wait.
 func (s *Service) awaitStart(ctx context.Context, id string) {
 	s.mu.Lock()
 	r := s.rooms[id]
@@ -315,7 +316,7 @@ func (s *Service) awaitStart(ctx context.Context, id string) {
 	if r == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout/2)
 	defer cancel()
 	select {
 	case <-r.ready:
@@ -342,7 +343,7 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
 		return nil, err // a private cluster's roster goes only to token holders
 	}
-	if err := checkMembers(theirs.Members); err != nil {
+	if err := theirs.check(); err != nil {
 		return nil, err
 	}
 	if !q.Peek {
@@ -406,7 +407,7 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 	if err := decodeWire(seal, sealRosterResp, raw, &theirs); err != nil {
 		return roster{}, err
 	}
-	return theirs, checkMembers(theirs.Members)
+	return theirs, theirs.check()
 }
 
 // keepalive pings every socket every PingInterval; one that has not

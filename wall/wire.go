@@ -89,6 +89,9 @@ func (m member) check() error {
 // check validates a message from another node: its shape, sizes and
 // handles, so that nothing malformed reaches a socket.
 func (w *wireMsg) check() error {
+	if w.Seq > maxCount || w.Rev > maxCount {
+		return errors.New("seq or rev out of range")
+	}
 	switch w.T {
 	case wireMessage:
 		if w.ID == "" || len(w.ID) > 32 || w.TS <= 0 || w.Epoch == 0 || w.Seq == 0 || len(w.Payload) > MaxFrame ||
@@ -123,6 +126,20 @@ func (w *wireMsg) check() error {
 		return nil
 	}
 	return fmt.Errorf("unknown wire message %q", w.T)
+}
+
+// maxCount bounds the counters a node announces (a room's message seq and
+// roster rev): a room sending a million messages a second takes centuries
+// to reach it, and counters from a peer stay far from overflowing when
+// the receiver adds to them.
+const maxCount = 1 << 53
+
+// check bounds a roster from another node.
+func (r *roster) check() error {
+	if r.Seq > maxCount || r.Rev > maxCount {
+		return errors.New("roster seq or rev out of range")
+	}
+	return checkMembers(r.Members)
 }
 
 func checkMembers(ms []member) error {
