@@ -168,13 +168,20 @@ func TestPollerRetriesAfterRPCFailure(t *testing.T) {
 	}
 }
 
-func TestPostpay(t *testing.T) {
-	min := 0.8
+// newPostpayHarness is an agent that serves callers scoring 0.8 or more
+// on credit, invoices due in an hour, and a caller whose agent scores 0.9.
+func newPostpayHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
+	min, score := 0.8, 0.9
 	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
-	trusted, shady := identity.GenerateKey(), identity.GenerateKey()
-	score := 0.9
+	trusted := identity.GenerateKey()
 	h.reg.score = &score
 	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+	return h, trusted
+}
+
+func TestPostpay(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	shady := identity.GenerateKey()
 
 	if r := h.call(shady, "POST", "/v1/echo", `{}`); r.status != 402 {
 		t.Fatalf("unregistered caller got post-pay: %d", r.status)
@@ -354,12 +361,7 @@ func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
 // trusted caller get one delivery on credit between them; the rest are
 // asked to pre-pay. A call that fails with a 5xx releases its invoice.
 func TestPostpayOneOpenInvoiceUnderConcurrency(t *testing.T) {
-	min := 0.8
-	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min })
-	trusted := identity.GenerateKey()
-	score := 0.9
-	h.reg.score = &score
-	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+	h, trusted := newPostpayHarness(t)
 
 	h.fail.Store(true)
 	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 500 {
@@ -398,13 +400,8 @@ func TestPostpayOneOpenInvoiceUnderConcurrency(t *testing.T) {
 // that was never answered (the provider stopped mid-call) is dropped when
 // due, without a report against the caller, who may post-pay again.
 func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
-	min := 0.8
-	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
-	trusted := identity.GenerateKey()
+	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
-	score := 0.9
-	h.reg.score = &score
-	h.reg.agents[identity.EncodePublicKey(pub)] = "trusted-1"
 	inv := invoiceRec{Caller: identity.EncodePublicKey(pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice,
 		Due: h.clock.Now().Add(time.Hour).UnixNano(), Pending: true}
 	if ok, err := h.agent.paywall.ledger.reserveInvoice(hex.EncodeToString(pub), "inv_crashed", inv); !ok || err != nil {
@@ -429,13 +426,8 @@ func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
 // invoice's first due time is not dropped as never answered; the invoice
 // it gets is due PostpayDue after the answer, and only then reported.
 func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
-	min := 0.8
-	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
-	trusted := identity.GenerateKey()
+	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
-	score := 0.9
-	h.reg.score = &score
-	h.reg.agents[identity.EncodePublicKey(pub)] = "trusted-1"
 	h.slow.Store(int64(500 * time.Millisecond))
 	answered := make(chan resp, 1)
 	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
