@@ -40,15 +40,17 @@ type receiptQueues struct {
 func (s *Service) queueReceipt(p peer.ID, rc receipt) {
 	s.receipts.mu.Lock()
 	q, running := s.receipts.q[p]
-	if len(q) >= maxQueuedReceipts || s.ctx.Err() != nil {
+	if len(q) >= maxQueuedReceipts {
 		s.receipts.mu.Unlock()
 		s.log.Debug("receipt dropped", "cluster", rc.Cluster, "to", p)
 		return
 	}
 	s.receipts.q[p] = append(q, rc)
 	s.receipts.mu.Unlock()
-	if !running {
-		s.goroutine(func() { s.sendReceipts(p) })
+	if !running && !s.goroutine(func() { s.sendReceipts(p) }) {
+		s.receipts.mu.Lock() // closing: nobody sends them
+		delete(s.receipts.q, p)
+		s.receipts.mu.Unlock()
 	}
 }
 

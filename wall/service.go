@@ -133,12 +133,17 @@ func (s *Service) track() bool {
 	return true
 }
 
-func (s *Service) goroutine(fn func()) {
-	s.wg.Add(1)
+// goroutine runs fn in a goroutine Close waits for; once the service is
+// closing it runs nothing and returns false.
+func (s *Service) goroutine(fn func()) bool {
+	if !s.track() {
+		return false
+	}
 	go func() {
 		defer s.wg.Done()
 		fn()
 	}()
+	return true
 }
 
 // enter puts socket sk into the room of cluster cl, starting the room if
