@@ -10,14 +10,17 @@ import (
 	"path/filepath"
 )
 
-// WriteSecret writes data to path with mode 0600. With replace false it
-// refuses to replace an existing file (fs.ErrExist), also when path
-// appears while writing.
+// WriteSecret writes data to path with mode 0600, creating its directory
+// (mode 0700) when missing. With replace false it refuses to replace an
+// existing file (fs.ErrExist), also when path appears while writing.
 func WriteSecret(path string, data []byte, replace bool) error {
 	if !replace {
 		if _, err := os.Stat(path); err == nil {
 			return fmt.Errorf("%s: %w", path, fs.ErrExist)
 		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
 	if err != nil {

@@ -28,3 +28,15 @@ func TestWriteSecret(t *testing.T) {
 		t.Fatalf("temporary files left: %v", n)
 	}
 }
+
+// TestWriteSecretMakesItsDirectory: a key written into a data directory
+// that does not exist yet (a first start) creates it, private.
+func TestWriteSecretMakesItsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "data")
+	if err := WriteSecret(filepath.Join(dir, "agent.key"), []byte("k"), false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("directory: %v %v", st, err)
+	}
+}
