@@ -51,9 +51,6 @@ type Node struct {
 
 	baseFromHost bool // answers name the Host a client used (no public URL known)
 
-	presenceMu      sync.Mutex
-	presenceFull    []byte    // the last full copy of presence served, encoded
-	presenceFullVer [2]uint64 // its epoch and version
 
 	wall    *wall.Service
 	handler http.Handler

@@ -40,21 +40,7 @@ func (n *Node) servePresence(_ context.Context, _ peer.ID, req []byte) ([]byte, 
 	if err := json.Unmarshal(req, &q); err != nil {
 		return nil, err
 	}
-	c := n.dir.PresenceSince(q.Epoch, q.Ver)
-	if !c.Full {
-		return json.Marshal(c)
-	}
-	// A full copy is encoded once per version, however many ask for it.
-	n.presenceMu.Lock()
-	defer n.presenceMu.Unlock()
-	if n.presenceFull == nil || n.presenceFullVer != [2]uint64{c.Epoch, c.Ver} {
-		raw, err := json.Marshal(c)
-		if err != nil {
-			return nil, err
-		}
-		n.presenceFull, n.presenceFullVer = raw, [2]uint64{c.Epoch, c.Ver}
-	}
-	return n.presenceFull, nil
+	return n.dir.PresenceSince(q.Epoch, q.Ver)
 }
 
 // fetchPresence copies the directory's new heartbeats.
@@ -77,17 +63,30 @@ func (n *Node) fetchPresence(ctx context.Context) error {
 
 // awaitPresence waits (within ctx) until this replica holds the heartbeat
 // a forwarded answer names in cursor, so that its client reads its write.
+// It stops when a catch-up fails, or shows the directory restarted since
+// (another epoch numbers its beats), and pauses between rounds.
 func (n *Node) awaitPresence(ctx context.Context, cursor string) {
 	epoch, ver, ok := registryapi.ParsePresenceCursor(cursor)
-	for ok && ctx.Err() == nil {
+	for ok {
 		if e, v := n.dir.PresenceCursor(); e == epoch && v >= ver {
 			return
 		}
 		if n.replica.Sync(ctx) != nil {
 			return
 		}
+		if e, _ := n.dir.PresenceCursor(); e != epoch {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(awaitPresencePause):
+		}
 	}
 }
+
+// awaitPresencePause spaces the catch-up rounds of awaitPresence.
+const awaitPresencePause = 20 * time.Millisecond
 
 // flushPresence writes the directory's heartbeats to its store every
 // presenceFlush, and once more when the node stops.

@@ -36,10 +36,13 @@ type Presence struct {
 	recent []versioned
 	// dirty ids await Flush (a deleted id flushes as a removal).
 	dirty map[string]bool
-	// full is the last full copy handed out, reused while ver stands
-	// still: followers that restart together (or a peer asking with a
-	// bogus cursor) cost one copy, not one each.
-	full *PresenceChanges
+	// gen counts changes of beats. full is the last full copy handed out,
+	// encoded, and fullGen the gen it holds: followers that restart
+	// together (or a peer asking with a bogus cursor) cost one copy, not
+	// one each.
+	gen     uint64
+	full    []byte
+	fullGen uint64
 }
 
 // Beat is an agent's latest heartbeat.
@@ -114,6 +117,7 @@ func (p *Presence) record(b Beat) Beat {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ver++
+	p.gen++
 	b.Ver = p.ver
 	p.beats[b.ID] = b
 	p.dirty[b.ID] = true
@@ -132,42 +136,56 @@ func (p *Presence) get(id string) (Beat, bool) {
 	return b, ok
 }
 
-// forget drops the beat of a deleted agent.
+// forget drops the beat of a deleted agent. It runs on every node, as
+// each applies the delete from the log, so it leaves the cursor alone: on
+// a follower ver is the directory's numbering, not its own.
 func (p *Presence) forget(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.beats[id]; ok {
 		delete(p.beats, id)
 		p.dirty[id] = true
-		p.ver++ // followers' full copies change
+		p.gen++
 	}
 }
 
-// since returns the changes after a follower's cursor (epoch, ver).
-func (p *Presence) since(epoch, ver uint64) PresenceChanges {
+// since returns, encoded, the changes after a follower's cursor (epoch,
+// ver). A full copy is encoded outside the lock (heartbeats go on) and
+// kept until the beats change.
+func (p *Presence) since(epoch, ver uint64) ([]byte, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	out := PresenceChanges{Epoch: p.epoch, Ver: p.ver, Beats: []Beat{}}
 	oldest := p.ver + 1
 	if len(p.recent) > 0 {
 		oldest = p.recent[0].ver
 	}
-	if epoch != p.epoch || ver+1 < oldest || ver > p.ver {
-		if p.full == nil || p.full.Ver != p.ver {
-			out.Full = true
-			for _, b := range p.beats {
-				out.Beats = append(out.Beats, b)
+	if epoch == p.epoch && ver+1 >= oldest && ver <= p.ver {
+		for _, r := range p.recent {
+			if b, ok := p.beats[r.id]; r.ver > ver && ok && b.Ver == r.ver {
+				out.Beats = append(out.Beats, b) // the id's latest beat, once
 			}
-			p.full = &out
 		}
-		return *p.full
+		p.mu.Unlock()
+		return json.Marshal(out)
 	}
-	for _, r := range p.recent {
-		if b, ok := p.beats[r.id]; r.ver > ver && ok && b.Ver == r.ver {
-			out.Beats = append(out.Beats, b) // the id's latest beat, once
-		}
+	if p.full != nil && p.fullGen == p.gen {
+		full := p.full
+		p.mu.Unlock()
+		return full, nil
 	}
-	return out
+	out.Full, out.Beats = true, slices.AppendSeq(out.Beats, maps.Values(p.beats))
+	gen := p.gen
+	p.mu.Unlock()
+	full, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.gen == gen {
+		p.full, p.fullGen = full, gen
+	}
+	p.mu.Unlock()
+	return full, nil
 }
 
 // merge applies changes from the directory and moves the cursor.
@@ -181,6 +199,7 @@ func (p *Presence) merge(c PresenceChanges) {
 		p.beats[b.ID] = b
 	}
 	p.epoch, p.ver = c.Epoch, c.Ver
+	p.gen++
 }
 
 // cursor is how far a follower has merged.
@@ -263,9 +282,9 @@ func (d *Directory) Online(a *Agent, now time.Time, window time.Duration) bool {
 	return a.Registered() && !seen.IsZero() && now.Sub(seen) <= window
 }
 
-// PresenceSince returns the heartbeats a follower at cursor (epoch, ver)
-// lacks; see Presence.
-func (d *Directory) PresenceSince(epoch, ver uint64) PresenceChanges {
+// PresenceSince returns, encoded, the heartbeats a follower at cursor
+// (epoch, ver) lacks (PresenceChanges; see Presence).
+func (d *Directory) PresenceSince(epoch, ver uint64) ([]byte, error) {
 	return d.presence.since(epoch, ver)
 }
 

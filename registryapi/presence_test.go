@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestPresenceFollower(t *testing.T) {
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	dir, follower := newPresence(1), newPresence(0)
 	sync := func() PresenceChanges {
-		c := dir.since(follower.cursor())
+		c := changesSince(t, dir)(follower.cursor())
 		follower.merge(c)
 		return c
 	}
@@ -75,11 +76,11 @@ func TestPresenceFollower(t *testing.T) {
 	if c := sync(); c.Full || len(c.Beats) != 0 {
 		t.Fatalf("nothing new: %+v", c)
 	}
-	if c := dir.since(0, 0); !c.Full || len(c.Beats) != 3 {
+	if c := changesSince(t, dir)(0, 0); !c.Full || len(c.Beats) != 3 {
 		t.Fatalf("a full copy for a newcomer: %+v", c)
 	}
 	dir.forget("a2")
-	if c := dir.since(0, 0); len(c.Beats) != 2 {
+	if c := changesSince(t, dir)(0, 0); len(c.Beats) != 2 {
 		t.Fatalf("a full copy after a delete still has it: %+v", c)
 	}
 	restarted := newPresence(2)
@@ -96,6 +97,50 @@ func TestPresenceFollower(t *testing.T) {
 	}
 	if c := sync(); !c.Full || len(c.Beats) != 12 {
 		t.Fatalf("far behind: full %v, %d beats", c.Full, len(c.Beats))
+	}
+}
+
+// changesSince decodes what p.since answers.
+func changesSince(t *testing.T, p *Presence) func(epoch, ver uint64) PresenceChanges {
+	return func(epoch, ver uint64) PresenceChanges {
+		t.Helper()
+		raw, err := p.since(epoch, ver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c PresenceChanges
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
+// TestPresenceFollowerAppliesADelete: a delete, applied from the log on
+// the directory and on a follower alike, leaves the follower's cursor
+// where the directory's numbering put it, so it misses no later beat.
+func TestPresenceFollowerAppliesADelete(t *testing.T) {
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	dir, follower := newPresence(1), newPresence(0)
+	since := changesSince(t, dir)
+	dir.record(Beat{ID: "a", Reg: 1, At: now})
+	follower.merge(since(follower.cursor()))
+	dir.record(Beat{ID: "b", Reg: 1, At: now})
+	dir.forget("a")
+	dir.record(Beat{ID: "c", Reg: 1, At: now})
+	follower.forget("a")
+	if c := since(follower.cursor()); c.Full || len(c.Beats) != 2 {
+		t.Fatalf("after a delete the follower asked for %+v, want b and c", c)
+	} else {
+		follower.merge(c)
+	}
+	for _, id := range []string{"b", "c"} {
+		if _, ok := follower.get(id); !ok {
+			t.Fatalf("the follower lacks %s's beat", id)
+		}
+	}
+	if _, ok := follower.get("a"); ok {
+		t.Fatal("the follower kept a deleted agent's beat")
 	}
 }
 
