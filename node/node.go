@@ -51,7 +51,6 @@ type Node struct {
 
 	baseFromHost bool // answers name the Host a client used (no public URL known)
 
-
 	wall    *wall.Service
 	handler http.Handler
 	ln      net.Listener
