@@ -168,6 +168,15 @@ func TestPollerRetriesAfterRPCFailure(t *testing.T) {
 	}
 }
 
+// waitForOpenInvoice waits until the caller pub has an open invoice.
+func (h *harness) waitForOpenInvoice(pub ed25519.PublicKey) {
+	h.t.Helper()
+	waitUntil(h.t, "an open invoice", func() bool {
+		open, _ := h.agent.paywall.ledger.openInvoice(hex.EncodeToString(pub))
+		return open
+	})
+}
+
 // newPostpayHarness is an agent that serves callers scoring 0.8 or more
 // on credit, invoices due in an hour, and a caller whose agent scores 0.9.
 func newPostpayHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
@@ -431,12 +440,7 @@ func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
 	h.slow.Store(int64(500 * time.Millisecond))
 	answered := make(chan resp, 1)
 	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
-	for {
-		if open, _ := h.agent.paywall.ledger.openInvoice(hex.EncodeToString(pub)); open {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	h.waitForOpenInvoice(pub)
 	h.clock.Advance(2 * time.Hour) // the call runs past its first due time
 	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
 		t.Fatal(err)
@@ -458,6 +462,43 @@ func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
 	h.agent.paywall.checkInvoices(context.Background())
 	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
 		t.Fatalf("overdue invoice: reports %+v", reps)
+	}
+}
+
+// TestPostpayCallAnsweredWhileInvoicesAreChecked: a long call answered
+// while the overdue invoices are being gone through (another caller's
+// default being reported) keeps its invoice, and is not reported before
+// its own due time.
+func TestPostpayCallAnsweredWhileInvoicesAreChecked(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	pub := trusted.Public().(ed25519.PublicKey)
+	other := identity.GenerateKey().Public().(ed25519.PublicKey)
+	h.reg.agents[identity.EncodePublicKey(other)] = "other-1"
+	// Another caller's delivered invoice, overdue first: "inv_--" sorts
+	// before every random nonce, so it is reported first.
+	inv := invoiceRec{Caller: identity.EncodePublicKey(other), AgentID: "other-1", Skill: "echo", Lamports: testPrice,
+		Due: h.clock.Now().Add(time.Minute).UnixNano()}
+	if ok, err := h.agent.paywall.ledger.reserveInvoice(hex.EncodeToString(other), "inv_--first", inv); !ok || err != nil {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	h.slow.Store(int64(300 * time.Millisecond))
+	answered := make(chan resp, 1)
+	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
+	h.waitForOpenInvoice(pub)
+	h.clock.Advance(2 * time.Hour)
+	var r resp
+	h.reg.beforeReport = func() { r, h.reg.beforeReport = <-answered, nil } // the call ends meanwhile
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.status != 200 || r.header.Get(HeaderPostpayDue) == "" {
+		t.Fatalf("the long call: %d %s", r.status, r.raw)
+	}
+	if open, _ := h.agent.paywall.ledger.openInvoice(hex.EncodeToString(pub)); !open {
+		t.Fatal("the answered call's invoice was dropped: the caller was served for nothing")
+	}
+	if reps := h.reg.Reports(); len(reps) != 1 {
+		t.Fatalf("reports %+v, want only the other caller's default", reps)
 	}
 }
 

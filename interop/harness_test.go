@@ -30,6 +30,9 @@ type fakeRegistry struct {
 	score   *float64
 	reports []Report
 	fail    bool
+	// beforeReport, when set, runs as a report is filed (in the caller's
+	// goroutine).
+	beforeReport func()
 }
 
 func (f *fakeRegistry) AgentByKey(_ context.Context, pub ed25519.PublicKey) (string, *float64, error) {
@@ -39,6 +42,9 @@ func (f *fakeRegistry) AgentByKey(_ context.Context, pub ed25519.PublicKey) (str
 }
 
 func (f *fakeRegistry) Report(_ context.Context, id string, r Report) error {
+	if f.beforeReport != nil {
+		f.beforeReport()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, r)

@@ -174,8 +174,6 @@ func (l *ledger) update(fn func(*store.Txn) error) error {
 	return l.db.Update(fn)
 }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 func getJSON[T any](db *store.DB, key []byte) (*T, error) {
 	var v T
 	err := db.View(func(tx *store.Txn) error { return tx.GetJSON(key, &v) })

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -178,21 +179,21 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 // checkInvoices reports the callers of overdue invoices, once each. An
 // invoice whose call is not answered by its due time is dropped, unless
 // the call is still running here (a call pending past its due time that is
-// not running was cut short by a crash: nothing was delivered).
+// not running was cut short by a crash: nothing was delivered). Each
+// invoice is judged as it is in the ledger then, not as the scan saw it:
+// a call may be answered, or an invoice paid, meanwhile.
 func (p *Paywall) checkInvoices(ctx context.Context) error {
 	now := p.now().UnixNano()
 	var overdue []string
-	var invs []invoiceRec
 	err := p.db().View(func(tx *store.Txn) error {
 		prefix := store.Key("x", "i", "")
 		return tx.Scan(prefix, nil, func(k, v []byte) (bool, error) {
 			var inv invoiceRec
-			if err := jsonUnmarshal(v, &inv); err != nil {
+			if err := json.Unmarshal(v, &inv); err != nil {
 				return false, err
 			}
 			if inv.PaidSig == "" && !inv.Reported && inv.Due < now {
 				overdue = append(overdue, string(k[len(prefix):]))
-				invs = append(invs, inv)
 			}
 			return true, nil
 		})
@@ -200,32 +201,60 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for i, nonce := range overdue {
-		inv := invs[i]
+	for _, nonce := range overdue {
 		if _, running := p.running.Load(nonce); running {
 			continue // answered late; owed from its answer
 		}
-		if inv.Pending {
-			pub, err := identity.DecodePublicKey(inv.Caller)
-			if err != nil {
-				return err
-			}
-			if err := p.ledger.releaseInvoice(hex.EncodeToString(pub), nonce); err != nil {
-				return err
-			}
+		inv, dropped, err := p.ledger.dropIfPending(nonce)
+		if err != nil {
+			return err
+		}
+		if dropped {
 			p.log.Warn("post-pay invoice of a call never answered dropped", "agent", inv.AgentID, "invoice", nonce)
 			continue
 		}
-		if !p.report(ctx, inv, true) {
+		if inv.PaidSig != "" || inv.Reported || inv.Due >= now || !p.report(ctx, inv, true) {
 			continue
 		}
-		inv.Reported = true
-		if err := p.ledger.update(func(tx *store.Txn) error { return tx.SetJSON(store.Key("x", "i", nonce), inv) }); err != nil {
+		if err := p.ledger.markReported(nonce); err != nil {
 			return err
 		}
 		p.log.Info("post-pay invoice overdue; caller reported", "agent", inv.AgentID, "invoice", nonce)
 	}
 	return nil
+}
+
+// dropIfPending removes invoice nonce if its call was never answered, and
+// returns the invoice as it is now.
+func (l *ledger) dropIfPending(nonce string) (inv invoiceRec, dropped bool, err error) {
+	err = l.update(func(tx *store.Txn) error {
+		if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil || !inv.Pending {
+			return err
+		}
+		pub, err := identity.DecodePublicKey(inv.Caller)
+		if err != nil {
+			return err
+		}
+		if err := closeInvoice(tx, hex.EncodeToString(pub), nonce); err != nil {
+			return err
+		}
+		dropped = true
+		return tx.Delete(store.Key("x", "i", nonce))
+	})
+	return inv, dropped, err
+}
+
+// markReported records that invoice nonce's default was reported.
+func (l *ledger) markReported(nonce string) error {
+	ik := store.Key("x", "i", nonce)
+	return l.update(func(tx *store.Txn) error {
+		var inv invoiceRec
+		if err := tx.GetJSON(ik, &inv); err != nil {
+			return err
+		}
+		inv.Reported = true
+		return tx.SetJSON(ik, inv)
+	})
 }
 
 // report files the settlement report about an invoice's caller.
