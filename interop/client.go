@@ -211,7 +211,7 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 	// Wait for the provider's commitment before sending the proof.
 	sig, err := c.Chain.atLeast(card.Payment.Commitment).Pay(ctx, c.Wallet, payTo, offer.Lamports, offer.Nonce)
 	switch {
-	case err != nil && sig.IsZero():
+	case err != nil && (sig.IsZero() || errors.Is(err, ErrTxExpired)): // nothing was paid
 		return nil, &PaymentError{Challenge: ch, Reason: fmt.Errorf("paying %d lamports to %s: %w", offer.Lamports, offer.PayTo, err)}
 	case err != nil:
 		return nil, &PaymentError{Challenge: ch, Signature: sig.String(), Nonce: offer.Nonce,
