@@ -5,8 +5,7 @@
 //
 // # The directory is a state machine
 //
-// Every write (register, heartbeat, delete, feedback, catalog import) is a
-// Command, proposed to the canonical log (internal/cmdlog) as an entry of
+// Every write (register, delete, feedback, catalog import) is a Command, proposed to the canonical log (internal/cmdlog) as an entry of
 // Kind. The log orders entries and hands each to Directory.Apply, which
 // changes state in the store inside the transaction that also appends the
 // entry to the change log. Apply reads nothing but the command and the
@@ -15,7 +14,11 @@
 // in the same order reaches the same state, whether the order comes from
 // the local single writer or from a consensus engine.
 //
-// Reads (GET agent, identity, reputation) go straight to the store.
+// Heartbeats are not: they are soft state kept apart from the log
+// (Presence), recorded by the directory node and copied by the others.
+//
+// Reads (GET agent, identity, reputation) go to the store, through a small
+// cache of agent rows that every applied command invalidates.
 //
 // It must not import the wall package.
 package registryapi

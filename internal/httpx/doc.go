@@ -1,7 +1,9 @@
 // Package httpx is the HTTP plumbing every surface of the node shares: the
 // JSON error shape {"detail", "code"}, handlers that return errors, bounded
-// body reading, JSON decoding with client-facing messages, a ServeMux whose
-// own 404 and 405 answers are JSON, and panic recovery.
+// body reading (a size limit and BodyTimeout), JSON decoding with
+// client-facing messages, a ServeMux whose own 404 and 405 answers are JSON
+// (and whose redirects of unclean paths are JSON too), panic recovery, and
+// the base URL a client reached the node at (WithBaseURL, BaseURL).
 //
 // It holds no business rules; registryapi, wall and node build on it.
 package httpx

@@ -39,6 +39,7 @@ var (
 	ErrBadJSON     = E(http.StatusBadRequest, "invalid_json", "request body is not valid JSON")
 	ErrInvalid     = E(http.StatusBadRequest, "invalid_request", "invalid request")
 	ErrTooLarge    = E(http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+	ErrBodyTimeout = E(http.StatusRequestTimeout, "body_timeout", "the request body did not arrive in time")
 	ErrNotFound    = E(http.StatusNotFound, "not_found", "no such endpoint")
 	ErrMethod      = E(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed")
 	ErrInternal    = E(http.StatusInternalServerError, "internal", "internal error")

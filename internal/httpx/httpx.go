@@ -79,7 +79,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		rc.SetReadDeadline(time.Time{})
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil, ErrInvalid.With("the request body did not arrive within %s", BodyTimeout)
+		return nil, ErrBodyTimeout.With("the request body did not arrive within %s", BodyTimeout)
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -476,7 +476,7 @@ func TestAsError(t *testing.T) {
 }
 
 // TestReadBodyTimeout: a client that announces a body and stalls is
-// answered 400 once BodyTimeout passes, and its connection is not held.
+// answered 408 once BodyTimeout passes, and its connection is not held.
 func TestReadBodyTimeout(t *testing.T) {
 	defer func(d time.Duration) { BodyTimeout = d }(BodyTimeout)
 	BodyTimeout = 200 * time.Millisecond
@@ -496,7 +496,7 @@ func TestReadBodyTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer to a stalled body: %v", err)
 	}
-	if resp.StatusCode != http.StatusBadRequest {
+	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 }
