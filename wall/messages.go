@@ -262,6 +262,12 @@ func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
 // fanOutRemoteLocked delivers node origin's messages ready, then what the
 // node said of its roster that waited for them (settleLocked).
 func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMsg, touch func(string)) {
+	r.deliverReadyLocked(origin, n, ready)
+	r.settleLocked(origin, n, touch)
+}
+
+// deliverReadyLocked delivers node origin's messages ready, in order.
+func (r *room) deliverReadyLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
 	for _, w := range ready {
 		d := newDelivery()
 		r.fanOutLocked(w, nil, d)
@@ -270,7 +276,6 @@ func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 			r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
 		}
 	}
-	r.settleLocked(origin, n, touch)
 }
 
 // flushAt delivers, at time at, what node p's sequencer gave up waiting

@@ -28,8 +28,11 @@ const maxHeld = 1024
 // or given up on after orderWindow (expect).
 type sequencer struct {
 	epoch uint64
-	next  uint64 // the next Seq due; 0 when not known yet
-	held  []held // sorted by Seq
+	// gone are the node's rooms before epoch, newest first: a message of
+	// one that comes after the next room started is late.
+	gone [4]uint64
+	next uint64 // the next Seq due; 0 when not known yet
+	held []held // sorted by Seq
 	// until is the last Seq that a word waiting since untilAt says was
 	// sent; 0 when no word waits.
 	until   uint64
@@ -42,26 +45,57 @@ type held struct {
 }
 
 // start tells the sequencer where epoch's messages are: seq is the last
-// one sent (as a roster snapshot reports it). It does nothing when the
-// sequencer already knows.
-func (q *sequencer) start(epoch, seq uint64) {
+// one sent (as a roster snapshot reports it). With whole (this room was
+// listening while they were sent), those still on their way will come, and
+// are waited for, at most orderWindow; otherwise they went before this
+// room listened, and the messages after seq are due. It returns the
+// messages that go on now: those the node's room before left waiting, and
+// those now due. It does nothing more when the sequencer knows already.
+func (q *sequencer) start(epoch, seq uint64, whole bool, now time.Time) []*wireMsg {
+	var ready []*wireMsg
 	if epoch != q.epoch {
-		q.epoch, q.next, q.held, q.until = epoch, 0, nil, 0
+		ready = q.switchTo(epoch)
 	}
-	if q.next == 0 {
-		q.next = seq + 1
-		if len(q.held) > 0 && q.held[0].w.Seq < q.next {
-			q.next = q.held[0].w.Seq // sent before the snapshot, arrived before it
-		}
+	if q.next != 0 {
+		return ready
 	}
+	q.next = seq + 1
+	if whole {
+		q.next = 1
+		q.expect(seq, now)
+	}
+	if len(q.held) > 0 && q.held[0].w.Seq < q.next {
+		q.next = q.held[0].w.Seq // sent before the snapshot, arrived before it
+	}
+	return append(ready, q.release(now)...)
+}
+
+// switchTo goes on to the node's room of epoch: what the room before left
+// waiting goes on (it is returned), and what it sends from now on is late.
+func (q *sequencer) switchTo(epoch uint64) []*wireMsg {
+	ready := q.drain()
+	if q.epoch != 0 {
+		copy(q.gone[1:], q.gone[:])
+		q.gone[0] = q.epoch
+	}
+	q.epoch, q.next, q.until = epoch, 0, 0
+	return ready
+}
+
+// ended reports whether epoch is of a room of the node that the sequencer
+// went on from.
+func (q *sequencer) ended(epoch uint64) bool {
+	return epoch != 0 && slices.Contains(q.gone[:], epoch)
 }
 
 // add takes message w, which came at now, and returns the messages to
 // deliver now, in order, and whether w came too late to be delivered.
 func (q *sequencer) add(w *wireMsg, now time.Time) (ready []*wireMsg, late bool) {
+	if q.ended(w.Epoch) {
+		return nil, true // its room's successor sent messages that went on
+	}
 	if w.Epoch != q.epoch {
-		ready = q.drain() // the node's previous room is gone: what it sent goes on
-		q.epoch, q.next, q.until = w.Epoch, 0, 0
+		ready = q.switchTo(w.Epoch)
 	}
 	if w.Seq == 1 && q.next == 0 {
 		q.next = 1 // the room's first message: nothing came before it
@@ -75,26 +109,36 @@ func (q *sequencer) add(w *wireMsg, now time.Time) (ready []*wireMsg, late bool)
 }
 
 // release returns the held messages due at now: the next one in order,
-// and any that waited orderWindow for those before it.
+// and any that waited orderWindow for those before it. Past orderWindow
+// after a word that waits for them came (expect), the messages it waits
+// for that are still missing are taken as lost.
 func (q *sequencer) release(now time.Time) []*wireMsg {
 	var out []*wireMsg
-	givenUp := q.until >= q.next && now.Sub(q.untilAt) >= orderWindow
+	if q.until >= q.next && now.Sub(q.untilAt) >= orderWindow {
+		for len(q.held) > 0 && q.held[0].w.Seq <= q.until {
+			out = append(out, q.pop())
+		}
+		q.next = q.until + 1
+	}
 	for len(q.held) > 0 {
 		h := q.held[0]
-		if h.w.Seq != q.next && now.Sub(h.at) < orderWindow && len(q.held) <= maxHeld && (!givenUp || h.w.Seq > q.until) {
+		if h.w.Seq != q.next && now.Sub(h.at) < orderWindow && len(q.held) <= maxHeld {
 			break
 		}
-		out = append(out, h.w)
-		q.next = h.w.Seq + 1
-		q.held = q.held[1:]
+		out = append(out, q.pop())
 	}
 	if len(q.held) == 0 {
 		q.held = nil
 	}
-	if givenUp && q.until >= q.next {
-		q.next = q.until + 1 // the rest up to until is taken as lost
-	}
 	return out
+}
+
+// pop takes the first held message, the next in order.
+func (q *sequencer) pop() *wireMsg {
+	w := q.held[0].w
+	q.next = w.Seq + 1
+	q.held = q.held[1:]
+	return w
 }
 
 // passed reports whether every message of epoch up to seq is delivered or

@@ -12,7 +12,8 @@ func TestSequencer(t *testing.T) {
 	type step struct {
 		epoch, seq uint64        // a message comes (seq 0: only time passes)
 		after      time.Duration // since t0
-		start      uint64        // with seq 0 and start > 0: a snapshot says start-1 was sent last
+		start      uint64        // with seq 0 and start > 0: a snapshot of epoch says start-1 was sent last
+		whole      bool          // with start: this room listened while they were sent
 		word       uint64        // with seq 0 and word > 0: a leave says word was sent last
 		want       []uint64      // delivered at this step, in order
 		late       bool
@@ -40,6 +41,30 @@ func TestSequencer(t *testing.T) {
 		{"joined mid-sequence: the snapshot tells where", []step{
 			{start: 41},
 			{epoch: 1, seq: 41, want: []uint64{41}},
+		}},
+		{"a snapshot while listening: what it says was sent still comes", []step{
+			{epoch: 1, start: 3, whole: true},
+			{epoch: 1, seq: 2, after: time.Millisecond},
+			{epoch: 1, seq: 1, after: 2 * time.Millisecond, want: []uint64{1, 2}},
+			{epoch: 1, seq: 3, after: 3 * time.Millisecond, want: []uint64{3}},
+		}},
+		{"a snapshot while listening gives up on what never comes", []step{
+			{epoch: 1, start: 3, whole: true},
+			{epoch: 1, seq: 3, after: time.Millisecond},
+			{after: orderWindow, want: []uint64{3}},
+			{epoch: 1, seq: 1, after: time.Second, late: true},
+		}},
+		{"a snapshot of the next room: the room before's held messages go on", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{epoch: 1, seq: 3},
+			{epoch: 2, start: 1, whole: true, want: []uint64{3}},
+			{epoch: 2, seq: 1, want: []uint64{1}},
+		}},
+		{"a message of a room replaced since is late", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{epoch: 2, seq: 1, want: []uint64{1}},
+			{epoch: 1, seq: 2, late: true},
+			{epoch: 2, seq: 2, want: []uint64{2}},
 		}},
 		{"unknown start waits out the window", []step{
 			{epoch: 1, seq: 8},
@@ -83,7 +108,7 @@ func TestSequencer(t *testing.T) {
 				case st.seq != 0:
 					got, late = q.add(&wireMsg{Epoch: st.epoch, Seq: st.seq}, now)
 				case st.start != 0:
-					q.start(1, st.start-1)
+					got = q.start(max(st.epoch, 1), st.start-1, st.whole, now)
 				case st.word != 0:
 					if q.passed(1, st.word) {
 						t.Fatalf("step %d: messages up to %d passed already", i, st.word)

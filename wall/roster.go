@@ -72,6 +72,7 @@ type remoteNode struct {
 	order    sequencer           // its messages
 	flushing bool                // a flushAt waits for what order holds
 	bye      *wireMsg            // its goodbye, waiting for its messages
+	snap     *roster             // a snapshot of its view's epoch, waiting for its messages
 	// refused: until then, the view stays empty (refuseLocked).
 	refused time.Time
 }
@@ -185,29 +186,51 @@ func newRemoteNode() *remoteNode {
 
 // setRoster makes snapshot ro the view of node p, with the deltas that
 // came ahead of it, unless the view is newer. p proved it serves the
-// cluster: its view is known.
+// cluster: its view is known. A snapshot of the view's epoch waits for the
+// messages sent before it, like a leave: a member it lacks left after them.
 func (r *room) setRoster(p peer.ID, ro roster) {
 	r.change(nil, func(touch func(string)) {
 		n := r.knowLocked(p)
-		if n == nil {
-			return
+		if n == nil || n.order.ended(ro.Epoch) {
+			return // no room for its view, or the node's room has been replaced since
 		}
-		n.order.start(ro.Epoch, ro.Seq)
-		if ro.Epoch == n.epoch && ro.Rev < n.rev {
-			return
+		now := time.Now()
+		r.deliverReadyLocked(p, n, n.order.start(ro.Epoch, ro.Seq, r.listening(), now))
+		switch {
+		case ro.Epoch == n.epoch && ro.Rev < n.rev: // the view is newer
+		case ro.Epoch == n.epoch && !n.order.passed(ro.Epoch, ro.Seq):
+			n.snap = &ro
+			n.order.expect(ro.Seq, now)
+		default:
+			r.applyRosterLocked(n, ro, touch)
 		}
-		r.clearViewLocked(n, touch)
-		if r.remoteMembers+len(ro.Members) > maxRemoteMembers {
-			r.refuseLocked(n, touch)
-			return
-		}
-		for _, m := range ro.Members { // at most maxRoster (roster.check)
-			touch(m.Agent)
-			r.putMemberLocked(n, m)
-		}
-		n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, time.Time{}
 		r.settleLocked(p, n, touch)
 	})
+}
+
+// applyRosterLocked makes snapshot ro the view of node n.
+func (r *room) applyRosterLocked(n *remoteNode, ro roster, touch func(string)) {
+	r.clearViewLocked(n, touch)
+	if r.remoteMembers+len(ro.Members) > maxRemoteMembers {
+		r.refuseLocked(n, touch)
+		return
+	}
+	for _, m := range ro.Members { // at most maxRoster (roster.check)
+		touch(m.Agent)
+		r.putMemberLocked(n, m)
+	}
+	n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, time.Time{}
+}
+
+// listening reports whether the room has started: the other nodes'
+// messages published from now on reach it.
+func (r *room) listening() bool {
+	select {
+	case <-r.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // delta applies a join or leave published by node p, in rev order.
@@ -238,6 +261,12 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 // the node's goodbye, is never shown before the member's last messages.
 // What still waits goes on when the sequencer gives up on them.
 func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
+	if ro := n.snap; ro != nil && (ro.Epoch != n.epoch || n.order.passed(ro.Epoch, ro.Seq)) {
+		n.snap = nil
+		if ro.Epoch == n.epoch && ro.Rev >= n.rev {
+			r.applyRosterLocked(n, *ro, touch)
+		}
+	}
 	r.drainLocked(n, touch)
 	if w := n.bye; w != nil {
 		switch {
@@ -326,12 +355,33 @@ func claimFetch(n *remoteNode) bool {
 // fetchRoster replaces the view of node p with a snapshot p sends over
 // the roster stream.
 func (r *room) fetchRoster(p peer.ID) {
+	r.mu.Lock()
+	var epoch uint64
+	if n := r.remote[p]; n != nil {
+		epoch = n.epoch
+	}
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
 	defer cancel()
 	ro, err := r.svc.askRoster(ctx, p, r.cl.ID, r.seal, roster{}, true)
+	r.fetched(p, epoch, ro, err)
+}
+
+// fetched applies the answer to a fetch of node p's roster, asked while
+// the view was of epoch. A node that serves the cluster no more closed the
+// room of that epoch, whose goodbye may still be on its way: the view is
+// forgotten as on that goodbye, once the messages sent before are
+// delivered (or at most orderWindow on), unless it is of the node's next
+// room by then.
+func (r *room) fetched(p peer.ID, epoch uint64, ro roster, err error) {
 	switch {
 	case errors.Is(err, errNotServing):
-		r.forget([]peer.ID{p}, time.Time{})
+		r.change(nil, func(touch func(string)) {
+			if n := r.remote[p]; n != nil && n.epoch == epoch && n.bye == nil {
+				n.bye = &wireMsg{T: wireBye, Epoch: epoch, Seq: maxCount}
+				r.settleLocked(p, n, touch)
+			}
+		})
 	case err != nil:
 		r.svc.log.Debug("roster fetch failed", "cluster", r.cl.ID, "peer", p, "err", err)
 	default:

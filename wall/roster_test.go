@@ -250,3 +250,80 @@ func TestLeaveWaitsForMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestRosterRepairWaitsForMessages: what a fetched snapshot, or a node's
+// answer that it serves the cluster no more, says of members who left is
+// shown only after the messages they sent before; and such an answer to a
+// fetch asked before the node's next room exchanged rosters here leaves
+// that room's view alone.
+func TestRosterRepairWaitsForMessages(t *testing.T) {
+	const p = peer.ID("node-b")
+	a := member{Agent: "a", Vis: VisPublic}
+	msg := func(epoch, seq uint64) *wireMsg {
+		return &wireMsg{T: wireMessage, ID: fmt.Sprint("m", epoch, seq), From: "a", TS: 1, Payload: []byte(`"hi"`), Epoch: epoch, Seq: seq}
+	}
+	listening := func() *room {
+		r := viewRoom()
+		close(r.ready)
+		return r
+	}
+	online := func(r *room) bool { _, ok := r.presentLocked("a"); return ok }
+
+	t.Run("a stale fetch answered after the next room started", func(t *testing.T) {
+		r := listening()
+		r.setRoster(p, roster{Epoch: 7, Rev: 1, Members: []member{a}})
+		r.deliverRemote(p, msg(7, 1))
+		r.bye(p, &wireMsg{T: wireBye, Epoch: 7, Seq: 1})
+		r.delta(p, &wireMsg{T: wireJoin, Member: &a, Epoch: 7, Rev: 1}) // late: fetches
+		if n := r.remote[p]; n == nil || !n.fetching {
+			t.Fatal("the late join fetched nothing")
+		}
+		r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{a}}) // the next room
+		r.fetched(p, 0, roster{}, errNotServing)                        // between the two rooms
+		if !online(r) {
+			t.Fatal("an answer from between two rooms took the next room's members offline")
+		}
+	})
+	t.Run("a snapshot without the member", func(t *testing.T) {
+		r := listening()
+		r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{a}})
+		r.fetched(p, 9, roster{Epoch: 9, Rev: 2, Seq: 2}, nil)
+		if !online(r) {
+			t.Fatal("the member went offline before its messages came")
+		}
+		r.deliverRemote(p, msg(9, 2))
+		if !online(r) {
+			t.Fatal("the member went offline before its first message came")
+		}
+		r.deliverRemote(p, msg(9, 1))
+		if online(r) {
+			t.Fatal("the member is still online after its messages came")
+		}
+	})
+	t.Run("not serving any more", func(t *testing.T) {
+		r := listening()
+		r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{a}})
+		r.fetched(p, 9, roster{}, errNotServing)
+		r.deliverRemote(p, msg(9, 1))
+		if !online(r) {
+			t.Fatal("the node was forgotten at once: messages on their way would go after its members left")
+		}
+		time.Sleep(orderWindow)
+		r.flushAt(p, time.Now())
+		if online(r) || r.remote[p] != nil {
+			t.Fatal("the node is still there orderWindow after it said it serves the cluster no more")
+		}
+	})
+	t.Run("the snapshot of a new room, while listening", func(t *testing.T) {
+		r := listening()
+		r.setRoster(p, roster{Epoch: 9, Rev: 1, Seq: 1, Members: []member{a}})
+		r.delta(p, &wireMsg{T: wireLeave, Member: &a, Epoch: 9, Rev: 2, Seq: 1})
+		if !online(r) {
+			t.Fatal("the member went offline before the message the snapshot says it sent")
+		}
+		r.deliverRemote(p, msg(9, 1))
+		if online(r) {
+			t.Fatal("the member is still online after its message came")
+		}
+	})
+}
