@@ -642,3 +642,52 @@ func TestWallLeaveAfterLastMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestWallShutdownAfterLastMessages: a node shuts down while its members
+// are sending; on the other nodes, none of their messages comes after
+// they went offline (the goodbye names the room's last message, and
+// nothing is published after it).
+func TestWallShutdownAfterLastMessages(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	id := createCluster(t, m.boot, `{"visibility":"public"}`)["cluster_id"].(string)
+	rx := enterWall(t, m.boot, id, q("agent", "rx"))
+	var senders sync.WaitGroup
+	for i := range 8 {
+		tx := enterWall(t, b, id, q("agent", fmt.Sprint("tx", i)))
+		senders.Go(func() {
+			for n := 0; ; n++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := tx.conn.Write(ctx, websocket.MessageText, []byte(fmt.Sprint(`"`, n, `"`)))
+				cancel()
+				if err != nil {
+					return
+				}
+				time.Sleep(22 * time.Millisecond) // within the socket's rate
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	senders.Wait()
+	offline := map[string]bool{}
+	for {
+		select {
+		case f := <-rx.frames:
+			h, _ := f["agent"].(string)
+			if f["kind"] == "presence" && f["status"] == "offline" {
+				offline[h] = true
+			}
+			if from, _ := f["from"].(string); f["kind"] == "message" && offline[from] {
+				t.Fatalf("a message of %s came after it went offline: %v", from, f)
+			}
+		case <-time.After(time.Second):
+			if len(offline) != 8 {
+				t.Fatalf("%d of 8 senders shown offline", len(offline))
+			}
+			return
+		}
+	}
+}

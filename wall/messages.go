@@ -123,10 +123,14 @@ func (r *room) admitSend(s *socket, data []byte) (send, error) {
 }
 
 // publishMessage numbers w in the room's sequence and publishes it; the
-// lock keeps publication in sequence order.
+// lock keeps publication in sequence order. Once the room said goodbye it
+// fails with errRoomClosed.
 func (r *room) publishMessage(w *wireMsg) error {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
+	if r.gone {
+		return errRoomClosed
+	}
 	w.Epoch, w.Seq = r.epoch, r.seq.Add(1)
 	return r.publish(*w)
 }

@@ -41,6 +41,9 @@ type room struct {
 
 	pubMu sync.Mutex    // keeps messages published in sequence order; taken before mu
 	seq   atomic.Uint64 // messages published
+	// gone: the room said goodbye (under pubMu), and publishes no message
+	// after it, so that the goodbye's Seq names the last.
+	gone bool
 	// sendLimit bounds the messages the room's sockets send (RoomRate),
 	// deltaLimit the presence deltas it publishes (deltaRate).
 	sendLimit, deltaLimit *rate.Limiter
@@ -335,9 +338,12 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 // shutdown stops the room's work and leaves the topic; with goodbye, the
 // other nodes are told at once that this node's members left.
 func (r *room) shutdown(goodbye bool) {
+	r.pubMu.Lock()
+	r.gone = true
 	if goodbye && r.topic != nil {
 		r.publish(wireMsg{T: wireBye, Epoch: r.epoch, Seq: r.seq.Load()})
 	}
+	r.pubMu.Unlock()
 	r.gmu.Lock()
 	r.stopping = true
 	r.gmu.Unlock()
