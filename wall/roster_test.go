@@ -279,7 +279,7 @@ func TestRosterRepairWaitsForMessages(t *testing.T) {
 			t.Fatal("the late join fetched nothing")
 		}
 		r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{a}}) // the next room
-		r.fetched(p, 0, roster{}, errNotServing)                        // between the two rooms
+		r.fetched(p, 0, roster{}, errNotServing)                       // between the two rooms
 		if !online(r) {
 			t.Fatal("an answer from between two rooms took the next room's members offline")
 		}
