@@ -36,6 +36,11 @@ const (
 	// Beyond that, new servers get what they are closest to from the
 	// periodic republish, as Kademlia intends.
 	smallDHT = 20
+	// A failed put (no DHT server answered in time) is tried again after
+	// putRetry, the wait doubling while retries keep failing, up to
+	// putRetryMax; the next RepublishInterval covers it anyway.
+	putRetry    = time.Minute
+	putRetryMax = time.Hour
 )
 
 // publisher spreads what the directory commits: every entry on the
@@ -44,8 +49,9 @@ const (
 // A change lost on the topic is fetched by replicas when they catch up, so
 // that queue is bounded and drops when full. DHT values are never dropped:
 // agents whose values changed wait in a set (bounded by the directory's
-// size), and everything is published again when the directory starts, when
-// a DHT server connects to a small DHT, and every RepublishInterval.
+// size), those whose put failed are tried again with backoff, and
+// everything is published again when the directory starts, when a DHT
+// server connects to a small DHT, and every RepublishInterval.
 type publisher struct {
 	n       *Node
 	topic   *p2p.Topic
@@ -53,11 +59,17 @@ type publisher struct {
 
 	mu      sync.Mutex
 	pending map[string]bool // agent ids whose DHT values changed
+	failed  map[string]bool // agent ids a put of which failed
 	wake    chan struct{}   // pending is not empty
 	resync  chan struct{}   // republish everything; requests coalesce
 
 	limit *rate.Limiter
 	puts  *prometheus.CounterVec
+	// putValue stores a DHT value (the host's PutValue); retryAfter is the
+	// first wait before failed puts are tried again (putRetry). Both are
+	// guarded by mu, so that a test can change them.
+	putValue   func(ctx context.Context, key string, value []byte) error
+	retryAfter time.Duration
 }
 
 // Results of a DHT put, as counted by mesh_dht_record_puts_total.
@@ -71,12 +83,16 @@ const (
 // directory topic once run.
 func newPublisher(n *Node) *publisher {
 	p := &publisher{n: n, changes: make(chan cmdlog.Entry, 4096),
-		pending: map[string]bool{}, wake: make(chan struct{}, 1), resync: make(chan struct{}, 1),
+		pending: map[string]bool{}, failed: map[string]bool{}, wake: make(chan struct{}, 1), resync: make(chan struct{}, 1),
 		limit: rate.NewLimiter(putsPerSecond, putsInFlight),
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mesh_dht_record_puts_total",
 			Help: "Agent records and tombstones put into the DHT by the directory, by result: ok (stored on the closest DHT servers), local (only this node holds it: no other DHT server found) or failed.",
 		}, []string{"result"}),
+		retryAfter: putRetry,
+		putValue: func(ctx context.Context, key string, value []byte) error {
+			return n.host.PutValue(ctx, key, value) // the host starts after the publisher
+		},
 	}
 	for _, r := range []string{putOK, putLocal, putFailed} {
 		p.puts.WithLabelValues(r) // export zeros, so that alerts see the series
@@ -140,6 +156,10 @@ func (p *publisher) run(ctx context.Context, topic *p2p.Topic) {
 func (p *publisher) runRecords(ctx context.Context) {
 	tick := time.NewTicker(registryapi.RepublishInterval)
 	defer tick.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	retries, armed := 0, false // retries: rounds in a row that failed
 	signal(p.resync)
 	for {
 		select {
@@ -151,6 +171,17 @@ func (p *publisher) runRecords(ctx context.Context) {
 			p.republish(ctx)
 		case <-tick.C:
 			p.republish(ctx)
+		case <-retry.C:
+			armed = false
+			p.retryFailed(ctx)
+			retries = min(retries+1, 16)
+		}
+		switch failing := p.failing(); {
+		case !failing && !armed:
+			retries = 0
+		case failing && !armed:
+			retry.Reset(min(p.firstRetry()<<retries, putRetryMax))
+			armed = true
 		}
 	}
 }
@@ -181,6 +212,29 @@ func (p *publisher) publishPending(ctx context.Context) {
 	p.publish(ctx, ids)
 }
 
+// retryFailed puts again the values of the agents whose put failed.
+func (p *publisher) retryFailed(ctx context.Context) {
+	p.mu.Lock()
+	maps.Copy(p.pending, p.failed)
+	clear(p.failed)
+	p.mu.Unlock()
+	p.publishPending(ctx)
+}
+
+// failing reports whether puts failed since the last retry.
+func (p *publisher) failing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.failed) > 0
+}
+
+// firstRetry is the first wait before failed puts are tried again.
+func (p *publisher) firstRetry() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retryAfter
+}
+
 // publish puts the current DHT values of ids, paced, and waits for them.
 func (p *publisher) publish(ctx context.Context, ids []string) {
 	var wg sync.WaitGroup
@@ -200,16 +254,25 @@ func (p *publisher) publish(ctx context.Context, ids []string) {
 			inFlight <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-inFlight }()
-				p.put(ctx, pub)
+				if !p.put(ctx, pub) {
+					p.mu.Lock()
+					p.failed[id] = true
+					p.mu.Unlock()
+				}
 			})
 		}
 	}
 }
 
-func (p *publisher) put(ctx context.Context, pub registryapi.Publication) {
+// put stores pub in the DHT; it reports false when the put failed (and
+// is to be tried again).
+func (p *publisher) put(ctx context.Context, pub registryapi.Publication) bool {
 	ctx, cancel := context.WithTimeout(ctx, putTimeout)
 	defer cancel()
-	err := p.n.host.PutValue(ctx, pub.Key, pub.Value)
+	p.mu.Lock()
+	putValue := p.putValue
+	p.mu.Unlock()
+	err := putValue(ctx, pub.Key, pub.Value)
 	switch {
 	case err == nil:
 		p.puts.WithLabelValues(putOK).Inc()
@@ -218,7 +281,9 @@ func (p *publisher) put(ctx context.Context, pub registryapi.Publication) {
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The node is closing: not a failure of the record.
 	default:
-		p.n.log.Warn("DHT put failed", "key", pub.Key, "err", err)
+		p.n.log.Warn("DHT put failed: tried again later", "key", pub.Key, "err", err)
 		p.puts.WithLabelValues(putFailed).Inc()
+		return false
 	}
+	return true
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +76,40 @@ func TestPublisherPublishesEveryAgent(t *testing.T) {
 	m.boot = m.restart(m.boot)
 	waitPuts(t, m.boot, 2*agents)
 	inDHT("after the restart")
+}
+
+// TestPublisherRetriesFailedPuts: a DHT put that fails is tried again,
+// with backoff, until the value is stored, not only at the next
+// republish hours later.
+func TestPublisherRetriesFailedPuts(t *testing.T) {
+	m := newMesh(t)
+	p := m.boot.publisher
+	var mu sync.Mutex
+	tries := map[string]int{}
+	p.mu.Lock()
+	put := p.putValue
+	p.putValue = func(ctx context.Context, key string, value []byte) error {
+		mu.Lock()
+		tries[key]++
+		n := tries[key]
+		mu.Unlock()
+		if n <= 2 {
+			return errors.New("no DHT server answered")
+		}
+		return put(ctx, key, value)
+	}
+	p.retryAfter = 50 * time.Millisecond
+	p.mu.Unlock()
+
+	id := commitRegistrations(t, m.boot, 1)[0]
+	puts := func(result string) int { return int(testutil.ToFloat64(p.puts.WithLabelValues(result))) }
+	eventually(t, 10*time.Second, func() bool { return puts(putOK)+puts(putLocal) >= 2 }, "the failed puts were not tried again")
+	if n := puts(putFailed); n != 4 {
+		t.Errorf("%d puts failed, want 4 (two keys, twice each)", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if a, err := m.boot.LookupDHT(ctx, id); err != nil || a.ID != id {
+		t.Fatalf("the agent is not in the DHT after the retries: %v", err)
+	}
 }
