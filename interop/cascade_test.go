@@ -541,3 +541,40 @@ func TestPollerFirstStartSkipsHistory(t *testing.T) {
 		t.Fatalf("%d transactions read; want the 2 deposits", n)
 	}
 }
+
+// TestPostpaySettlementReportRetried: the report that a caller paid its
+// invoice, when the registry cannot take it, is filed at a later invoice
+// check, once.
+func TestPostpaySettlementReportRetried(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	r := h.call(trusted, "POST", "/v1/echo", `{}`)
+	if r.status != 200 {
+		t.Fatalf("post-pay: %d %s", r.status, r.raw)
+	}
+	payer := NewWallet()
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	h.chain.Land(h.payTx(payer, h.provider.PublicKey(), testPrice, r.header.Get(HeaderPaymentNonce)), soltest.Land{})
+	h.reg.setFail(true)
+	ctx := context.Background()
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.agent.paywall.checkInvoices(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 0 {
+		t.Fatalf("reports while the registry fails: %+v", reps)
+	}
+	h.reg.setFail(false)
+	for range 2 {
+		if err := h.agent.paywall.checkInvoices(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Success || !reps[0].Paid || reps[0].Disputed {
+		t.Fatalf("reports once the registry is back: %+v", reps)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 200 {
+		t.Fatalf("the paid caller is not on credit again: %d %s", r.status, r.raw)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ type fakeRegistry struct {
 	agents  map[string]string // pubkey b64 -> agent id
 	score   *float64
 	reports []Report
-	fail    bool
+	fail    bool // Report fails
 	// beforeReport, when set, runs as a report is filed (in the caller's
 	// goroutine).
 	beforeReport func()
@@ -47,8 +48,18 @@ func (f *fakeRegistry) Report(_ context.Context, id string, r Report) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("registry unreachable")
+	}
 	f.reports = append(f.reports, r)
 	return nil
+}
+
+// setFail makes Report fail, or work again.
+func (f *fakeRegistry) setFail(fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = fail
 }
 
 func (f *fakeRegistry) Reports() []Report {

@@ -119,7 +119,10 @@ type invoiceRec struct {
 	Created  int64  `json:"created"`
 	Due      int64  `json:"due"`
 	PaidSig  string `json:"paid_sig,omitempty"`
-	Reported bool   `json:"reported,omitempty"`
+	Reported bool   `json:"reported,omitempty"` // its default was reported
+	// Unsettled: paid, and the report of its settlement not filed yet
+	// (the registry was unreachable): checkInvoices tries again.
+	Unsettled bool `json:"unsettled,omitempty"`
 	// Pending: reserved, the call not answered yet. An invoice left
 	// pending (the provider stopped mid-call) is dropped when due, never
 	// reported: the caller may not have been served.

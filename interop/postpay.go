@@ -160,7 +160,7 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 		return err
 	}
 	done, err := p.ledger.recordDeposit(sig, depositRec{Outcome: outcomeInvoice, Lamports: paid.Lamports, At: now}, func(tx *store.Txn) error {
-		inv.PaidSig = sig
+		inv.PaidSig, inv.Unsettled = sig, !inv.Reported
 		if err := tx.SetJSON(ik, inv); err != nil {
 			return err
 		}
@@ -170,13 +170,14 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 		}
 		return closeInvoice(tx, hex.EncodeToString(pub), nonce)
 	})
-	if done && !inv.Reported {
-		p.report(ctx, inv, false)
+	if err == nil && done && inv.Unsettled && p.report(ctx, inv, false) {
+		err = p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled = false })
 	}
 	return err
 }
 
-// checkInvoices reports the callers of overdue invoices, once each. An
+// checkInvoices reports the callers of overdue invoices, once each, and
+// files the settlement reports of paid invoices that failed before. An
 // invoice whose call is not answered by its due time is dropped, unless
 // the call is still running here (a call pending past its due time that is
 // not running was cut short by a crash: nothing was delivered). Each
@@ -184,7 +185,7 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 // a call may be answered, or an invoice paid, meanwhile.
 func (p *Paywall) checkInvoices(ctx context.Context) error {
 	now := p.now().UnixNano()
-	var overdue []string
+	var overdue, unsettled []string
 	err := p.db().View(func(tx *store.Txn) error {
 		prefix := store.Key("x", "i", "")
 		return tx.Scan(prefix, nil, func(k, v []byte) (bool, error) {
@@ -192,14 +193,22 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 			if err := json.Unmarshal(v, &inv); err != nil {
 				return false, err
 			}
-			if inv.PaidSig == "" && !inv.Reported && inv.Due < now {
-				overdue = append(overdue, string(k[len(prefix):]))
+			switch nonce := string(k[len(prefix):]); {
+			case inv.Unsettled:
+				unsettled = append(unsettled, nonce)
+			case inv.PaidSig == "" && !inv.Reported && inv.Due < now:
+				overdue = append(overdue, nonce)
 			}
 			return true, nil
 		})
 	})
 	if err != nil {
 		return err
+	}
+	for _, nonce := range unsettled {
+		if err := p.settleReport(ctx, nonce); err != nil {
+			return err
+		}
 	}
 	for _, nonce := range overdue {
 		if _, running := p.running.Load(nonce); running {
@@ -216,7 +225,7 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 		if inv.PaidSig != "" || inv.Reported || inv.Due >= now || !p.report(ctx, inv, true) {
 			continue
 		}
-		if err := p.ledger.markReported(nonce); err != nil {
+		if err := p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Reported = true }); err != nil {
 			return err
 		}
 		p.log.Info("post-pay invoice overdue; caller reported", "agent", inv.AgentID, "invoice", nonce)
@@ -244,15 +253,28 @@ func (l *ledger) dropIfPending(nonce string) (inv invoiceRec, dropped bool, err 
 	return inv, dropped, err
 }
 
-// markReported records that invoice nonce's default was reported.
-func (l *ledger) markReported(nonce string) error {
+// settleReport files the settlement report of paid invoice nonce, unless
+// it was filed meanwhile.
+func (p *Paywall) settleReport(ctx context.Context, nonce string) error {
+	var inv invoiceRec
+	if err := p.db().View(func(tx *store.Txn) error { return tx.GetJSON(store.Key("x", "i", nonce), &inv) }); err != nil {
+		return err
+	}
+	if !inv.Unsettled || !p.report(ctx, inv, false) {
+		return nil
+	}
+	return p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled = false })
+}
+
+// markInvoice records what mark changes in invoice nonce.
+func (l *ledger) markInvoice(nonce string, mark func(*invoiceRec)) error {
 	ik := store.Key("x", "i", nonce)
 	return l.update(func(tx *store.Txn) error {
 		var inv invoiceRec
 		if err := tx.GetJSON(ik, &inv); err != nil {
 			return err
 		}
-		inv.Reported = true
+		mark(&inv)
 		return tx.SetJSON(ik, inv)
 	})
 }
