@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/store"
 )
 
 func TestFreeTierByKeyAndIP(t *testing.T) {
@@ -576,5 +577,33 @@ func TestPostpaySettlementReportRetried(t *testing.T) {
 	}
 	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 200 {
 		t.Fatalf("the paid caller is not on credit again: %d %s", r.status, r.raw)
+	}
+}
+
+// TestPostpayAnswerWithheldWhenInvoiceLost: when the provider cannot
+// record that a post-pay call was answered (here the invoice record is
+// gone meanwhile), the caller gets 503 and owes nothing, rather than an
+// answer nobody would ever bill.
+func TestPostpayAnswerWithheldWhenInvoiceLost(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	pub := trusted.Public().(ed25519.PublicKey)
+	h.slow.Store(int64(200 * time.Millisecond))
+	answered := make(chan resp, 1)
+	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
+	h.waitForOpenInvoice(pub)
+	err := h.agent.paywall.ledger.update(func(tx *store.Txn) error {
+		return tx.Scan(store.Key("x", "i", ""), nil, func(k, _ []byte) (bool, error) {
+			return true, tx.Delete(append([]byte(nil), k...))
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-answered
+	if r.status != 503 || r.body["code"] != "unavailable" || r.body["echo"] != nil {
+		t.Fatalf("answer with no invoice recorded: %d %s", r.status, r.raw)
+	}
+	if open, _ := h.agent.paywall.ledger.openInvoice(hex.EncodeToString(pub)); open {
+		t.Fatal("the caller still has an open invoice for a withheld answer")
 	}
 }

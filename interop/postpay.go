@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -71,7 +72,13 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 	}
 	due := p.now().Add(p.cfg.PostpayDue)
 	if err := p.ledger.deliveredInvoice(nonce, due); err != nil {
-		p.log.Error("post-pay: marking an invoice delivered", "invoice", nonce, "err", err)
+		// Served but not owed would be a service without payment: the
+		// answer is withheld, and nothing is owed.
+		p.log.Error("post-pay: marking an invoice delivered failed; the answer is withheld", "invoice", nonce, "err", err)
+		if err := p.ledger.releaseInvoice(pubHex, nonce); err != nil {
+			p.log.Error("post-pay: releasing the invoice of a withheld answer", "invoice", nonce, "err", err)
+		}
+		return true, httpx.ErrUnavailable.With("the provider could not record the invoice, so the answer is withheld and nothing is owed; try again")
 	}
 	BuildChallenge(rec.header, Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: lamports, Nonce: nonce,
 		Resource: "/v1/" + skill, ExpiresAt: due}, "", "")
