@@ -607,3 +607,36 @@ func TestPostpayAnswerWithheldWhenInvoiceLost(t *testing.T) {
 		t.Fatal("the caller still has an open invoice for a withheld answer")
 	}
 }
+
+// TestConcurrentInvoiceChecks: checks running at once (the poller's and
+// another) report an overdue invoice once and drop an unanswered one
+// without failing.
+func TestConcurrentInvoiceChecks(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	pub := trusted.Public().(ed25519.PublicKey)
+	other := identity.GenerateKey().Public().(ed25519.PublicKey)
+	due := h.clock.Now().Add(time.Minute).UnixNano()
+	for _, c := range []struct {
+		pub     ed25519.PublicKey
+		nonce   string
+		pending bool
+	}{{pub, "inv_delivered", false}, {other, "inv_unanswered", true}} {
+		inv := invoiceRec{Caller: identity.EncodePublicKey(c.pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice, Due: due, Pending: c.pending}
+		if ok, err := h.agent.paywall.ledger.reserveInvoice(hex.EncodeToString(c.pub), c.nonce, inv); !ok || err != nil {
+			t.Fatalf("reserve %s: %v %v", c.nonce, ok, err)
+		}
+	}
+	h.clock.Advance(time.Hour)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+		t.Fatalf("reports: %+v", reps)
+	}
+}

@@ -172,6 +172,7 @@ type Paywall struct {
 	now      func() time.Time
 	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per IP
 	running  sync.Map                 // nonces of post-pay invoices whose call is running
+	checking sync.Mutex               // one invoice check at a time (checkInvoices)
 
 	pollMu sync.Mutex // one poll at a time
 	cancel context.CancelFunc

@@ -191,6 +191,8 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 // invoice is judged as it is in the ledger then, not as the scan saw it:
 // a call may be answered, or an invoice paid, meanwhile.
 func (p *Paywall) checkInvoices(ctx context.Context) error {
+	p.checking.Lock()
+	defer p.checking.Unlock()
 	now := p.now().UnixNano()
 	var overdue, unsettled []string
 	err := p.db().View(func(tx *store.Txn) error {
@@ -222,7 +224,9 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 			continue // answered late; owed from its answer
 		}
 		inv, dropped, err := p.ledger.dropIfPending(nonce)
-		if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			continue // released (its call failed), or another check dropped it
+		} else if err != nil {
 			return err
 		}
 		if dropped {
@@ -264,7 +268,10 @@ func (l *ledger) dropIfPending(nonce string) (inv invoiceRec, dropped bool, err 
 // it was filed meanwhile.
 func (p *Paywall) settleReport(ctx context.Context, nonce string) error {
 	var inv invoiceRec
-	if err := p.db().View(func(tx *store.Txn) error { return tx.GetJSON(store.Key("x", "i", nonce), &inv) }); err != nil {
+	err := p.db().View(func(tx *store.Txn) error { return tx.GetJSON(store.Key("x", "i", nonce), &inv) })
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if !inv.Unsettled || !p.report(ctx, inv, false) {
