@@ -11,9 +11,10 @@ import (
 
 // Keyed is a set of token buckets of the same rate and burst, one per key.
 // It keeps at most max buckets: a new key past that first forgets the full
-// buckets (an idle key's, the same as a new one) and, when none is full,
-// all of them (a caller with that many keys busy at once escapes a
-// per-key limit anyway).
+// buckets (an idle key's, the same as a new one) and then, while fewer
+// than an eighth of max are free, arbitrary ones (a caller with that many
+// keys busy at once escapes a per-key limit anyway). So a scan of the
+// buckets is paid for by max/8 new keys at least.
 type Keyed[K comparable] struct {
 	rate  rate.Limit
 	burst int
@@ -44,16 +45,20 @@ func (l *Keyed[K]) Bucket(k K, now time.Time) *rate.Limiter {
 	return b
 }
 
-// forget drops the full buckets, or every bucket when none is full.
+// forget drops the full buckets, then arbitrary ones (in the map's random
+// order) until an eighth of max, at least one, is free.
 func (l *Keyed[K]) forget(now time.Time) {
-	n := len(l.m)
 	for k, b := range l.m {
 		if b.TokensAt(now) >= float64(b.Burst()) {
 			delete(l.m, k)
 		}
 	}
-	if len(l.m) == n {
-		clear(l.m)
+	keep := l.max - max(l.max/8, 1)
+	for k := range l.m {
+		if len(l.m) <= keep {
+			break
+		}
+		delete(l.m, k)
 	}
 }
 

@@ -44,7 +44,28 @@ func TestForgetsFullBucketsFirst(t *testing.T) {
 	l.Bucket(4, now).AllowN(now, 1)
 	l.Bucket(5, now).AllowN(now, 1)
 	l.Bucket(6, now)
-	if l.Len() != 1 {
-		t.Fatalf("%d buckets after every bucket was busy, want 1", l.Len())
+	if l.Len() != 3 {
+		t.Fatalf("%d buckets after every bucket was busy, want 3 (one busy one forgotten)", l.Len())
+	}
+}
+
+// TestBusyBucketsMakeRoomAhead: when every bucket is busy, a new key frees
+// an eighth of them, so the next keys up to that are taken without
+// forgetting (or scanning) anything.
+func TestBusyBucketsMakeRoomAhead(t *testing.T) {
+	now := time.Now()
+	l := NewKeyed[int](rate.Every(time.Hour), 1, 80)
+	for k := range 80 {
+		l.Bucket(k, now).AllowN(now, 1)
+	}
+	l.Bucket(80, now)
+	if l.Len() != 71 {
+		t.Fatalf("%d buckets after a new key met 80 busy ones, want 71", l.Len())
+	}
+	for k := 81; k < 90; k++ {
+		l.Bucket(k, now)
+	}
+	if l.Len() != 80 {
+		t.Fatalf("%d buckets, want 80: keys were forgotten before the room made ahead was used", l.Len())
 	}
 }
