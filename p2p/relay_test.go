@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -147,5 +148,33 @@ func TestRendezvousRegistry(t *testing.T) {
 	r.apply("c", rendezvousRequest{NS: "t"}, later)
 	if len(r.reg) != 0 {
 		t.Fatalf("empty namespaces are dropped: %v", r.reg)
+	}
+}
+
+// TestRendezvousCapCountsLiveRegistrations: a namespace full of
+// registrations that ended (in their grace period) still takes a new
+// live one, in place of the one that ended first; a namespace full of live
+// ones takes no more.
+func TestRendezvousCapCountsLiveRegistrations(t *testing.T) {
+	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
+	now := time.Now()
+	for i := range maxRendezvousPeers {
+		r.apply(peer.ID(fmt.Sprint("old-", i)), rendezvousRequest{NS: "t", Register: true}, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	later := now.Add(RendezvousTTL + 2*time.Second) // all ended, all in their grace period
+	if got := r.apply("new", rendezvousRequest{NS: "t", Register: true}, later); len(got) != 0 {
+		t.Fatalf("ended registrations returned: %d", len(got))
+	}
+	if got := r.apply("c", rendezvousRequest{NS: "t"}, later); !slices.Equal(got, []peer.ID{"new"}) {
+		t.Fatalf("a live registration refused while the namespace held only ended ones: %v", got)
+	}
+	if r.served("t", "old-0", later) || !r.served("t", "old-1", later) {
+		t.Fatal("want the registration that ended first forgotten, the others kept")
+	}
+	for i := range maxRendezvousPeers {
+		r.apply(peer.ID(fmt.Sprint("live-", i)), rendezvousRequest{NS: "t", Register: true}, later)
+	}
+	if got := r.apply("c", rendezvousRequest{NS: "t"}, later); len(got) != maxRendezvousPeers {
+		t.Fatalf("%d live registrations, want %d", len(got), maxRendezvousPeers)
 	}
 }

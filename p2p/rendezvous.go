@@ -80,6 +80,9 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 			peers = map[peer.ID]time.Time{}
 			r.reg[q.NS] = peers
 		}
+		if peers != nil && peers[from].IsZero() && len(peers) >= maxRendezvousPeers {
+			dropEnded(peers, now) // a live registration goes before a grace period
+		}
 		if peers != nil && (len(peers) < maxRendezvousPeers || !peers[from].IsZero()) {
 			peers[from] = now.Add(RendezvousTTL)
 		}
@@ -94,6 +97,21 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 		}
 	}
 	return out
+}
+
+// dropEnded forgets the registration in peers that ended first, if one
+// has ended.
+func dropEnded(peers map[peer.ID]time.Time, now time.Time) {
+	var first peer.ID
+	var end time.Time
+	for p, exp := range peers {
+		if !exp.After(now) && (first == "" || exp.Before(end)) {
+			first, end = p, exp
+		}
+	}
+	if first != "" {
+		delete(peers, first)
+	}
 }
 
 // served reports whether p is registered in ns, or was less than
