@@ -17,6 +17,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -509,7 +510,7 @@ func TestPostpayCallAnsweredWhileInvoicesAreChecked(t *testing.T) {
 func TestPollerFirstStartSkipsHistory(t *testing.T) {
 	h := newHarness(t)
 	h.agent.Close()
-	h.db = memDB(t) // a first start, on a wallet with a history
+	h.db = storetest.DB(t) // a first start, on a wallet with a history
 	old := NewWallet()
 	for i := range 30 {
 		h.pay(old, uint64(1000+i), "tk_from_before")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 const addr = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
@@ -167,7 +168,7 @@ func TestCardOfFreeAndPaidAgents(t *testing.T) {
 		card.Payment.Deposit == nil || card.Skills[0].Pricing[0].Amount != testPrice || card.Skills[1].Pricing[0].Currency != CurrencyFree {
 		t.Fatalf("card %s", r.raw)
 	}
-	free, err := NewAgent(AgentConfig{Card: Card{Name: "f"}, Skills: []Skill{{ID: "s", Handler: func(context.Context, json.RawMessage) (any, error) { return 1, nil }}}}, AgentDeps{DB: memDB(t)})
+	free, err := NewAgent(AgentConfig{Card: Card{Name: "f"}, Skills: []Skill{{ID: "s", Handler: func(context.Context, json.RawMessage) (any, error) { return 1, nil }}}}, AgentDeps{DB: storetest.DB(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -103,7 +104,7 @@ func testPayment(chain *soltest.Chain, wallet string) *PaymentConfig {
 func newHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 	t.Helper()
 	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
-		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: memDB(t)}
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t)}
 	h.chain.SetBlockTime(h.clock.Now().Unix())
 	pc := testPayment(h.chain, h.provider.Address())
 	for _, e := range edit {
@@ -118,7 +119,7 @@ func newHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 func newHarnessOn(t *testing.T, rpcURL, genesis string) *harness {
 	t.Helper()
 	h := &harness{t: t, provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
-		clock: &clock{now: time.Now()}, db: memDB(t)}
+		clock: &clock{now: time.Now()}, db: storetest.DB(t)}
 	h.start(&PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
 		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}})
 	return h
@@ -219,16 +220,6 @@ func (h *harness) withProof(sig solana.Signature, nonce string) resp {
 		hdr = append(hdr, HeaderPaymentNonce, nonce)
 	}
 	return h.call(nil, "POST", "/v1/echo", `{"x":1}`, hdr...)
-}
-
-func memDB(t *testing.T) *store.DB {
-	t.Helper()
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // balance reads the prepaid balance (lamports) of key as its owner.

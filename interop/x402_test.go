@@ -16,6 +16,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -357,7 +358,7 @@ func TestGenesisCheck(t *testing.T) {
 	pc := testPayment(chain, NewWallet().Address())
 	a, err := NewAgent(AgentConfig{Card: Card{Name: "x"}, Payment: pc, Skills: []Skill{{ID: "s",
 		Pricing: Prices{Lamports(1, NetworkDevnet)}, Handler: func(ctx context.Context, _ json.RawMessage) (any, error) { return nil, nil }}}},
-		AgentDeps{DB: memDB(t)})
+		AgentDeps{DB: storetest.DB(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +369,7 @@ func TestGenesisCheck(t *testing.T) {
 	pc.GenesisHash = GenesisMainnet // explicit override, as for a local validator
 	a, _ = NewAgent(AgentConfig{Card: Card{Name: "x"}, Payment: pc, Skills: []Skill{{ID: "s",
 		Pricing: Prices{Lamports(1, NetworkDevnet)}, Handler: func(ctx context.Context, _ json.RawMessage) (any, error) { return nil, nil }}}},
-		AgentDeps{DB: memDB(t)})
+		AgentDeps{DB: storetest.DB(t)})
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatalf("with override: %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 // FuzzServeForward: a forwarded request is untrusted bytes from a peer. Any
@@ -47,7 +49,7 @@ func FuzzValidateCommand(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"at":1,"heartbeat":{"agent_id":"a","reg":1}}`))
 	f.Add([]byte(`{"seq":-1}`))
 	n := &Node{}
-	n.clog = memLog(f)
+	n.clog = storetest.Log(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n.validateCommand(n.dirPeer, data)
 		n.validateCommand(peer.ID("other"), data)

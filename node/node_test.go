@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
-	"github.com/agentmesh/mesh/internal/cmdlog"
-	"github.com/agentmesh/mesh/store"
 )
 
 func testConfig(_ testing.TB, dir string) Config {
@@ -191,20 +189,6 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines before, %d after Close:\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
-}
-
-// memLog is an in-memory canonical log.
-func memLog(t testing.TB) *cmdlog.Log {
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	l, err := cmdlog.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 // TestAnswersNameTheHostWithoutPublicURL: a node listening on every

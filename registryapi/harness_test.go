@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -46,12 +47,7 @@ func (h *harness) seq() uint64 { return h.log.Seq() }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return newHarnessOn(t, db)
+	return newHarnessOn(t, storetest.DB(t))
 }
 
 func newHarnessOn(t testing.TB, db *store.DB) *harness {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
-	"github.com/agentmesh/mesh/store"
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 // TestHeartbeatsStayOutOfTheLog: heartbeats keep an agent online without
@@ -147,11 +147,7 @@ func TestPresenceFollowerAppliesADelete(t *testing.T) {
 // TestPresenceSurvivesDirectoryRestart: flushed beats come back when the
 // directory reopens its store.
 func TestPresenceSurvivesDirectoryRestart(t *testing.T) {
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.DB(t)
 	h := newHarnessOn(t, db)
 	_, tok := h.registerPlain("a1")
 	h.clock.Advance(DefaultOnlineWindow - time.Minute)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 func TestRecordsAreSelfCertifying(t *testing.T) {
@@ -72,7 +73,7 @@ func TestSealer(t *testing.T) {
 
 func memCatalog(t *testing.T) (*Catalog, cmdlog.Proposer) {
 	t.Helper()
-	log := memLog(t)
+	log := storetest.Log(t)
 	return NewCatalog(log), cmdlog.NewLocal(log)
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/p2p"
-	"github.com/agentmesh/mesh/store"
 )
 
 // harness is one node's wall alone: its own directory, a libp2p host on
@@ -32,7 +32,7 @@ type harness struct {
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
-	log := memLog(t)
+	log := storetest.Log(t)
 	host, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Rendezvous: true})
 	if err != nil {
 		t.Fatal(err)
@@ -218,19 +218,4 @@ func vals(kv ...string) url.Values {
 		v.Set(kv[i], kv[i+1])
 	}
 	return v
-}
-
-// memLog is a command log in memory, closed when t ends.
-func memLog(t *testing.T) *cmdlog.Log {
-	t.Helper()
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	log, err := cmdlog.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return log
 }

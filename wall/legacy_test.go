@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 // newClusterV1 makes a cluster as the release before record v2 did
@@ -50,7 +51,7 @@ func entry(t *testing.T, seq uint64, op Op) *cmdlog.Entry {
 // clusters the earlier release created (v1 records), applies what follows,
 // and their tokens and admin tokens keep working.
 func TestReplayV1Records(t *testing.T) {
-	log := memLog(t)
+	log := storetest.Log(t)
 	cat := NewCatalog(log)
 	privV1, privID, privTok, privAdmin := newClusterV1(t, Private, Meta{Name: "old club"})
 	pubV1, pubID, _, pubAdmin := newClusterV1(t, Public, Meta{Name: "old square"})
