@@ -179,6 +179,17 @@ func (h *harness) waitForOpenInvoice(pub ed25519.PublicKey) {
 	})
 }
 
+// callOnCredit starts a post-pay call by key to a skill that takes slow,
+// and returns its answer to come once its invoice is open.
+func (h *harness) callOnCredit(key ed25519.PrivateKey, slow time.Duration) <-chan resp {
+	h.t.Helper()
+	h.slow.Store(int64(slow))
+	answered := make(chan resp, 1)
+	go func() { answered <- h.call(key, "POST", "/v1/echo", `{}`) }()
+	h.waitForOpenInvoice(key.Public().(ed25519.PublicKey))
+	return answered
+}
+
 // newPostpayHarness is an agent that serves callers scoring 0.8 or more
 // on credit, invoices due in an hour, and a caller whose agent scores 0.9.
 func newPostpayHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
@@ -438,11 +449,7 @@ func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
 // it gets is due PostpayDue after the answer, and only then reported.
 func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
 	h, trusted := newPostpayHarness(t)
-	pub := trusted.Public().(ed25519.PublicKey)
-	h.slow.Store(int64(500 * time.Millisecond))
-	answered := make(chan resp, 1)
-	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
-	h.waitForOpenInvoice(pub)
+	answered := h.callOnCredit(trusted, 500*time.Millisecond)
 	h.clock.Advance(2 * time.Hour) // the call runs past its first due time
 	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
 		t.Fatal(err)
@@ -483,10 +490,7 @@ func TestPostpayCallAnsweredWhileInvoicesAreChecked(t *testing.T) {
 	if ok, err := h.agent.paywall.ledger.reserveInvoice(hex.EncodeToString(other), "inv_--first", inv); !ok || err != nil {
 		t.Fatalf("reserve: %v %v", ok, err)
 	}
-	h.slow.Store(int64(300 * time.Millisecond))
-	answered := make(chan resp, 1)
-	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
-	h.waitForOpenInvoice(pub)
+	answered := h.callOnCredit(trusted, 300*time.Millisecond)
 	h.clock.Advance(2 * time.Hour)
 	var r resp
 	h.reg.beforeReport = func() { r, h.reg.beforeReport = <-answered, nil } // the call ends meanwhile
@@ -588,10 +592,7 @@ func TestPostpaySettlementReportRetried(t *testing.T) {
 func TestPostpayAnswerWithheldWhenInvoiceLost(t *testing.T) {
 	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
-	h.slow.Store(int64(200 * time.Millisecond))
-	answered := make(chan resp, 1)
-	go func() { answered <- h.call(trusted, "POST", "/v1/echo", `{}`) }()
-	h.waitForOpenInvoice(pub)
+	answered := h.callOnCredit(trusted, 200*time.Millisecond)
 	err := h.agent.paywall.ledger.update(func(tx *store.Txn) error {
 		return tx.Scan(store.Key("x", "i", ""), nil, func(k, _ []byte) (bool, error) {
 			return true, tx.Delete(append([]byte(nil), k...))

@@ -132,6 +132,19 @@ func (c *wsClient) send(v any) {
 	}
 }
 
+// say sends text from c, checks that rx receives it and that c's ack
+// counts delivered sockets.
+func (c *wsClient) say(text string, rx *wsClient, delivered int) {
+	c.t.Helper()
+	c.send(text)
+	if f := rx.next("message"); f["payload"] != text {
+		c.t.Fatalf("got %v, want the message %q", f, text)
+	}
+	if a := c.next("ack"); a["delivered"] != float64(delivered) {
+		c.t.Fatalf("ack of %q: %v, want %d delivered", text, a, delivered)
+	}
+}
+
 // createCluster creates a cluster through n and returns the response.
 func createCluster(t *testing.T, n *Node, body string) map[string]any {
 	t.Helper()

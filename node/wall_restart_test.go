@@ -35,18 +35,6 @@ func TestWallBootstrapRestart(t *testing.T) {
 		return false
 	}, "alice's welcome on the restarted bootstrap never listed bob")
 
-	alice.send("back again")
-	if f := bob.next("message"); f["payload"] != "back again" {
-		t.Fatalf("bob got %v", f)
-	}
-	if a := alice.next("ack"); a["delivered"] != 1.0 {
-		t.Fatalf("alice's ack: %v", a)
-	}
-	bob.send("welcome back")
-	if f := alice.next("message"); f["payload"] != "welcome back" {
-		t.Fatalf("alice got %v", f)
-	}
-	if a := bob.next("ack"); a["delivered"] != 1.0 {
-		t.Fatalf("bob's ack: %v", a)
-	}
+	alice.say("back again", bob, 1)
+	bob.say("welcome back", alice, 1)
 }

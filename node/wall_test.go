@@ -225,13 +225,7 @@ func TestWallVisibilityAcrossNodes(t *testing.T) {
 	if w := late.next("welcome"); fmt.Sprint(w["online"]) != "[late obs priv pub]" {
 		t.Fatalf("late welcome: %v", w["online"])
 	}
-	obs.send("anyone?")
-	if f := ghost.next("message"); f["payload"] != "anyone?" {
-		t.Fatalf("ghost on another node: %v", f)
-	}
-	if a := obs.next("ack"); a["delivered"] != 3.0 { // pub, priv, late; not the ghost
-		t.Fatalf("ack across nodes: %v", a)
-	}
+	obs.say("anyone?", ghost, 3) // delivered to pub, priv, late; not the ghost
 	// d serves nobody in the cluster; it asks the nodes that do.
 	_, v := call(t, d, "GET", "/v1/clusters/"+id, "")
 	got := v["cluster"].(map[string]any)
@@ -323,13 +317,7 @@ func TestWallRelayedChat(t *testing.T) {
 		bob.conn.Close(websocket.StatusNormalClosure, "")
 		return false
 	}, "bob never saw alice across the relay")
-	alice.send("through the relay")
-	if f := bob.next("message"); f["payload"] != "through the relay" {
-		t.Fatalf("bob got %v", f)
-	}
-	if a := alice.next("ack"); a["delivered"] != 1.0 {
-		t.Fatalf("ack through the relay: %v", a)
-	}
+	alice.say("through the relay", bob, 1)
 	bob.send(map[string]any{"to": "alice", "payload": "and back"})
 	if f := alice.next("message"); f["payload"] != "and back" {
 		t.Fatalf("alice got %v", f)
