@@ -132,7 +132,11 @@ func (r *room) publishMessage(w *wireMsg) error {
 		return errRoomClosed
 	}
 	w.Epoch, w.Seq = r.epoch, r.seq.Add(1)
-	return r.publish(*w)
+	if err := r.publish(*w); err != nil {
+		r.seq.Add(^uint64(0)) // not sent: the next message takes its number
+		return err
+	}
+	return nil
 }
 
 // fanOutLocked queues message w to the local sockets it addresses, but

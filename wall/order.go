@@ -27,12 +27,9 @@ const maxHeld = 1024
 // last Seq sent, and waits (passed) until those messages are delivered,
 // or given up on after orderWindow (expect).
 type sequencer struct {
-	epoch uint64
-	// gone are the node's rooms before epoch, newest first: a message of
-	// one that comes after the next room started is late.
-	gone [4]uint64
-	next uint64 // the next Seq due; 0 when not known yet
-	held []held // sorted by Seq
+	epoch uint64 // the node's room whose messages are in order here
+	next  uint64 // the next Seq due; 0 when not known yet
+	held  []held // sorted by Seq
 	// until is the last Seq that a word waiting since untilAt says was
 	// sent; 0 when no word waits.
 	until   uint64
@@ -71,28 +68,25 @@ func (q *sequencer) start(epoch, seq uint64, whole bool, now time.Time) []*wireM
 }
 
 // switchTo goes on to the node's room of epoch: what the room before left
-// waiting goes on (it is returned), and what it sends from now on is late.
+// waiting goes on (it is returned).
 func (q *sequencer) switchTo(epoch uint64) []*wireMsg {
 	ready := q.drain()
-	if q.epoch != 0 {
-		copy(q.gone[1:], q.gone[:])
-		q.gone[0] = q.epoch
-	}
 	q.epoch, q.next, q.until = epoch, 0, 0
 	return ready
 }
 
-// ended reports whether epoch is of a room of the node that the sequencer
-// went on from.
+// ended reports whether epoch is of a room the node replaced since the
+// one the sequencer follows: a node's rooms have increasing epochs
+// (Service.nextEpoch), so a message of an earlier one is late.
 func (q *sequencer) ended(epoch uint64) bool {
-	return epoch != 0 && slices.Contains(q.gone[:], epoch)
+	return epoch < q.epoch
 }
 
 // add takes message w, which came at now, and returns the messages to
 // deliver now, in order, and whether w came too late to be delivered.
 func (q *sequencer) add(w *wireMsg, now time.Time) (ready []*wireMsg, late bool) {
 	if q.ended(w.Epoch) {
-		return nil, true // its room's successor sent messages that went on
+		return nil, true // its room's successor is followed already
 	}
 	if w.Epoch != q.epoch {
 		ready = q.switchTo(w.Epoch)
@@ -114,7 +108,7 @@ func (q *sequencer) add(w *wireMsg, now time.Time) (ready []*wireMsg, late bool)
 // for that are still missing are taken as lost.
 func (q *sequencer) release(now time.Time) []*wireMsg {
 	var out []*wireMsg
-	if q.until >= q.next && now.Sub(q.untilAt) >= orderWindow {
+	if q.until > 0 && q.until >= q.next && now.Sub(q.untilAt) >= orderWindow {
 		for len(q.held) > 0 && q.held[0].w.Seq <= q.until {
 			out = append(out, q.pop())
 		}
@@ -145,7 +139,8 @@ func (q *sequencer) pop() *wireMsg {
 // given up on: a word of the node that says seq was its last goes on.
 func (q *sequencer) passed(epoch, seq uint64) bool {
 	// Another epoch: the sequencer went on to the node's next room, and
-	// delivered what the earlier one sent (add).
+	// delivered what the earlier one sent (switchTo); or the word is of a
+	// room whose messages it does not follow, and nothing is to wait for.
 	return seq == 0 || epoch != q.epoch || (q.next != 0 && q.next > seq)
 }
 

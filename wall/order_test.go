@@ -66,6 +66,19 @@ func TestSequencer(t *testing.T) {
 			{epoch: 1, seq: 2, late: true},
 			{epoch: 2, seq: 2, want: []uint64{2}},
 		}},
+		{"a message of an earlier room come late leaves the current one alone", []step{
+			{epoch: 5, seq: 1, want: []uint64{1}},
+			{epoch: 3, seq: 7, late: true},
+			{epoch: 5, seq: 2, want: []uint64{2}},
+		}},
+		{"a message before the snapshot goes on at once", []step{
+			{epoch: 1, seq: 1, want: []uint64{1}},
+			{epoch: 1, seq: 2, want: []uint64{2}},
+		}},
+		{"held before the snapshot, released by it", []step{
+			{epoch: 1, seq: 5},
+			{epoch: 1, start: 5, want: []uint64{5}},
+		}},
 		{"unknown start waits out the window", []step{
 			{epoch: 1, seq: 8},
 			{epoch: 1, seq: 7},

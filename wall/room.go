@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -69,7 +68,7 @@ func topicName(id string) string { return "mesh/wall/1/" + id }
 func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
-		epoch:      mrand.Uint64() | 1,
+		epoch:      svc.nextEpoch(),
 		sendLimit:  rate.NewLimiter(rate.Limit(svc.cfg.RoomRate), max(1, int(2*svc.cfg.RoomRate))),
 		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
 	if !cl.Public() {
@@ -318,8 +317,10 @@ func (r *room) roomForLocked(h, vis string) error {
 }
 
 // dismiss removes sk and tells the cluster when its handle went offline
-// here; it reports whether the room is now empty.
-func (r *room) dismiss(sk *socket) (empty bool) {
+// here. It reports whether sk was the room's last socket: the room is then
+// closed (a socket arriving meanwhile waits for the next room), and its
+// goodbye, not a leave, tells the cluster.
+func (r *room) dismiss(sk *socket) (last bool) {
 	var leave *wireMsg
 	r.change(sk, func(touch func(string)) {
 		if _, in := r.sockets[sk]; in {
@@ -327,12 +328,13 @@ func (r *room) dismiss(sk *socket) (empty bool) {
 		}
 		touch(sk.handle)
 		leave = r.removeLocked(sk)
-		empty = len(r.sockets) == 0
+		if len(r.sockets) == 0 {
+			last, leave = !r.closed, nil // the goodbye tells the cluster
+			r.closed = true
+		}
 	})
-	if !empty {
-		r.publishDelta(leave)
-	}
-	return empty
+	r.publishDelta(leave)
+	return last
 }
 
 // shutdown stops the room's work and leaves the topic; with goodbye, the

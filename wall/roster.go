@@ -191,8 +191,8 @@ func newRemoteNode() *remoteNode {
 func (r *room) setRoster(p peer.ID, ro roster) {
 	r.change(nil, func(touch func(string)) {
 		n := r.knowLocked(p)
-		if n == nil || n.order.ended(ro.Epoch) {
-			return // no room for its view, or the node's room has been replaced since
+		if n == nil {
+			return
 		}
 		now := time.Now()
 		r.deliverReadyLocked(p, n, n.order.start(ro.Epoch, ro.Seq, r.listening(), now))
@@ -238,8 +238,9 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 	fetch := false
 	r.change(nil, func(touch func(string)) {
 		n := r.nodeLocked(p)
-		if n == nil || time.Now().Before(n.refused) || (w.Epoch == n.epoch && w.Rev <= n.rev) {
-			return // no room for its view, the view is refused, or has it already
+		if n == nil || time.Now().Before(n.refused) || (w.Epoch == n.epoch && w.Rev <= n.rev) ||
+			w.Epoch < n.epoch || n.order.ended(w.Epoch) {
+			return // no room for its view, the view is refused, has it already, or it is of a room replaced since
 		}
 		if len(n.pending) >= maxPending {
 			clear(n.pending)
@@ -272,6 +273,11 @@ func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
 		switch {
 		case w.Epoch != 0 && w.Epoch != n.epoch:
 			n.bye = nil // the goodbye of a room the node has replaced
+		case n.order.ended(w.Epoch):
+			// The node's next room is followed already: only this room's
+			// members go, and what the next one sent stays.
+			n.bye = nil
+			r.clearViewLocked(n, touch)
 		case n.order.passed(w.Epoch, w.Seq):
 			r.dropLocked(p, n, touch)
 			return
@@ -305,8 +311,8 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 		n.rev++
 	}
 	for rev, w := range n.pending {
-		if rev <= n.rev || w.Epoch != n.epoch {
-			delete(n.pending, rev)
+		if w.Epoch < n.epoch || (w.Epoch == n.epoch && rev <= n.rev) {
+			delete(n.pending, rev) // applied, or of a room replaced since; a later room's wait for its snapshot
 		}
 	}
 }

@@ -327,3 +327,47 @@ func TestRosterRepairWaitsForMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestNextRoomOutlivesTheOneBefore: what a node's replaced room says late
+// (its goodbye, a join) leaves alone what its next room sent; and a join
+// of the next room that comes before the snapshot waits for it.
+func TestNextRoomOutlivesTheOneBefore(t *testing.T) {
+	const p = peer.ID("node-b")
+	a, b := member{Agent: "a", Vis: VisPublic}, member{Agent: "b", Vis: VisPublic}
+	msg := func(epoch, seq uint64) *wireMsg {
+		return &wireMsg{T: wireMessage, ID: fmt.Sprint("m", epoch, seq), From: "b", TS: 1, Payload: []byte(`"hi"`), Epoch: epoch, Seq: seq}
+	}
+	online := func(r *room, h string) bool { _, ok := r.presentLocked(h); return ok }
+
+	t.Run("a late goodbye of the room before", func(t *testing.T) {
+		r := viewRoom()
+		r.setRoster(p, roster{Epoch: 7, Rev: 1, Members: []member{a}})
+		r.deliverRemote(p, msg(9, 2)) // the next room's: held for its first message
+		r.bye(p, &wireMsg{T: wireBye, Epoch: 7})
+		n := r.remote[p]
+		if n == nil || online(r, "a") {
+			t.Fatal("want the room before's members gone and the node kept")
+		}
+		if len(n.order.held) != 1 || n.order.epoch != 9 {
+			t.Fatalf("the next room's held message was dropped with the goodbye: %+v", n.order)
+		}
+	})
+	t.Run("a join of the next room before its snapshot", func(t *testing.T) {
+		r := viewRoom()
+		r.setRoster(p, roster{Epoch: 7, Rev: 1, Members: []member{a}})
+		r.delta(p, &wireMsg{T: wireJoin, Member: &b, Epoch: 9, Rev: 2}) // the snapshot (rev 1) is fetched
+		r.deliverRemote(p, msg(7, 1))                                   // meanwhile
+		r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{a}})
+		if !online(r, "b") {
+			t.Fatal("the join that came ahead of the snapshot was lost")
+		}
+	})
+	t.Run("a late join of the room before", func(t *testing.T) {
+		r := viewRoom()
+		r.setRoster(p, roster{Epoch: 9, Rev: 1, Members: []member{b}})
+		r.delta(p, &wireMsg{T: wireJoin, Member: &a, Epoch: 7, Rev: 1})
+		if n := r.remote[p]; n.fetching || online(r, "a") {
+			t.Fatal("a join of a replaced room was taken, or fetched a roster")
+		}
+	})
+}

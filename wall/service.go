@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -23,8 +24,10 @@ const (
 	// receiptProtoV1 carries one receipt per stream, from nodes of the
 	// release before receipts were batched.
 	receiptProtoV1 = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
-	maxRosterReq   = maxRoster*(maxHandleLen+maxDIDLen+32) + 4096
-	maxRosterResp  = maxRosterReq
+	// A roster travels as JSON, base64 inside the request's JSON: twice
+	// its members' worst case covers both.
+	maxRosterReq  = 2 * (maxRoster*(maxHandleLen+maxDIDLen+64) + 4096)
+	maxRosterResp = maxRosterReq
 )
 
 // Service is the wall on one node.
@@ -41,9 +44,23 @@ type Service struct {
 	rooms  map[string]*room
 	closed bool
 
+	epoch        atomic.Uint64     // the last room's (nextEpoch)
 	receipts     receiptQueues     // receipts waiting for other nodes
 	events       chan pendingEvent // history events for the directory
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
+}
+
+// nextEpoch returns the epoch of a new room: the time in microseconds, and
+// past the epoch of every room before on this node, so that other nodes
+// tell a node's current room from one it replaced by the larger epoch.
+func (s *Service) nextEpoch() uint64 {
+	for {
+		last := s.epoch.Load()
+		e := max(last+1, uint64(time.Now().UnixMicro()))
+		if s.epoch.CompareAndSwap(last, e) {
+			return e
+		}
+	}
 }
 
 // New checks cfg and returns the wall; it starts nothing.
@@ -196,14 +213,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 
 // leave takes sk out of its room, closing the room when it was the last.
 func (s *Service) leave(r *room, sk *socket) {
-	if empty := r.dismiss(sk); !empty {
-		return
-	}
-	r.mu.Lock()
-	last := len(r.sockets) == 0 && !r.closed
-	r.closed = r.closed || last
-	r.mu.Unlock()
-	if last {
+	if r.dismiss(sk) {
 		s.retire(r, func() { r.shutdown(true) })
 	}
 }
