@@ -3,8 +3,9 @@ package interop
 import (
 	"time"
 
-	"github.com/agentmesh/mesh/internal/ratelimit"
 	"golang.org/x/time/rate"
+
+	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 // Checking a proof whose signature is not claimed yet costs the provider a

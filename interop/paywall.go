@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentmesh/mesh/internal/ratelimit"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/ratelimit"
 
 	"github.com/gagliardetto/solana-go"
 

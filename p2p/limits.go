@@ -3,10 +3,11 @@ package p2p
 import (
 	"time"
 
-	"github.com/agentmesh/mesh/internal/ratelimit"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
+
+	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 // peerLimits bounds the messages a topic takes from each peer of one

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/mesh/identity"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	record "github.com/libp2p/go-libp2p-record"
@@ -22,6 +21,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agentmesh/mesh/identity"
 )
 
 var loopback = []string{"/ip4/127.0.0.1/tcp/0"}

@@ -3,9 +3,10 @@ package wall
 import (
 	"time"
 
-	"github.com/agentmesh/mesh/internal/ratelimit"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
+
+	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 // peerLimits keeps a token bucket per peer and cluster.

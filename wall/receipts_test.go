@@ -6,9 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/p2p"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // TestReceiptsAreBatched: a burst of receipts for one node reaches it
