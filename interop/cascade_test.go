@@ -260,6 +260,7 @@ func TestClientPaysAndRefuses(t *testing.T) {
 	if card.Payment == nil || card.Payment.Wallet != h.provider.Address() || len(card.Skills) != 2 {
 		t.Fatalf("card %+v", card)
 	}
+	genesisCalls := h.chain.Calls("getGenesisHash")
 	res, err := c.Call(ctx, card, "echo", []byte(`{"hello":"world"}`))
 	if err != nil || res.Status != 200 || res.Lamports != testPrice || res.Signature == "" {
 		t.Fatalf("paid call: %+v %v", res, err)
@@ -300,6 +301,9 @@ func TestClientPaysAndRefuses(t *testing.T) {
 	}
 	if b, err := c.Balance(ctx, card, top.APIKey); err != nil || b.Lamports != top.Lamports-testPrice {
 		t.Fatalf("balance %+v %v", b, err)
+	}
+	if n := h.chain.Calls("getGenesisHash") - genesisCalls; n != 1 {
+		t.Fatalf("the client asked the RPC's genesis hash %d times for a payment and a deposit, want once", n)
 	}
 }
 
@@ -640,5 +644,38 @@ func TestConcurrentInvoiceChecks(t *testing.T) {
 	wg.Wait()
 	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
 		t.Fatalf("reports: %+v", reps)
+	}
+}
+
+// TestNoDefaultWhileTheWalletIsBehind: an overdue invoice is not reported
+// while the poller is still reading a backlog of the wallet's history (the
+// payment may be in it); once it caught up, it is.
+func TestNoDefaultWhileTheWalletIsBehind(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	pub := trusted.Public().(ed25519.PublicKey)
+	inv := invoiceRec{Caller: identity.EncodePublicKey(pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice,
+		Due: h.clock.Now().Add(time.Minute).UnixNano()}
+	l := h.agent.paywall.ledger
+	if ok, err := l.reserveInvoice(hex.EncodeToString(pub), "inv_behind", inv); !ok || err != nil {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	if err := l.setGap(&gapRec{Top: "top", Cursor: "cursor"}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Hour)
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 0 {
+		t.Fatalf("reported a default while the wallet's backlog was unread: %+v", reps)
+	}
+	if err := l.setGap(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+		t.Fatalf("reports once caught up: %+v", reps)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -33,6 +34,7 @@ type Chain struct {
 	transport  *http.Transport
 	commitment rpc.CommitmentType
 	timeout    time.Duration
+	genesis    *atomic.Pointer[string] // the endpoint's genesis hash, once known (shared by atLeast's copies)
 }
 
 // NewChain returns a client of the RPC endpoint url that reads at the given
@@ -54,7 +56,7 @@ func NewChain(url, commitment string, timeout time.Duration) *Chain {
 	}
 	rc := jsonrpc.NewClientWithOpts(url, &jsonrpc.RPCClientOpts{HTTPClient: &http.Client{Transport: tr}})
 	return &Chain{url: url, client: rpc.NewWithCustomRPCClient(rc), transport: tr,
-		commitment: rpc.CommitmentType(commitment), timeout: timeout}
+		commitment: rpc.CommitmentType(commitment), timeout: timeout, genesis: new(atomic.Pointer[string])}
 }
 
 // Close drops idle connections to the RPC endpoint.
@@ -87,12 +89,20 @@ func (c *Chain) call(ctx context.Context, what string, fn func(context.Context) 
 
 // GenesisHash asks the endpoint for its genesis hash.
 func (c *Chain) GenesisHash(ctx context.Context) (string, error) {
+	if g := c.genesis.Load(); g != nil {
+		return *g, nil // a chain's genesis never changes: asked once
+	}
 	var h solana.Hash
 	err := c.call(ctx, "getGenesisHash", func(ctx context.Context) (err error) {
 		h, err = c.client.GetGenesisHash(ctx)
 		return err
 	})
-	return h.String(), err
+	if err != nil {
+		return "", err
+	}
+	g := h.String()
+	c.genesis.Store(&g)
+	return g, nil
 }
 
 // CheckGenesis verifies that the endpoint serves network. want overrides

@@ -113,10 +113,11 @@ func (p *Paywall) pollLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
 	for {
+		// Invoices are judged only on a wallet read up to now: a payment
+		// not seen yet is not a default.
 		if err := p.PollNow(ctx); err != nil && ctx.Err() == nil {
 			p.log.Warn("deposit poll failed; retrying at the next interval", "err", err)
-		}
-		if err := p.checkInvoices(ctx); err != nil && ctx.Err() == nil {
+		} else if err := p.checkInvoices(ctx); err != nil && ctx.Err() == nil {
 			p.log.Warn("post-pay invoice check failed", "err", err)
 		}
 		select {

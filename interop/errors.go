@@ -7,9 +7,10 @@ import (
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
-// Errors a caller of a skill endpoint can see. Every failed payment check is
-// a 402 with its own code, and the 402 body also carries a fresh challenge,
-// so a client always knows how to pay.
+// Errors a caller of a skill endpoint can see. A failed payment check is a
+// 402 with its own code, and the 402 body also carries a fresh challenge,
+// so a client always knows how to pay; proof checks over the rate are 429,
+// and an answer too large to keep for a replay is 410 once gone.
 var (
 	ErrPaymentRequired = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
 	ErrProofMalformed  = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")

@@ -274,10 +274,22 @@ func FuzzOpenNonce(f *testing.F) {
 	f.Add(good[:len(good)-1] + "A")
 	f.Fuzz(func(t *testing.T, nonce string) {
 		terms, err := openNonce(key, NetworkDevnet, addr, nonce, b)
+		if err != nil {
+			return
+		}
 		// Only nonces issued here open; each worker issues its own (random
-		// salt), so the terms, not the string, are what can be compared.
-		if err == nil && (terms.Lamports != 5000 || terms.Expires.Unix() != 1_900_000_000 || terms.Keyed) {
+		// salt), so the terms, not the string, are what can be compared,
+		// and the nonce opens for no other request, wallet or key.
+		if terms.Lamports != 5000 || terms.Expires.Unix() != 1_900_000_000 || terms.Keyed {
 			t.Fatalf("nonce %q opened with terms %+v", nonce, terms)
+		}
+		other := bindingOf("echo", []byte(`{"x":1}`), Caller{})
+		otherKey := bytes.Repeat([]byte{8}, macKeySize)
+		if _, err := openNonce(key, NetworkDevnet, addr, nonce, other); err == nil {
+			t.Fatalf("nonce %q opened for another request", nonce)
+		}
+		if _, err := openNonce(otherKey, NetworkDevnet, addr, nonce, b); err == nil {
+			t.Fatalf("nonce %q opened under another key", nonce)
 		}
 	})
 }

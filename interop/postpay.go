@@ -167,6 +167,9 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 		return err
 	}
 	done, err := p.ledger.recordDeposit(sig, depositRec{Outcome: outcomeInvoice, Lamports: paid.Lamports, At: now}, func(tx *store.Txn) error {
+		if err := tx.GetJSON(ik, &inv); err != nil { // as it is now: a check may have marked it
+			return err
+		}
 		inv.PaidSig, inv.Unsettled = sig, !inv.Reported
 		if err := tx.SetJSON(ik, inv); err != nil {
 			return err
@@ -213,6 +216,11 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if g, err := p.ledger.gap(); err != nil {
+		return err
+	} else if g != nil {
+		overdue = nil // the wallet's backlog is still being read: a payment may be in it
 	}
 	for _, nonce := range unsettled {
 		if err := p.settleReport(ctx, nonce); err != nil {
