@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/agentmesh/mesh/internal/fsx"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -25,12 +27,13 @@ func (n *Node) startHost(ctx context.Context, cfg p2p.Config) error {
 	if remembered != nil {
 		cfg.Listen = remembered
 	}
-	err := n.tryHost(ctx, cfg)
+	err := n.tryHost(ctx, cfg, remembered != nil)
 	if err != nil && remembered != nil {
 		n.log.Warn("cannot listen on the addresses of earlier starts; taking new ports, so peers that knew this node's address must be given the new one",
 			"addrs", remembered, "err", err)
 		cfg.Listen = n.cfg.Listen
-		err = n.tryHost(ctx, cfg)
+		err = n.tryHost(ctx, cfg, false)
+		remembered = nil
 	}
 	if err != nil {
 		return err
@@ -41,13 +44,19 @@ func (n *Node) startHost(ctx context.Context, cfg p2p.Config) error {
 	return nil
 }
 
-func (n *Node) tryHost(ctx context.Context, cfg p2p.Config) error {
+// tryHost starts the host; with all, it fails unless every address of
+// cfg.Listen is bound (libp2p starts when any one is).
+func (n *Node) tryHost(ctx context.Context, cfg p2p.Config, all bool) error {
 	h, err := p2p.New(cfg)
 	if err != nil {
 		return err
 	}
 	if err := h.Start(ctx); err != nil {
 		return err
+	}
+	if got := h.ListenAddrs(); all && len(got) < len(cfg.Listen) {
+		h.Close()
+		return fmt.Errorf("bound %v of %v", got, cfg.Listen)
 	}
 	n.host = h
 	return nil
@@ -81,7 +90,7 @@ func (n *Node) rememberedListen() []string {
 
 func (n *Node) rememberListen() {
 	b, _ := json.Marshal(n.host.ListenAddrs())
-	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, listenFile), b, 0o644); err != nil {
+	if err := fsx.WriteSecret(filepath.Join(n.cfg.DataDir, listenFile), b, true); err != nil { // whole or not at all
 		n.log.Warn("cannot remember the listen addresses; the next start takes new ports", "err", err)
 	}
 }

@@ -258,7 +258,14 @@ func TestListenPortsSurviveRestart(t *testing.T) {
 	}
 	defer ln.Close()
 	n = startNode(t, cfg)
-	if again := n.host.ListenAddrs(); slices.Equal(again, first) || len(again) == 0 {
-		t.Fatalf("with its port taken the node listens on %v", again)
+	moved := n.host.ListenAddrs()
+	if slices.Equal(moved, first) || len(moved) != len(first) || !slices.ContainsFunc(moved, func(a string) bool { return strings.Contains(a, "/tcp/") }) {
+		t.Fatalf("with its TCP port taken the node listens on %v (first start: %v)", moved, first)
+	}
+	// The new ports are remembered.
+	n.Close()
+	n = startNode(t, cfg)
+	if again := n.host.ListenAddrs(); !slices.Equal(again, moved) {
+		t.Fatalf("after moving, a restart listens on %v, want %v", again, moved)
 	}
 }

@@ -210,6 +210,9 @@ func (h *Host) Close() error {
 		if h.h != nil {
 			err = errors.Join(err, h.h.Close())
 		}
+		if h.cfg.Registerer != nil {
+			h.cfg.Registerer.Unregister(h.drops) // a host started again registers it anew
+		}
 	})
 	return err
 }
