@@ -178,3 +178,20 @@ func TestRendezvousCapCountsLiveRegistrations(t *testing.T) {
 		t.Fatalf("%d live registrations, want %d", len(got), maxRendezvousPeers)
 	}
 }
+
+// TestRendezvousSweep: namespaces whose registrations all ended long ago
+// are dropped even when nobody asks about them again.
+func TestRendezvousSweep(t *testing.T) {
+	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
+	now := time.Now()
+	for i := range 5 {
+		ns := fmt.Sprint("t", i)
+		r.apply("a", rendezvousRequest{NS: ns, Register: true}, now)
+		r.apply("a", rendezvousRequest{NS: ns, Unregister: true}, now)
+	}
+	r.apply("b", rendezvousRequest{NS: "live", Register: true}, now.Add(servedGrace))
+	r.sweep(now.Add(servedGrace + time.Second))
+	if len(r.reg) != 1 || r.reg["live"] == nil {
+		t.Fatalf("after the sweep: %v, want only the live namespace", r.reg)
+	}
+}

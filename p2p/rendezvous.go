@@ -65,11 +65,7 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	peers := r.reg[q.NS]
-	for p, exp := range peers {
-		if now.After(exp.Add(servedGrace)) {
-			delete(peers, p)
-		}
-	}
+	prune(peers, now)
 	switch {
 	case q.Unregister:
 		if exp, ok := peers[from]; ok && now.Before(exp) {
@@ -97,6 +93,28 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 		}
 	}
 	return out
+}
+
+// prune forgets the registrations in peers whose grace period is over.
+func prune(peers map[peer.ID]time.Time, now time.Time) {
+	for p, exp := range peers {
+		if now.After(exp.Add(servedGrace)) {
+			delete(peers, p)
+		}
+	}
+}
+
+// sweep prunes every namespace and drops the empty ones: a namespace
+// nobody asks about again would otherwise stay, and count against
+// maxRendezvousNS, for ever.
+func (r *registry) sweep(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ns, peers := range r.reg {
+		if prune(peers, now); len(peers) == 0 {
+			delete(r.reg, ns)
+		}
+	}
 }
 
 // dropEnded forgets the registration in peers that ended first, if one
@@ -132,6 +150,18 @@ func (h *Host) serveRendezvous() {
 			return nil, errors.New("malformed rendezvous request")
 		}
 		return json.Marshal(rendezvousResponse{Peers: h.peerInfos(h.rendezvous.apply(from, q, time.Now()))})
+	})
+	h.goroutine(func() {
+		tick := time.NewTicker(servedGrace)
+		defer tick.Stop()
+		for {
+			select {
+			case <-h.ctx.Done():
+				return
+			case now := <-tick.C:
+				h.rendezvous.sweep(now)
+			}
+		}
 	})
 }
 
