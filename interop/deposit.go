@@ -51,10 +51,9 @@ type BalanceResponse struct {
 	PayerAddress string `json:"payer_address"`
 }
 
+// topup binds a payer to a new api_key. It and balance are served only in
+// deposit mode (Agent.Routes).
 func (p *Paywall) topup(w http.ResponseWriter, r *http.Request) error {
-	if !p.cfg.has(ModeDeposit) {
-		return ErrNoDeposits
-	}
 	c := CallerFrom(r.Context())
 	body, err := httpx.ReadBody(w, r, 4<<10)
 	if err != nil {
@@ -86,9 +85,6 @@ func (p *Paywall) topup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (p *Paywall) balance(w http.ResponseWriter, r *http.Request) error {
-	if !p.cfg.has(ModeDeposit) {
-		return ErrNoDeposits
-	}
 	key := r.Header.Get(HeaderAPIKey)
 	if key == "" {
 		return ErrAPIKeyUnknown.With("X-Api-Key header required")

@@ -41,7 +41,6 @@ var (
 	ErrBadSig        = httpx.E(http.StatusUnauthorized, "invalid_signature", "Mesh-Sig does not verify")
 	ErrStaleSig      = httpx.E(http.StatusUnauthorized, "stale_signature", "Mesh-Sig timestamp outside the 120 s tolerance")
 	ErrReplay        = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
-	ErrNoDeposits    = httpx.E(http.StatusNotFound, "deposits_disabled", "this agent does not take deposits")
 )
 
 // Errors of configuration and of the client, matched with errors.Is.

@@ -21,7 +21,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) *metrics {
 			Name: "mesh_wall_publish_failures_total", Help: "Messages, presence deltas and beats this node failed to publish on a cluster topic.",
 		}),
 		limited: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mesh_wall_rate_limited_total", Help: "Client frames refused with rate_limited (socket rate, acks awaited, cluster rate).",
+			Name: "mesh_wall_rate_limited_total", Help: "Client frames refused with rate_limited (socket rate, cluster rate).",
 		}),
 	}
 	if reg == nil {

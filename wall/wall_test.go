@@ -547,9 +547,9 @@ func TestInvalidUTF8(t *testing.T) {
 	eventually(t, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 }, "the message that is not UTF-8 was not dropped as invalid")
 }
 
-// TestSendLimits: a socket over its rate, over its acks awaited, or in a
-// cluster over its rate on this node gets rate_limited error frames, and
-// the messages within the limits go on.
+// TestSendLimits: a socket over its rate, or in a cluster over its rate
+// on this node, gets rate_limited error frames, and the messages within
+// the limits go on.
 func TestSendLimits(t *testing.T) {
 	// sendAll sends n messages from each of senders and counts, across
 	// them, the acks and rate_limited errors that come back.

@@ -133,7 +133,7 @@ func benchMeshCmd() *cobra.Command {
 		Short: "Registration propagation and DHT lookups across N in-process nodes",
 		Long: `For each size N, starts N nodes on loopback (a bootstrap and N-1 nodes),
 registers agents through them in turn and reports how long each took to be
-served by every node (p50, max); then looks agents up in the DHT from every
+served by every node (p50, p99, max); then looks agents up in the DHT from every
 ordinary node, bypassing the local directory, and reports the latency.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
