@@ -679,3 +679,35 @@ func TestNoDefaultWhileTheWalletIsBehind(t *testing.T) {
 		t.Fatalf("reports once caught up: %+v", reps)
 	}
 }
+
+// TestClientPaysItsInvoice: a client served on credit pays the invoice
+// within its cap, so the agent settles it and serves it on credit again;
+// without a wallet, the answer names the invoice it owes.
+func TestClientPaysItsInvoice(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	ctx := context.Background()
+	w := NewWallet()
+	h.chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
+	c := &Client{Key: trusted, Wallet: w, Chain: NewChain(h.chain.URL, "", time.Second),
+		MaxLamports: testPrice, Now: h.clock.Now, ProofBackoff: 10 * time.Millisecond}
+	defer c.Chain.Close()
+	card, err := c.Card(ctx, h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil || res.Status != 200 || res.Signature == "" || res.Lamports != testPrice || res.Invoice != nil {
+		t.Fatalf("post-pay call: %+v %v", res, err)
+	}
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Paid || reps[0].Disputed {
+		t.Fatalf("settlement reports: %+v", reps)
+	}
+	c.Wallet = nil
+	res, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil || res.Status != 200 || res.Signature != "" || res.Invoice == nil || res.Invoice.Lamports != testPrice || res.InvoiceReason == "" {
+		t.Fatalf("served on credit again, no wallet: %+v %v", res, err)
+	}
+}

@@ -68,6 +68,11 @@ type Result struct {
 	Signature string
 	// Lamports is what the client paid on chain for this call.
 	Lamports uint64
+	// Invoice is the invoice of an answer served on credit (post-pay)
+	// that the client did not pay, and InvoiceReason why: the caller owes
+	// it by Invoice.ExpiresAt (transfer plus memo = Invoice.Nonce).
+	Invoice       *Offer
+	InvoiceReason string
 }
 
 // PaymentError is returned when a call ends without service in the
@@ -194,7 +199,11 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusPaymentRequired {
-		return result(resp, b)
+		res, err := result(resp, b)
+		if err == nil && resp.Header.Get(HeaderPostpayDue) != "" {
+			c.payInvoice(ctx, card, res)
+		}
+		return res, err
 	}
 	ch, err := ParseChallenge(resp.Header, b)
 	if err != nil {
@@ -222,6 +231,34 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 		res.Lamports = offer.Lamports
 	}
 	return res, err
+}
+
+// payInvoice pays the invoice of an answer served on credit, as it would
+// a challenge (within MaxLamports, to the card's wallet and network); one
+// it does not pay is left in res.Invoice for the caller.
+func (c *Client) payInvoice(ctx context.Context, card *Card, res *Result) {
+	ch, err := ParseChallenge(res.Header, nil)
+	if err != nil || len(ch.Offers) == 0 {
+		res.InvoiceReason = "the answer's invoice is unreadable"
+		return
+	}
+	offer, err := c.choose(card, ch)
+	if err == nil {
+		err = c.checkNetwork(ctx, offer.Network)
+	}
+	var sig solana.Signature
+	if err == nil {
+		payTo, _ := solana.PublicKeyFromBase58(offer.PayTo)
+		sig, err = c.Chain.atLeast(card.Payment.Commitment).Pay(ctx, c.Wallet, payTo, offer.Lamports, offer.Nonce)
+	}
+	if err != nil {
+		res.Invoice, res.InvoiceReason = &ch.Offers[0], err.Error()
+		if !sig.IsZero() && !errors.Is(err, ErrTxExpired) {
+			res.Signature = sig.String() // may still land
+		}
+		return
+	}
+	res.Signature, res.Lamports = sig.String(), offer.Lamports
 }
 
 // CallWithProof calls skill with the proof of a payment already made, as

@@ -132,6 +132,10 @@ func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, s
 	case res.Signature != "":
 		fmt.Fprintf(stderr, "paid %d lamports, transaction %s\n", res.Lamports, res.Signature)
 	}
+	if inv := res.Invoice; inv != nil {
+		fmt.Fprintf(stderr, "served on credit; invoice not paid (%s): %d lamports (%s) to %s on %s, memo %s, due %s\n",
+			res.InvoiceReason, inv.Lamports, interop.FormatCoins(inv.Lamports), inv.PayTo, inv.Network, inv.Nonce, inv.ExpiresAt.Format(time.RFC3339))
+	}
 	if d := res.Header.Get(interop.HeaderDebitedLamports); d != "" {
 		fmt.Fprintf(stderr, "debited %s lamports from the balance, %s left\n", d, res.Header.Get(interop.HeaderBalanceRemaining))
 	}
