@@ -131,6 +131,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
+	// The agent starts before anything is served: its deposit poller
+	// takes its first checkpoint before a top-up can be made.
+	if err := n.startAgent(ctx); err != nil {
+		return err
+	}
 	n.goroutine(func() {
 		if err := n.srv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
@@ -138,9 +143,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
-	}
-	if err := n.startAgent(ctx); err != nil {
-		return err
 	}
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil

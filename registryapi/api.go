@@ -159,8 +159,6 @@ func (a *API) requireSigner(r *http.Request, body []byte) (*SigClaim, error) {
 
 func (a *API) now() time.Time { return a.cfg.Now() }
 
-// handle is an agent's public address on the node the client talks to: its
-// public URL, or the forwarding node's for a forwarded request.
 // handle is the public address of agent id, on the node the client called
 // (httpx.BaseURL: a forwarded request names the node it came through).
 func (a *API) handle(r *http.Request, id string) string {

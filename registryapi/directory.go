@@ -92,7 +92,7 @@ func (d *Directory) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 }
 
 // Committed implements cmdlog.Machine: it drops the cached rows the
-// command may have changed.
+// command may have changed, and the heartbeats of an agent it deleted.
 func (d *Directory) Committed(e *cmdlog.Entry) {
 	var cmd Command
 	if json.Unmarshal(e.Op, &cmd) != nil {

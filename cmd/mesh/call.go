@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -118,8 +119,8 @@ func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, s
 			if o.keyFile == "" {
 				fmt.Fprintln(stderr, "the call was signed by a throw-away key, so this payment cannot be retried")
 			} else {
-				fmt.Fprintf(stderr, "retry without paying again: mesh call %s %s --data '%s' --key %s --proof %s --nonce %s\n",
-					id, skill, o.data, o.keyFile, pe.Signature, pe.Nonce)
+				fmt.Fprintf(stderr, "retry without paying again: mesh call %s %s --data %s --key %s --proof %s --nonce %s\n",
+					id, skill, shellQuote(o.data), shellQuote(o.keyFile), pe.Signature, pe.Nonce)
 			}
 		}
 	}
@@ -175,4 +176,10 @@ func envDuration(name string, def time.Duration) time.Duration {
 		}
 	}
 	return def
+}
+
+// shellQuote quotes s for a POSIX shell, so that a printed command can be
+// pasted whatever s holds.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -89,5 +90,20 @@ func TestCallCommand(t *testing.T) {
 	}
 	if got := chain.Balance(provider.PublicKey()); got != 10_000 {
 		t.Fatalf("provider got %d lamports for two calls", got)
+	}
+}
+
+// TestShellQuote: the retry command mesh call prints after a paid call
+// failed pastes into a shell as the same arguments, whatever the data.
+func TestShellQuote(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`{"text":"it's"}`, `'`, `a b $HOME "q" \n`, ``} {
+		out, err := exec.Command(sh, "-c", "printf %s "+shellQuote(s)).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("%q through the shell: %q %v", s, out, err)
+		}
 	}
 }
