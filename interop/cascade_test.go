@@ -711,3 +711,34 @@ func TestClientPaysItsInvoice(t *testing.T) {
 		t.Fatalf("served on credit again, no wallet: %+v %v", res, err)
 	}
 }
+
+// TestClientKeepsTheProofOfAFailedSkill: when the skill fails after the
+// client paid, the error names the payment, and a retry with it is served
+// without paying again.
+func TestClientKeepsTheProofOfAFailedSkill(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	w := NewWallet()
+	h.chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
+	c := &Client{Key: identity.GenerateKey(), Wallet: w, Chain: NewChain(h.chain.URL, "", time.Second),
+		MaxLamports: testPrice, Now: h.clock.Now, ProofBackoff: 10 * time.Millisecond}
+	defer c.Chain.Close()
+	card, err := c.Card(ctx, h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fail.Store(true)
+	_, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	var pe *PaymentError
+	if !errors.As(err, &pe) || pe.Signature == "" || pe.Nonce == "" {
+		t.Fatalf("a failed skill after paying: %v", err)
+	}
+	h.fail.Store(false)
+	res, err := c.CallWithProof(ctx, card, "echo", []byte(`{}`), pe.Signature, pe.Nonce)
+	if err != nil || res.Status != 200 {
+		t.Fatalf("retry with the proof: %+v %v", res, err)
+	}
+	if got := h.chain.Balance(h.provider.PublicKey()); got != testPrice {
+		t.Fatalf("provider balance %d, want one payment", got)
+	}
+}

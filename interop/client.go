@@ -311,6 +311,11 @@ func (c *Client) sendProof(ctx context.Context, target string, input []byte, sig
 			err = fmt.Errorf("sending the proof: %w", err)
 		case resp.StatusCode == http.StatusTooManyRequests:
 			err = errors.New("the agent limits proof checks; waiting")
+		case resp.StatusCode >= 500:
+			// The skill failed: the agent charged nothing for it, and the
+			// payment stays good for the same request.
+			return nil, fail(fmt.Errorf("the agent answered %d %s; the payment stays good for this request",
+				resp.StatusCode, strings.TrimSpace(string(b))))
 		case resp.StatusCode != http.StatusPaymentRequired:
 			res, err := result(resp, b)
 			if res != nil {
