@@ -248,15 +248,8 @@ func TestPostpay(t *testing.T) {
 func TestClientPaysAndRefuses(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	w := NewWallet()
-	h.chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
-	c := &Client{Key: identity.GenerateKey(), Wallet: w, Chain: NewChain(h.chain.URL, "", time.Second),
-		MaxLamports: testPrice, Now: h.clock.Now, ProofBackoff: 10 * time.Millisecond}
-	defer c.Chain.Close()
-	card, err := c.Card(ctx, h.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := payingClient(t, h, h.chain)
+	card := h.card(c)
 	if card.Payment == nil || card.Payment.Wallet != h.provider.Address() || len(card.Skills) != 2 {
 		t.Fatalf("card %+v", card)
 	}
@@ -686,15 +679,9 @@ func TestNoDefaultWhileTheWalletIsBehind(t *testing.T) {
 func TestClientPaysItsInvoice(t *testing.T) {
 	h, trusted := newPostpayHarness(t)
 	ctx := context.Background()
-	w := NewWallet()
-	h.chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
-	c := &Client{Key: trusted, Wallet: w, Chain: NewChain(h.chain.URL, "", time.Second),
-		MaxLamports: testPrice, Now: h.clock.Now, ProofBackoff: 10 * time.Millisecond}
-	defer c.Chain.Close()
-	card, err := c.Card(ctx, h.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := payingClient(t, h, h.chain)
+	c.Key = trusted
+	card := h.card(c)
 	res, err := c.Call(ctx, card, "echo", []byte(`{}`))
 	if err != nil || res.Status != 200 || res.Signature == "" || res.Lamports != testPrice || res.Invoice != nil {
 		t.Fatalf("post-pay call: %+v %v", res, err)
@@ -718,17 +705,10 @@ func TestClientPaysItsInvoice(t *testing.T) {
 func TestClientKeepsTheProofOfAFailedSkill(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	w := NewWallet()
-	h.chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
-	c := &Client{Key: identity.GenerateKey(), Wallet: w, Chain: NewChain(h.chain.URL, "", time.Second),
-		MaxLamports: testPrice, Now: h.clock.Now, ProofBackoff: 10 * time.Millisecond}
-	defer c.Chain.Close()
-	card, err := c.Card(ctx, h.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := payingClient(t, h, h.chain)
+	card := h.card(c)
 	h.fail.Store(true)
-	_, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	_, err := c.Call(ctx, card, "echo", []byte(`{}`))
 	var pe *PaymentError
 	if !errors.As(err, &pe) || pe.Signature == "" || pe.Nonce == "" {
 		t.Fatalf("a failed skill after paying: %v", err)

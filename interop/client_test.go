@@ -24,6 +24,16 @@ func payingClient(t *testing.T, h *harness, chain *soltest.Chain) *Client {
 	return c
 }
 
+// card fetches the harness agent's card through c.
+func (h *harness) card(c *Client) *Card {
+	h.t.Helper()
+	card, err := c.Card(context.Background(), h.srv.URL)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return card
+}
+
 // waitUntil polls cond for up to 20 s (generous: a loaded machine).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -250,15 +250,18 @@ func (l *ledger) macKey() ([]byte, error) {
 	return l.nonceKey, err
 }
 
-// nonceUsed reports whether a transaction has paid nonce.
-func (l *ledger) nonceUsed(nonce string) (bool, error) {
+// has reports whether the store holds key.
+func (l *ledger) has(key []byte) (bool, error) {
 	var ok bool
 	err := l.db.View(func(tx *store.Txn) (err error) {
-		ok, err = tx.Has(store.Key("x", "n", nonce))
+		ok, err = tx.Has(key)
 		return err
 	})
 	return ok, err
 }
+
+// nonceUsed reports whether a transaction has paid nonce.
+func (l *ledger) nonceUsed(nonce string) (bool, error) { return l.has(store.Key("x", "n", nonce)) }
 
 func (l *ledger) claimOf(sig string) (*claimRec, error) {
 	return getJSON[claimRec](l.db, store.Key("x", "s", sig))
@@ -413,14 +416,8 @@ func (l *ledger) refund(apiKey string, credits uint64) error {
 
 // --- the poller's records ---
 
-func (l *ledger) handled(sig string) (bool, error) {
-	var ok bool
-	err := l.db.View(func(tx *store.Txn) (err error) {
-		ok, err = tx.Has(store.Key("x", "d", sig))
-		return err
-	})
-	return ok, err
-}
+// handled reports whether the poller recorded transaction sig.
+func (l *ledger) handled(sig string) (bool, error) { return l.has(store.Key("x", "d", sig)) }
 
 // recordDeposit stores the outcome for sig and applies it, exactly once:
 // a signature already handled changes nothing. apply runs inside the same

@@ -88,14 +88,7 @@ func (p *Paywall) servePostpay(w http.ResponseWriter, r *http.Request, skill str
 }
 
 // openInvoice reports whether the caller (hex key) has an open invoice.
-func (l *ledger) openInvoice(pubHex string) (bool, error) {
-	var ok bool
-	err := l.db.View(func(tx *store.Txn) (err error) {
-		ok, err = tx.Has(store.Key("x", "o", pubHex))
-		return err
-	})
-	return ok, err
-}
+func (l *ledger) openInvoice(pubHex string) (bool, error) { return l.has(store.Key("x", "o", pubHex)) }
 
 // reserveInvoice stores inv under nonce as the caller's open invoice,
 // unless the caller already has one (ok false, nothing stored).
