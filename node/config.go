@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -67,19 +68,29 @@ type Config struct {
 	Now func() time.Time `json:"-"`
 	// Agent, when set, embeds an agent in the node (see AgentConfig).
 	Agent *AgentConfig `json:"-"`
-	// Wall tunes the cluster wall's timings, queues and rates; zero fields
-	// take the wall's defaults (see wall.Tuning).
+	// WallSocketRate bounds the messages one wall socket sends a second,
+	// WallRoomRate those all the sockets of one cluster on this node send
+	// (bursts of twice the rate); a message over either is refused with a
+	// rate_limited error frame. Zero means unlimited. Other nodes still
+	// take at most Wall.PeerRate messages a second of one cluster from
+	// this node.
+	WallSocketRate float64 `json:"wall_socket_rate"`
+	WallRoomRate   float64 `json:"wall_room_rate"`
+	// Wall tunes the cluster wall's timings and queues; zero fields take
+	// the wall's defaults (see wall.Tuning).
 	Wall wall.Tuning `json:"-"`
 }
 
 // DefaultConfig returns the configuration of `mesh node` without flags.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:      "./mesh-data",
-		HTTPAddr:     "127.0.0.1:7777",
-		Listen:       p2p.DefaultListen,
-		SyncWrites:   true,
-		OnlineWindow: registryapi.DefaultOnlineWindow,
+		DataDir:        "./mesh-data",
+		HTTPAddr:       "127.0.0.1:7777",
+		Listen:         p2p.DefaultListen,
+		SyncWrites:     true,
+		OnlineWindow:   registryapi.DefaultOnlineWindow,
+		WallSocketRate: wall.DefaultSocketRate,
+		WallRoomRate:   wall.DefaultRoomRate,
 	}
 }
 
@@ -127,6 +138,11 @@ func (c *Config) Validate() error {
 	}
 	if c.OnlineWindow < 0 {
 		return errors.New("node: OnlineWindow must not be negative")
+	}
+	for _, r := range []float64{c.WallSocketRate, c.WallRoomRate} {
+		if !(r >= 0) || math.IsInf(r, 0) {
+			return fmt.Errorf("node: wall rate %v: want a finite number of messages a second, or 0 for unlimited", r)
+		}
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")

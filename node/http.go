@@ -44,6 +44,7 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall, err = wall.New(wall.Config{
 		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.dirPeer, PublicURL: n.cfg.PublicURL, Refresh: refresh,
+		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate,
 		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -148,6 +149,9 @@ func TestConfigValidate(t *testing.T) {
 		{DataDir: "x", HTTPAddr: "nonsense"},                    // bad address
 		{InMemory: true, HTTPAddr: ":0", OnlineWindow: -1},      // negative window
 		{InMemory: true, HTTPAddr: ":0", Key: make([]byte, 12)}, // bad key
+		{InMemory: true, HTTPAddr: ":0", WallSocketRate: -1},    // negative rate
+		{InMemory: true, HTTPAddr: ":0", WallRoomRate: math.NaN()},
+		{InMemory: true, HTTPAddr: ":0", WallRoomRate: math.Inf(1)},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)

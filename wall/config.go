@@ -21,13 +21,12 @@ const (
 	DefaultAckWindow       = 2 * time.Second
 	DefaultSyncTimeout     = 2 * time.Second
 	DefaultPingInterval    = 30 * time.Second
-	// A socket may send DefaultSocketRate messages a second, in bursts of
-	// DefaultSocketBurst: more than a person types, enough for an agent
-	// streaming deltas.
-	DefaultSocketRate  = 50
-	DefaultSocketBurst = 100
-	// DefaultRoomRate bounds the messages a node publishes in one cluster
-	// a second, from all its sockets (bursts of twice that).
+	// DefaultSocketRate is what node.DefaultConfig lets one socket send a
+	// second, in bursts of twice that: more than a person types, enough
+	// for an agent streaming deltas.
+	DefaultSocketRate = 50
+	// DefaultRoomRate is what node.DefaultConfig lets all the sockets of
+	// one cluster on a node send a second (bursts of twice that).
 	DefaultRoomRate = 500
 	// DefaultPeerRate bounds the topic messages a node takes a second from
 	// another node in one cluster (bursts of twice that): well above what
@@ -56,14 +55,9 @@ type Tuning struct {
 	SyncTimeout time.Duration
 	// SendQueue is how many frames may wait for a slow client.
 	SendQueue int
-	// SocketRate and SocketBurst bound the messages one socket sends; a
-	// message over them gets a rate_limited error frame.
-	SocketRate  float64
+	// SocketBurst is the burst of Config.SocketRate; zero means twice the
+	// rate.
 	SocketBurst int
-	// RoomRate bounds the messages all sockets of one cluster on this node
-	// send per second (bursts of twice that); a message over it gets a
-	// rate_limited error frame.
-	RoomRate float64
 	// PeerRate is how many topic messages per second a cluster accepts
 	// from one other node (its origin, whoever forwards them), in bursts
 	// of twice that. The excess is dropped; a node that keeps sending
@@ -100,13 +94,8 @@ func (t *Tuning) fill() {
 			*r = v
 		}
 	}
-	defRate(&t.SocketRate, DefaultSocketRate)
-	defRate(&t.RoomRate, DefaultRoomRate)
 	defRate(&t.PeerRate, DefaultPeerRate)
 	defRate(&t.RelayRate, max(DefaultRelayRate, t.PeerRate))
-	if t.SocketBurst <= 0 {
-		t.SocketBurst = DefaultSocketBurst
-	}
 }
 
 // Config configures the wall.
@@ -123,6 +112,13 @@ type Config struct {
 	// a node that is not the directory asks it before answering that a
 	// cluster does not exist (it may have been created a moment ago).
 	Refresh func(ctx context.Context) error
+	// SocketRate bounds the messages one socket sends a second (bursts of
+	// Tuning.SocketBurst), RoomRate those all sockets of one cluster on
+	// this node send (bursts of twice that); a message over either gets a
+	// rate_limited error frame. Zero means unlimited. Other nodes take at
+	// most Tuning.PeerRate a second of a cluster's traffic from this one,
+	// whatever RoomRate says.
+	SocketRate, RoomRate float64
 	Tuning
 	Now        func() time.Time
 	Logger     *slog.Logger
@@ -132,6 +128,9 @@ type Config struct {
 func (c *Config) fill() error {
 	if c.Catalog == nil || c.Log == nil || c.Host == nil {
 		return errors.New("wall: Catalog, Log and Host are required")
+	}
+	if c.SocketRate < 0 || c.RoomRate < 0 {
+		return errors.New("wall: SocketRate and RoomRate must not be negative (zero is unlimited)")
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	c.Tuning.fill()

@@ -277,7 +277,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 		s.wg.Done()
 		return nil // the upgrader answered the client itself
 	}
-	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, &s.cfg.Tuning)
+	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, &s.cfg)
 	// The socket lives on in a goroutine of its own, so that the request's
 	// goroutine, its stack grown by the HTTP machinery, ends here.
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	h := &harness{t: t, host: host, cat: NewCatalog(log)}
 	mux := httpx.NewMux()
 	h.srv = httptest.NewServer(httpx.Recover(nil, mux))
-	cfg := Config{Catalog: h.cat, Log: cmdlog.NewLocal(log), Host: host, PublicURL: h.srv.URL}
+	cfg := Config{Catalog: h.cat, Log: cmdlog.NewLocal(log), Host: host, PublicURL: h.srv.URL,
+		SocketRate: DefaultSocketRate, RoomRate: DefaultRoomRate}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -158,21 +160,28 @@ func (c *client) listen() *client {
 
 func (c *client) next(kind string) map[string]any {
 	c.t.Helper()
+	return c.nextOf(kind)
+}
+
+// nextOf returns the next frame of one of kinds, skipping presence frames;
+// any other frame fails the test.
+func (c *client) nextOf(kinds ...string) map[string]any {
+	c.t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
 		case f, ok := <-c.frames:
 			if !ok {
-				c.t.Fatalf("socket closed while waiting for %s", kind)
+				c.t.Fatalf("socket closed while waiting for %v", kinds)
 			}
-			if f["kind"] == kind {
+			if k, _ := f["kind"].(string); slices.Contains(kinds, k) {
 				return f
 			}
 			if f["kind"] != KindPresence {
-				c.t.Fatalf("want %s, got %v", kind, f)
+				c.t.Fatalf("want %v, got %v", kinds, f)
 			}
 		case <-timeout:
-			c.t.Fatalf("no %s frame within 10s", kind)
+			c.t.Fatalf("no %v frame within 10s", kinds)
 		}
 	}
 }

@@ -39,3 +39,25 @@ func (l *peerLimits) take(p peer.ID, id string, n int) int {
 	}
 	return n
 }
+
+// sendLimiter bounds a sender to perSec messages a second in bursts of
+// burst; perSec 0 lets everything through.
+func sendLimiter(perSec float64, burst int) *rate.Limiter {
+	if perSec == 0 {
+		return rate.NewLimiter(rate.Inf, 0)
+	}
+	return rate.NewLimiter(rate.Limit(perSec), max(1, burst))
+}
+
+// burstOf is the default burst of a rate: twice the rate (capped so that
+// a huge rate converts to an int).
+func burstOf(perSec float64) int { return int(min(2*perSec, 1<<30)) }
+
+// socketBurst is the burst of the socket rate: Tuning.SocketBurst, or
+// twice the rate.
+func (c *Config) socketBurst() int {
+	if c.SocketBurst > 0 {
+		return c.SocketBurst
+	}
+	return burstOf(c.SocketRate)
+}

@@ -109,7 +109,7 @@ func (r *room) admitSend(s *socket, data []byte) (send, error) {
 	cfg := &r.svc.cfg
 	if !s.sendLimit.Allow() {
 		r.svc.metrics.limited.Inc()
-		return send{}, badFrame("rate_limited", "at most %g messages a second from one socket (bursts of %d): this one was not sent", cfg.SocketRate, cfg.SocketBurst)
+		return send{}, badFrame("rate_limited", "at most %g messages a second from one socket (bursts of %d): this one was not sent", cfg.SocketRate, cfg.socketBurst())
 	}
 	snd, err := decodeFrame(data)
 	if err != nil {

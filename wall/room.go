@@ -69,7 +69,7 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch:      svc.nextEpoch(),
-		sendLimit:  rate.NewLimiter(rate.Limit(svc.cfg.RoomRate), max(1, int(2*svc.cfg.RoomRate))),
+		sendLimit:  sendLimiter(svc.cfg.RoomRate, burstOf(svc.cfg.RoomRate)),
 		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
 	if !cl.Public() {
 		r.seal = newSealer(cl.ID, token)

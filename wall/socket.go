@@ -76,9 +76,9 @@ type closing struct {
 	reason string
 }
 
-func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, t *Tuning) *socket {
-	return &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: t.SendQueue,
-		sendLimit: rate.NewLimiter(rate.Limit(t.SocketRate), t.SocketBurst), freed: make(chan struct{}, 1)}
+func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, c *Config) *socket {
+	return &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: c.SendQueue,
+		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), freed: make(chan struct{}, 1)}
 }
 
 func (s *socket) ghost() bool { return s.vis == VisGhost }

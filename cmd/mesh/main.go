@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -41,4 +42,21 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// flagsFromEnv sets each flag of vars (flag name to variable) that the
+// command line left out from its environment variable, parsed as the flag
+// parses its value, so that a malformed value is an error rather than a
+// silent default.
+func flagsFromEnv(f *pflag.FlagSet, vars map[string]string) error {
+	for name, v := range vars {
+		val, ok := os.LookupEnv(v)
+		if !ok || f.Changed(name) {
+			continue
+		}
+		if err := f.Set(name, val); err != nil {
+			return fmt.Errorf("%s=%q: %w", v, val, err)
+		}
+	}
+	return nil
 }

@@ -14,7 +14,11 @@ import (
 	"github.com/agentmesh/mesh/node"
 )
 
-func nodeCmd() *cobra.Command {
+func nodeCmd() *cobra.Command { return newNodeCmd(runNode) }
+
+// newNodeCmd is `mesh node`, handing the configuration its flags and
+// environment make to run.
+func newNodeCmd(run func(context.Context, node.Config) error) *cobra.Command {
 	cfg := node.DefaultConfig()
 	var logLevel string
 	var noSync bool
@@ -25,6 +29,9 @@ func nodeCmd() *cobra.Command {
 token, report and nonce in --data and serves the HTTP API on --http.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), nodeEnv); err != nil {
+				return err
+			}
 			log, err := newLogger(logLevel)
 			if err != nil {
 				return err
@@ -32,7 +39,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 			slog.SetDefault(log)
 			cfg.Logger = log
 			cfg.SyncWrites = !noSync
-			return runNode(cmd.Context(), cfg)
+			return run(cmd.Context(), cfg)
 		},
 	}
 	f := c.Flags()
@@ -46,7 +53,16 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringVar(&cfg.Reachability, "reachability", env("MESH_REACHABILITY", ""), "public, private (behind NAT: use the bootstrap relays) or empty to detect; bootstrap nodes default to public (env MESH_REACHABILITY)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
+	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "messages a second one wall socket may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
+	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second all wall sockets of one cluster on this node may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	return c
+}
+
+// nodeEnv names the environment variables of the `mesh node` flags that
+// flagsFromEnv applies (the others read theirs as their default).
+var nodeEnv = map[string]string{
+	"wall-socket-rate": "MESH_WALL_SOCKET_RATE",
+	"wall-room-rate":   "MESH_WALL_ROOM_RATE",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {

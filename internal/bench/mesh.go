@@ -22,7 +22,7 @@ type Mesh struct {
 // Unthrottled lifts a node's per-socket and per-cluster send limits: the
 // wall benches measure what the node delivers, not its limits on a client.
 func Unthrottled(cfg *node.Config) {
-	cfg.Wall.SocketRate, cfg.Wall.SocketBurst, cfg.Wall.RoomRate = 1e9, 1<<30, 1e9
+	cfg.WallSocketRate, cfg.WallRoomRate = 0, 0
 }
 
 // StartMesh starts n nodes (n >= 1) with in-memory stores on loopback and

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/mesh/node"
+	"github.com/agentmesh/mesh/wall"
+)
+
+// TestNodeWallRateFlags: the wall's rates come from the flags, else from
+// the environment, else the defaults; 0 is unlimited, and a malformed or
+// negative value is an error that names where it came from.
+func TestNodeWallRateFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		env          map[string]string
+		args         []string
+		socket, room float64
+		err          string
+	}{
+		{name: "defaults", socket: wall.DefaultSocketRate, room: wall.DefaultRoomRate},
+		{name: "flags", args: []string{"--wall-socket-rate", "0", "--wall-room-rate", "2500"}, socket: 0, room: 2500},
+		{name: "env", env: map[string]string{"MESH_WALL_SOCKET_RATE": "120", "MESH_WALL_ROOM_RATE": "0"}, socket: 120, room: 0},
+		{name: "flag over env", env: map[string]string{"MESH_WALL_SOCKET_RATE": "120"}, args: []string{"--wall-socket-rate=7"}, socket: 7, room: wall.DefaultRoomRate},
+		{name: "bad env", env: map[string]string{"MESH_WALL_ROOM_RATE": "fast"}, err: "MESH_WALL_ROOM_RATE"},
+		{name: "bad flag", args: []string{"--wall-socket-rate", "lots"}, err: "wall-socket-rate"},
+		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var got node.Config
+			c := newNodeCmd(func(_ context.Context, cfg node.Config) error {
+				got = cfg
+				return cfg.Validate()
+			})
+			c.SetArgs(tc.args)
+			c.SetOut(io.Discard)
+			c.SetErr(io.Discard)
+			err := c.Execute()
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %q", err, tc.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got.WallSocketRate != tc.socket || got.WallRoomRate != tc.room:
+				t.Fatalf("rates %v, %v; want %v, %v", got.WallSocketRate, got.WallRoomRate, tc.socket, tc.room)
+			}
+		})
+	}
+}
