@@ -2,7 +2,9 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/agentmesh/mesh/wall"
 )
 
 // MemoryResult is what idle sockets cost the node's process.
@@ -136,20 +140,27 @@ func rss() uint64 {
 
 // HoldClients opens n sockets at wsURL, which ends in agent=<prefix>, the
 // i-th with handle <prefix><i>; it reads what they are sent until each
-// socket has heard of every member that joined after it (n(n-1)/2
-// presence frames in all), prints "ready" to out, and keeps them open
-// until stop ends (the parent closes our stdin).
+// socket knows every member is online (from its welcome, then presence
+// frames), prints "ready" to out, and keeps them open until stop ends (the
+// parent closes our stdin).
 func HoldClients(ctx context.Context, wsURL string, n int, out io.Writer, stop io.Reader) error {
 	RaiseFileLimit()
-	var frames, closed atomic.Int64
-	read := func(c *websocket.Conn) {
+	var complete, closed atomic.Int64
+	read := func(c *websocket.Conn, welcome []byte) {
 		go func() { // also answers pings
+			known := onlineIn(welcome)
+			counted := false
 			for {
-				if _, _, err := c.Read(ctx); err != nil {
+				if !counted && known == n {
+					counted = true
+					complete.Add(1)
+				}
+				_, data, err := c.Read(ctx)
+				if err != nil {
 					closed.Add(1)
 					return
 				}
-				frames.Add(1)
+				known += presenceChange(data)
 			}
 		}()
 	}
@@ -158,15 +169,36 @@ func HoldClients(ctx context.Context, wsURL string, n int, out io.Writer, stop i
 		return err
 	}
 	defer closeAll(conns)
-	want := int64(n) * int64(n-1) / 2
-	for deadline := time.Now().Add(10 * time.Minute); frames.Load() < want; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Minute); complete.Load() < int64(n); time.Sleep(100 * time.Millisecond) {
 		if k := closed.Load(); k > 0 || time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d presence frames came; the node closed %d sockets", frames.Load(), want, k)
+			return fmt.Errorf("%d of %d sockets heard of every member; the node closed %d sockets", complete.Load(), n, k)
 		}
 	}
 	fmt.Fprintln(out, "ready")
 	io.Copy(io.Discard, stop)
 	return nil
+}
+
+// onlineIn counts the members a welcome frame lists online.
+func onlineIn(welcome []byte) int {
+	var w wall.Frame
+	json.Unmarshal(welcome, &w)
+	return len(w.Online)
+}
+
+// presenceChange is what a frame changes in the count of members online:
+// +1 for a presence frame saying one came online, -1 for one going
+// offline, else 0. A welcome lists who was online, and presence frames
+// follow it only for changes, so the two add up. It looks at the bytes
+// only: n sockets get n(n-1)/2 presence frames.
+func presenceChange(frame []byte) int {
+	if !bytes.HasPrefix(frame, []byte(`{"kind":"presence"`)) {
+		return 0
+	}
+	if bytes.Contains(frame, []byte(`"status":"offline"`)) {
+		return -1
+	}
+	return 1
 }
 
 // RaiseFileLimit lifts the open-files limit to its hard maximum: many

@@ -34,9 +34,9 @@ type receiver struct {
 }
 
 // dial opens n sockets, `parallel` at a time, and waits for each welcome;
-// then, if set, opened(c) takes over reading c (at once: a socket left
-// unread while the others open would fall behind on presence frames).
-func dial(ctx context.Context, n, parallel int, urlOf func(i int) string, opened func(c *websocket.Conn)) ([]*websocket.Conn, error) {
+// then, if set, opened(c, welcome) takes over reading c (at once: a socket
+// left unread while the others open would fall behind on presence frames).
+func dial(ctx context.Context, n, parallel int, urlOf func(i int) string, opened func(c *websocket.Conn, welcome []byte)) ([]*websocket.Conn, error) {
 	conns := make([]*websocket.Conn, n)
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -47,9 +47,10 @@ func dial(ctx context.Context, n, parallel int, urlOf func(i int) string, opened
 		wg.Go(func() {
 			defer func() { <-sem }()
 			c, _, err := websocket.Dial(ctx, urlOf(i), nil)
+			var welcome []byte
 			if err == nil {
 				c.SetReadLimit(1 << 20)
-				_, _, err = c.Read(ctx) // the welcome
+				_, welcome, err = c.Read(ctx)
 			}
 			if err != nil {
 				mu.Lock()
@@ -61,7 +62,7 @@ func dial(ctx context.Context, n, parallel int, urlOf func(i int) string, opened
 			}
 			conns[i] = c
 			if opened != nil {
-				opened(c)
+				opened(c, welcome)
 			}
 		})
 	}
