@@ -75,9 +75,14 @@ in-memory node on a loopback port in this process.`,
 	return c
 }
 
-func startBenchNode(ctx context.Context) (*node.Node, error) {
+// startBenchNode starts an in-memory node on a loopback port, with
+// DefaultConfig as tweaked.
+func startBenchNode(ctx context.Context, tweaks ...func(*node.Config)) (*node.Node, error) {
 	cfg := node.DefaultConfig()
 	cfg.InMemory, cfg.DataDir, cfg.HTTPAddr = true, "", "127.0.0.1:0"
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return nil, err

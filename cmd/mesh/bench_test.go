@@ -3,8 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/mesh/node"
 )
 
 // TestBenchGetAgent runs the load command briefly, twice against the same
@@ -34,4 +41,76 @@ func TestBenchGetAgent(t *testing.T) {
 			t.Fatalf("bench get-agent %v was accepted", bad)
 		}
 	}
+}
+
+// TestBenchWallAgainstANode: the wall benches drive a running node over
+// real sockets with --url, under that node's own send limits: with the
+// default socket rate most of a fast sender's messages are refused and
+// counted, with the limits lifted none are; the fan-out reports the
+// node's memory per connection, and both benches delete their cluster.
+func TestBenchWallAgainstANode(t *testing.T) {
+	limited, err := startBenchNode(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	free, err := startBenchNode(context.Background(), func(c *node.Config) { c.WallSocketRate, c.WallRoomRate = 0, 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free.Close()
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		root := rootCmd()
+		root.SetArgs(append([]string{"bench"}, args...))
+		root.SetOut(&out)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("bench %v: %v", args, err)
+		}
+		return out.String()
+	}
+	fanout := regexp.MustCompile(`(\d+) messages \((\d+) refused\), (\d+) deliveries .* \(0 receivers disconnected\); node memory per connection: `)
+	for _, tc := range []struct {
+		n       *node.Node
+		refused bool
+	}{{limited, true}, {free, false}} {
+		out := run("wall-fanout", "--url", tc.n.URL(), "--receivers", "3", "--size", "64", "--window", "8", "--duration", "400ms")
+		m := fanout.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("wall-fanout: %q", out)
+		}
+		sent, refused, deliveries := atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[3])
+		if deliveries != 3*(sent-refused) || (refused > sent/2) != tc.refused {
+			t.Fatalf("wall-fanout at %s: %d sent, %d refused, %d deliveries to 3 receivers", tc.n.URL(), sent, refused, deliveries)
+		}
+		out = run("wall-latency", "--url", tc.n.URL(), "--rate", "100", "--duration", "300ms", "--size", "64")
+		if !strings.Contains(out, " 0 lost") {
+			t.Fatalf("wall-latency: %q", out)
+		}
+		var catalog struct {
+			Clusters []struct{ Name string } `json:"clusters"`
+		}
+		if err := getJSON(tc.n.URL()+"/v1/clusters", &catalog); err != nil || slices.ContainsFunc(catalog.Clusters, func(c struct{ Name string }) bool { return c.Name == "bench" }) {
+			t.Fatalf("the benches left clusters in the catalog: %v %v", catalog.Clusters, err)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
 }

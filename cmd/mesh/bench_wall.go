@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,19 +16,30 @@ import (
 
 func benchFanoutCmd() *cobra.Command {
 	var o bench.FanoutOptions
+	var url string
 	c := &cobra.Command{
 		Use:   "wall-fanout",
 		Short: "Deliveries per second on one node: one sender, many receivers",
-		Args:  cobra.NoArgs,
+		Long: `Connects --receivers sockets and one ghost sender to a new public cluster
+and sends for --duration, keeping --window messages in flight. Without --url
+it starts an in-memory node in this process with the send limits lifted;
+with --url it drives that node over real sockets, under the node's own
+limits (messages it refuses are counted), reports the node's memory per
+connection from its /metrics, and deletes the cluster at the end.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Receivers < 1 || o.Window < 1 || o.Size < 2 || o.Duration <= 0 {
+				return fmt.Errorf("--receivers and --window must be at least 1, --size at least 2 and --duration positive")
+			}
 			bench.RaiseFileLimit()
-			m, err := bench.StartMesh(cmd.Context(), 1, bench.Unthrottled)
+			urls, done, err := benchNodes(cmd, []string{url}, 1)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			fmt.Fprintf(os.Stderr, "%d receivers, %d-byte messages, %d in flight, %s\n", o.Receivers, o.Size, o.Window, o.Duration)
-			res, err := bench.Fanout(cmd.Context(), m.Nodes[0].URL(), o)
+			defer done()
+			o.Memory = url != ""
+			fmt.Fprintf(os.Stderr, "%d receivers, %d-byte messages, %d in flight, %s, at %s\n", o.Receivers, o.Size, o.Window, o.Duration, urls[0])
+			res, err := bench.Fanout(cmd.Context(), urls[0], o)
 			if err != nil {
 				return err
 			}
@@ -35,47 +48,85 @@ func benchFanoutCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	f.StringVar(&url, "url", "", "base URL of a running node; empty starts an in-memory node")
 	f.IntVar(&o.Receivers, "receivers", 1000, "receiving sockets")
 	f.IntVar(&o.Size, "size", 512, "payload bytes")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "sending time")
 	// A streaming sender keeps several messages in flight; 64 stays well
 	// below a socket's send queue (256), so no receiver is dropped.
-	f.IntVar(&o.Window, "window", 64, "messages in flight (sent, not yet acked)")
+	f.IntVar(&o.Window, "window", 64, "messages in flight (sent, not yet answered)")
 	return c
 }
 
 func benchLatencyCmd() *cobra.Command {
 	var nodes int
+	var urls []string
 	var o bench.LatencyOptions
 	c := &cobra.Command{
 		Use:   "wall-latency",
 		Short: "Send-to-receive latency across nodes: sender on the first, a receiver on each other",
-		Args:  cobra.NoArgs,
+		Long: `Sends --rate messages a second for --duration from one socket and times their
+arrival at a receiver on each other node. Without --url it starts a mesh of
+--nodes in-memory nodes in this process with the send limits lifted (the
+bootstrap only relays the directory). With --url, repeatable, it drives
+running nodes over real sockets: the sender on the first, a receiver on
+each other one (a single --url puts both on that node), under the nodes'
+own limits (messages refused are counted).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := bench.StartMesh(cmd.Context(), nodes, bench.Unthrottled)
+			if o.Rate < 1 || o.Duration <= 0 || nodes < 3 && len(urls) == 0 {
+				return fmt.Errorf("--rate must be at least 1, --duration positive and --nodes at least 3")
+			}
+			bases, done, err := benchNodes(cmd, urls, nodes)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			var bases []string
-			for _, n := range m.Nodes[1:] { // the bootstrap only relays the directory
-				bases = append(bases, n.URL())
+			defer done()
+			if len(bases) == 1 {
+				bases = append(bases, bases[0])
 			}
-			fmt.Fprintf(os.Stderr, "sender on 1 node, receivers on %d others, %d msg/s for %s\n", len(bases)-1, o.Rate, o.Duration)
+			fmt.Fprintf(os.Stderr, "sender on %s, receivers on %v, %d msg/s for %s\n", bases[0], bases[1:], o.Rate, o.Duration)
 			res, err := bench.Latency(cmd.Context(), bases, o)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "cross-node latency:", res)
+			fmt.Fprintln(cmd.OutOrStdout(), "latency:", res)
 			return nil
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&nodes, "nodes", 4, "nodes in the mesh, the bootstrap included (sender and receivers use the others)")
+	f.StringSliceVar(&urls, "url", nil, "base URL of a running node, repeatable: the sender on the first, a receiver on each other; none starts an in-memory mesh")
+	f.IntVar(&nodes, "nodes", 4, "nodes of the in-memory mesh, the bootstrap included (sender and receivers use the others)")
 	f.IntVar(&o.Rate, "rate", 200, "messages per second")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "sending time")
 	f.IntVar(&o.Size, "size", 512, "payload bytes")
 	return c
+}
+
+// benchNodes returns the base URLs a wall bench drives: urls, when given;
+// else those of an in-process mesh of n nodes (with n > 1, all but the
+// bootstrap, which only relays the directory), send limits lifted, which
+// done closes.
+func benchNodes(cmd *cobra.Command, urls []string, n int) ([]string, func(), error) {
+	urls = slices.DeleteFunc(slices.Clone(urls), func(u string) bool { return u == "" })
+	if len(urls) > 0 {
+		for i, u := range urls {
+			urls[i] = strings.TrimRight(u, "/")
+		}
+		return urls, func() {}, nil
+	}
+	m, err := bench.StartMesh(cmd.Context(), n, bench.Unthrottled)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := m.Nodes
+	if n > 1 {
+		nodes = nodes[1:]
+	}
+	for _, nd := range nodes {
+		urls = append(urls, nd.URL())
+	}
+	return urls, m.Close, nil
 }
 
 func benchMemoryCmd() *cobra.Command {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -48,15 +47,16 @@ func (r MemoryResult) String() string {
 // what they cost this process, which runs the node, once every member's
 // arrival has been announced to every socket there before it.
 func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL string, n int) *exec.Cmd) (MemoryResult, error) {
-	id, err := CreateCluster(ctx, base)
+	cl, err := CreateCluster(ctx, base)
 	if err != nil {
 		return MemoryResult{}, err
 	}
+	defer cl.Delete()
 	RaiseFileLimit()
 	before := inUse()
 	debug.FreeOSMemory()
 	rssBefore := rss()
-	cmd := clients(WSURL(base, id, "idle-", nil), n)
+	cmd := clients(WSURL(base, cl.ID, "idle-", nil), n)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -98,23 +98,8 @@ func IdleMemory(ctx context.Context, base string, n int, clients func(wsURL stri
 // openSockets reads how many wall sockets the node at base holds from its
 // metrics.
 func openSockets(ctx context.Context, base string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "mesh_wall_sockets "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
-		}
-	}
-	return 0, fmt.Errorf("no mesh_wall_sockets in %s/metrics", base)
+	m, err := metrics(ctx, base, "mesh_wall_sockets")
+	return int(m["mesh_wall_sockets"]), err
 }
 
 func inUse() uint64 {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,18 +117,69 @@ func postJSON(ctx context.Context, url, body string, hdr http.Header, v any) (in
 	return resp.StatusCode, nil
 }
 
+// Cluster is a public cluster a bench made, to delete when it is done.
+type Cluster struct {
+	ID    string
+	base  string
+	admin string
+}
+
 // CreateCluster creates a public cluster through the node at base.
-func CreateCluster(ctx context.Context, base string) (string, error) {
+func CreateCluster(ctx context.Context, base string) (*Cluster, error) {
 	var v struct {
-		ID string `json:"cluster_id"`
+		ID    string `json:"cluster_id"`
+		Admin string `json:"admin_token"`
 	}
 	if _, err := postJSON(ctx, base+"/v1/clusters", `{"visibility":"public","name":"bench"}`, nil, &v); err != nil {
-		return "", err
+		return nil, err
 	}
 	if v.ID == "" {
-		return "", errors.New("no cluster id in the create response")
+		return nil, errors.New("no cluster id in the create response")
 	}
-	return v.ID, nil
+	return &Cluster{ID: v.ID, base: base, admin: v.Admin}, nil
+}
+
+// Delete deletes the cluster, so that benches against a running node
+// leave nothing in its catalog.
+func (c *Cluster) Delete() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, c.base+"/v1/clusters/"+c.ID, nil)
+	req.Header.Set("X-Cluster-Token", c.admin)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// metrics reads the values of the named unlabelled series from the
+// /metrics of the node at base.
+func metrics(ctx context.Context, base string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	got := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if got[name], err = strconv.ParseFloat(v, 64); err != nil {
+			return nil, fmt.Errorf("%s/metrics: %s: %w", base, name, err)
+		}
+	}
+	for _, n := range names {
+		if _, ok := got[n]; !ok {
+			return nil, fmt.Errorf("no %s in %s/metrics", n, base)
+		}
+	}
+	return got, sc.Err()
 }
 
 // Percentiles of sorted durations.

@@ -86,56 +86,65 @@ type FanoutOptions struct {
 	Receivers int           // sockets receiving
 	Size      int           // payload bytes
 	Duration  time.Duration // measured sending time
-	Window    int           // messages in flight (sent, not yet acked)
+	Window    int           // messages in flight (sent, not yet answered)
+	// Memory reads the node's memory from its /metrics before and after
+	// the receivers connect, and at the end of the sending: for a node in
+	// another process (in this one, the receivers' memory would count).
+	Memory bool
 }
 
 // FanoutResult is what Fanout measured.
 type FanoutResult struct {
 	Messages, Deliveries int64
+	Refused              int64 // messages the node refused (rate_limited, say)
 	Elapsed              time.Duration
 	PerSecond            float64
 	Disconnected         int64 // receivers dropped as slow consumers
+	// PerConn is the node's memory per receiver, when Memory was asked.
+	PerConn *ConnMemory
+}
+
+// ConnMemory is what each connection costs a node: heap and stacks in use
+// (Go's own figures, without a collection first) and resident memory,
+// with the receivers idle and at the end of the sending.
+type ConnMemory struct {
+	IdleInUse, IdleRSS, LoadedInUse, LoadedRSS float64
 }
 
 func (r FanoutResult) String() string {
-	return fmt.Sprintf("%d messages, %d deliveries in %.1fs: %.0f deliveries/s (%d receivers disconnected)",
-		r.Messages, r.Deliveries, r.Elapsed.Seconds(), r.PerSecond, r.Disconnected)
+	s := fmt.Sprintf("%d messages (%d refused), %d deliveries in %.1fs: %.0f deliveries/s (%d receivers disconnected)",
+		r.Messages, r.Refused, r.Deliveries, r.Elapsed.Seconds(), r.PerSecond, r.Disconnected)
+	if m := r.PerConn; m != nil {
+		s += fmt.Sprintf("; node memory per connection: %.1f KiB in use, %.1f KiB resident idle; %.1f KiB, %.1f KiB at the end of the sending",
+			m.IdleInUse/1024, m.IdleRSS/1024, m.LoadedInUse/1024, m.LoadedRSS/1024)
+	}
+	return s
 }
 
 // Fanout measures deliveries per second on one node: one sender, many
 // receivers, all in one cluster. The sender keeps Window messages in
-// flight, paced by acks, which come once every receiver got the frame.
+// flight, paced by their answers: an ack once every receiver got the
+// frame, or an error frame when the node refused it.
 func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, error) {
-	id, err := CreateCluster(ctx, base)
+	cl, err := CreateCluster(ctx, base)
 	if err != nil {
 		return FanoutResult{}, err
 	}
-	conns, err := dial(ctx, o.Receivers, 64, func(i int) string { return WSURL(base, id, "r"+strconv.Itoa(i), nil) }, nil)
+	defer cl.Delete()
+	mem := nodeMemory{base: base, on: o.Memory}
+	if err := mem.read(ctx); err != nil {
+		return FanoutResult{}, err
+	}
+	conns, err := dial(ctx, o.Receivers, 64, func(i int) string { return WSURL(base, cl.ID, "r"+strconv.Itoa(i), nil) }, nil)
 	if err != nil {
 		return FanoutResult{}, err
 	}
 	defer closeAll(conns)
 	var delivered, dropped atomic.Int64
 	for _, c := range conns {
-		go func() {
-			for {
-				_, r, err := c.Reader(ctx)
-				if err != nil {
-					if ctx.Err() == nil && websocket.CloseStatus(err) == websocket.StatusPolicyViolation {
-						dropped.Add(1)
-					}
-					return
-				}
-				var head [32]byte
-				n, _ := io.ReadFull(r, head[:])
-				io.Copy(io.Discard, r)
-				if strings.HasPrefix(string(head[:n]), `{"kind":"message"`) {
-					delivered.Add(1)
-				}
-			}
-		}()
+		go countMessages(ctx, c, &delivered, &dropped)
 	}
-	sender, err := wall.Dial(ctx, WSURL(base, id, "sender", url.Values{"vis": {"ghost"}}))
+	sender, err := wall.Dial(ctx, WSURL(base, cl.ID, "sender", url.Values{"vis": {"ghost"}}))
 	if err != nil {
 		return FanoutResult{}, err
 	}
@@ -143,21 +152,71 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 	if _, err := sender.Next(ctx); err != nil {
 		return FanoutResult{}, err
 	}
-	payload := strings.Repeat("x", o.Size-2) // a JSON string of Size bytes
+	if err := mem.read(ctx); err != nil {
+		return FanoutResult{}, err
+	}
+	res, err := sendPaced(ctx, sender, o)
+	if err != nil {
+		return res, err
+	}
+	// An ack means the node wrote the frame to every socket; the receivers
+	// may still be reading the last ones.
+	for settle := time.Now().Add(5 * time.Second); delivered.Load() < res.Deliveries && time.Now().Before(settle); {
+		time.Sleep(time.Millisecond)
+	}
+	if err := mem.read(ctx); err != nil {
+		return res, err
+	}
+	res.Deliveries, res.Disconnected = delivered.Load(), dropped.Load()
+	res.PerSecond = float64(res.Deliveries) / res.Elapsed.Seconds()
+	res.PerConn = mem.perConn(o.Receivers)
+	return res, nil
+}
+
+// countMessages counts the message frames c reads, and whether the node
+// dropped it as a slow consumer.
+func countMessages(ctx context.Context, c *websocket.Conn, delivered, dropped *atomic.Int64) {
+	for {
+		_, r, err := c.Reader(ctx)
+		if err != nil {
+			if ctx.Err() == nil && websocket.CloseStatus(err) == websocket.StatusPolicyViolation {
+				dropped.Add(1)
+			}
+			return
+		}
+		var head [32]byte
+		n, _ := io.ReadFull(r, head[:])
+		io.Copy(io.Discard, r)
+		if strings.HasPrefix(string(head[:n]), `{"kind":"message"`) {
+			delivered.Add(1)
+		}
+	}
+}
+
+// sendPaced sends Size-byte messages from sender for Duration, Window at
+// a time, and waits for the last answers. Its result's Deliveries are
+// those the acks reported.
+func sendPaced(ctx context.Context, sender *wall.Client, o FanoutOptions) (FanoutResult, error) {
+	payload := strings.Repeat("x", max(o.Size-2, 0)) // a JSON string of Size bytes
 	inFlight := make(chan struct{}, o.Window)
-	acks := make(chan error, 1)
-	var acked atomic.Int64 // deliveries the node reported in acks
+	failed := make(chan error, 1)
+	var acked, refused atomic.Int64
 	go func() {
 		for {
 			f, err := sender.Next(ctx)
 			if err != nil {
-				acks <- err
+				failed <- err
 				return
 			}
-			if f.Kind == wall.KindAck {
+			switch f.Kind {
+			case wall.KindAck:
 				acked.Add(int64(f.Delivered))
-				<-inFlight
+			case wall.KindError:
+				refused.Add(1)
+			default:
+				continue
 			}
+			<-inFlight
 		}
 	}()
 	start := time.Now()
@@ -165,7 +224,7 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 	for time.Since(start) < o.Duration {
 		select {
 		case inFlight <- struct{}{}:
-		case err := <-acks:
+		case err := <-failed:
 			return FanoutResult{}, err
 		}
 		if err := sender.Send(ctx, payload); err != nil {
@@ -173,21 +232,45 @@ func Fanout(ctx context.Context, base string, o FanoutOptions) (FanoutResult, er
 		}
 		sent++
 	}
-	for range o.Window { // drain: wait for the last acks
+	for range o.Window { // drain: wait for the last answers
 		select {
 		case inFlight <- struct{}{}:
 		case <-time.After(10 * time.Second):
-			return FanoutResult{}, fmt.Errorf("acks stopped")
+			return FanoutResult{}, fmt.Errorf("answers stopped")
 		}
 	}
-	el := time.Since(start)
-	// An ack means the node wrote the frame to every socket; the receivers
-	// may still be reading the last ones.
-	for settle := time.Now().Add(5 * time.Second); delivered.Load() < acked.Load() && time.Now().Before(settle); {
-		time.Sleep(time.Millisecond)
+	return FanoutResult{Messages: sent, Refused: refused.Load(), Deliveries: acked.Load(), Elapsed: time.Since(start)}, nil
+}
+
+// nodeMemory reads a node's memory from its /metrics (when on), a reading
+// per call of read.
+type nodeMemory struct {
+	base       string
+	on         bool
+	inUse, rss []float64
+}
+
+func (m *nodeMemory) read(ctx context.Context) error {
+	if !m.on {
+		return nil
 	}
-	d := delivered.Load()
-	return FanoutResult{Messages: sent, Deliveries: d, Elapsed: el, PerSecond: float64(d) / el.Seconds(), Disconnected: dropped.Load()}, nil
+	v, err := metrics(ctx, m.base, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "process_resident_memory_bytes")
+	if err != nil {
+		return err
+	}
+	m.inUse = append(m.inUse, v["go_memstats_heap_inuse_bytes"]+v["go_memstats_stack_inuse_bytes"])
+	m.rss = append(m.rss, v["process_resident_memory_bytes"])
+	return nil
+}
+
+// perConn divides the growth since the first reading, at the second and
+// third, among n connections.
+func (m *nodeMemory) perConn(n int) *ConnMemory {
+	if len(m.inUse) < 3 || n == 0 {
+		return nil
+	}
+	per := func(v []float64, i int) float64 { return (v[i] - v[0]) / float64(n) }
+	return &ConnMemory{IdleInUse: per(m.inUse, 1), IdleRSS: per(m.rss, 1), LoadedInUse: per(m.inUse, 2), LoadedRSS: per(m.rss, 2)}
 }
 
 // LatencyOptions configures Latency.
@@ -198,29 +281,32 @@ type LatencyOptions struct {
 }
 
 // LatencyResult is what Latency measured: send-to-receive times over all
-// receivers, and how many messages each receiver got of those sent.
+// receivers, and how many messages each receiver got of those the node
+// took (Sent less Refused).
 type LatencyResult struct {
 	Percentiles
 	Sent     int
+	Refused  int   // messages the sender's node refused (rate_limited, say)
 	Received []int // per receiver
 }
 
 func (r LatencyResult) String() string {
 	lost := 0
 	for _, n := range r.Received {
-		lost += r.Sent - n
+		lost += r.Sent - r.Refused - n
 	}
-	return fmt.Sprintf("%s; %d sent, received per receiver %v, %d lost", r.Percentiles, r.Sent, r.Received, lost)
+	return fmt.Sprintf("%s; %d sent, %d refused, received per receiver %v, %d lost", r.Percentiles, r.Sent, r.Refused, r.Received, lost)
 }
 
 // Latency measures send-to-receive time across nodes: a sender on the
 // first node, one receiver on each of the others, messages at Rate.
 func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResult, error) {
-	id, err := CreateCluster(ctx, bases[0])
+	cl, err := CreateCluster(ctx, bases[0])
 	if err != nil {
 		return LatencyResult{}, err
 	}
-	conns, err := dial(ctx, len(bases)-1, 4, func(i int) string { return WSURL(bases[i+1], id, "rx"+strconv.Itoa(i), nil) }, nil)
+	defer cl.Delete()
+	conns, err := dial(ctx, len(bases)-1, 4, func(i int) string { return WSURL(bases[i+1], cl.ID, "rx"+strconv.Itoa(i), nil) }, nil)
 	if err != nil {
 		return LatencyResult{}, err
 	}
@@ -252,15 +338,20 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 			}
 		})
 	}
-	sender, err := wall.Dial(ctx, WSURL(bases[0], id, "sender", nil))
+	sender, err := wall.Dial(ctx, WSURL(bases[0], cl.ID, "sender", nil))
 	if err != nil {
 		return LatencyResult{}, err
 	}
 	defer sender.Close()
+	var refused atomic.Int64
 	go func() {
 		for {
-			if _, err := sender.Next(ctx); err != nil {
+			f, err := sender.Next(ctx)
+			if err != nil {
 				return
+			}
+			if f.Kind == wall.KindError {
+				refused.Add(1)
 			}
 		}
 	}()
@@ -274,10 +365,11 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 		}
 		sent++
 	}
-	// The last messages land (or are lost).
+	// The last messages land (or are lost), and the last refusals come.
 	for settle := time.Now().Add(2 * time.Second); time.Now().Before(settle); time.Sleep(10 * time.Millisecond) {
+		taken := sent - int(refused.Load())
 		mu.Lock()
-		all := !slices.ContainsFunc(received, func(n int) bool { return n < sent })
+		all := !slices.ContainsFunc(received, func(n int) bool { return n < taken })
 		mu.Unlock()
 		if all {
 			break
@@ -285,5 +377,5 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 	}
 	closeAll(conns)
 	wg.Wait()
-	return LatencyResult{Percentiles: percentiles(samples), Sent: sent, Received: received}, nil
+	return LatencyResult{Percentiles: percentiles(samples), Sent: sent, Refused: int(refused.Load()), Received: received}, nil
 }
