@@ -145,6 +145,8 @@ func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.SendQueue, c.AckWindow, c.SocketRate = 4, 200*time.Millisecond, 0 })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	slow := h.dial(id, vals("agent", "slow")) // never reads
+	// The room admits a socket after the upgrade, in its own goroutine.
+	eventually(t, func() bool { return slowConnected(h, id) }, "the slow consumer never entered the room")
 	alice := h.dial(id, vals("agent", "alice")).listen()
 	alice.next(KindWelcome)
 	bob := h.dial(id, vals("agent", "bob")).listen()
