@@ -64,6 +64,20 @@ type PaymentConfig struct {
 	// PostpayDue is how long a post-pay invoice may stay unpaid before the
 	// provider reports the caller as not settling (default 24 h).
 	PostpayDue time.Duration `json:"postpay_due"`
+	// TopupsPerHourPerIP and TopupsPerHourPerKey bound the accounts POST
+	// /v1/topup creates for one client IP address and for one Mesh-Sig
+	// key: that many an hour, all of them at once at most (defaults 20
+	// and 5). Each account is held in the store, so a stranger must not
+	// make the agent hold them without limit.
+	TopupsPerHourPerIP  int `json:"topups_per_hour_per_ip"`
+	TopupsPerHourPerKey int `json:"topups_per_hour_per_key"`
+	// MaxUnfundedAccounts bounds the accounts awaiting their first deposit
+	// held at once, whoever asked for them (default 10,000).
+	MaxUnfundedAccounts int `json:"max_unfunded_accounts"`
+	// UnfundedAccountTTL is how long an account may await its first
+	// deposit (default 24 h, at least 10 minutes); one never funded is
+	// then removed. A funded account is kept.
+	UnfundedAccountTTL time.Duration `json:"unfunded_account_ttl"`
 }
 
 // Defaults of PaymentConfig.
@@ -73,6 +87,12 @@ const (
 	MinPollInterval     = time.Minute
 	MaxPollInterval     = 5 * time.Minute
 	DefaultPostpayDue   = 24 * time.Hour
+
+	DefaultTopupsPerHourPerIP  = 20
+	DefaultTopupsPerHourPerKey = 5
+	DefaultMaxUnfundedAccounts = 10_000
+	DefaultUnfundedAccountTTL  = 24 * time.Hour
+	MinUnfundedAccountTTL      = 10 * time.Minute
 )
 
 func (c *PaymentConfig) setDefaults() {
@@ -90,6 +110,18 @@ func (c *PaymentConfig) setDefaults() {
 	}
 	if c.PostpayDue == 0 {
 		c.PostpayDue = DefaultPostpayDue
+	}
+	if c.TopupsPerHourPerIP == 0 {
+		c.TopupsPerHourPerIP = DefaultTopupsPerHourPerIP
+	}
+	if c.TopupsPerHourPerKey == 0 {
+		c.TopupsPerHourPerKey = DefaultTopupsPerHourPerKey
+	}
+	if c.MaxUnfundedAccounts == 0 {
+		c.MaxUnfundedAccounts = DefaultMaxUnfundedAccounts
+	}
+	if c.UnfundedAccountTTL == 0 {
+		c.UnfundedAccountTTL = DefaultUnfundedAccountTTL
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeX402}
@@ -135,6 +167,12 @@ func (c *PaymentConfig) Validate() error {
 	if c.PostpayDue < time.Minute {
 		return bad("postpay_due must be at least a minute")
 	}
+	if c.TopupsPerHourPerIP < 0 || c.TopupsPerHourPerKey < 0 || c.MaxUnfundedAccounts < 0 {
+		return bad("topups_per_hour_per_ip, topups_per_hour_per_key and max_unfunded_accounts must not be negative")
+	}
+	if c.UnfundedAccountTTL < MinUnfundedAccountTTL {
+		return bad("unfunded_account_ttl must be at least %s", MinUnfundedAccountTTL)
+	}
 	return nil
 }
 
@@ -172,6 +210,7 @@ type Paywall struct {
 	log      *slog.Logger
 	now      func() time.Time
 	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per IP
+	topups   topupLimits              // top-ups, per IP and per caller key
 	running  sync.Map                 // nonces of post-pay invoices whose call is running
 	checking sync.Mutex               // one invoice check at a time (checkInvoices)
 
@@ -198,6 +237,7 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	return &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
 		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newProofLimits(),
+		topups: newTopupLimits(cfg.TopupsPerHourPerIP, cfg.TopupsPerHourPerKey),
 	}, nil
 }
 
@@ -210,6 +250,9 @@ func (p *Paywall) Start(ctx context.Context) error {
 	}
 	polls := p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil
 	if polls {
+		if err := p.ledger.indexOnce(p.now().Add(p.cfg.UnfundedAccountTTL)); err != nil {
+			return err
+		}
 		if err := p.startCheckpoint(ctx); err != nil {
 			return err
 		}
