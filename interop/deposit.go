@@ -210,13 +210,21 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 	return nil
 }
 
-// forget removes the accounts never funded whose time ended sweepGrace
-// before readTo; every transaction up to readTo is handled, so none of
-// them was paid in time.
+// forget removes the accounts never funded and the retired invoices whose
+// time ended sweepGrace before readTo: every transaction up to readTo is
+// handled, so a transfer to them that landed in time was seen.
 func (p *Paywall) forget(readTo time.Time) error {
-	n, err := p.ledger.sweep(unfundedQueue, readTo.Add(-sweepGrace), dropUnfunded)
+	until := readTo.Add(-sweepGrace)
+	n, err := p.ledger.sweep(unfundedQueue, until, dropUnfunded)
 	if n > 0 {
 		p.log.Info("accounts never funded removed", "count", n)
+	}
+	if err != nil {
+		return err
+	}
+	n, err = p.ledger.sweep(retiredQueue, until, dropRetired)
+	if n > 0 {
+		p.log.Info("settled and defaulted invoices removed after their retention", "count", n)
 	}
 	return err
 }

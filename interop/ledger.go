@@ -24,23 +24,26 @@ import (
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
 //	x/u/<expiry>/<sha256 hex> account awaiting its first deposit, removed after expiry (see sweep)
 //	x/m/unfunded              how many accounts x/u holds
-//	x/m/indexed               the store's older records are queued (indexOnce)
+//	x/m/indexed               the store's older records are indexed (indexOnce)
 //	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
 //	x/m/checkpoint            newest wallet signature the poller has handled
 //	x/m/gap                   a backlog being worked off (gapRec)
 //	x/m/noncekey              the key of x402 nonce MACs (see nonce.go)
 //	x/i/<invoice nonce>       post-pay invoice (invoiceRec)
-//	x/o/<pubkey hex>          the caller's open invoice nonce
+//	x/o/<pubkey hex>          the caller's open (unpaid) invoice nonce
+//	x/w/<invoice nonce>       invoice the check watches: reserved, owed, or its settlement not reported yet
+//	x/r/<removal>/<nonce>     invoice settled or defaulted, removed at its removal time (see postpay.go)
 //	x/g/<pubkey hex>/<nonce>  Mesh-Sig nonce seen on an agent endpoint; TTL 240 s
 //
 // Decisions that must hold across restarts (a signature claimed, a deposit
 // credited) are keys that never expire; TTLs only collect garbage or bound
 // windows whose end is also stored in the value. What may still be paid
-// for (an account awaiting its deposit) is not a TTL key: Badger's TTL
-// follows the wall clock, also while the agent is down or its poller
-// behind, so a deposit that landed in time could find its account gone.
-// It waits in an expiry queue (x/u/<expiry>/<id>, 8-byte big-endian unix
-// ns) that sweep empties once the poller has read the wallet past expiry.
+// (an account awaiting its deposit, a defaulted invoice) is not a TTL
+// key: Badger's TTL follows the wall clock, also while the agent is down
+// or its poller behind, so a transfer that landed in time could find its
+// record gone. It waits in an expiry queue (x/u/, x/r/: <time>/<id>, the
+// time as 8-byte big-endian unix ns) that sweep empties once the poller
+// has read the wallet past that time.
 const (
 	// nonceGrace is how long after its expiry a nonce's proof is still
 	// taken: a payment that landed before expiry but was presented late is
@@ -54,6 +57,7 @@ const (
 	meshNonceTTL   = 240 * time.Second
 	unfundedKey    = "x/m/unfunded"
 	unfundedQueue  = "x/u/"
+	retiredQueue   = "x/r/"
 	indexedKey     = "x/m/indexed"
 	// sweepGrace is how long after its expiry an entry of an expiry queue
 	// stays, counted in the wallet's time read: a transfer that landed
@@ -650,15 +654,22 @@ func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, i
 	}
 }
 
-// indexOnce queues what a store written before the queues existed holds,
-// once (indexedKey marks it done): each account awaiting its first deposit
-// waits until expires. Every step is a no-op when repeated, so a start
-// cut short does the rest at the next.
+// indexOnce indexes what a store written before the indexes existed
+// holds, once (indexedKey marks it done): each account awaiting its first
+// deposit waits in the queue until expires, and every invoice is watched
+// (the next check retires those done with). Every step is a no-op when
+// repeated, so a start cut short does the rest at the next.
 func (l *ledger) indexOnce(expires time.Time) error {
 	if done, err := l.has([]byte(indexedKey)); err != nil || done {
 		return err
 	}
-	err := l.backfill(store.Key("x", "k", ""), func(tx *store.Txn, h string, v []byte) error {
+	err := l.backfill(store.Key("x", "i", ""), func(tx *store.Txn, nonce string, _ []byte) error {
+		return tx.Set(store.Key("x", "w", nonce), nil)
+	})
+	if err != nil {
+		return err
+	}
+	err = l.backfill(store.Key("x", "k", ""), func(tx *store.Txn, h string, v []byte) error {
 		var a accountRec
 		if err := json.Unmarshal(v, &a); err != nil {
 			return err

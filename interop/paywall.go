@@ -78,6 +78,11 @@ type PaymentConfig struct {
 	// deposit (default 24 h, at least 10 minutes); one never funded is
 	// then removed. A funded account is kept.
 	UnfundedAccountTTL time.Duration `json:"unfunded_account_ttl"`
+	// InvoiceRetention is how long a post-pay invoice is kept once it is
+	// settled (paid and reported) or its default reported (default 30
+	// days, at least an hour). Meanwhile a late payment of a default still
+	// settles it and its caller is not served on credit again.
+	InvoiceRetention time.Duration `json:"invoice_retention"`
 }
 
 // Defaults of PaymentConfig.
@@ -93,6 +98,8 @@ const (
 	DefaultMaxUnfundedAccounts = 10_000
 	DefaultUnfundedAccountTTL  = 24 * time.Hour
 	MinUnfundedAccountTTL      = 10 * time.Minute
+	DefaultInvoiceRetention    = 30 * 24 * time.Hour
+	MinInvoiceRetention        = time.Hour
 )
 
 func (c *PaymentConfig) setDefaults() {
@@ -122,6 +129,9 @@ func (c *PaymentConfig) setDefaults() {
 	}
 	if c.UnfundedAccountTTL == 0 {
 		c.UnfundedAccountTTL = DefaultUnfundedAccountTTL
+	}
+	if c.InvoiceRetention == 0 {
+		c.InvoiceRetention = DefaultInvoiceRetention
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeX402}
@@ -172,6 +182,9 @@ func (c *PaymentConfig) Validate() error {
 	}
 	if c.UnfundedAccountTTL < MinUnfundedAccountTTL {
 		return bad("unfunded_account_ttl must be at least %s", MinUnfundedAccountTTL)
+	}
+	if c.InvoiceRetention < MinInvoiceRetention {
+		return bad("invoice_retention must be at least %s", MinInvoiceRetention)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"strconv"
 	"testing"
 	"time"
@@ -162,21 +163,31 @@ func TestUnfundedAccountsExpire(t *testing.T) {
 	}
 }
 
-// TestOlderStoreIsQueued: accounts a store holds from before the expiry
-// queues are queued at the next start, once: one never funded then
-// expires like a new one; a funded one stays.
-func TestOlderStoreIsQueued(t *testing.T) {
+// TestOlderStoreIsIndexed: what a store holds from before the indexes is
+// indexed at the next start, once: an account never funded then expires
+// like a new one, a funded one stays; an invoice still owed is reported
+// when overdue and a settled one is retired.
+func TestOlderStoreIsIndexed(t *testing.T) {
 	h := newHarness(t)
 	h.agent.Close()
 	h.db = storetest.DB(t)
 	owner := identity.GenerateKey()
-	accounts := map[string]accountRec{
-		"tk_unfunded": {Payer: NewWallet().Address(), Owner: identity.EncodePublicKey(owner.Public().(ed25519.PublicKey))},
-		"tk_funded":   {Payer: NewWallet().Address(), Owner: identity.EncodePublicKey(owner.Public().(ed25519.PublicKey)), Credits: 500, Deposited: 500},
+	ownerB64 := identity.EncodePublicKey(owner.Public().(ed25519.PublicKey))
+	due := h.clock.Now().Add(-time.Minute).UnixNano()
+	older := map[string]any{
+		"x/k/" + hashKey("tk_unfunded"): accountRec{Payer: NewWallet().Address(), Owner: ownerB64},
+		"x/k/" + hashKey("tk_funded"):   accountRec{Payer: NewWallet().Address(), Owner: ownerB64, Credits: 500, Deposited: 500},
+		"x/i/inv_owed":                  invoiceRec{Caller: ownerB64, AgentID: "owner-1", Skill: "echo", Lamports: testPrice, Due: due},
+		"x/o/" + hex.EncodeToString(owner.Public().(ed25519.PublicKey)): "inv_owed",
+		"x/i/inv_settled": invoiceRec{Caller: ownerB64, AgentID: "owner-1", Skill: "echo", Lamports: testPrice, Due: due, PaidSig: "sig"},
 	}
 	err := h.db.Update(func(tx *store.Txn) error {
-		for key, a := range accounts {
-			if err := tx.SetJSON(store.Key("x", "k", hashKey(key)), a); err != nil {
+		for k, v := range older {
+			if nonce, ok := v.(string); ok {
+				if err := tx.Set([]byte(k), []byte(nonce)); err != nil {
+					return err
+				}
+			} else if err := tx.SetJSON([]byte(k), v); err != nil {
 				return err
 			}
 		}
@@ -185,13 +196,23 @@ func TestOlderStoreIsQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 { // a second start queues nothing twice
+	for range 2 { // a second start indexes nothing twice
 		h.start(testPayment(h.chain, h.provider.Address()))
 		h.agent.Close()
 	}
 	h.start(testPayment(h.chain, h.provider.Address()))
 	if n := countKeys(t, h.db, unfundedQueue); n != 1 {
 		t.Fatalf("%d accounts queued, want the one never funded", n)
+	}
+	// One check reports the default (the agent's poll loop runs one at
+	// each start too), the next retires it.
+	h.checkInvoices()
+	h.checkInvoices()
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+		t.Fatalf("reports %+v; want the owed invoice's default, once", reps)
+	}
+	if w, n := h.watched(), countKeys(t, h.db, retiredQueue); len(w) != 0 || n != 2 {
+		t.Fatalf("watched %v, %d retired; want both invoices retired", w, n)
 	}
 	h.clock.Advance(DefaultUnfundedAccountTTL + sweepGrace)
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
