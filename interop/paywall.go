@@ -66,9 +66,9 @@ type PaymentConfig struct {
 	PostpayDue time.Duration `json:"postpay_due"`
 	// TopupsPerHourPerIP and TopupsPerHourPerKey bound the accounts POST
 	// /v1/topup creates for one client IP address and for one Mesh-Sig
-	// key: that many an hour, all of them at once at most (defaults 20
-	// and 5). Each account is held in the store, so a stranger must not
-	// make the agent hold them without limit.
+	// key: that many an hour, and no more at once (defaults 20 and 5).
+	// Each account is held in the store, so a stranger must not make the
+	// agent hold them without limit.
 	TopupsPerHourPerIP  int `json:"topups_per_hour_per_ip"`
 	TopupsPerHourPerKey int `json:"topups_per_hour_per_key"`
 	// MaxUnfundedAccounts bounds the accounts awaiting their first deposit
