@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +22,12 @@ import (
 // memo is public on chain, so the api_key alone is not a credential: a call
 // that spends the balance must also carry a Mesh-Sig by the key that asked
 // for the top-up.
+//
+// Each top-up makes the agent hold an account, so top-ups are bounded per
+// client IP address and per caller key (topupLimits) and in total: at most
+// MaxUnfundedAccounts await their first deposit at once. One never funded
+// is removed UnfundedAccountTTL after the top-up, once the poller has read
+// the wallet that far (sweep); a funded one is kept.
 
 // topupRequest is the body of POST /v1/topup.
 type topupRequest struct {
@@ -40,6 +47,8 @@ type TopupResponse struct {
 	Lamports     uint64 `json:"lamports"`
 	MinLamports  uint64 `json:"min_lamports"`
 	Divisor      uint64 `json:"divisor"`
+	// ExpiresAt: an account no deposit was credited to by then is removed.
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // BalanceResponse is the answer of GET /v1/balance.
@@ -72,14 +81,33 @@ func (p *Paywall) topup(w http.ResponseWriter, r *http.Request) error {
 	if req.Lamports == 0 {
 		req.Lamports = p.cfg.CreditDivisor
 	}
-	key, err := p.ledger.newAccount(req.PayerAddress, identity.EncodePublicKey(c.Pubkey), p.now())
-	if err != nil {
+	now := p.now()
+	giveBack, wait := p.topups.take(c.IP, hex.EncodeToString(c.Pubkey), now)
+	if wait > 0 {
+		retryAfter(w, wait)
+		return ErrTopupRateLimited.With("at most %d top-ups an hour from one address and %d from one key; retry after %s",
+			p.cfg.TopupsPerHourPerIP, p.cfg.TopupsPerHourPerKey, wait.Round(time.Second))
+	}
+	expires := now.Add(p.cfg.UnfundedAccountTTL)
+	key, first, err := p.ledger.newAccount(accountRec{Payer: req.PayerAddress, Owner: identity.EncodePublicKey(c.Pubkey),
+		Created: now.UnixNano(), Expires: expires.UnixNano()}, p.cfg.MaxUnfundedAccounts)
+	switch {
+	case err != nil:
+		giveBack()
 		return err
+	case key == "":
+		giveBack()
+		// The first account to go frees its place at the first poll
+		// sweepGrace after its expiry.
+		retryAfter(w, max(first.Add(sweepGrace).Sub(now), 0)+p.cfg.PollInterval)
+		return ErrTooManyUnfunded.With("the agent holds %d accounts awaiting a first deposit, as many as it takes; retry later",
+			p.cfg.MaxUnfundedAccounts)
 	}
 	link := PayLink{Address: p.cfg.Wallet, Lamports: req.Lamports, Label: "topup", Memo: key}
 	httpx.WriteJSON(w, http.StatusCreated, TopupResponse{
 		APIKey: key, ChainPayURL: link.String(), PayerAddress: req.PayerAddress, Network: p.cfg.Network,
 		Wallet: p.cfg.Wallet, Lamports: req.Lamports, MinLamports: p.cfg.DepositMinLamports, Divisor: p.cfg.CreditDivisor,
+		ExpiresAt: expires.UTC(),
 	})
 	return nil
 }
@@ -133,10 +161,12 @@ func (p *Paywall) pollLoop(ctx context.Context) {
 // visible yet) leaves the rest for the next poll. A backlog larger than one
 // poll reads (maxPollPages) is worked off over several polls through a gap
 // cursor: the newest transactions first, then older pages down to the
-// checkpoint, which then jumps to the newest.
+// checkpoint, which then jumps to the newest. A poll that read the wallet
+// up to its start removes what no transfer can reach any more (forget).
 func (p *Paywall) PollNow(ctx context.Context) error {
 	p.pollMu.Lock()
 	defer p.pollMu.Unlock()
+	start := p.now()
 	cp, _, err := p.ledger.checkpoint()
 	if err != nil {
 		return err
@@ -165,10 +195,10 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 	}
 	switch {
 	case g == nil && complete:
-		return nil
+		return p.forget(start)
 	case g == nil: // the first pages of a backlog: remember where to go on
 		return p.ledger.setGap(&gapRec{Top: sigs[0], Cursor: sigs[len(sigs)-1]})
-	case complete: // the gap is closed
+	case complete: // the gap is closed; what landed after its top is read next
 		if err := p.ledger.setCheckpoint(g.Top); err != nil {
 			return err
 		}
@@ -178,6 +208,25 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 		return p.ledger.setGap(g)
 	}
 	return nil
+}
+
+// forget removes the accounts never funded and the retired invoices whose
+// time ended sweepGrace before readTo: every transaction up to readTo is
+// handled, so a transfer to them that landed in time was seen.
+func (p *Paywall) forget(readTo time.Time) error {
+	until := readTo.Add(-sweepGrace)
+	n, err := p.ledger.sweep(unfundedQueue, until, dropUnfunded)
+	if n > 0 {
+		p.log.Info("accounts never funded removed", "count", n)
+	}
+	if err != nil {
+		return err
+	}
+	n, err = p.ledger.sweep(retiredQueue, until, dropRetired)
+	if n > 0 {
+		p.log.Info("settled and defaulted invoices removed after their retention", "count", n)
+	}
+	return err
 }
 
 // startCheckpoint makes a first start begin at the wallet's newest
@@ -296,6 +345,9 @@ func (p *Paywall) credit(sig, apiKey string, paid Paid, now int64) error {
 	done, err := p.ledger.recordDeposit(sig, rec, func(tx *store.Txn) error {
 		var a accountRec
 		if err := tx.GetJSON(key, &a); err != nil {
+			return err
+		}
+		if err := funded(tx, hashKey(apiKey), &a); err != nil {
 			return err
 		}
 		total := addSat(a.Residue, paid.FromLamports)

@@ -9,8 +9,9 @@ import (
 
 // Errors a caller of a skill endpoint can see. A failed payment check is a
 // 402 with its own code, and the 402 body also carries a fresh challenge,
-// so a client always knows how to pay; proof checks over the rate are 429,
-// and an answer too large to keep for a replay is 410 once gone.
+// so a client always knows how to pay; proof checks and top-ups over their
+// limits are 429 with Retry-After, and an answer too large to keep for a
+// replay is 410 once gone.
 var (
 	ErrPaymentRequired = httpx.E(http.StatusPaymentRequired, "payment_required", "payment required")
 	ErrProofMalformed  = httpx.E(http.StatusPaymentRequired, "payment_proof_malformed", "X-Payment-Proof is not a base58 transaction signature")
@@ -34,6 +35,10 @@ var (
 	ErrBalanceEmpty     = httpx.E(http.StatusPaymentRequired, "balance_insufficient", "prepaid balance is lower than the price")
 	ErrProofRateLimited = httpx.E(http.StatusTooManyRequests, "proof_rate_limited",
 		"too many payment proofs from this address were checked on chain; retry in a few seconds")
+	ErrTopupRateLimited = httpx.E(http.StatusTooManyRequests, "topup_rate_limited",
+		"too many top-ups from this address or key; retry after Retry-After seconds")
+	ErrTooManyUnfunded = httpx.E(http.StatusTooManyRequests, "too_many_unfunded_accounts",
+		"the agent holds as many accounts awaiting a first deposit as it takes; retry after Retry-After seconds")
 
 	ErrAPIKeyUnknown = httpx.E(http.StatusUnauthorized, "api_key_unknown", "X-Api-Key is not known to this agent")
 	ErrAPIKeyOwner   = httpx.E(http.StatusUnauthorized, "api_key_owner", "X-Api-Key must be used with a Mesh-Sig by the key that requested it")

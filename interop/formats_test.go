@@ -180,16 +180,27 @@ func TestCardOfFreeAndPaidAgents(t *testing.T) {
 
 func TestAgentConfigRefuses(t *testing.T) {
 	ok := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
+	// paying is an agent whose payment configuration edit changed.
+	paying := func(edit func(*PaymentConfig)) AgentConfig {
+		pc := &PaymentConfig{Network: NetworkDevnet, Wallet: addr, RPCURL: "http://x"}
+		edit(pc)
+		return AgentConfig{Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: pc}
+	}
 	for name, cfg := range map[string]AgentConfig{
-		"no skills":     {Card: Card{Name: "a"}},
-		"reserved id":   {Card: Card{Name: "a"}, Skills: []Skill{{ID: "whoami", Handler: ok}}},
-		"reserved 2":    {Card: Card{Name: "a"}, Skills: []Skill{{ID: "agents", Handler: ok}}},
-		"bad id":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "Echo/x", Handler: ok}}},
-		"no handler":    {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s"}}},
-		"duplicate":     {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}, {ID: "s", Handler: ok}}},
-		"paid, no pay":  {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{Lamports(1, NetworkDevnet)}}}},
-		"no network":    {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{{Unit: "request", Amount: 1, Currency: "lamports"}}}}},
-		"poll too fast": {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: &PaymentConfig{Network: NetworkDevnet, Wallet: addr, RPCURL: "http://x", PollInterval: time.Second}},
+		"no skills":         {Card: Card{Name: "a"}},
+		"reserved id":       {Card: Card{Name: "a"}, Skills: []Skill{{ID: "whoami", Handler: ok}}},
+		"reserved 2":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "agents", Handler: ok}}},
+		"bad id":            {Card: Card{Name: "a"}, Skills: []Skill{{ID: "Echo/x", Handler: ok}}},
+		"no handler":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s"}}},
+		"duplicate":         {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}, {ID: "s", Handler: ok}}},
+		"paid, no pay":      {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{Lamports(1, NetworkDevnet)}}}},
+		"no network":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{{Unit: "request", Amount: 1, Currency: "lamports"}}}}},
+		"poll too fast":     {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: &PaymentConfig{Network: NetworkDevnet, Wallet: addr, RPCURL: "http://x", PollInterval: time.Second}},
+		"top-ups per IP":    paying(func(pc *PaymentConfig) { pc.TopupsPerHourPerIP = -1 }),
+		"top-ups per key":   paying(func(pc *PaymentConfig) { pc.TopupsPerHourPerKey = -1 }),
+		"unfunded accounts": paying(func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = -1 }),
+		"account TTL":       paying(func(pc *PaymentConfig) { pc.UnfundedAccountTTL = time.Minute }),
+		"invoice retention": paying(func(pc *PaymentConfig) { pc.InvoiceRetention = time.Minute }),
 	} {
 		if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)

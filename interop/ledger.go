@@ -22,17 +22,28 @@ import (
 //	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
 //	x/f/i/<ip>                free-tier counter of an IP address (freeRec); TTL: until its reset
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
+//	x/u/<expiry>/<sha256 hex> account awaiting its first deposit, removed after expiry (see sweep)
+//	x/m/unfunded              how many accounts x/u holds
+//	x/m/indexed               the store's older records are indexed (indexOnce)
 //	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
 //	x/m/checkpoint            newest wallet signature the poller has handled
 //	x/m/gap                   a backlog being worked off (gapRec)
 //	x/m/noncekey              the key of x402 nonce MACs (see nonce.go)
 //	x/i/<invoice nonce>       post-pay invoice (invoiceRec)
-//	x/o/<pubkey hex>          the caller's open invoice nonce
+//	x/o/<pubkey hex>          the caller's open (unpaid) invoice nonce
+//	x/w/<invoice nonce>       invoice the check watches: reserved, owed, or its settlement not reported yet
+//	x/r/<removal>/<nonce>     invoice settled or defaulted, removed at its removal time (see postpay.go)
 //	x/g/<pubkey hex>/<nonce>  Mesh-Sig nonce seen on an agent endpoint; TTL 240 s
 //
 // Decisions that must hold across restarts (a signature claimed, a deposit
 // credited) are keys that never expire; TTLs only collect garbage or bound
-// windows whose end is also stored in the value.
+// windows whose end is also stored in the value. What may still be paid
+// (an account awaiting its deposit, a defaulted invoice) is not a TTL
+// key: Badger's TTL follows the wall clock, also while the agent is down
+// or its poller behind, so a transfer that landed in time could find its
+// record gone. It waits in an expiry queue (x/u/, x/r/: <time>/<id>, the
+// time as 8-byte big-endian unix ns) that sweep empties once the poller
+// has read the wallet past that time.
 const (
 	// nonceGrace is how long after its expiry a nonce's proof is still
 	// taken: a payment that landed before expiry but was presented late is
@@ -44,6 +55,17 @@ const (
 	checkpointKey  = "x/m/checkpoint"
 	gapKey         = "x/m/gap"
 	meshNonceTTL   = 240 * time.Second
+	unfundedKey    = "x/m/unfunded"
+	unfundedQueue  = "x/u/"
+	retiredQueue   = "x/r/"
+	indexedKey     = "x/m/indexed"
+	// sweepGrace is how long after its expiry an entry of an expiry queue
+	// stays, counted in the wallet's time read: a transfer that landed
+	// before expiry is visible at the commitment by then, so it was
+	// handled.
+	sweepGrace = 5 * time.Minute
+	// sweepBatch bounds the entries one transaction removes or indexes.
+	sweepBatch = 1000
 	// maxCachedBody bounds a paid answer kept for replay; a larger one is
 	// not kept, and a replay runs the skill again for the same request.
 	// (Kept as base64 in JSON, 512 KiB stays under Badger's 1 MiB value
@@ -90,6 +112,10 @@ type accountRec struct {
 	Residue   uint64 `json:"residue"`
 	Deposited uint64 `json:"deposited"`
 	Created   int64  `json:"created"`
+	// Expires (unix ns) is when an account never funded goes (it waits in
+	// the x/u queue until then); 0 once a deposit was credited: a funded
+	// account is kept.
+	Expires int64 `json:"expires,omitempty"`
 }
 
 // depositRec records what the poller did with one wallet transaction.
@@ -366,12 +392,83 @@ func (l *ledger) giveBackFree(keys [][]byte, now time.Time) error {
 
 // --- prepaid accounts ---
 
-func (l *ledger) newAccount(payer, owner string, now time.Time) (string, error) {
-	apiKey := randomToken("tk_", 32)
-	err := l.update(func(tx *store.Txn) error {
-		return tx.SetJSON(store.Key("x", "k", hashKey(apiKey)), accountRec{Payer: payer, Owner: owner, Created: now.UnixNano()})
+// newAccount stores a under a new api_key as an account awaiting its
+// first deposit until a.Expires, unless limit such accounts are held: then
+// it stores nothing and returns "" and the expiry of the first to go.
+func (l *ledger) newAccount(a accountRec, limit int) (apiKey string, first time.Time, err error) {
+	key := randomToken("tk_", 32)
+	err = l.update(func(tx *store.Txn) error {
+		n, err := unfundedCount(tx)
+		if err != nil {
+			return err
+		}
+		if n >= limit {
+			first, err = firstDue(tx, unfundedQueue)
+			return err
+		}
+		h := hashKey(key)
+		if err := tx.SetJSON(store.Key("x", "k", h), a); err != nil {
+			return err
+		}
+		if err := tx.Set(queueKey(unfundedQueue, a.Expires, h), nil); err != nil {
+			return err
+		}
+		apiKey = key
+		return setUnfunded(tx, n+1)
 	})
-	return apiKey, err
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return apiKey, first, nil
+}
+
+// funded takes account h, credited its first deposit, out of the x/u
+// queue: it is kept.
+func funded(tx *store.Txn, h string, a *accountRec) error {
+	if a.Expires == 0 {
+		return nil
+	}
+	if err := tx.Delete(queueKey(unfundedQueue, a.Expires, h)); err != nil {
+		return err
+	}
+	a.Expires = 0
+	return addUnfunded(tx, -1)
+}
+
+// dropUnfunded removes account h, expired in the x/u queue. The queue
+// and a credit change together, so it was never funded; the check on
+// the deposits guards the one step that deletes an account, since a
+// balance is the caller's money.
+func dropUnfunded(tx *store.Txn, h string) error {
+	key := store.Key("x", "k", h)
+	var a accountRec
+	switch err := tx.GetJSON(key, &a); {
+	case err == nil && a.Deposited == 0:
+		if err := tx.Delete(key); err != nil {
+			return err
+		}
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	return addUnfunded(tx, -1)
+}
+
+func unfundedCount(tx *store.Txn) (int, error) {
+	var n int
+	if err := tx.GetJSON([]byte(unfundedKey), &n); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return 0, err
+	}
+	return n, nil
+}
+
+func setUnfunded(tx *store.Txn, n int) error { return tx.SetJSON([]byte(unfundedKey), n) }
+
+func addUnfunded(tx *store.Txn, d int) error {
+	n, err := unfundedCount(tx)
+	if err != nil {
+		return err
+	}
+	return setUnfunded(tx, n+d)
 }
 
 func (l *ledger) account(apiKey string) (*accountRec, error) {
@@ -491,4 +588,138 @@ func (l *ledger) setGap(g *gapRec) error {
 		}
 		return tx.SetJSON([]byte(gapKey), g)
 	})
+}
+
+// --- expiry queues ---
+
+// queueKey is the key of id in queue, due at (unix ns): the time comes
+// first, so a scan of the queue meets what is due first.
+func queueKey(queue string, at int64, id string) []byte {
+	return []byte(queue + store.U64(uint64(at)) + "/" + id)
+}
+
+// parseQueueKey splits a key of queue into its due time and its id.
+func parseQueueKey(queue string, k []byte) (at int64, id string) {
+	rest := k[len(queue):]
+	due, _ := store.ParseU64(string(rest[:8]))
+	return int64(due), string(rest[9:])
+}
+
+// firstDue is when the first entry of queue is due (zero when it is empty).
+func firstDue(tx *store.Txn, queue string) (time.Time, error) {
+	var first time.Time
+	err := tx.Scan([]byte(queue), nil, func(k, _ []byte) (bool, error) {
+		at, _ := parseQueueKey(queue, k)
+		first = time.Unix(0, at)
+		return false, nil
+	})
+	return first, err
+}
+
+// sweep removes the entries of queue due by until, each in the same
+// transaction as what drop removes for its id, and returns how many.
+func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, id string) error) (int, error) {
+	total := 0
+	for {
+		var due [][]byte
+		err := l.update(func(tx *store.Txn) error {
+			err := tx.Scan([]byte(queue), nil, func(k, _ []byte) (bool, error) {
+				if at, _ := parseQueueKey(queue, k); at > until.UnixNano() {
+					return false, nil
+				}
+				due = append(due, bytes.Clone(k))
+				return len(due) < sweepBatch, nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, k := range due {
+				_, id := parseQueueKey(queue, k)
+				if err := drop(tx, id); err != nil {
+					return err
+				}
+				if err := tx.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += len(due)
+		if len(due) < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// indexOnce indexes what a store written before the indexes existed
+// holds, once (indexedKey marks it done): each account awaiting its first
+// deposit waits in the queue until expires, and every invoice is watched
+// (the next check retires those done with). Every step is a no-op when
+// repeated, so a start cut short does the rest at the next.
+func (l *ledger) indexOnce(expires time.Time) error {
+	if done, err := l.has([]byte(indexedKey)); err != nil || done {
+		return err
+	}
+	err := l.backfill(store.Key("x", "i", ""), func(tx *store.Txn, nonce string, _ []byte) error {
+		return tx.Set(store.Key("x", "w", nonce), nil)
+	})
+	if err != nil {
+		return err
+	}
+	err = l.backfill(store.Key("x", "k", ""), func(tx *store.Txn, h string, v []byte) error {
+		var a accountRec
+		if err := json.Unmarshal(v, &a); err != nil {
+			return err
+		}
+		if a.Deposited > 0 || a.Expires != 0 {
+			return nil
+		}
+		a.Expires = expires.UnixNano()
+		if err := tx.SetJSON(store.Key("x", "k", h), a); err != nil {
+			return err
+		}
+		if err := tx.Set(queueKey(unfundedQueue, a.Expires, h), nil); err != nil {
+			return err
+		}
+		return addUnfunded(tx, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return l.update(func(tx *store.Txn) error { return tx.Set([]byte(indexedKey), nil) })
+}
+
+// backfill calls fn for every key under prefix, with the rest of the key
+// and its value, in transactions of at most sweepBatch keys.
+func (l *ledger) backfill(prefix []byte, fn func(tx *store.Txn, id string, v []byte) error) error {
+	start := prefix
+	for {
+		type entry struct {
+			id string
+			v  []byte
+		}
+		var batch []entry
+		err := l.update(func(tx *store.Txn) error {
+			err := tx.Scan(prefix, start, func(k, v []byte) (bool, error) {
+				batch = append(batch, entry{string(k[len(prefix):]), bytes.Clone(v)})
+				return len(batch) < sweepBatch, nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, e := range batch {
+				if err := fn(tx, e.id, e.v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || len(batch) < sweepBatch {
+			return err
+		}
+		start = append(bytes.Clone(prefix), batch[len(batch)-1].id+"\x00"...)
+	}
 }

@@ -64,6 +64,25 @@ type PaymentConfig struct {
 	// PostpayDue is how long a post-pay invoice may stay unpaid before the
 	// provider reports the caller as not settling (default 24 h).
 	PostpayDue time.Duration `json:"postpay_due"`
+	// TopupsPerHourPerIP and TopupsPerHourPerKey bound the accounts POST
+	// /v1/topup creates for one client IP address and for one Mesh-Sig
+	// key: that many an hour, and no more at once (defaults 20 and 5).
+	// Each account is held in the store, so a stranger must not make the
+	// agent hold them without limit.
+	TopupsPerHourPerIP  int `json:"topups_per_hour_per_ip"`
+	TopupsPerHourPerKey int `json:"topups_per_hour_per_key"`
+	// MaxUnfundedAccounts bounds the accounts awaiting their first deposit
+	// held at once, whoever asked for them (default 10,000).
+	MaxUnfundedAccounts int `json:"max_unfunded_accounts"`
+	// UnfundedAccountTTL is how long an account may await its first
+	// deposit (default 24 h, at least 10 minutes); one never funded is
+	// then removed. A funded account is kept.
+	UnfundedAccountTTL time.Duration `json:"unfunded_account_ttl"`
+	// InvoiceRetention is how long a post-pay invoice is kept once it is
+	// settled (paid and reported) or its default reported (default 30
+	// days, at least an hour). Meanwhile a late payment of a default still
+	// settles it and its caller is not served on credit again.
+	InvoiceRetention time.Duration `json:"invoice_retention"`
 }
 
 // Defaults of PaymentConfig.
@@ -73,6 +92,14 @@ const (
 	MinPollInterval     = time.Minute
 	MaxPollInterval     = 5 * time.Minute
 	DefaultPostpayDue   = 24 * time.Hour
+
+	DefaultTopupsPerHourPerIP  = 20
+	DefaultTopupsPerHourPerKey = 5
+	DefaultMaxUnfundedAccounts = 10_000
+	DefaultUnfundedAccountTTL  = 24 * time.Hour
+	MinUnfundedAccountTTL      = 10 * time.Minute
+	DefaultInvoiceRetention    = 30 * 24 * time.Hour
+	MinInvoiceRetention        = time.Hour
 )
 
 func (c *PaymentConfig) setDefaults() {
@@ -90,6 +117,21 @@ func (c *PaymentConfig) setDefaults() {
 	}
 	if c.PostpayDue == 0 {
 		c.PostpayDue = DefaultPostpayDue
+	}
+	if c.TopupsPerHourPerIP == 0 {
+		c.TopupsPerHourPerIP = DefaultTopupsPerHourPerIP
+	}
+	if c.TopupsPerHourPerKey == 0 {
+		c.TopupsPerHourPerKey = DefaultTopupsPerHourPerKey
+	}
+	if c.MaxUnfundedAccounts == 0 {
+		c.MaxUnfundedAccounts = DefaultMaxUnfundedAccounts
+	}
+	if c.UnfundedAccountTTL == 0 {
+		c.UnfundedAccountTTL = DefaultUnfundedAccountTTL
+	}
+	if c.InvoiceRetention == 0 {
+		c.InvoiceRetention = DefaultInvoiceRetention
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeX402}
@@ -135,6 +177,15 @@ func (c *PaymentConfig) Validate() error {
 	if c.PostpayDue < time.Minute {
 		return bad("postpay_due must be at least a minute")
 	}
+	if c.TopupsPerHourPerIP < 0 || c.TopupsPerHourPerKey < 0 || c.MaxUnfundedAccounts < 0 {
+		return bad("topups_per_hour_per_ip, topups_per_hour_per_key and max_unfunded_accounts must not be negative")
+	}
+	if c.UnfundedAccountTTL < MinUnfundedAccountTTL {
+		return bad("unfunded_account_ttl must be at least %s", MinUnfundedAccountTTL)
+	}
+	if c.InvoiceRetention < MinInvoiceRetention {
+		return bad("invoice_retention must be at least %s", MinInvoiceRetention)
+	}
 	return nil
 }
 
@@ -172,6 +223,7 @@ type Paywall struct {
 	log      *slog.Logger
 	now      func() time.Time
 	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per IP
+	topups   topupLimits              // top-ups, per IP and per caller key
 	running  sync.Map                 // nonces of post-pay invoices whose call is running
 	checking sync.Mutex               // one invoice check at a time (checkInvoices)
 
@@ -198,6 +250,7 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	return &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
 		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newProofLimits(),
+		topups: newTopupLimits(cfg.TopupsPerHourPerIP, cfg.TopupsPerHourPerKey),
 	}, nil
 }
 
@@ -210,6 +263,9 @@ func (p *Paywall) Start(ctx context.Context) error {
 	}
 	polls := p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil
 	if polls {
+		if err := p.ledger.indexOnce(p.now().Add(p.cfg.UnfundedAccountTTL)); err != nil {
+			return err
+		}
 		if err := p.startCheckpoint(ctx); err != nil {
 			return err
 		}

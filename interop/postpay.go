@@ -3,7 +3,6 @@ package interop
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -27,6 +26,18 @@ import (
 // (reliability counts successes, settlement paid-and-not-disputed over
 // paid). A settled invoice files success=true, paid=true, disputed=false.
 // Neither carries latency_ms: no call was timed, so speed is not touched.
+//
+// The invoice check touches only the invoices it watches (x/w/<nonce>):
+// an invoice is watched from its reservation, in the same transaction,
+// until a check finds nothing left to do about it (paid and its settlement
+// reported, or its default reported). The check then retires it: it moves
+// to a removal queue (x/r/<time>/<nonce>) and is removed InvoiceRetention
+// later, at the first poll that read the wallet past that time, with the
+// caller's open mark of a default never paid (the default is remembered by
+// the caller's reputation). Until then a late payment of a default still
+// settles it. An invoice is deleted early only when its call was not
+// delivered (released or dropped), and then with its index entry, so
+// nothing owed ever leaves the check's sight.
 
 // invoicePrefix opens invoice nonces; the poller settles memos that carry it.
 const invoicePrefix = "inv_"
@@ -101,21 +112,45 @@ func (l *ledger) reserveInvoice(pubHex, nonce string, inv invoiceRec) (ok bool, 
 		if err := tx.SetJSON(store.Key("x", "i", nonce), inv); err != nil {
 			return err
 		}
+		if err := tx.Set(store.Key("x", "w", nonce), nil); err != nil {
+			return err
+		}
 		ok = true
 		return tx.Set(openKey, []byte(nonce))
 	})
 	return ok, err
 }
 
-// releaseInvoice removes an invoice and, when it is the caller's open
-// one, the open mark.
+// releaseInvoice removes an invoice whose call was not delivered.
 func (l *ledger) releaseInvoice(pubHex, nonce string) error {
-	return l.update(func(tx *store.Txn) error {
-		if err := closeInvoice(tx, pubHex, nonce); err != nil {
-			return err
-		}
-		return tx.Delete(store.Key("x", "i", nonce))
-	})
+	return l.update(func(tx *store.Txn) error { return deleteInvoice(tx, pubHex, nonce) })
+}
+
+// deleteInvoice removes invoice nonce of the caller pubHex, its index
+// entry and, when it is the caller's open one, the open mark.
+func deleteInvoice(tx *store.Txn, pubHex, nonce string) error {
+	if err := closeInvoice(tx, pubHex, nonce); err != nil {
+		return err
+	}
+	if err := tx.Delete(store.Key("x", "w", nonce)); err != nil {
+		return err
+	}
+	return tx.Delete(store.Key("x", "i", nonce))
+}
+
+// callerHex is the hex key of the invoice's caller, that of its open mark.
+func (inv *invoiceRec) callerHex() (string, error) {
+	pub, err := identity.DecodePublicKey(inv.Caller)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(pub), nil
+}
+
+// done: nothing is left to do about the invoice: it was paid and its
+// settlement reported, or its default was reported.
+func (inv *invoiceRec) done() bool {
+	return !inv.Pending && !inv.Unsettled && (inv.PaidSig != "" || inv.Reported)
 }
 
 // closeInvoice clears the caller's open mark if it names nonce.
@@ -167,11 +202,11 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 		if err := tx.SetJSON(ik, inv); err != nil {
 			return err
 		}
-		pub, err := identity.DecodePublicKey(inv.Caller)
+		pubHex, err := inv.callerHex()
 		if err != nil {
 			return err
 		}
-		return closeInvoice(tx, hex.EncodeToString(pub), nonce)
+		return closeInvoice(tx, pubHex, nonce)
 	})
 	if err == nil && done && inv.Unsettled && p.report(ctx, inv, false) {
 		err = p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled = false })
@@ -179,8 +214,9 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 	return err
 }
 
-// checkInvoices reports the callers of overdue invoices, once each, and
-// files the settlement reports of paid invoices that failed before. An
+// checkInvoices goes through the watched invoices: it reports the callers
+// of overdue invoices, once each, files the settlement reports of paid
+// invoices that failed before, and retires the invoices done with. An
 // invoice whose call is not answered by its due time is dropped, unless
 // the call is still running here (a call pending past its due time that is
 // not running was cut short by a crash: nothing was delivered). Each
@@ -190,15 +226,18 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	p.checking.Lock()
 	defer p.checking.Unlock()
 	now := p.now().UnixNano()
-	var overdue, unsettled []string
+	var done, overdue, unsettled []string
 	err := p.db().View(func(tx *store.Txn) error {
-		prefix := store.Key("x", "i", "")
-		return tx.Scan(prefix, nil, func(k, v []byte) (bool, error) {
+		prefix := store.Key("x", "w", "")
+		return tx.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
+			nonce := string(k[len(prefix):])
 			var inv invoiceRec
-			if err := json.Unmarshal(v, &inv); err != nil {
+			if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil {
 				return false, err
 			}
-			switch nonce := string(k[len(prefix):]); {
+			switch {
+			case inv.done():
+				done = append(done, nonce)
 			case inv.Unsettled:
 				unsettled = append(unsettled, nonce)
 			case inv.PaidSig == "" && !inv.Reported && inv.Due < now:
@@ -209,6 +248,12 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	removeAt := p.now().Add(p.cfg.InvoiceRetention)
+	for _, nonce := range done { // done invoices never reopen
+		if err := p.ledger.retireInvoice(nonce, removeAt); err != nil {
+			return err
+		}
 	}
 	if g, err := p.ledger.gap(); err != nil {
 		return err
@@ -252,17 +297,40 @@ func (l *ledger) dropIfPending(nonce string) (inv invoiceRec, dropped bool, err 
 		if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil || !inv.Pending {
 			return err
 		}
-		pub, err := identity.DecodePublicKey(inv.Caller)
+		pubHex, err := inv.callerHex()
 		if err != nil {
 			return err
 		}
-		if err := closeInvoice(tx, hex.EncodeToString(pub), nonce); err != nil {
-			return err
-		}
 		dropped = true
-		return tx.Delete(store.Key("x", "i", nonce))
+		return deleteInvoice(tx, pubHex, nonce)
 	})
 	return inv, dropped, err
+}
+
+// retireInvoice moves invoice nonce, done with, from the check's index
+// to the queue of invoices removed at removeAt.
+func (l *ledger) retireInvoice(nonce string, removeAt time.Time) error {
+	return l.update(func(tx *store.Txn) error {
+		if err := tx.Delete(store.Key("x", "w", nonce)); err != nil {
+			return err
+		}
+		return tx.Set(queueKey(retiredQueue, removeAt.UnixNano(), nonce), nil)
+	})
+}
+
+// dropRetired removes invoice nonce, retired and now due, with the
+// caller's open mark when it names it (a default never paid): the caller
+// may be served on credit again if its reputation allows.
+func dropRetired(tx *store.Txn, nonce string) error {
+	var inv invoiceRec
+	if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil {
+		return err
+	}
+	pubHex, err := inv.callerHex()
+	if err != nil {
+		return err
+	}
+	return deleteInvoice(tx, pubHex, nonce)
 }
 
 // settleReport files the settlement report of paid invoice nonce, unless

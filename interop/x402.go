@@ -72,7 +72,7 @@ func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, pc *paidCal
 	}
 	v, err := p.verifyProof(r.Context(), pc, sig, nonce)
 	if errors.Is(err, ErrProofRateLimited) {
-		w.Header().Set("Retry-After", "5")
+		retryAfter(w, 5*time.Second)
 	}
 	if err != nil {
 		return p.refuse(w, pc, err)

@@ -1,0 +1,116 @@
+package interop
+
+import (
+	"context"
+	"crypto/ed25519"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/store"
+)
+
+// watched lists the invoices the check goes through.
+func (h *harness) watched() []string {
+	h.t.Helper()
+	var nonces []string
+	prefix := store.Key("x", "w", "")
+	err := h.db.View(func(tx *store.Txn) error {
+		return tx.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
+			nonces = append(nonces, string(k[len(prefix):]))
+			return true, nil
+		})
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return nonces
+}
+
+// onCredit calls echo as key and returns the invoice it was served on.
+func (h *harness) onCredit(key ed25519.PrivateKey) string {
+	h.t.Helper()
+	r := h.call(key, "POST", "/v1/echo", `{}`)
+	if r.status != 200 || r.body["paid_by"] != "postpay" {
+		h.t.Fatalf("post-pay call: %d %s", r.status, r.raw)
+	}
+	return r.header.Get(HeaderPaymentNonce)
+}
+
+// checkInvoices runs an invoice check, as the poll loop does.
+func (h *harness) checkInvoices() {
+	h.t.Helper()
+	if err := h.agent.paywall.checkInvoices(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestInvoiceRetention: the invoice check goes through the invoices it
+// has work for only; a settled invoice and a reported default leave it
+// and are removed InvoiceRetention later, the default's open mark with it
+// (its late payment is then unmatched, and its caller may be served on
+// credit again), while an invoice still owed is never removed, also
+// across a restart.
+func TestInvoiceRetention(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	ctx := context.Background()
+	other := identity.GenerateKey()
+	h.reg.agents[identity.EncodePublicKey(other.Public().(ed25519.PublicKey))] = "other-1"
+
+	// Settled: paid, reported, then retired by the check.
+	settled := h.onCredit(trusted)
+	if w := h.watched(); !slices.Equal(w, []string{settled}) {
+		t.Fatalf("watched %v, want the invoice just served", w)
+	}
+	h.pay(NewWallet(), testPrice, settled)
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.checkInvoices()
+	// Defaulted: reported when overdue, then retired.
+	defaulted := h.onCredit(trusted)
+	h.clock.Advance(2 * time.Hour)
+	h.checkInvoices()
+	h.checkInvoices()
+	if w := h.watched(); len(w) != 0 {
+		t.Fatalf("watched %v after settlement and default; want none", w)
+	}
+	if r := h.call(trusted, "POST", "/v1/echo", `{}`); r.status != 402 {
+		t.Fatalf("the defaulter on credit within the retention: %d", r.status)
+	}
+	// Owed: overdue, but its report cannot be filed before the others'
+	// retention ends.
+	owed := h.onCredit(other)
+	h.reg.setFail(true)
+	h.clock.Advance(DefaultInvoiceRetention + sweepGrace)
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.checkInvoices()
+	if n := countKeys(t, h.db, "x/i/"); n != 1 || !slices.Equal(h.watched(), []string{owed}) {
+		t.Fatalf("%d invoices kept, watched %v; want only the owed one", n, h.watched())
+	}
+	if n := countKeys(t, h.db, retiredQueue); n != 0 {
+		t.Fatalf("%d retired invoices left after their retention", n)
+	}
+	sig := h.pay(NewWallet(), testPrice, defaulted)
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := getJSON[depositRec](h.db, []byte("x/d/"+sig.String())); err != nil || d.Outcome != outcomeUnmatched {
+		t.Fatalf("payment of a removed invoice: %+v %v", d, err)
+	}
+	h.onCredit(trusted) // the default's open mark went with it
+
+	// The owed invoice is still reported after a restart.
+	pc := h.agent.paywall.Config()
+	h.agent.Close()
+	h.start(&pc)
+	h.reg.setFail(false)
+	h.checkInvoices()
+	reps := h.reg.Reports()
+	if len(reps) != 3 || !reps[0].Success || !reps[1].Disputed || !reps[2].Disputed {
+		t.Fatalf("reports %+v; want the settlement and two defaults", reps)
+	}
+}

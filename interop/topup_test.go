@@ -1,0 +1,231 @@
+package interop
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/store"
+)
+
+// topup asks for an account as caller, paid from payer.
+func (h *harness) topup(caller ed25519.PrivateKey, payer *Wallet) resp {
+	h.t.Helper()
+	return h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`)
+}
+
+// wantRefused checks that r is a 429 with code, a human detail and
+// Retry-After retry (seconds).
+func wantRefused(t *testing.T, what string, r resp, code, retry string) {
+	t.Helper()
+	if r.status != 429 || r.body["code"] != code || r.body["detail"] == "" || r.header.Get("Retry-After") != retry ||
+		r.body["api_key"] != nil {
+		t.Fatalf("%s: %d Retry-After %q %s; want 429 %s, Retry-After %s", what, r.status, r.header.Get("Retry-After"), r.raw, code, retry)
+	}
+}
+
+// TestTopupBounds: top-ups are bounded per caller key, per client IP
+// address and in accounts awaiting their first deposit; past a bound the
+// answer is 429 with Retry-After and nothing is stored.
+func TestTopupBounds(t *testing.T) {
+	type step struct {
+		caller int           // which caller key tops up
+		after  time.Duration // time passed before the call
+		code   string        // "" for 201
+		retry  string        // Retry-After of a 429
+	}
+	// A full agent frees a place at the first poll after the first account's
+	// expiry and sweepGrace.
+	full := DefaultUnfundedAccountTTL + sweepGrace + DefaultPollInterval
+	for _, c := range []struct {
+		name  string
+		edit  func(*PaymentConfig)
+		steps []step
+	}{
+		{"per key", func(pc *PaymentConfig) { pc.TopupsPerHourPerKey = 2 }, []step{
+			{caller: 0}, {caller: 0},
+			{caller: 0, code: "topup_rate_limited", retry: "1800"}, // one top-up every 30 minutes
+			{caller: 1},
+			{caller: 0, after: 29 * time.Minute, code: "topup_rate_limited", retry: "60"},
+			{caller: 0, after: time.Minute},
+		}},
+		{"per IP", func(pc *PaymentConfig) { pc.TopupsPerHourPerIP = 3 }, []step{
+			{caller: 0}, {caller: 1}, {caller: 2},
+			{caller: 3, code: "topup_rate_limited", retry: "1200"},
+			{caller: 3, after: 20 * time.Minute},
+		}},
+		{"accounts awaiting a deposit", func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }, []step{
+			{caller: 0}, {caller: 1},
+			{caller: 2, code: "too_many_unfunded_accounts", retry: seconds(full)},
+			{caller: 2, after: time.Hour, code: "too_many_unfunded_accounts", retry: seconds(full - time.Hour)},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, c.edit)
+			callers := []ed25519.PrivateKey{identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey()}
+			accounts := 0
+			for i, s := range c.steps {
+				h.clock.Advance(s.after)
+				r := h.topup(callers[s.caller], NewWallet())
+				if s.code != "" {
+					wantRefused(t, "step "+strconv.Itoa(i), r, s.code, s.retry)
+				} else if r.status != 201 || r.body["api_key"] == nil {
+					t.Fatalf("step %d: %d %s", i, r.status, r.raw)
+				} else {
+					accounts++
+				}
+			}
+			if n := countKeys(t, h.db, "x/k/"); n != accounts {
+				t.Fatalf("%d accounts stored, want the %d top-ups answered 201", n, accounts)
+			}
+		})
+	}
+}
+
+func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+
+// TestUnfundedAccountsExpire: an account never funded is removed
+// UnfundedAccountTTL after its top-up, once the poller has read the wallet
+// that far; a funded one stays, also one whose deposit landed in time but
+// was read late; each frees its place among the accounts awaiting a
+// deposit, and that count survives a restart.
+func TestUnfundedAccountsExpire(t *testing.T) {
+	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }
+	h := newHarness(t, cfg)
+	ctx := context.Background()
+	a, b, c := identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey()
+	payA, payB, payC := NewWallet(), NewWallet(), NewWallet()
+	keyA := h.topup(a, payA).body["api_key"].(string)
+	r := h.topup(b, payB)
+	keyB := r.body["api_key"].(string)
+	if want := h.clock.Now().Add(DefaultUnfundedAccountTTL).UTC().Format(time.RFC3339); r.body["expires_at"] != want {
+		t.Fatalf("expires_at %v, want %s", r.body["expires_at"], want)
+	}
+	wantRefused(t, "a third account awaiting a deposit", h.topup(c, payC), "too_many_unfunded_accounts",
+		seconds(DefaultUnfundedAccountTTL+sweepGrace+DefaultPollInterval))
+
+	// A's deposit funds it and frees its place.
+	h.pay(payA, 12_345, keyA)
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keyC := h.topup(c, payC).body["api_key"].(string)
+
+	// C pays in time, but the poller cannot read the transaction until
+	// long after C's account expired: it is credited all the same.
+	h.pay(payC, 7_000, keyC)
+	h.chain.Fail("getTransaction", soltest.RPCError)
+	h.clock.Advance(DefaultUnfundedAccountTTL + sweepGrace)
+	if err := h.agent.paywall.PollNow(ctx); err == nil {
+		t.Fatal("poll with a failing RPC succeeded")
+	}
+	h.chain.Heal()
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.balance(a, keyA); got != 12_345 {
+		t.Fatalf("funded account A: balance %v", got)
+	}
+	if got := h.balance(c, keyC); got != 7_000 {
+		t.Fatalf("account C, paid in time and read late: balance %v", got)
+	}
+	if r := h.call(b, "GET", "/v1/balance", "", HeaderAPIKey, keyB); r.status != 401 || r.body["code"] != "api_key_unknown" {
+		t.Fatalf("account B, never funded, after its expiry: %d %s", r.status, r.raw)
+	}
+	// B's deposit now comes too late: recorded as unmatched, not credited.
+	sig := h.pay(payB, 5_000, keyB)
+	if err := h.agent.paywall.PollNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := getJSON[depositRec](h.db, []byte("x/d/"+sig.String())); err != nil || d.Outcome != outcomeUnmatched {
+		t.Fatalf("deposit to a removed account: %+v %v", d, err)
+	}
+
+	// The count of accounts awaiting a deposit is in the store: after a
+	// restart (the rate buckets start full again) the bound holds.
+	for range 2 {
+		if r := h.topup(identity.GenerateKey(), NewWallet()); r.status != 201 {
+			t.Fatalf("top-up after the expiry: %d %s", r.status, r.raw)
+		}
+	}
+	h.agent.Close()
+	pc := testPayment(h.chain, h.provider.Address())
+	cfg(pc)
+	h.start(pc)
+	if r := h.topup(identity.GenerateKey(), NewWallet()); r.status != 429 || r.body["code"] != "too_many_unfunded_accounts" {
+		t.Fatalf("top-up past the bound after a restart: %d %s", r.status, r.raw)
+	}
+}
+
+// TestOlderStoreIsIndexed: what a store holds from before the indexes is
+// indexed at the next start, once: an account never funded then expires
+// like a new one, a funded one stays; an invoice still owed is reported
+// when overdue and a settled one is retired.
+func TestOlderStoreIsIndexed(t *testing.T) {
+	h := newHarness(t)
+	h.agent.Close()
+	h.db = storetest.DB(t)
+	owner := identity.GenerateKey()
+	ownerB64 := identity.EncodePublicKey(owner.Public().(ed25519.PublicKey))
+	due := h.clock.Now().Add(-time.Minute).UnixNano()
+	older := map[string]any{
+		"x/k/" + hashKey("tk_unfunded"): accountRec{Payer: NewWallet().Address(), Owner: ownerB64},
+		"x/k/" + hashKey("tk_funded"):   accountRec{Payer: NewWallet().Address(), Owner: ownerB64, Credits: 500, Deposited: 500},
+		"x/i/inv_owed":                  invoiceRec{Caller: ownerB64, AgentID: "owner-1", Skill: "echo", Lamports: testPrice, Due: due},
+		"x/o/" + hex.EncodeToString(owner.Public().(ed25519.PublicKey)): "inv_owed",
+		"x/i/inv_settled": invoiceRec{Caller: ownerB64, AgentID: "owner-1", Skill: "echo", Lamports: testPrice, Due: due, PaidSig: "sig"},
+	}
+	err := h.db.Update(func(tx *store.Txn) error {
+		for k, v := range older {
+			if nonce, ok := v.(string); ok {
+				if err := tx.Set([]byte(k), []byte(nonce)); err != nil {
+					return err
+				}
+			} else if err := tx.SetJSON([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a second start indexes nothing twice
+		h.start(testPayment(h.chain, h.provider.Address()))
+		h.agent.Close()
+	}
+	h.start(testPayment(h.chain, h.provider.Address()))
+	if n := countKeys(t, h.db, unfundedQueue); n != 1 {
+		t.Fatalf("%d accounts queued, want the one never funded", n)
+	}
+	// One check reports the default (the agent's poll loop runs one at
+	// each start too), the next retires it.
+	h.checkInvoices()
+	h.checkInvoices()
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+		t.Fatalf("reports %+v; want the owed invoice's default, once", reps)
+	}
+	if w, n := h.watched(), countKeys(t, h.db, retiredQueue); len(w) != 0 || n != 2 {
+		t.Fatalf("watched %v, %d retired; want both invoices retired", w, n)
+	}
+	h.clock.Advance(DefaultUnfundedAccountTTL + sweepGrace)
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.call(owner, "GET", "/v1/balance", "", HeaderAPIKey, "tk_unfunded"); r.status != 401 {
+		t.Fatalf("older account never funded, after its time: %d %s", r.status, r.raw)
+	}
+	if got := h.balance(owner, "tk_funded"); got != 500 {
+		t.Fatalf("older funded account: balance %v", got)
+	}
+	var n int
+	if err := h.db.View(func(tx *store.Txn) (err error) { n, err = unfundedCount(tx); return err }); err != nil || n != 0 {
+		t.Fatalf("%d accounts awaiting a deposit counted (%v), want 0", n, err)
+	}
+}
