@@ -16,8 +16,8 @@ import (
 	"github.com/agentmesh/mesh/wall"
 )
 
-// buildHTTP assembles the bridge: one route table, panic recovery and
-// request metrics around it.
+// buildHTTP assembles the bridge: one route table, panic recovery, the
+// client address behind trusted proxies and request metrics around it.
 func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	cfg := registryapi.Config{
@@ -64,7 +64,13 @@ func (n *Node) buildHTTP() error {
 	}, func() float64 { return float64(n.dir.AgentCount()) }))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
-	n.handler = httpx.Recover(n.log, m.wrap(n.withBaseURL(n.forwardWrites(mux))))
+	proxies, err := httpx.ParseProxies(n.cfg.TrustedProxies)
+	if err != nil {
+		return err
+	}
+	// Outside the metrics: a handler that hands on a copy of the request
+	// hides the route the mux records in it from m.wrap.
+	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, m.wrap(n.withBaseURL(n.forwardWrites(mux)))))
 	return nil
 }
 

@@ -153,6 +153,17 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("New(%+v) accepted", c)
 		}
 	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.1", "fd00::/8", "::1"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("trusted proxies refused: %v", err)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "10.0.0.256", "proxy.example", ""} {
+		cfg.TrustedProxies = []string{"10.0.0.0/8", bad}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `trusted proxy "`+bad+`"`) {
+			t.Errorf("trusted proxy %q: %v", bad, err)
+		}
+	}
 }
 
 // TestCloseLeavesNoGoroutines: a mesh whose nodes hold sockets of one
