@@ -17,7 +17,8 @@ import (
 )
 
 // buildHTTP assembles the bridge: one route table, panic recovery, the
-// client address behind trusted proxies and request metrics around it.
+// client address behind trusted proxies, the base URL and request metrics
+// around it.
 func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	cfg := registryapi.Config{
@@ -68,9 +69,10 @@ func (n *Node) buildHTTP() error {
 	if err != nil {
 		return err
 	}
-	// Outside the metrics: a handler that hands on a copy of the request
-	// hides the route the mux records in it from m.wrap.
-	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, m.wrap(n.withBaseURL(n.forwardWrites(mux)))))
+	// Handlers that hand on a copy of the request (with a context value)
+	// sit outside the metrics: inside, they would hide from m.wrap the
+	// route the mux records in the request.
+	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(m.wrap(n.forwardWrites(mux)))))
 	return nil
 }
 

@@ -204,7 +204,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 
 // TestAnswersNameTheHostWithoutPublicURL: a node listening on every
 // interface without a public URL names, in its answers, the address each
-// client used, never 0.0.0.0 or [::].
+// client used, never 0.0.0.0 or [::], and its metrics still count each
+// request under its route.
 func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.HTTPAddr = "0.0.0.0:0"
@@ -243,6 +244,10 @@ func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
 		if ws, _ := v["ws"].(string); !strings.HasPrefix(ws, want) {
 			t.Fatalf("Host %q: cluster ws %v, want it under %s", req.Host, v["ws"], want)
 		}
+	}
+	// The metrics still name each request's route.
+	if got := metric(t, n, `mesh_http_requests_total{code="201",route="POST /v1/agents/register"}`); got != 2 {
+		t.Fatalf("register requests counted under their route: %v, want 2", got)
 	}
 }
 
