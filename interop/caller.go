@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -19,7 +18,8 @@ import (
 type Caller struct {
 	// Pubkey is the verified Mesh-Sig key; nil for an unsigned call.
 	Pubkey ed25519.PublicKey
-	// IP is the address the request came from.
+	// IP is the address of the client the request came from
+	// (httpx.ClientIP: behind a trusted proxy, the client it names).
 	IP string
 	// PaidBy is how the call was paid: "free", "balance", "x402",
 	// "postpay", or "" for a free skill.
@@ -54,7 +54,7 @@ func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next h
 		if err != nil {
 			return err
 		}
-		c := Caller{IP: remoteIP(r)}
+		c := Caller{IP: httpx.ClientIP(r)}
 		hdr := r.Header.Get(identity.SigHeaderName)
 		switch {
 		case hdr != "":
@@ -77,14 +77,6 @@ func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next h
 		r.ContentLength = int64(len(body))
 		return next(w, r)
 	}
-}
-
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // rereadBody returns the request body, already read and bounded by

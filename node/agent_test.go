@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -183,4 +184,73 @@ func TestAgentSettlementReports(t *testing.T) {
 		d, _ := v["dims"].(map[string]any)
 		return v["n"] == 2.0 && d["speed"] == nil && d["reliability"] == 0.5 && d["settlement"] == 0.5
 	}, "settlement reports not rolled up as two reports without speed, one failed and unsettled")
+}
+
+// TestTrustedProxyNamesTheClient: behind a trusted proxy, the clients it
+// names in X-Forwarded-For each get their own free tier and x402 proof
+// checks, and a client that prepends an address of its choosing is still
+// counted at the one the proxy saw. A node that trusts no proxy ignores
+// the header: every caller on 127.0.0.1 shares one budget.
+func TestTrustedProxyNamesTheClient(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		proxies []string
+		// what a second client gets once the first used its budget
+		secondFree  int
+		secondProof string
+	}{
+		{"trusted proxy", []string{"127.0.0.1"}, 200, "payment_not_visible"},
+		{"no trusted proxy", nil, 402, "proof_rate_limited"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newTestClock() // frozen: no proof check comes back mid-test
+			cfg := testConfig(t, t.TempDir())
+			cfg.Now = clock.Now
+			cfg.TrustedProxies = tc.proxies
+			cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
+			cfg.Agent.Payment.FreeCallsPerDay = 1
+			n := startNode(t, cfg)
+			// The agent registers through the bridge in-process, from 127.0.0.1.
+			eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+
+			free := func(forwardedFor string) int {
+				t.Helper()
+				body := `{"text":"hi"}`
+				sig := identity.Sign(identity.GenerateKey(), "POST", "/v1/echo", []byte(body), clock.Now())
+				st, _ := call(t, n, "POST", "/v1/echo", body, identity.SigHeaderName, sig, "X-Forwarded-For", forwardedFor)
+				return st
+			}
+			if st := free("203.0.113.7"); st != 200 {
+				t.Fatalf("first client's free call: %d", st)
+			}
+			if st := free("198.51.100.9"); st != tc.secondFree {
+				t.Fatalf("second client's free call: %d, want %d", st, tc.secondFree)
+			}
+			if st := free("198.51.100.10, 203.0.113.7"); st != 402 {
+				t.Fatalf("first client again, claiming another address: %d, want 402", st)
+			}
+
+			_, challenge := call(t, n, "POST", "/v1/echo", `{"x":1}`)
+			nonce := challenge["accepts"].([]any)[0].(map[string]any)["nonce"].(string)
+			proof := func(forwardedFor string, i int) string {
+				t.Helper()
+				madeUp := solana.Signature{byte(i), byte(i >> 8), 7}.String() // on no chain
+				_, v := call(t, n, "POST", "/v1/echo", `{"x":1}`,
+					interop.HeaderPaymentProof, madeUp, interop.HeaderPaymentNonce, nonce, "X-Forwarded-For", forwardedFor)
+				return fmt.Sprint(v["code"])
+			}
+			for i := 0; ; i++ { // the first client uses up its proof checks
+				code := proof("203.0.113.7", i)
+				if code == "proof_rate_limited" && i > 0 {
+					break
+				}
+				if code != "payment_not_visible" || i == 100 {
+					t.Fatalf("first client's proof %d: %s", i, code)
+				}
+			}
+			if code := proof("198.51.100.9", 1000); code != tc.secondProof {
+				t.Fatalf("second client's proof: %s, want %s", code, tc.secondProof)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
@@ -33,6 +34,14 @@ type Config struct {
 	// PublicURL is the base URL clients use to reach this node (agent
 	// handles are built on it). Empty means http://<the listen address>.
 	PublicURL string `json:"public_url"`
+	// TrustedProxies are the reverse proxies (CIDRs; a bare IP is that
+	// address alone) whose X-Forwarded-For names the client, for the
+	// per-client limits and counts (x402 proof checks, the free tier).
+	// Requests from any other peer are counted at their own address and
+	// their X-Forwarded-For is ignored. Trust only proxies that put the
+	// peer they saw last in the header, and as narrow a range as you can:
+	// anyone inside a trusted range can claim any address.
+	TrustedProxies []string `json:"trusted_proxies"`
 	// SyncWrites makes every acknowledged write durable against power loss
 	// (fsync per commit). A process crash never loses acknowledged writes.
 	SyncWrites bool `json:"sync_writes"`
@@ -130,6 +139,9 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("node: HTTPAddr %q: %w", c.HTTPAddr, err)
+	}
+	if _, err := httpx.ParseProxies(c.TrustedProxies); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	switch c.Reachability {
 	case "", p2p.ReachPublic, p2p.ReachPrivate:

@@ -16,8 +16,9 @@ import (
 	"github.com/agentmesh/mesh/wall"
 )
 
-// buildHTTP assembles the bridge: one route table, panic recovery and
-// request metrics around it.
+// buildHTTP assembles the bridge: one route table, panic recovery, the
+// client address behind trusted proxies, the base URL and request metrics
+// around it.
 func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	cfg := registryapi.Config{
@@ -65,7 +66,14 @@ func (n *Node) buildHTTP() error {
 	}, func() float64 { return float64(n.dir.AgentCount()) }))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
-	n.handler = httpx.Recover(n.log, m.wrap(n.withBaseURL(n.forwardWrites(mux))))
+	proxies, err := httpx.ParseProxies(n.cfg.TrustedProxies)
+	if err != nil {
+		return err
+	}
+	// Handlers that hand on a copy of the request (with a context value)
+	// sit outside the metrics: inside, they would hide from m.wrap the
+	// route the mux records in the request.
+	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(m.wrap(n.forwardWrites(mux)))))
 	return nil
 }
 

@@ -157,6 +157,17 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("New(%+v) accepted", c)
 		}
 	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.1", "fd00::/8", "::1"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("trusted proxies refused: %v", err)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "10.0.0.256", "proxy.example", ""} {
+		cfg.TrustedProxies = []string{"10.0.0.0/8", bad}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `trusted proxy "`+bad+`"`) {
+			t.Errorf("trusted proxy %q: %v", bad, err)
+		}
+	}
 }
 
 // TestCloseLeavesNoGoroutines: a mesh whose nodes hold sockets of one
@@ -197,7 +208,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 
 // TestAnswersNameTheHostWithoutPublicURL: a node listening on every
 // interface without a public URL names, in its answers, the address each
-// client used, never 0.0.0.0 or [::].
+// client used, never 0.0.0.0 or [::], and its metrics still count each
+// request under its route.
 func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.HTTPAddr = "0.0.0.0:0"
@@ -236,6 +248,10 @@ func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
 		if ws, _ := v["ws"].(string); !strings.HasPrefix(ws, want) {
 			t.Fatalf("Host %q: cluster ws %v, want it under %s", req.Host, v["ws"], want)
 		}
+	}
+	// The metrics still name each request's route.
+	if got := metric(t, n, `mesh_http_requests_total{code="201",route="POST /v1/agents/register"}`); got != 2 {
+		t.Fatalf("register requests counted under their route: %v, want 2", got)
 	}
 }
 
