@@ -56,6 +56,10 @@ type Config struct {
 	// on the bootstrap nodes) or empty to detect it. Bootstrap nodes
 	// default to public.
 	Reachability string `json:"reachability"`
+	// GossipQueueBytes bounds the gossip waiting to be sent to each peer;
+	// past it the peer's oldest messages are dropped. 0 means
+	// p2p.DefaultGossipQueueBytes (see p2p.Config.GossipQueueBytes).
+	GossipQueueBytes int `json:"gossip_queue_bytes"`
 	// Gater, if set, vets libp2p connections (tests simulate NATs with it).
 	Gater connmgr.ConnectionGater `json:"-"`
 	// Key is the node's identity key. Nil means load or create
@@ -80,6 +84,8 @@ func DefaultConfig() Config {
 		Listen:       p2p.DefaultListen,
 		SyncWrites:   true,
 		OnlineWindow: registryapi.DefaultOnlineWindow,
+
+		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
 	}
 }
 
@@ -127,6 +133,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OnlineWindow < 0 {
 		return errors.New("node: OnlineWindow must not be negative")
+	}
+	if c.GossipQueueBytes != 0 && c.GossipQueueBytes < p2p.MinGossipQueueBytes {
+		return fmt.Errorf("node: GossipQueueBytes %d: want at least %d", c.GossipQueueBytes, p2p.MinGossipQueueBytes)
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")

@@ -148,6 +148,7 @@ func TestConfigValidate(t *testing.T) {
 		{DataDir: "x", HTTPAddr: "nonsense"},                    // bad address
 		{InMemory: true, HTTPAddr: ":0", OnlineWindow: -1},      // negative window
 		{InMemory: true, HTTPAddr: ":0", Key: make([]byte, 12)}, // bad key
+		{InMemory: true, HTTPAddr: ":0", GossipQueueBytes: 1},   // gossip queue under one message
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)

@@ -76,10 +76,9 @@ const (
 )
 
 // DefaultGossipQueueBytes (4 MiB) holds four messages of the largest size
-// gossipsub carries (maxMessageSize), or dozens of the sizes topics allow in
-// practice: seconds of a burst for a peer on a slow link, while a peer that
-// takes nothing pins no more than that (the count bound alone let it pin
-// 1,024 messages, up to a GiB).
+// gossipsub carries (maxMessageSize), more of topics with tighter limits: a
+// burst for a peer on a slow link, and all that a stalled peer pins (the
+// count bound alone let 1,024 messages wait for it, up to a GiB).
 const DefaultGossipQueueBytes = 4 << 20
 
 // MinGossipQueueBytes holds one RPC of the largest size with its length
