@@ -66,6 +66,10 @@ type Config struct {
 	// on the bootstrap nodes) or empty to detect it. Bootstrap nodes
 	// default to public.
 	Reachability string `json:"reachability"`
+	// GossipQueueBytes bounds the gossip waiting to be sent to each peer;
+	// past it the peer's oldest messages are dropped. 0 means
+	// p2p.DefaultGossipQueueBytes (see p2p.Config.GossipQueueBytes).
+	GossipQueueBytes int `json:"gossip_queue_bytes"`
 	// Gater, if set, vets libp2p connections (tests simulate NATs with it).
 	Gater connmgr.ConnectionGater `json:"-"`
 	// Key is the node's identity key. Nil means load or create
@@ -93,13 +97,14 @@ type Config struct {
 // DefaultConfig returns the configuration of `mesh node` without flags.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:        "./mesh-data",
-		HTTPAddr:       "127.0.0.1:7777",
-		Listen:         p2p.DefaultListen,
-		SyncWrites:     true,
-		OnlineWindow:   registryapi.DefaultOnlineWindow,
-		WallSocketRate: wall.DefaultSocketRate,
-		WallRoomRate:   wall.DefaultRoomRate,
+		DataDir:          "./mesh-data",
+		HTTPAddr:         "127.0.0.1:7777",
+		Listen:           p2p.DefaultListen,
+		SyncWrites:       true,
+		OnlineWindow:     registryapi.DefaultOnlineWindow,
+		WallSocketRate:   wall.DefaultSocketRate,
+		WallRoomRate:     wall.DefaultRoomRate,
+		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
 	}
 }
 
@@ -155,6 +160,9 @@ func (c *Config) Validate() error {
 		if !(r >= 0) || math.IsInf(r, 0) {
 			return fmt.Errorf("node: wall rate %v: want a finite number of messages a second, or 0 for unlimited", r)
 		}
+	}
+	if c.GossipQueueBytes != 0 && c.GossipQueueBytes < p2p.MinGossipQueueBytes {
+		return fmt.Errorf("node: GossipQueueBytes %d: want at least %d", c.GossipQueueBytes, p2p.MinGossipQueueBytes)
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")

@@ -80,6 +80,8 @@ func (n *Node) startP2P(ctx context.Context) error {
 		OnDHTServer:  onDHTServer,
 		Registerer:   n.metrics,
 		Logger:       n.log.With("component", "p2p"),
+
+		GossipQueueBytes: n.cfg.GossipQueueBytes,
 	}
 	return n.startHost(ctx, cfg)
 }

@@ -152,6 +152,7 @@ func TestConfigValidate(t *testing.T) {
 		{InMemory: true, HTTPAddr: ":0", WallSocketRate: -1},    // negative rate
 		{InMemory: true, HTTPAddr: ":0", WallRoomRate: math.NaN()},
 		{InMemory: true, HTTPAddr: ":0", WallRoomRate: math.Inf(1)},
+		{InMemory: true, HTTPAddr: ":0", GossipQueueBytes: 1}, // gossip queue under one message
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)

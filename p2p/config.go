@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,12 @@ type Config struct {
 	OnDHTServer func(peer.ID)
 	// ConnLow and ConnHigh are the connection manager's watermarks.
 	ConnLow, ConnHigh int
+	// GossipQueueBytes bounds, per peer, the gossip accepted for it and
+	// not yet written (queued, or being written): past it the peer's
+	// oldest published messages are dropped and counted (see outbound.go);
+	// subscriptions and control messages are always kept. 0 means
+	// DefaultGossipQueueBytes; the least is MinGossipQueueBytes.
+	GossipQueueBytes int
 	// Registerer receives libp2p's metrics; nil disables them.
 	Registerer prometheus.Registerer
 	// Logger receives the layer's logs; nil discards them.
@@ -67,6 +74,16 @@ const (
 	ReachPublic  = "public"
 	ReachPrivate = "private"
 )
+
+// DefaultGossipQueueBytes (4 MiB) holds four messages of the largest size
+// gossipsub carries (maxMessageSize), more of topics with tighter limits: a
+// burst for a peer on a slow link, and all that a stalled peer pins (the
+// count bound alone let 1,024 messages wait for it, up to a GiB).
+const DefaultGossipQueueBytes = 4 << 20
+
+// MinGossipQueueBytes holds one RPC of the largest size with its length
+// prefix: with less, a peer that keeps up could never be sent such an RPC.
+const MinGossipQueueBytes = maxMessageSize + binary.MaxVarintLen32
 
 // DefaultListen listens on every interface, TCP and QUIC, random ports.
 var DefaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
@@ -98,6 +115,12 @@ func (c *Config) validate() error {
 	}
 	if c.ConnHigh <= c.ConnLow {
 		c.ConnHigh = 4 * c.ConnLow
+	}
+	if c.GossipQueueBytes == 0 {
+		c.GossipQueueBytes = DefaultGossipQueueBytes
+	}
+	if c.GossipQueueBytes < MinGossipQueueBytes {
+		return fmt.Errorf("p2p: GossipQueueBytes %d: want at least %d (one RPC of the largest size)", c.GossipQueueBytes, MinGossipQueueBytes)
 	}
 	switch c.Reachability {
 	case "", ReachPublic, ReachPrivate:

@@ -7,7 +7,8 @@ import (
 
 // Peer input is untrusted: what fails its checks is dropped and counted in
 // mesh_p2p_dropped_total{surface, reason}, so that an operator sees a peer
-// sending garbage, forgeries or floods.
+// sending garbage, forgeries or floods. So is gossip not sent to a peer too
+// slow to take it (surface topic, reason slow_peer).
 const (
 	SurfaceTopic  = "topic"  // gossipsub messages (reasons: the Drop* constants)
 	SurfaceStream = "stream" // request/response streams
@@ -21,7 +22,7 @@ const (
 )
 
 var dropSeries = map[string][]string{
-	SurfaceTopic:  {DropTooLarge, DropInvalid, DropRate, DropReplay, DropIgnored},
+	SurfaceTopic:  {DropTooLarge, DropInvalid, DropRate, DropReplay, DropIgnored, DropSlowPeer},
 	SurfaceStream: {DropTooLarge, DropMalformed, DropRefused},
 	SurfaceDHT:    {DropInvalid},
 }
@@ -29,7 +30,7 @@ var dropSeries = map[string][]string{
 func newDropCounter() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mesh_p2p_dropped_total",
-		Help: "Peer input dropped, by surface (topic: gossipsub messages; stream: request/response streams; dht: DHT records) and reason.",
+		Help: "Peer input dropped, by surface (topic: gossipsub messages; stream: request/response streams; dht: DHT records) and reason; topic reason slow_peer counts gossip not sent to a peer too slow to take it.",
 	}, []string{"surface", "reason"})
 	for s, reasons := range dropSeries {
 		for _, r := range reasons {

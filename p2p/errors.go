@@ -9,4 +9,7 @@ var (
 	ErrNotStarted = errors.New("p2p: host not running")
 	// ErrNoPeer is returned when no suitable peer is connected.
 	ErrNoPeer = errors.New("p2p: no reachable peer")
+	// ErrStreamClosed is returned by a write to a stream already closed or
+	// reset.
+	ErrStreamClosed = errors.New("p2p: stream closed")
 )

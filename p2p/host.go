@@ -45,6 +45,7 @@ type Host struct {
 
 	rendezvous *registry // nil unless this node is a rendezvous node
 	drops      *prometheus.CounterVec
+	out        *outbound           // the peers' gossip queues
 	values     *records.ValueStore // reads this node's own DHT values
 	scores     atomic.Pointer[map[peer.ID]float64]
 
@@ -60,7 +61,14 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: newDropCounter()}, nil
+	drops := newDropCounter()
+	out := newOutbound(cfg.GossipQueueBytes, drops.WithLabelValues(SurfaceTopic, DropSlowPeer), cfg.Logger)
+	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: drops, out: out}, nil
+}
+
+// collectors are the layer's own metrics (libp2p registers its own).
+func (h *Host) collectors() []prometheus.Collector {
+	return []prometheus.Collector{h.drops, h.out.queued, h.out.droppedBytes}
 }
 
 // Start builds the libp2p host, the DHT and gossipsub, and starts dialling
@@ -75,8 +83,10 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 	}()
 	if h.cfg.Registerer != nil {
-		if err := h.cfg.Registerer.Register(h.drops); err != nil {
-			return fmt.Errorf("p2p: metrics: %w", err)
+		for _, c := range h.collectors() {
+			if err := h.cfg.Registerer.Register(c); err != nil {
+				return fmt.Errorf("p2p: metrics: %w", err)
+			}
 		}
 	}
 	if h.h, err = h.newLibp2p(); err != nil {
@@ -211,7 +221,9 @@ func (h *Host) Close() error {
 			err = errors.Join(err, h.h.Close())
 		}
 		if h.cfg.Registerer != nil {
-			h.cfg.Registerer.Unregister(h.drops) // a host started again registers it anew
+			for _, c := range h.collectors() {
+				h.cfg.Registerer.Unregister(c) // a host started again registers them anew
+			}
 		}
 	})
 	return err

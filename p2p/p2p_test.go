@@ -890,5 +890,8 @@ func TestCloseAndNew(t *testing.T) {
 		if _, err := New(Config{Key: identity.GenerateKey(), Validators: map[string]record.Validator{"": testValidator{}}}); err == nil {
 			t.Error("New accepted an empty namespace")
 		}
+		if _, err := New(Config{Key: identity.GenerateKey(), GossipQueueBytes: MinGossipQueueBytes - 1}); err == nil {
+			t.Error("New accepted a gossip queue that cannot hold a message of the largest size")
+		}
 	})
 }

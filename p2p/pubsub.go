@@ -16,10 +16,12 @@ import (
 const maxMessageSize = 1 << 20
 
 // validateQueue is how many received messages may wait for validation,
-// and outboundQueue how many may wait to be written to one peer; past
-// them gossipsub drops messages. Their defaults (32) lose a burst (a chat
-// client's, a node's join storm) sent faster than validation or the
-// connection goes; the topics' rate limits bound what comes.
+// and outboundQueue how many RPCs may wait in gossipsub's own queue for one
+// peer; past them gossipsub drops messages. Their defaults (32) lose a burst
+// (a chat client's, a node's join storm) sent faster than validation or
+// gossipsub's sending goroutine goes; the topics' rate limits bound what
+// comes. That goroutine only hands each RPC to the peer's queue bounded in
+// bytes (outbound.go), which holds what the connection has not taken yet.
 const (
 	validateQueue = 4096
 	outboundQueue = 1024
@@ -42,10 +44,13 @@ const (
 //     misbehave at the protocol level; below the graylist threshold a peer
 //     is ignored. IP colocation is not penalised: many honest nodes share an
 //     address in tests and behind NAT.
+//   - Gossipsub gets the host through gossipHost, so that what waits for a
+//     slow peer is bounded in bytes (GossipQueueBytes), dropping its oldest
+//     published messages first, not only in RPCs (outboundQueue).
 func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 	gs := pubsub.DefaultGossipSubParams()
 	gs.HeartbeatInterval = 700 * time.Millisecond
-	return pubsub.NewGossipSub(ctx, h.h,
+	return pubsub.NewGossipSub(ctx, &gossipHost{Host: h.h, out: h.out},
 		pubsub.WithGossipSubParams(gs),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithMessageSigning(true),
@@ -117,6 +122,10 @@ const (
 	DropRate     = "rate"
 	DropReplay   = "replay"  // Validate returned ErrReplay
 	DropIgnored  = "ignored" // Validate returned another ErrIgnore
+	// DropSlowPeer: not sent to a peer whose gossip queue was full
+	// (GossipQueueBytes). Counted by the metric only: the queue knows
+	// peers, not topics.
+	DropSlowPeer = "slow_peer"
 )
 
 // ErrIgnore, returned by a TopicConfig.Validate, drops a message without
