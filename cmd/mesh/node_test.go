@@ -14,7 +14,8 @@ import (
 
 // TestNodeWallRateFlags: the wall's rates come from the flags, else from
 // the environment, else the defaults; 0 is unlimited, and a malformed or
-// negative value is an error that names where it came from.
+// negative value (of these, or of another numeric flag's variable) is an
+// error that names where it came from.
 func TestNodeWallRateFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -28,6 +29,7 @@ func TestNodeWallRateFlags(t *testing.T) {
 		{name: "env", env: map[string]string{"MESH_WALL_SOCKET_RATE": "120", "MESH_WALL_ROOM_RATE": "0"}, socket: 120, room: 0},
 		{name: "flag over env", env: map[string]string{"MESH_WALL_SOCKET_RATE": "120"}, args: []string{"--wall-socket-rate=7"}, socket: 7, room: wall.DefaultRoomRate},
 		{name: "bad env", env: map[string]string{"MESH_WALL_ROOM_RATE": "fast"}, err: "MESH_WALL_ROOM_RATE"},
+		{name: "bad gossip env", env: map[string]string{"MESH_GOSSIP_QUEUE_BYTES": "4MiB"}, err: "MESH_GOSSIP_QUEUE_BYTES"},
 		{name: "bad flag", args: []string{"--wall-socket-rate", "lots"}, err: "wall-socket-rate"},
 		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
 	} {
