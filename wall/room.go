@@ -149,7 +149,7 @@ func (r *room) exchangeRoster(ctx context.Context, p peer.AddrInfo, mine roster)
 	}
 	theirs, err := r.svc.askRoster(ctx, p.ID, r.cl.ID, r.seal, mine, false)
 	if err != nil {
-		return // it no longer serves the cluster, refused (it found no registration of this node), or said nothing useful
+		return // it no longer serves the cluster, refused this node (vouch.go), or said nothing useful
 	}
 	r.setRoster(p.ID, theirs)
 	r.waitTopicPeer(ctx, p.ID)

@@ -17,13 +17,14 @@ import (
 // up. So there a node becomes known only if it is registered at the
 // rendezvous for the cluster's topic, as every node serving the cluster is
 // (a room registers before it asks, sync), and at the cost the rendezvous
-// bounds (maxRendezvousPeers a namespace): the rendezvous vouches for it.
+// bounds (1,000 registrations a namespace): the rendezvous vouches for it.
 // The nodes a room asks come from the rendezvous; a node that asks
 // (serveRoster), or a stranger whose roster is fetched (fetchRoster), is
 // checked there.
 //
-// A node that is not a rendezvous node cannot see the registrations: it
-// remembers who its room's lookups found (at its start, every renewal) and
+// A rendezvous node checks its own registry (Host.Served, which still
+// counts a registration that ended in the last 90 s). Another node cannot
+// see the registrations: it remembers who its room's lookups found (at its start, every renewal) and
 // looks again for a node they did not find. A lookup that began after the
 // node asked finds it if it registered first (a rendezvous node answers in
 // request order). Asks waiting for a lookup share it: one at a time per
