@@ -51,11 +51,12 @@ type Node struct {
 
 	baseFromHost bool // answers name the Host a client used (no public URL known)
 
-	wall    *wall.Service
-	handler http.Handler
-	ln      net.Listener
-	srv     *http.Server
-	started time.Time
+	wall     *wall.Service
+	handler  http.Handler
+	requests requestGate // of handler
+	ln       net.Listener
+	srv      *http.Server
+	started  time.Time
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -193,15 +194,19 @@ func (n *Node) goroutine(fn func()) {
 	}()
 }
 
-// Close stops the node: the HTTP bridge first (in-flight requests get a
-// few seconds to finish), then background work, then the store. It is safe
-// to call more than once and after a failed Start.
+// Close stops the node: the HTTP server first (in-flight requests get a
+// few seconds to finish), the wall's sockets, then every other way into
+// the bridge (requests forwarded by other nodes and the embedded agent's
+// are refused from then on, and waited for if under way), then background
+// work (the directory flushes its heartbeats a last time, so every beat it
+// answered is kept), then the p2p host and the store. It is safe to call
+// more than once and after a failed Start.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		if n.srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := n.srv.Shutdown(ctx); err != nil {
-				n.srv.Close()
+				n.srv.Close() // the requests still running lose their connections
 			}
 			cancel()
 		} else if n.ln != nil {
@@ -210,6 +215,7 @@ func (n *Node) Close() error {
 		if n.wall != nil {
 			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown
 		}
+		n.requests.close()
 		if n.cancel != nil {
 			n.cancel()
 		}

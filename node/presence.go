@@ -89,7 +89,8 @@ func (n *Node) awaitPresence(ctx context.Context, cursor string) {
 const awaitPresencePause = 20 * time.Millisecond
 
 // flushPresence writes the directory's heartbeats to its store every
-// presenceFlush, and once more when the node stops.
+// presenceFlush, and once more when the node stops: Close ends ctx once
+// no request can record a beat any more (requestGate).
 func (n *Node) flushPresence(ctx context.Context) {
 	t := time.NewTicker(presenceFlush)
 	defer t.Stop()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
@@ -33,8 +34,26 @@ type harness struct {
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
+	return newHarnessOn(t, p2p.Config{Rendezvous: true}, tweak)
+}
+
+// joinHarness is a harness whose host is not a rendezvous node: boot is
+// its bootstrap peer, and rendezvous, as for a node of a mesh.
+func joinHarness(t *testing.T, boot *harness, tweak func(*Config)) *harness {
+	t.Helper()
+	at := peer.AddrInfo{ID: boot.host.ID(), Addrs: boot.host.Libp2p().Addrs()}
+	h := newHarnessOn(t, p2p.Config{Bootstrap: []peer.AddrInfo{at}}, tweak)
+	eventually(t, func() bool { return h.host.Connected(at.ID) }, "never connected to the bootstrap peer")
+	return h
+}
+
+// newHarnessOn is newHarness on a host configured by hc, with a fresh key
+// and a loopback address.
+func newHarnessOn(t *testing.T, hc p2p.Config, tweak func(*Config)) *harness {
+	t.Helper()
 	log := storetest.Log(t)
-	host, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Rendezvous: true})
+	hc.Key, hc.Listen = identity.GenerateKey(), []string{"/ip4/127.0.0.1/tcp/0"}
+	host, err := p2p.New(hc)
 	if err != nil {
 		t.Fatal(err)
 	}

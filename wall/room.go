@@ -60,6 +60,8 @@ type room struct {
 	// strangers counts the views in remote that are not known,
 	// remoteMembers the members in all of them.
 	strangers, remoteMembers int
+
+	regs registrants // who the rendezvous vouches for (vouch.go)
 }
 
 // topicName is a cluster's gossipsub topic, also its rendezvous namespace.
@@ -126,7 +128,7 @@ func (r *room) start(first *member) error {
 func (r *room) sync() {
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
 	defer cancel()
-	peers, err := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
+	peers, err := r.rendezvous(ctx, true)
 	if err != nil {
 		r.svc.log.Debug("rendezvous unreachable: the room starts alone", "cluster", r.cl.ID, "err", err)
 		return
@@ -147,7 +149,7 @@ func (r *room) exchangeRoster(ctx context.Context, p peer.AddrInfo, mine roster)
 	}
 	theirs, err := r.svc.askRoster(ctx, p.ID, r.cl.ID, r.seal, mine, false)
 	if err != nil {
-		return // it no longer serves the cluster, or said nothing useful
+		return // it no longer serves the cluster, refused this node (vouch.go), or said nothing useful
 	}
 	r.setRoster(p.ID, theirs)
 	r.waitTopicPeer(ctx, p.ID)
@@ -195,7 +197,7 @@ func (r *room) maintain() {
 func (r *room) renew(back peer.ID) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
 	defer cancel()
-	peers, _ := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), true)
+	peers, _ := r.rendezvous(ctx, true)
 	var exchange *peer.AddrInfo
 	for _, p := range peers {
 		if p.ID == back {

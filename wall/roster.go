@@ -55,7 +55,8 @@ func (d digest) String() string { return hex.EncodeToString(d[:]) }
 // remoteNode is another node serving the cluster, as seen here.
 type remoteNode struct {
 	// known: a roster exchange with the node (when either started serving
-	// the cluster, or a fetch since) proved it serves the cluster. Until
+	// the cluster, or a fetch since) proved it serves the cluster (in a
+	// public cluster, with the rendezvous vouching for it: vouch.go). Until
 	// then it is a stranger, heard only on the topic, where any peer may
 	// sign with keys made up for the purpose: a stranger's view holds no
 	// members (they come from snapshots), acks never wait for it, and it
@@ -359,8 +360,11 @@ func claimFetch(n *remoteNode) bool {
 }
 
 // fetchRoster replaces the view of node p with a snapshot p sends over
-// the roster stream.
+// the roster stream. A stranger's is fetched only if the rendezvous
+// vouches for it: a stranger is heard on the topic, where anyone may
+// publish, and its answer would make it a known node.
 func (r *room) fetchRoster(p peer.ID) {
+	heard := time.Now()
 	r.mu.Lock()
 	var epoch uint64
 	if n := r.remote[p]; n != nil {
@@ -369,7 +373,10 @@ func (r *room) fetchRoster(p peer.ID) {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout)
 	defer cancel()
-	ro, err := r.svc.askRoster(ctx, p, r.cl.ID, r.seal, roster{}, true)
+	ro, err := roster{}, errUnvouched
+	if r.vouched(ctx, p, heard) {
+		ro, err = r.svc.askRoster(ctx, p, r.cl.ID, r.seal, roster{}, true)
+	}
 	r.fetched(p, epoch, ro, err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -341,8 +342,13 @@ func (s *Service) awaitStart(ctx context.Context, id string) {
 
 // serveRoster answers a node that joins a cluster this node serves: it
 // learns the asker's roster and returns its own. An empty answer means
-// this node does not serve the cluster (any more).
+// this node does not serve the cluster (any more). An exchange with a node
+// the rendezvous does not vouch for (vouch.go) is refused, not answered
+// without learning the asker's roster: the asker would then count on this
+// node's receipts, which go only to known nodes, and its acks would wait
+// for them.
 func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
+	asked := time.Now()
 	var q rosterRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
@@ -362,6 +368,9 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		return nil, err
 	}
 	if !q.Peek {
+		if !r.vouched(ctx, from, asked) {
+			return nil, fmt.Errorf("%w: roster exchange from %s for %s refused", errUnvouched, from, q.Cluster)
+		}
 		r.setRoster(from, theirs)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 		r.waitTopicPeer(wctx, from)

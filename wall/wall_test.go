@@ -665,12 +665,16 @@ func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
 }
 
 // exchangeRoster has raw peer p tell h's room of cluster id that it serves
-// the cluster with roster ro, as a node starting its room does: h knows p
-// from then on.
+// the cluster with roster ro, as a node starting its room does (registered
+// at the rendezvous first): h knows p from then on.
 func exchangeRoster(t *testing.T, p *p2p.Host, h *harness, id string, ro roster) {
 	t.Helper()
+	ctx := context.Background()
+	if _, err := p.Rendezvous(ctx, topicName(id), true); err != nil {
+		t.Fatalf("registering at the rendezvous: %v", err)
+	}
 	req := encodeWire(nil, "", rosterRequest{Cluster: id, Body: encodeWire(nil, sealRosterReq, ro)})
-	if _, err := p.Request(context.Background(), h.host.ID(), rosterProto, req, maxRosterResp); err != nil {
+	if _, err := p.Request(ctx, h.host.ID(), rosterProto, req, maxRosterResp); err != nil {
 		t.Fatalf("roster exchange: %v", err)
 	}
 }
