@@ -658,22 +658,35 @@ func TestWallShutdownAfterLastMessages(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	offline, heard := map[string]bool{}, map[string]bool{}
+	take := func(f map[string]any) {
+		h, _ := f["agent"].(string)
+		if f["kind"] == "presence" && f["status"] == "offline" {
+			offline[h] = true
+		}
+		if from, _ := f["from"].(string); f["kind"] == "message" {
+			if offline[from] {
+				t.Fatalf("a message of %s came after it went offline: %v", from, f)
+			}
+			heard[from] = true
+		}
+	}
+	for len(heard) < 8 { // every sender is under way
+		select {
+		case f := <-rx.frames:
+			take(f)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("messages of %d of 8 senders came", len(heard))
+		}
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	senders.Wait()
-	offline := map[string]bool{}
 	for {
 		select {
 		case f := <-rx.frames:
-			h, _ := f["agent"].(string)
-			if f["kind"] == "presence" && f["status"] == "offline" {
-				offline[h] = true
-			}
-			if from, _ := f["from"].(string); f["kind"] == "message" && offline[from] {
-				t.Fatalf("a message of %s came after it went offline: %v", from, f)
-			}
+			take(f)
 		case <-time.After(time.Second):
 			if len(offline) != 8 {
 				t.Fatalf("%d of 8 senders shown offline", len(offline))
