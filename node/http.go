@@ -3,10 +3,8 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
-	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,52 +73,28 @@ func (n *Node) buildHTTP() error {
 	// Handlers that hand on a copy of the request (with a context value)
 	// sit outside the metrics: inside, they would hide from m.wrap the
 	// route the mux records in the request.
-	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(m.wrap(n.requests.wrap(n.log, n.forwardWrites(mux))))))
+	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(m.wrap(n.gated(n.forwardWrites(mux))))))
 	return nil
 }
 
 // errStopping answers a request that comes after the node began to stop.
 var errStopping = httpx.ErrUnavailable.With("the node is shutting down; retry later, or on another node")
 
-// requestGate admits the requests the bridge serves until the node stops,
+// gated admits the requests the bridge serves while n.requests is open,
 // whichever way they come: through the HTTP server, forwarded by another
-// node over the mesh, or from the embedded agent. Close closes it once
-// the HTTP server has stopped, and waits for the requests it admitted:
-// the directory's last flush of heartbeats follows, so a heartbeat
-// answered 2xx is in it, and none is recorded after it.
-type requestGate struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (g *requestGate) wrap(log *slog.Logger, next http.Handler) http.Handler {
+// node over the mesh, or from the embedded agent. Close closes the gate
+// once the HTTP server has stopped, and waits for the requests it
+// admitted: the directory's last flush of heartbeats follows, so a
+// heartbeat answered 2xx is in it, and none is recorded after it.
+func (n *Node) gated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.enter() {
-			httpx.WriteError(log, w, r, errStopping)
+		if !n.requests.Enter() {
+			httpx.WriteError(n.log, w, r, errStopping)
 			return
 		}
-		defer g.wg.Done()
+		defer n.requests.Done()
 		next.ServeHTTP(w, r)
 	})
-}
-
-func (g *requestGate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(1)
-	return true
-}
-
-// close refuses every request from now on and waits for those admitted.
-func (g *requestGate) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-	g.wg.Wait()
 }
 
 // withBaseURL gives a node without a known public URL the one each client

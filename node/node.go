@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/gate"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
@@ -53,7 +54,7 @@ type Node struct {
 
 	wall     *wall.Service
 	handler  http.Handler
-	requests requestGate // of handler
+	requests gate.Gate // of handler (gated)
 	ln       net.Listener
 	srv      *http.Server
 	started  time.Time
@@ -215,7 +216,7 @@ func (n *Node) Close() error {
 		if n.wall != nil {
 			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown
 		}
-		n.requests.close()
+		n.requests.Close()
 		if n.cancel != nil {
 			n.cancel()
 		}

@@ -90,7 +90,7 @@ const awaitPresencePause = 20 * time.Millisecond
 
 // flushPresence writes the directory's heartbeats to its store every
 // presenceFlush, and once more when the node stops: Close ends ctx once
-// no request can record a beat any more (requestGate).
+// no request can record a beat any more (Node.gated).
 func (n *Node) flushPresence(ctx context.Context) {
 	t := time.NewTicker(presenceFlush)
 	defer t.Stop()

@@ -27,6 +27,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentmesh/mesh/internal/gate"
 )
 
 // Host is a running libp2p node: host, DHT and gossipsub.
@@ -52,7 +54,7 @@ type Host struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	handlers handlerGroup // running stream handlers
+	handlers gate.Gate // running stream handlers
 	once     sync.Once
 }
 
@@ -207,7 +209,7 @@ func (h *Host) Close() error {
 		if h.cancel != nil {
 			h.cancel()
 		}
-		h.handlers.close()
+		h.handlers.Close()
 		h.wg.Wait()
 		h.mu.Lock()
 		for _, t := range h.topics {

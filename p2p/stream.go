@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -29,11 +28,11 @@ type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte,
 // handlers running.
 func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
-		if !h.handlers.enter() {
+		if !h.handlers.Enter() {
 			s.Reset()
 			return
 		}
-		defer h.handlers.done()
+		defer h.handlers.Done()
 		ctx, cancel := context.WithTimeout(h.ctx, streamTimeout)
 		defer cancel()
 		// Closing the host or the timeout unblocks reads and writes.
@@ -69,34 +68,6 @@ func (h *Host) countStreamDrop(err error) {
 	default:
 		h.dropped(SurfaceStream, DropMalformed)
 	}
-}
-
-// handlerGroup tracks running stream handlers, so that Close can wait for
-// them and none starts after.
-type handlerGroup struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (g *handlerGroup) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(1)
-	return true
-}
-
-func (g *handlerGroup) done() { g.wg.Done() }
-
-// close refuses new handlers and waits for the running ones.
-func (g *handlerGroup) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-	g.wg.Wait()
 }
 
 // Request sends req to p on proto and returns the response, refusing one
