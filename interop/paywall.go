@@ -103,38 +103,26 @@ const (
 )
 
 func (c *PaymentConfig) setDefaults() {
-	if c.Commitment == "" {
-		c.Commitment = CommitmentConfirmed
-	}
-	if c.ChallengeTTL == 0 {
-		c.ChallengeTTL = DefaultChallengeTTL
-	}
-	if c.CreditDivisor == 0 {
-		c.CreditDivisor = 1
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.PostpayDue == 0 {
-		c.PostpayDue = DefaultPostpayDue
-	}
-	if c.TopupsPerHourPerIP == 0 {
-		c.TopupsPerHourPerIP = DefaultTopupsPerHourPerIP
-	}
-	if c.TopupsPerHourPerKey == 0 {
-		c.TopupsPerHourPerKey = DefaultTopupsPerHourPerKey
-	}
-	if c.MaxUnfundedAccounts == 0 {
-		c.MaxUnfundedAccounts = DefaultMaxUnfundedAccounts
-	}
-	if c.UnfundedAccountTTL == 0 {
-		c.UnfundedAccountTTL = DefaultUnfundedAccountTTL
-	}
-	if c.InvoiceRetention == 0 {
-		c.InvoiceRetention = DefaultInvoiceRetention
-	}
+	orDefault(&c.Commitment, CommitmentConfirmed)
+	orDefault(&c.ChallengeTTL, DefaultChallengeTTL)
+	orDefault(&c.CreditDivisor, 1)
+	orDefault(&c.PollInterval, DefaultPollInterval)
+	orDefault(&c.PostpayDue, DefaultPostpayDue)
+	orDefault(&c.TopupsPerHourPerIP, DefaultTopupsPerHourPerIP)
+	orDefault(&c.TopupsPerHourPerKey, DefaultTopupsPerHourPerKey)
+	orDefault(&c.MaxUnfundedAccounts, DefaultMaxUnfundedAccounts)
+	orDefault(&c.UnfundedAccountTTL, DefaultUnfundedAccountTTL)
+	orDefault(&c.InvoiceRetention, DefaultInvoiceRetention)
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeX402}
+	}
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 
