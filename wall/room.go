@@ -72,7 +72,8 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch:      svc.nextEpoch(),
 		sendLimit:  sendLimiter(svc.cfg.RoomRate, burstOf(svc.cfg.RoomRate)),
-		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate)}
+		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate),
+		regs:       registrants{lookups: rate.NewLimiter(lookupRate, lookupBurst)}}
 	if !cl.Public() {
 		r.seal = newSealer(cl.ID, token)
 	}

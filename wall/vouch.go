@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 )
 
 // Who becomes a known node. A known node costs a room: acks wait for its
@@ -28,15 +29,19 @@ import (
 // looks again for a node they did not find. A lookup that began after the
 // node asked finds it if it registered first (a rendezvous node answers in
 // request order). Asks waiting for a lookup share it: one at a time per
-// room, no sooner than lookupGap after the one before (a flood of asks
-// costs the rendezvous a few lookups a second), each bounded by half the
+// room, at most lookupRate a second in bursts of lookupBurst (a flood of
+// asks costs the rendezvous a few lookups a second, while the nodes of a
+// cluster joining at once wait for none), each bounded by half the
 // SyncTimeout the asker gives the exchange. With no rendezvous reachable,
 // nobody is vouched for: the nodes that registered meanwhile are fetched
 // when the room renews, or when a rendezvous node connects (again).
 
-// lookupGap is the least time between two lookups a room makes for the
-// nodes asking it.
-const lookupGap = 200 * time.Millisecond
+// lookupRate and lookupBurst pace the lookups a room makes for the nodes
+// asking it.
+const (
+	lookupRate  = 5
+	lookupBurst = 4
+)
 
 // errUnvouched: the node is not registered at the rendezvous for the
 // cluster, so it does not become a known node.
@@ -48,6 +53,8 @@ type registrants struct {
 	peers map[peer.ID]bool // found by the latest lookup that got an answer
 	// looked is when the latest lookup that ended began (answered or not).
 	looked time.Time
+	// lookups paces the lookups made for asks (lookupForAsks).
+	lookups *rate.Limiter
 	// next is closed when the lookup that asks wait for ends; nil when none
 	// runs.
 	next chan struct{}
@@ -125,7 +132,7 @@ func (r *room) vouched(ctx context.Context, p peer.ID, since time.Time) bool {
 }
 
 // lookupForAsks looks at the rendezvous for the nodes waiting in vouched,
-// lookupGap after the lookup before began at the soonest.
+// as soon as the pace of such lookups allows.
 func (r *room) lookupForAsks() {
 	g := &r.regs
 	defer func() {
@@ -134,13 +141,7 @@ func (r *room) lookupForAsks() {
 		g.next = nil
 		g.mu.Unlock()
 	}()
-	g.mu.Lock()
-	wait := time.NewTimer(time.Until(g.looked.Add(lookupGap)))
-	g.mu.Unlock()
-	defer wait.Stop()
-	select {
-	case <-wait.C:
-	case <-r.ctx.Done():
+	if g.lookups.Wait(r.ctx) != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.svc.cfg.SyncTimeout/2)
