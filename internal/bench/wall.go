@@ -343,6 +343,9 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 		return LatencyResult{}, err
 	}
 	defer sender.Close()
+	if _, err := sender.Next(ctx); err != nil { // the welcome: the room is up
+		return LatencyResult{}, err
+	}
 	var refused atomic.Int64
 	go func() {
 		for {
