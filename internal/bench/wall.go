@@ -285,6 +285,10 @@ type LatencyOptions struct {
 // took (Sent less Refused).
 type LatencyResult struct {
 	Percentiles
+	// Join is how long the sender waited for its welcome: on a node that
+	// did not serve the cluster yet, the room's start and its roster
+	// exchanges with the receivers' nodes.
+	Join     time.Duration
 	Sent     int
 	Refused  int   // messages the sender's node refused (rate_limited, say)
 	Received []int // per receiver
@@ -295,7 +299,8 @@ func (r LatencyResult) String() string {
 	for _, n := range r.Received {
 		lost += r.Sent - r.Refused - n
 	}
-	return fmt.Sprintf("%s; %d sent, %d refused, received per receiver %v, %d lost", r.Percentiles, r.Sent, r.Refused, r.Received, lost)
+	return fmt.Sprintf("%s; %d sent, %d refused, received per receiver %v, %d lost; the sender joined in %v",
+		r.Percentiles, r.Sent, r.Refused, r.Received, lost, r.Join.Round(10*time.Microsecond))
 }
 
 // Latency measures send-to-receive time across nodes: a sender on the
@@ -338,14 +343,18 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 			}
 		})
 	}
+	dialed := time.Now()
 	sender, err := wall.Dial(ctx, WSURL(bases[0], cl.ID, "sender", nil))
 	if err != nil {
 		return LatencyResult{}, err
 	}
 	defer sender.Close()
-	if _, err := sender.Next(ctx); err != nil { // the welcome: the room is up
+	// The welcome: the sender's room is up and has synced with the
+	// receivers' nodes.
+	if _, err := sender.Next(ctx); err != nil {
 		return LatencyResult{}, err
 	}
+	join := time.Since(dialed)
 	var refused atomic.Int64
 	go func() {
 		for {
@@ -380,5 +389,5 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 	}
 	closeAll(conns)
 	wg.Wait()
-	return LatencyResult{Percentiles: percentiles(samples), Sent: sent, Refused: int(refused.Load()), Received: received}, nil
+	return LatencyResult{Percentiles: percentiles(samples), Join: join, Sent: sent, Refused: int(refused.Load()), Received: received}, nil
 }
