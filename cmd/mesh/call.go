@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +53,9 @@ throw-away key, and such a payment cannot be retried.`,
   mesh call echo-1 echo --data '{"text":"hi"}' --key caller.key --proof 5hG... --nonce x4_AQ...`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := flagsFromEnv(cmd.Flags(), callEnv); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -69,10 +71,10 @@ throw-away key, and such a payment cannot be retried.`,
 	f.StringVar(&o.rpcURL, "rpc", env("MESH_RPC", ""), "Solana JSON-RPC URL used to pay (env MESH_RPC)")
 	f.StringVar(&o.genesis, "genesis-hash", env("MESH_GENESIS_HASH", ""), "genesis hash --rpc must answer; empty: the known hash of the agent's network (set it only for a local validator) (env MESH_GENESIS_HASH)")
 	f.StringVar(&o.apiKey, "api-key", env("MESH_API_KEY", ""), "prepaid api_key (tk_...) sent as X-Api-Key (env MESH_API_KEY)")
-	f.Uint64Var(&o.maxLamports, "max-lamports", envUint("MESH_MAX_LAMPORTS", 0), "most lamports to pay for this call; 0 pays nothing (env MESH_MAX_LAMPORTS)")
+	f.Uint64Var(&o.maxLamports, "max-lamports", 0, "most lamports to pay for this call; 0 pays nothing (env MESH_MAX_LAMPORTS)")
 	f.StringVar(&o.proof, "proof", "", "signature of a payment already made for this same call: send it as X-Payment-Proof instead of paying")
 	f.StringVar(&o.nonce, "nonce", "", "with --proof: the nonce the payment's memo carries")
-	f.DurationVar(&o.timeout, "timeout", envDuration("MESH_CALL_TIMEOUT", defaultCallTimeout), "give up after this long (env MESH_CALL_TIMEOUT)")
+	f.DurationVar(&o.timeout, "timeout", defaultCallTimeout, "give up after this long (env MESH_CALL_TIMEOUT)")
 	return c
 }
 
@@ -160,22 +162,11 @@ func loadWallet(file string) (*interop.Wallet, error) {
 	return interop.WalletFromEnv()
 }
 
-func envUint(name string, def uint64) uint64 {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
-			return n
-		}
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
+// callEnv names the environment variables of the numeric `mesh call`
+// flags (see flagsFromEnv).
+var callEnv = map[string]string{
+	"max-lamports": "MESH_MAX_LAMPORTS",
+	"timeout":      "MESH_CALL_TIMEOUT",
 }
 
 // shellQuote quotes s for a POSIX shell, so that a printed command can be

@@ -58,6 +58,16 @@ func TestCallCommand(t *testing.T) {
 	if _, _, err := run(append(args, "--max-lamports", "4999")...); err == nil || !strings.Contains(err.Error(), "over the cap") {
 		t.Fatalf("over the cap: %v", err)
 	}
+	// The cap may come from the environment; a malformed one is an error,
+	// not a silent default. The flags given below override it.
+	t.Setenv("MESH_MAX_LAMPORTS", "lots")
+	if _, _, err := run(args...); err == nil || !strings.Contains(err.Error(), "MESH_MAX_LAMPORTS") {
+		t.Fatalf("a malformed MESH_MAX_LAMPORTS: %v", err)
+	}
+	t.Setenv("MESH_MAX_LAMPORTS", "4999")
+	if _, _, err := run(args...); err == nil || !strings.Contains(err.Error(), "over the cap") {
+		t.Fatalf("over the cap from MESH_MAX_LAMPORTS: %v", err)
+	}
 	stdout, stderr, err := run(append(args, "--max-lamports", "5000")...)
 	if err != nil || !strings.Contains(stdout, `"text":"hi"`) || !strings.Contains(stderr, "paid 5000 lamports") {
 		t.Fatalf("paid call: %v\nstdout %s\nstderr %s", err, stdout, stderr)
