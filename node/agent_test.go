@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,5 +253,37 @@ func TestTrustedProxyNamesTheClient(t *testing.T) {
 				t.Fatalf("second client's proof: %s, want %s", code, tc.secondProof)
 			}
 		})
+	}
+}
+
+// TestCloseDoesNotWaitForeverOnAHungSkill: a skill that ignores its
+// context and never returns holds up the node's Close for the shutdown
+// graces only (the HTTP server's, then the other requests'), not for ever.
+func TestCloseDoesNotWaitForeverOnAHungSkill(t *testing.T) {
+	chain := soltest.New(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	cfg := testConfig(t, t.TempDir())
+	cfg.Agent = echoAgent("hang-1", chain, interop.NewWallet().Address())
+	cfg.Agent.Skills = append(cfg.Agent.Skills, interop.Skill{ID: "hang", Name: "Hang", Pricing: interop.Prices{interop.Free()},
+		Handler: func(context.Context, json.RawMessage) (any, error) {
+			close(entered)
+			<-release
+			return nil, nil
+		}})
+	n := startNode(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.WaitAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go http.Post(n.URL()+"/v1/hang", "application/json", strings.NewReader("{}"))
+	<-entered
+	closed := make(chan struct{})
+	go func() { n.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close still waits for a skill that never returns")
 	}
 }

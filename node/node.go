@@ -195,13 +195,17 @@ func (n *Node) goroutine(fn func()) {
 	}()
 }
 
+// requestDrain bounds the wait, in Close, for requests under way that
+// came otherwise than through the HTTP server (which gives its own 5 s).
+const requestDrain = 5 * time.Second
+
 // Close stops the node: the HTTP server first (in-flight requests get a
 // few seconds to finish), the wall's sockets, then every other way into
 // the bridge (requests forwarded by other nodes and the embedded agent's
-// are refused from then on, and waited for if under way), then background
-// work (the directory flushes its heartbeats a last time, so every beat it
-// answered is kept), then the p2p host and the store. It is safe to call
-// more than once and after a failed Start.
+// are refused from then on, and waited for, up to requestDrain, if under
+// way), then background work (the directory flushes its heartbeats a last
+// time, so every beat it answered is kept), then the p2p host and the
+// store. It is safe to call more than once and after a failed Start.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		if n.srv != nil {
@@ -216,7 +220,9 @@ func (n *Node) Close() error {
 		if n.wall != nil {
 			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown
 		}
-		n.requests.Close()
+		if !n.requests.CloseWithin(requestDrain) {
+			n.log.Warn("requests still running after the shutdown grace: the store closes under them", "grace", requestDrain)
+		}
 		if n.cancel != nil {
 			n.cancel()
 		}

@@ -2,7 +2,10 @@
 // new work away once the shutdown began: stream handlers, HTTP requests.
 package gate
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Gate admits work until Close. The zero value is open.
 type Gate struct {
@@ -33,4 +36,23 @@ func (g *Gate) Close() {
 	g.closed = true
 	g.mu.Unlock()
 	g.wg.Wait()
+}
+
+// CloseWithin is Close that waits at most d: it reports whether the work
+// admitted ended by then. Work that outlives it (a handler that ignores
+// its context, say) must not hold up a shutdown for ever.
+func (g *Gate) CloseWithin(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		g.Close()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

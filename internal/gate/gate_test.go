@@ -31,3 +31,28 @@ func TestCloseWaitsAndTurnsAway(t *testing.T) {
 		g.Close() // twice is fine
 	})
 }
+
+// TestCloseWithinGivesUp: CloseWithin returns once the work is done, or
+// false after d when it is not, still turning new work away.
+func TestCloseWithinGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g Gate
+		g.Enter()
+		start := time.Now()
+		if g.CloseWithin(5 * time.Second) {
+			t.Fatal("CloseWithin said the work ended while it ran")
+		}
+		if time.Since(start) != 5*time.Second || g.Enter() {
+			t.Fatalf("gave up after %v; admits work: %v", time.Since(start), !g.Enter())
+		}
+		g.Done()
+		synctest.Wait() // the waiting goroutine ends with the work
+
+		var h Gate
+		h.Enter()
+		go func() { time.Sleep(time.Second); h.Done() }()
+		if !h.CloseWithin(5*time.Second) || time.Since(start) != 6*time.Second {
+			t.Fatalf("CloseWithin did not return when the work ended (at %v)", time.Since(start))
+		}
+	})
+}
