@@ -44,12 +44,12 @@ func TestBenchGetAgent(t *testing.T) {
 }
 
 // TestBenchWallAgainstANode: the wall benches drive a running node over
-// real sockets with --url, under that node's own send limits: with the
-// default socket rate most of a fast sender's messages are refused and
-// counted, with the limits lifted none are; the fan-out reports the
+// real sockets with --url, under that node's own send limits: with a
+// socket rate of 1 a second most of a fast sender's messages are refused
+// and counted, with the limits lifted none are; the fan-out reports the
 // node's memory per connection, and both benches delete their cluster.
 func TestBenchWallAgainstANode(t *testing.T) {
-	limited, err := startBenchNode(context.Background())
+	limited, err := startBenchNode(context.Background(), func(c *node.Config) { c.WallSocketRate = 1 })
 	if err != nil {
 		t.Fatal(err)
 	}
