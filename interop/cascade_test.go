@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
@@ -720,5 +722,52 @@ func TestClientKeepsTheProofOfAFailedSkill(t *testing.T) {
 	}
 	if got := h.chain.Balance(h.provider.PublicKey()); got != testPrice {
 		t.Fatalf("provider balance %d, want one payment", got)
+	}
+}
+
+// TestAnIPv6HostCountsOnce: every per-address count and limit (free tier,
+// proof checks, accounts awaiting a deposit) takes an IPv6 address by its
+// /64, so a host cannot escape it by rotating through its block; an IPv4
+// address counts alone.
+func TestAnIPv6HostCountsOnce(t *testing.T) {
+	for ip, want := range map[string]string{
+		"198.51.100.7":             "198.51.100.7",
+		"::ffff:198.51.100.7":      "198.51.100.7",
+		"2001:db8:1:2:3:4:5:6":     "2001:db8:1:2::/64",
+		"2001:db8:1:2::9":          "2001:db8:1:2::/64",
+		"fe80::1%eth0":             "fe80::/64",
+		"p2p/12D3KooWExamplePeer1": "p2p/12D3KooWExamplePeer1",
+		"":                         "unknown",
+	} {
+		if got := addrKey(ip); got != want {
+			t.Errorf("addrKey(%q) = %q, want %q", ip, got, want)
+		}
+	}
+
+	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 1 })
+	from := func(key ed25519.PrivateKey, ip string, hdr ...string) resp {
+		return h.call(key, "POST", "/v1/echo", `{"x":1}`, append(hdr, httpx.HeaderForwardedFor, ip)...)
+	}
+	if r := from(identity.GenerateKey(), "2001:db8:1:2::1"); r.status != 200 || r.body["paid_by"] != "free" {
+		t.Fatalf("free call: %d %s", r.status, r.raw)
+	}
+	if r := from(identity.GenerateKey(), "2001:db8:1:2::2"); r.status != 402 {
+		t.Fatalf("another key from the same /64 after the free call: %d %s", r.status, r.raw)
+	}
+	if r := from(identity.GenerateKey(), "2001:db8:1:3::2"); r.status != 200 || r.body["paid_by"] != "free" {
+		t.Fatalf("free call from another /64: %d %s", r.status, r.raw)
+	}
+
+	n := h.challenge()
+	rpcBefore := h.chain.Calls("getTransaction")
+	for i := range 50 { // made-up signatures, each from another address of one /64
+		sig := solana.Signature{byte(i), 9, 9}
+		r := from(nil, fmt.Sprintf("2001:db8:7:7::%x", i+1), HeaderPaymentProof, sig.String(), HeaderPaymentNonce, n)
+		if r.status != 402 && r.status != 429 {
+			t.Fatalf("made-up signature: %d %s", r.status, r.raw)
+		}
+	}
+	if got := h.chain.Calls("getTransaction") - rpcBefore; got != proofCheckBurst {
+		t.Fatalf("50 made-up proofs from one /64 cost %d RPC calls; want %d", got, proofCheckBurst)
 	}
 }

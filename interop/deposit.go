@@ -24,9 +24,10 @@ import (
 // for the top-up.
 //
 // Each top-up makes the agent hold an account, so top-ups are bounded per
-// client IP address and per caller key (topupLimits) and in total: at most
-// MaxUnfundedAccounts await their first deposit at once. One never funded
-// is removed UnfundedAccountTTL after the top-up, once the poller has read
+// caller key (topupLimits, hourly) and, in the store, in the accounts
+// awaiting their first deposit: MaxUnfundedPerIP of one client address
+// (addrKey) and MaxUnfundedAccounts in all at once. One never funded is
+// removed UnfundedAccountTTL after the top-up, once the poller has read
 // the wallet that far (sweep); a funded one is kept.
 
 // topupRequest is the body of POST /v1/topup.
@@ -82,26 +83,30 @@ func (p *Paywall) topup(w http.ResponseWriter, r *http.Request) error {
 		req.Lamports = p.cfg.CreditDivisor
 	}
 	now := p.now()
-	giveBack, wait := p.topups.take(c.IP, hex.EncodeToString(c.Pubkey), now)
+	giveBack, wait := p.topups.take(hex.EncodeToString(c.Pubkey), now)
 	if wait > 0 {
-		retryAfter(w, wait)
-		return ErrTopupRateLimited.With("at most %d top-ups an hour from one address and %d from one key; retry after %s",
-			p.cfg.TopupsPerHourPerIP, p.cfg.TopupsPerHourPerKey, wait.Round(time.Second))
+		secs := retryAfter(w, wait)
+		return ErrTopupRateLimited.With("at most %d top-ups an hour from one key; retry after %d s", p.cfg.TopupsPerHourPerKey, secs)
 	}
+	addr := addrKey(c.IP)
 	expires := now.Add(p.cfg.UnfundedAccountTTL)
-	key, first, err := p.ledger.newAccount(accountRec{Payer: req.PayerAddress, Owner: identity.EncodePublicKey(c.Pubkey),
-		Created: now.UnixNano(), Expires: expires.UnixNano()}, p.cfg.MaxUnfundedAccounts)
+	key, refused, err := p.ledger.newAccount(accountRec{Payer: req.PayerAddress, Owner: identity.EncodePublicKey(c.Pubkey),
+		Created: now.UnixNano(), Expires: expires.UnixNano(), Addr: addr}, p.cfg.MaxUnfundedAccounts, p.cfg.MaxUnfundedPerIP)
 	switch {
 	case err != nil:
 		giveBack()
 		return err
-	case key == "":
+	case refused != nil:
 		giveBack()
 		// The first account to go frees its place at the first poll
 		// sweepGrace after its expiry.
-		retryAfter(w, max(first.Add(sweepGrace).Sub(now), 0)+p.cfg.PollInterval)
-		return ErrTooManyUnfunded.With("the agent holds %d accounts awaiting a first deposit, as many as it takes; retry later",
-			p.cfg.MaxUnfundedAccounts)
+		secs := retryAfter(w, max(refused.first.Add(sweepGrace).Sub(now), 0)+p.cfg.PollInterval)
+		if refused.perAddr {
+			return ErrTooManyUnfundedFromAddr.With("%d accounts made from your address (%s) await a first deposit, as many as the agent takes from one; fund one, or retry after %d s",
+				p.cfg.MaxUnfundedPerIP, addr, secs)
+		}
+		return ErrTooManyUnfunded.With("the agent holds %d accounts awaiting a first deposit, as many as it takes; retry after %d s",
+			p.cfg.MaxUnfundedAccounts, secs)
 	}
 	link := PayLink{Address: p.cfg.Wallet, Lamports: req.Lamports, Label: "topup", Memo: key}
 	httpx.WriteJSON(w, http.StatusCreated, TopupResponse{

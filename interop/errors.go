@@ -36,7 +36,9 @@ var (
 	ErrProofRateLimited = httpx.E(http.StatusTooManyRequests, "proof_rate_limited",
 		"too many payment proofs from this address were checked on chain; retry in a few seconds")
 	ErrTopupRateLimited = httpx.E(http.StatusTooManyRequests, "topup_rate_limited",
-		"too many top-ups from this address or key; retry after Retry-After seconds")
+		"too many top-ups from this key; retry after Retry-After seconds")
+	ErrTooManyUnfundedFromAddr = httpx.E(http.StatusTooManyRequests, "too_many_unfunded_from_address",
+		"this address holds as many accounts awaiting a first deposit as the agent takes from one; retry after Retry-After seconds")
 	ErrTooManyUnfunded = httpx.E(http.StatusTooManyRequests, "too_many_unfunded_accounts",
 		"the agent holds as many accounts awaiting a first deposit as it takes; retry after Retry-After seconds")
 

@@ -196,7 +196,7 @@ func TestAgentConfigRefuses(t *testing.T) {
 		"paid, no pay":      {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{Lamports(1, NetworkDevnet)}}}},
 		"no network":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{{Unit: "request", Amount: 1, Currency: "lamports"}}}}},
 		"poll too fast":     {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: &PaymentConfig{Network: NetworkDevnet, Wallet: addr, RPCURL: "http://x", PollInterval: time.Second}},
-		"top-ups per IP":    paying(func(pc *PaymentConfig) { pc.TopupsPerHourPerIP = -1 }),
+		"unfunded per IP":   paying(func(pc *PaymentConfig) { pc.MaxUnfundedPerIP = -1 }),
 		"top-ups per key":   paying(func(pc *PaymentConfig) { pc.TopupsPerHourPerKey = -1 }),
 		"unfunded accounts": paying(func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = -1 }),
 		"account TTL":       paying(func(pc *PaymentConfig) { pc.UnfundedAccountTTL = time.Minute }),

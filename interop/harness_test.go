@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,8 @@ import (
 )
 
 const testPrice = 5000
+
+var loopback = httpx.Proxies{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 // fakeRegistry answers reputation lookups and records reports.
 type fakeRegistry struct {
@@ -86,6 +89,9 @@ type harness struct {
 	// pad adds this many bytes to the paid skill's answer.
 	pad   atomic.Int64
 	clock *clock
+	// noLoop: the agent runs no poll loop; the test calls PollNow and
+	// checkInvoices itself, and nothing races them.
+	noLoop bool
 }
 
 type clock struct {
@@ -103,8 +109,19 @@ func testPayment(chain *soltest.Chain, wallet string) *PaymentConfig {
 
 func newHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 	t.Helper()
+	return makeHarness(t, false, edit...)
+}
+
+// newManualHarness is a harness whose agent runs no poll loop.
+func newManualHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
+	t.Helper()
+	return makeHarness(t, true, edit...)
+}
+
+func makeHarness(t *testing.T, noLoop bool, edit ...func(*PaymentConfig)) *harness {
+	t.Helper()
 	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
-		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t)}
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t), noLoop: noLoop}
 	h.chain.SetBlockTime(h.clock.Now().Unix())
 	pc := testPayment(h.chain, h.provider.Address())
 	for _, e := range edit {
@@ -152,13 +169,18 @@ func (h *harness) start(pc *PaymentConfig) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if h.noLoop && a.paywall != nil {
+		a.paywall.noLoop = true
+	}
 	if err := a.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(a.Close)
 	mux := httpx.NewMux()
 	a.Routes(mux.ServeMux)
-	h.srv = httptest.NewServer(mux)
+	// The test is a trusted proxy: X-Forwarded-For (from) picks the
+	// client's address.
+	h.srv = httptest.NewServer(httpx.TrustProxies(loopback, mux))
 	h.t.Cleanup(h.srv.Close)
 	a.SetURL(h.srv.URL)
 	h.agent = a

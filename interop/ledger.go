@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,10 +22,13 @@ import (
 //	x/n/<nonce>               the signature that paid an x402 nonce; TTL: expiry + nonceGrace
 //	x/s/<tx signature>        claim of a signature by a nonce and request, with the cached answer ≤ 512 KiB (claimRec); TTL claimTTL
 //	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
-//	x/f/i/<ip>                free-tier counter of an IP address (freeRec); TTL: until its reset
+//	x/f/i/<address>           free-tier counter of a client address (addrKey) (freeRec); TTL: until its reset
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
-//	x/u/<expiry>/<sha256 hex> account awaiting its first deposit, removed after expiry (see sweep)
+//	x/u/<expiry>/<sha256 hex>[/<address>]
+//	                          account awaiting its first deposit, made from client address <address>
+//	                          (none: indexed from an older store), removed after expiry (see sweep)
 //	x/m/unfunded              how many accounts x/u holds
+//	x/a/<address>             the expiries of the accounts x/u holds of one client address (addrRec)
 //	x/m/indexed               the store's older records are indexed (indexOnce)
 //	x/d/<tx signature>        a wallet transaction the poller has handled (depositRec); kept forever
 //	x/m/checkpoint            newest wallet signature the poller has handled
@@ -116,6 +121,9 @@ type accountRec struct {
 	// the x/u queue until then); 0 once a deposit was credited: a funded
 	// account is kept.
 	Expires int64 `json:"expires,omitempty"`
+	// Addr is the client address (addrKey) the account was made from,
+	// while it awaits its first deposit: the x/a record it counts in.
+	Addr string `json:"addr,omitempty"`
 }
 
 // depositRec records what the poller did with one wallet transaction.
@@ -392,54 +400,93 @@ func (l *ledger) giveBackFree(keys [][]byte, now time.Time) error {
 
 // --- prepaid accounts ---
 
+// full is a top-up refused because a bound of the accounts awaiting their
+// first deposit is reached: its client address's (perAddr) or the total;
+// first is when the first account holding a place in it expires.
+type full struct {
+	perAddr bool
+	first   time.Time
+}
+
 // newAccount stores a under a new api_key as an account awaiting its
-// first deposit until a.Expires, unless limit such accounts are held: then
-// it stores nothing and returns "" and the expiry of the first to go.
-func (l *ledger) newAccount(a accountRec, limit int) (apiKey string, first time.Time, err error) {
+// first deposit until a.Expires, counted in the total and in a.Addr's
+// record, unless maxTotal such accounts are held, or maxPerAddr of
+// a.Addr's: then it stores nothing and says which bound is reached.
+func (l *ledger) newAccount(a accountRec, maxTotal, maxPerAddr int) (apiKey string, refused *full, err error) {
 	key := randomToken("tk_", 32)
 	err = l.update(func(tx *store.Txn) error {
+		exps, err := addrExpiries(tx, a.Addr)
+		if err != nil {
+			return err
+		}
+		if len(exps) >= maxPerAddr {
+			refused = &full{perAddr: true, first: time.Unix(0, exps[0])}
+			return nil
+		}
 		n, err := unfundedCount(tx)
 		if err != nil {
 			return err
 		}
-		if n >= limit {
-			first, err = firstDue(tx, unfundedQueue)
+		if n >= maxTotal {
+			first, err := firstDue(tx, unfundedQueue)
+			refused = &full{first: first}
 			return err
 		}
 		h := hashKey(key)
 		if err := tx.SetJSON(store.Key("x", "k", h), a); err != nil {
 			return err
 		}
-		if err := tx.Set(queueKey(unfundedQueue, a.Expires, h), nil); err != nil {
+		if err := tx.Set(queueKey(unfundedQueue, a.Expires, unfundedID(h, a.Addr)), nil); err != nil {
+			return err
+		}
+		if err := setAddrExpiries(tx, a.Addr, insertSorted(exps, a.Expires)); err != nil {
 			return err
 		}
 		apiKey = key
 		return setUnfunded(tx, n+1)
 	})
-	if err != nil {
-		return "", time.Time{}, err
+	if err != nil || refused != nil {
+		return "", refused, err
 	}
-	return apiKey, first, nil
+	return apiKey, nil, nil
+}
+
+// unfundedID is the id of account h, made from client address addr, in
+// the x/u queue; splitUnfundedID undoes it.
+func unfundedID(h, addr string) string {
+	if addr == "" {
+		return h
+	}
+	return h + "/" + addr
+}
+
+func splitUnfundedID(id string) (h, addr string) {
+	h, addr, _ = strings.Cut(id, "/") // a hash has no '/'; an IPv6 /64 has one
+	return h, addr
 }
 
 // funded takes account h, credited its first deposit, out of the x/u
-// queue: it is kept.
+// queue and its address's count: it is kept.
 func funded(tx *store.Txn, h string, a *accountRec) error {
 	if a.Expires == 0 {
 		return nil
 	}
-	if err := tx.Delete(queueKey(unfundedQueue, a.Expires, h)); err != nil {
+	if err := tx.Delete(queueKey(unfundedQueue, a.Expires, unfundedID(h, a.Addr))); err != nil {
 		return err
 	}
-	a.Expires = 0
+	if err := removeAddrExpiry(tx, a.Addr, a.Expires); err != nil {
+		return err
+	}
+	a.Expires, a.Addr = 0, ""
 	return addUnfunded(tx, -1)
 }
 
-// dropUnfunded removes account h, expired in the x/u queue. The queue
-// and a credit change together, so it was never funded; the check on
+// dropUnfunded removes the account of x/u entry id, expired at at. The
+// queue and a credit change together, so it was never funded; the check on
 // the deposits guards the one step that deletes an account, since a
 // balance is the caller's money.
-func dropUnfunded(tx *store.Txn, h string) error {
+func dropUnfunded(tx *store.Txn, at int64, id string) error {
+	h, addr := splitUnfundedID(id)
 	key := store.Key("x", "k", h)
 	var a accountRec
 	switch err := tx.GetJSON(key, &a); {
@@ -447,7 +494,18 @@ func dropUnfunded(tx *store.Txn, h string) error {
 		if err := tx.Delete(key); err != nil {
 			return err
 		}
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	case err == nil:
+		// Funded, yet still queued (credited by a version that kept no
+		// queue): kept, and out of the queue for good, so that a later
+		// credit does not count it out again.
+		a.Expires, a.Addr = 0, ""
+		if err := tx.SetJSON(key, a); err != nil {
+			return err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	if err := removeAddrExpiry(tx, addr, at); err != nil {
 		return err
 	}
 	return addUnfunded(tx, -1)
@@ -468,7 +526,51 @@ func addUnfunded(tx *store.Txn, d int) error {
 	if err != nil {
 		return err
 	}
-	return setUnfunded(tx, n+d)
+	return setUnfunded(tx, max(n+d, 0))
+}
+
+// addrRec (x/a/<address>) is the expiries, unix ns in ascending order, of
+// the accounts of one client address awaiting their first deposit: how
+// many there are, and when the first can go. An address with none has no
+// record. Accounts indexed from an older store have no address.
+type addrRec []int64
+
+func addrExpiries(tx *store.Txn, addr string) (addrRec, error) {
+	var exps addrRec
+	if addr == "" {
+		return nil, nil
+	}
+	if err := tx.GetJSON(store.Key("x", "a", addr), &exps); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return exps, nil
+}
+
+func setAddrExpiries(tx *store.Txn, addr string, exps addrRec) error {
+	switch {
+	case addr == "":
+		return nil
+	case len(exps) == 0:
+		return tx.Delete(store.Key("x", "a", addr))
+	}
+	return tx.SetJSON(store.Key("x", "a", addr), exps)
+}
+
+// removeAddrExpiry uncounts one account of addr that expires at at.
+func removeAddrExpiry(tx *store.Txn, addr string, at int64) error {
+	exps, err := addrExpiries(tx, addr)
+	if err != nil {
+		return err
+	}
+	if i := slices.Index(exps, at); i >= 0 {
+		return setAddrExpiries(tx, addr, slices.Delete(exps, i, i+1))
+	}
+	return nil
+}
+
+func insertSorted(exps addrRec, at int64) addrRec {
+	i, _ := slices.BinarySearch(exps, at)
+	return slices.Insert(exps, i, at)
 }
 
 func (l *ledger) account(apiKey string) (*accountRec, error) {
@@ -617,8 +719,9 @@ func firstDue(tx *store.Txn, queue string) (time.Time, error) {
 }
 
 // sweep removes the entries of queue due by until, each in the same
-// transaction as what drop removes for its id, and returns how many.
-func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, id string) error) (int, error) {
+// transaction as what drop removes for its due time and id, and returns how
+// many.
+func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, at int64, id string) error) (int, error) {
 	total := 0
 	for {
 		var due [][]byte
@@ -634,8 +737,8 @@ func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, i
 				return err
 			}
 			for _, k := range due {
-				_, id := parseQueueKey(queue, k)
-				if err := drop(tx, id); err != nil {
+				at, id := parseQueueKey(queue, k)
+				if err := drop(tx, at, id); err != nil {
 					return err
 				}
 				if err := tx.Delete(k); err != nil {

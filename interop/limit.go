@@ -3,6 +3,7 @@ package interop
 import (
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -13,9 +14,10 @@ import (
 
 // Checking a proof whose signature is not claimed yet costs the provider a
 // getTransaction, whoever sends it: a made-up signature with a nonce
-// obtained for free from a 402 passes every local check. So each IP
-// address may have proofChecksPerMinute such checks (burst proofCheckBurst),
-// plenty for a payer whose client re-sends its proof with backoff. Replays
+// obtained for free from a 402 passes every local check. So each client
+// address (addrKey) may have proofChecksPerMinute such checks (burst
+// proofCheckBurst), plenty for a payer whose client re-sends its proof
+// with backoff. Replays
 // of claimed signatures, and proofs whose X-Payment-Nonce fails its MAC,
 // never reach the chain and are not counted (a proof without the header is
 // known by its memo only once the transaction is read).
@@ -26,45 +28,62 @@ const (
 	maxBuckets = 4096
 )
 
-// newProofLimits returns the proof-check buckets, one per IP address.
+// newProofLimits returns the proof-check buckets, one per client address
+// (addrKey).
 func newProofLimits() *ratelimit.Keyed[string] {
 	return ratelimit.NewKeyed[string](rate.Every(time.Minute/proofChecksPerMinute), proofCheckBurst, maxBuckets)
 }
 
-// topupLimits are the buckets of POST /v1/topup, one per client IP address
-// and one per caller key, each holding an hour's worth of top-ups. They
-// spread the room MaxUnfundedAccounts leaves among callers, so that one
-// caller cannot take all of it; that bound, kept in the store, is what
-// bounds the store (the buckets restart full with the agent).
-type topupLimits struct{ byIP, byKey *ratelimit.Keyed[string] }
+// topupLimits are the buckets of POST /v1/topup, one per caller key, each
+// holding an hour's worth of top-ups. They spread the room the stored
+// bounds leave (MaxUnfundedPerIP, MaxUnfundedAccounts) among keys; those
+// bounds, kept in the store, are what bound the store (the buckets restart
+// full with the agent). There is no hourly bucket per address: it refills
+// faster than unfunded accounts expire, so a few addresses could hold all
+// the places; the stored cap per address does not refill until one goes.
+type topupLimits struct{ byKey *ratelimit.Keyed[string] }
 
-func newTopupLimits(perHourPerIP, perHourPerKey int) topupLimits {
-	hourly := func(n int) *ratelimit.Keyed[string] {
-		return ratelimit.NewKeyed[string](rate.Every(time.Hour/time.Duration(n)), n, maxBuckets)
-	}
-	return topupLimits{byIP: hourly(perHourPerIP), byKey: hourly(perHourPerKey)}
+func newTopupLimits(perHourPerKey int) topupLimits {
+	return topupLimits{byKey: ratelimit.NewKeyed[string](rate.Every(time.Hour/time.Duration(perHourPerKey)), perHourPerKey, maxBuckets)}
 }
 
-// take takes one top-up from the IP address's bucket and the key's, and
-// returns giveBack, which returns it (a top-up refused afterwards costs the
-// caller nothing). When either bucket is empty it takes nothing and
-// returns how long until both hold a top-up.
-func (t topupLimits) take(ip, key string, now time.Time) (giveBack func(), wait time.Duration) {
-	byIP := t.byIP.Bucket(ip, now).ReserveN(now, 1)
-	byKey := t.byKey.Bucket(key, now).ReserveN(now, 1)
-	giveBack = func() {
-		byIP.CancelAt(now)
-		byKey.CancelAt(now)
-	}
-	if wait = max(byIP.DelayFrom(now), byKey.DelayFrom(now)); wait > 0 {
+// take takes one top-up from the key's bucket and returns giveBack, which
+// returns it (a top-up refused afterwards costs the caller nothing). When
+// the bucket is empty it takes nothing and returns how long until it holds
+// a top-up.
+func (t topupLimits) take(key string, now time.Time) (giveBack func(), wait time.Duration) {
+	r := t.byKey.Bucket(key, now).ReserveN(now, 1)
+	giveBack = func() { r.CancelAt(now) }
+	if wait = r.DelayFrom(now); wait > 0 {
 		giveBack()
 		return nil, wait
 	}
 	return giveBack, 0
 }
 
+// addrKey is the client address that per-address counts and limits are
+// kept under (free tier, proof checks, accounts awaiting a deposit): an
+// IPv4 address whole, an IPv6 address by its /64, the block one host (one
+// home or VM) is normally given and can rotate its address through at will.
+// Anything else (a request over libp2p names its peer) is its own key.
+func addrKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case ip == "":
+		return "unknown"
+	case err != nil:
+		return ip
+	}
+	if a = a.Unmap().WithZone(""); a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
+}
+
 // retryAfter tells a client refused with 429 to retry after d, in whole
-// seconds (at least one).
-func retryAfter(w http.ResponseWriter, d time.Duration) {
-	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(d.Seconds()))), 10))
+// seconds (at least one, rounded up), and returns them for the detail.
+func retryAfter(w http.ResponseWriter, d time.Duration) int64 {
+	s := max(1, int64(math.Ceil(d.Seconds())))
+	w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
+	return s
 }

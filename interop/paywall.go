@@ -64,13 +64,16 @@ type PaymentConfig struct {
 	// PostpayDue is how long a post-pay invoice may stay unpaid before the
 	// provider reports the caller as not settling (default 24 h).
 	PostpayDue time.Duration `json:"postpay_due"`
-	// TopupsPerHourPerIP and TopupsPerHourPerKey bound the accounts POST
-	// /v1/topup creates for one client IP address and for one Mesh-Sig
-	// key: that many an hour, and no more at once (defaults 20 and 5).
-	// Each account is held in the store, so a stranger must not make the
-	// agent hold them without limit.
-	TopupsPerHourPerIP  int `json:"topups_per_hour_per_ip"`
+	// Each account POST /v1/topup creates is held in the store, so a
+	// stranger must not make the agent hold them without limit.
+	// TopupsPerHourPerKey bounds the top-ups of one Mesh-Sig key: that
+	// many an hour, and no more at once (default 5).
 	TopupsPerHourPerKey int `json:"topups_per_hour_per_key"`
+	// MaxUnfundedPerIP bounds the accounts awaiting their first deposit
+	// made from one client address (an IPv4 address, an IPv6 /64) held at
+	// once (default 10): a place is freed only when one is funded or
+	// expires.
+	MaxUnfundedPerIP int `json:"max_unfunded_per_ip"`
 	// MaxUnfundedAccounts bounds the accounts awaiting their first deposit
 	// held at once, whoever asked for them (default 10,000).
 	MaxUnfundedAccounts int `json:"max_unfunded_accounts"`
@@ -93,8 +96,8 @@ const (
 	MaxPollInterval     = 5 * time.Minute
 	DefaultPostpayDue   = 24 * time.Hour
 
-	DefaultTopupsPerHourPerIP  = 20
 	DefaultTopupsPerHourPerKey = 5
+	DefaultMaxUnfundedPerIP    = 10
 	DefaultMaxUnfundedAccounts = 10_000
 	DefaultUnfundedAccountTTL  = 24 * time.Hour
 	MinUnfundedAccountTTL      = 10 * time.Minute
@@ -108,8 +111,8 @@ func (c *PaymentConfig) setDefaults() {
 	orDefault(&c.CreditDivisor, 1)
 	orDefault(&c.PollInterval, DefaultPollInterval)
 	orDefault(&c.PostpayDue, DefaultPostpayDue)
-	orDefault(&c.TopupsPerHourPerIP, DefaultTopupsPerHourPerIP)
 	orDefault(&c.TopupsPerHourPerKey, DefaultTopupsPerHourPerKey)
+	orDefault(&c.MaxUnfundedPerIP, DefaultMaxUnfundedPerIP)
 	orDefault(&c.MaxUnfundedAccounts, DefaultMaxUnfundedAccounts)
 	orDefault(&c.UnfundedAccountTTL, DefaultUnfundedAccountTTL)
 	orDefault(&c.InvoiceRetention, DefaultInvoiceRetention)
@@ -165,8 +168,8 @@ func (c *PaymentConfig) Validate() error {
 	if c.PostpayDue < time.Minute {
 		return bad("postpay_due must be at least a minute")
 	}
-	if c.TopupsPerHourPerIP < 0 || c.TopupsPerHourPerKey < 0 || c.MaxUnfundedAccounts < 0 {
-		return bad("topups_per_hour_per_ip, topups_per_hour_per_key and max_unfunded_accounts must not be negative")
+	if c.TopupsPerHourPerKey < 0 || c.MaxUnfundedPerIP < 0 || c.MaxUnfundedAccounts < 0 {
+		return bad("topups_per_hour_per_key, max_unfunded_per_ip and max_unfunded_accounts must not be negative")
 	}
 	if c.UnfundedAccountTTL < MinUnfundedAccountTTL {
 		return bad("unfunded_account_ttl must be at least %s", MinUnfundedAccountTTL)
@@ -210,12 +213,13 @@ type Paywall struct {
 	registry Registry
 	log      *slog.Logger
 	now      func() time.Time
-	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per IP
-	topups   topupLimits              // top-ups, per IP and per caller key
+	proofs   *ratelimit.Keyed[string] // proof checks that reach the chain, per client address
+	topups   topupLimits              // top-ups per caller key
 	running  sync.Map                 // nonces of post-pay invoices whose call is running
 	checking sync.Mutex               // one invoice check at a time (checkInvoices)
 
 	pollMu sync.Mutex // one poll at a time
+	noLoop bool       // tests: Start runs no poll loop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -238,7 +242,7 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	return &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
 		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newProofLimits(),
-		topups: newTopupLimits(cfg.TopupsPerHourPerIP, cfg.TopupsPerHourPerKey),
+		topups: newTopupLimits(cfg.TopupsPerHourPerKey),
 	}, nil
 }
 
@@ -259,7 +263,7 @@ func (p *Paywall) Start(ctx context.Context) error {
 		}
 	}
 	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if polls {
+	if polls && !p.noLoop {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -286,7 +290,7 @@ func (p *Paywall) Config() PaymentConfig { return p.cfg }
 // Guard enforces payment of lamports for skill before next runs:
 //
 //   - a request with X-Payment-Proof is checked as an x402 payment;
-//   - otherwise a signed caller with free allowance left (by key and by IP) is served;
+//   - otherwise a signed caller with free allowance left (by key and by client address) is served;
 //   - then a request with X-Api-Key is debited one unit from its prepaid balance;
 //   - then a caller trusted for post-pay is served and invoiced;
 //   - anything else gets 402 with a fresh challenge.
@@ -300,7 +304,7 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			return nil
 		}
 		c := CallerFrom(r.Context())
-		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c), ip: c.IP}
+		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c), addr: addrKey(c.IP)}
 		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
 			return p.serveProof(w, r, pc, proof, next)
 		}
@@ -323,14 +327,15 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 }
 
 // serveFree serves a signed caller with free allowance left and counts
-// the call against its key and IP; a 5xx answer gives the call back.
+// the call against its key and its client address (addrKey); a 5xx answer
+// gives the call back.
 func (p *Paywall) serveFree(w http.ResponseWriter, r *http.Request, c Caller, next http.Handler) (bool, error) {
 	if p.cfg.FreeCallsPerDay <= 0 || c.Pubkey == nil {
 		return false, nil
 	}
 	keys := [][]byte{store.Key("x", "f", "p", hex.EncodeToString(c.Pubkey))}
 	if c.IP != "" {
-		keys = append(keys, store.Key("x", "f", "i", c.IP))
+		keys = append(keys, store.Key("x", "f", "i", addrKey(c.IP)))
 	}
 	if ok, err := p.ledger.takeFree(keys, p.cfg.FreeCallsPerDay, p.now()); err != nil || !ok {
 		return false, err

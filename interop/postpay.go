@@ -321,7 +321,7 @@ func (l *ledger) retireInvoice(nonce string, removeAt time.Time) error {
 // dropRetired removes invoice nonce, retired and now due, with the
 // caller's open mark when it names it (a default never paid): the caller
 // may be served on credit again if its reputation allows.
-func dropRetired(tx *store.Txn, nonce string) error {
+func dropRetired(tx *store.Txn, _ int64, nonce string) error {
 	var inv invoiceRec
 	if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil {
 		return err

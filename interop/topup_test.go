@@ -5,10 +5,12 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
@@ -17,31 +19,48 @@ import (
 // topup asks for an account as caller, paid from payer.
 func (h *harness) topup(caller ed25519.PrivateKey, payer *Wallet) resp {
 	h.t.Helper()
-	return h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`)
+	return h.topupFrom(caller, payer, "")
 }
 
-// wantRefused checks that r is a 429 with code, a human detail and
-// Retry-After retry (seconds).
+// topupFrom is topup from client address from ("": the test's own).
+func (h *harness) topupFrom(caller ed25519.PrivateKey, payer *Wallet, from string) resp {
+	h.t.Helper()
+	var hdr []string
+	if from != "" {
+		hdr = []string{httpx.HeaderForwardedFor, from}
+	}
+	return h.call(caller, "POST", "/v1/topup", `{"payer_address":"`+payer.Address()+`"}`, hdr...)
+}
+
+// wantRefused checks that r is a 429 with code, a detail that names the
+// wait Retry-After gives, and Retry-After retry (seconds).
 func wantRefused(t *testing.T, what string, r resp, code, retry string) {
 	t.Helper()
-	if r.status != 429 || r.body["code"] != code || r.body["detail"] == "" || r.header.Get("Retry-After") != retry ||
-		r.body["api_key"] != nil {
+	detail, _ := r.body["detail"].(string)
+	if r.status != 429 || r.body["code"] != code || !strings.Contains(detail, "retry after "+retry+" s") ||
+		r.header.Get("Retry-After") != retry || r.body["api_key"] != nil {
 		t.Fatalf("%s: %d Retry-After %q %s; want 429 %s, Retry-After %s", what, r.status, r.header.Get("Retry-After"), r.raw, code, retry)
 	}
 }
 
-// TestTopupBounds: top-ups are bounded per caller key, per client IP
-// address and in accounts awaiting their first deposit; past a bound the
-// answer is 429 with Retry-After and nothing is stored.
+// TestTopupBounds: top-ups are bounded per caller key (hourly), and in
+// accounts awaiting their first deposit per client address (an IPv6 host
+// by its /64) and in all; past a bound the answer is 429 with Retry-After,
+// nothing is stored, and the refusal costs the caller none of its hourly
+// top-ups. A place held by an address is freed when its account is funded
+// (or expires), not by time passing.
 func TestTopupBounds(t *testing.T) {
 	type step struct {
 		caller int           // which caller key tops up
+		from   string        // its client address ("": the test's own)
 		after  time.Duration // time passed before the call
+		fund   int           // before the call, the deposit to the fund-th account made (from 1) is credited
+		poll   bool          // before the call, the wallet is polled (as it is to credit a deposit)
 		code   string        // "" for 201
 		retry  string        // Retry-After of a 429
 	}
-	// A full agent frees a place at the first poll after the first account's
-	// expiry and sweepGrace.
+	// A full bound frees a place at the first poll after the first
+	// account's expiry and sweepGrace.
 	full := DefaultUnfundedAccountTTL + sweepGrace + DefaultPollInterval
 	for _, c := range []struct {
 		name  string
@@ -55,34 +74,60 @@ func TestTopupBounds(t *testing.T) {
 			{caller: 0, after: 29 * time.Minute, code: "topup_rate_limited", retry: "60"},
 			{caller: 0, after: time.Minute},
 		}},
-		{"per IP", func(pc *PaymentConfig) { pc.TopupsPerHourPerIP = 3 }, []step{
-			{caller: 0}, {caller: 1}, {caller: 2},
-			{caller: 3, code: "topup_rate_limited", retry: "1200"},
-			{caller: 3, after: 20 * time.Minute},
+		{"per address", func(pc *PaymentConfig) { pc.MaxUnfundedPerIP = 2 }, []step{
+			{caller: 0, from: "198.51.100.7"}, {caller: 1, from: "198.51.100.7"},
+			{caller: 2, from: "198.51.100.7", code: "too_many_unfunded_from_address", retry: seconds(full)},
+			{caller: 2, from: "198.51.100.8"},
+			// Not an hourly bound: an hour later the address is still full.
+			{caller: 3, from: "198.51.100.7", after: time.Hour, code: "too_many_unfunded_from_address", retry: seconds(full - time.Hour)},
+			{caller: 3, from: "198.51.100.7", fund: 1},
+			// One IPv6 host holds a /64: rotating within it does not help.
+			{caller: 0, from: "2001:db8:1:2::1"}, {caller: 1, from: "2001:db8:1:2:aaaa::2"},
+			{caller: 2, from: "2001:db8:1:2:ffff:1:2:3", code: "too_many_unfunded_from_address", retry: seconds(full)},
+			{caller: 2, from: "2001:db8:1:3::1"},
+			// The address's first account still unfunded expires: its place is freed.
+			{caller: 2, from: "198.51.100.7", code: "too_many_unfunded_from_address", retry: seconds(full - time.Hour)},
+			{caller: 2, from: "198.51.100.7", after: full - time.Hour, poll: true},
 		}},
-		{"accounts awaiting a deposit", func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }, []step{
-			{caller: 0}, {caller: 1},
-			{caller: 2, code: "too_many_unfunded_accounts", retry: seconds(full)},
-			{caller: 2, after: time.Hour, code: "too_many_unfunded_accounts", retry: seconds(full - time.Hour)},
+		{"in all", func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2; pc.TopupsPerHourPerKey = 1 }, []step{
+			{caller: 0, from: "198.51.100.1"}, {caller: 1, from: "198.51.100.2"},
+			{caller: 2, from: "198.51.100.3", code: "too_many_unfunded_accounts", retry: seconds(full)},
+			{caller: 2, from: "198.51.100.3", after: 30 * time.Minute, code: "too_many_unfunded_accounts", retry: seconds(full - 30*time.Minute)},
+			// Caller 2's one top-up an hour was not spent by its refusals.
+			{caller: 2, from: "198.51.100.3", fund: 1},
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, c.edit)
+			h := newManualHarness(t, c.edit)
 			callers := []ed25519.PrivateKey{identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey()}
-			accounts := 0
+			type account struct {
+				key   string
+				payer *Wallet
+			}
+			var made []account
 			for i, s := range c.steps {
 				h.clock.Advance(s.after)
-				r := h.topup(callers[s.caller], NewWallet())
+				if s.fund > 0 {
+					h.pay(made[s.fund-1].payer, 7_000, made[s.fund-1].key)
+				}
+				if s.fund > 0 || s.poll {
+					if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				payer := NewWallet()
+				before := countKeys(t, h.db, "x/")
+				r := h.topupFrom(callers[s.caller], payer, s.from)
 				if s.code != "" {
 					wantRefused(t, "step "+strconv.Itoa(i), r, s.code, s.retry)
+					if after := countKeys(t, h.db, "x/"); after != before+1 { // its Mesh-Sig nonce
+						t.Fatalf("step %d: a refused top-up stored %d keys", i, after-before-1)
+					}
 				} else if r.status != 201 || r.body["api_key"] == nil {
 					t.Fatalf("step %d: %d %s", i, r.status, r.raw)
 				} else {
-					accounts++
+					made = append(made, account{r.body["api_key"].(string), payer})
 				}
-			}
-			if n := countKeys(t, h.db, "x/k/"); n != accounts {
-				t.Fatalf("%d accounts stored, want the %d top-ups answered 201", n, accounts)
 			}
 		})
 	}

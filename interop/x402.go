@@ -17,7 +17,7 @@ type paidCall struct {
 	skill    string
 	lamports uint64
 	bind     binding
-	ip       string
+	addr     string // the client's address (addrKey)
 }
 
 // challenge answers 402 with a fresh nonce bound to the request; cause
@@ -134,7 +134,7 @@ func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Sign
 			return v, err
 		}
 	}
-	if now := p.now(); !p.proofs.Bucket(pc.ip, now).AllowN(now, 1) {
+	if now := p.now(); !p.proofs.Bucket(pc.addr, now).AllowN(now, 1) {
 		return v, ErrProofRateLimited
 	}
 	res, err := p.chain.Transaction(ctx, sig)
