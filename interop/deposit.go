@@ -200,7 +200,8 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 	}
 	switch {
 	case g == nil && complete:
-		return p.forget(start)
+		p.forget(start)
+		return nil
 	case g == nil: // the first pages of a backlog: remember where to go on
 		return p.ledger.setGap(&gapRec{Top: sigs[0], Cursor: sigs[len(sigs)-1]})
 	case complete: // the gap is closed; what landed after its top is read next
@@ -217,21 +218,26 @@ func (p *Paywall) PollNow(ctx context.Context) error {
 
 // forget removes the accounts never funded and the retired invoices whose
 // time ended sweepGrace before readTo: every transaction up to readTo is
-// handled, so a transfer to them that landed in time was seen.
-func (p *Paywall) forget(readTo time.Time) error {
+// handled, so a transfer to them that landed in time was seen. What it
+// cannot remove is logged and tried again at the next poll; the poll and
+// the invoice check after it go on.
+func (p *Paywall) forget(readTo time.Time) {
 	until := readTo.Add(-sweepGrace)
-	n, err := p.ledger.sweep(unfundedQueue, until, dropUnfunded)
-	if n > 0 {
-		p.log.Info("accounts never funded removed", "count", n)
+	for _, q := range []struct {
+		queue, removed string
+		drop           func(*store.Txn, int64, string) error
+	}{
+		{unfundedQueue, "accounts never funded removed", dropUnfunded},
+		{retiredQueue, "settled and defaulted invoices removed after their retention", dropRetired},
+	} {
+		n, err := p.ledger.sweep(q.queue, until, q.drop)
+		if n > 0 {
+			p.log.Info(q.removed, "count", n)
+		}
+		if err != nil {
+			p.log.Error("expired entries could not be removed; kept, and tried again at the next poll", "queue", q.queue, "err", err)
+		}
 	}
-	if err != nil {
-		return err
-	}
-	n, err = p.ledger.sweep(retiredQueue, until, dropRetired)
-	if n > 0 {
-		p.log.Info("settled and defaulted invoices removed after their retention", "count", n)
-	}
-	return err
 }
 
 // startCheckpoint makes a first start begin at the wallet's newest

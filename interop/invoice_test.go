@@ -114,3 +114,63 @@ func TestInvoiceRetention(t *testing.T) {
 		t.Fatalf("reports %+v; want the settlement and two defaults", reps)
 	}
 }
+
+// put writes raw records into the store, as another version (or a fault)
+// left them.
+func (h *harness) put(kv map[string]string) {
+	h.t.Helper()
+	err := h.db.Update(func(tx *store.Txn) error {
+		for k, v := range kv {
+			if err := tx.Set([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestASweepFailureIsNotFatal: records the sweep cannot read stay in their
+// queue and are logged, while the rest of the queue is swept and the poll
+// loop goes on to the invoice check, which reports an overdue invoice.
+func TestASweepFailureIsNotFatal(t *testing.T) {
+	h, trusted := newPostpayHarness(t)
+	caller := identity.GenerateKey()
+	apiKey := h.topup(caller, NewWallet()).body["api_key"].(string)
+	owed := h.onCredit(trusted)
+	pc := h.agent.paywall.Config()
+	h.agent.Close()
+
+	past := h.clock.Now().Add(-time.Hour).UnixNano()
+	bad := hashKey("tk_unreadable")
+	h.put(map[string]string{
+		"x/k/" + bad: "{not json",
+		string(queueKey(unfundedQueue, past, unfundedID(bad, "198.51.100.1"))): "",
+		"x/i/inv_unreadable": "{not json",
+		string(queueKey(retiredQueue, past, "inv_unreadable")): "",
+	})
+	h.clock.Advance(DefaultUnfundedAccountTTL + sweepGrace) // the account expired, the invoice is overdue
+	reported := make(chan struct{}, 1)
+	h.reg.beforeReport = func() { reported <- struct{}{} }
+	h.start(&pc) // its poll loop polls, sweeps and checks the invoices at once
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll loop's invoice check did not report the overdue invoice")
+	}
+	// The check runs after the poll: the sweep is over.
+	if r := h.call(caller, "GET", "/v1/balance", "", HeaderAPIKey, apiKey); r.status != 401 {
+		t.Fatalf("an account never funded, behind an unreadable one in the queue: %d %s", r.status, r.raw)
+	}
+	if n, m := countKeys(t, h.db, unfundedQueue), countKeys(t, h.db, retiredQueue); n != 1 || m != 1 {
+		t.Fatalf("%d and %d entries left in the queues; want the unreadable ones", n, m)
+	}
+	if w := h.watched(); !slices.Equal(w, []string{owed}) {
+		t.Fatalf("watched %v; want the invoice just reported", w)
+	}
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatalf("a poll whose sweep fails: %v", err)
+	}
+}

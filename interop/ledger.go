@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -719,42 +720,68 @@ func firstDue(tx *store.Txn, queue string) (time.Time, error) {
 }
 
 // sweep removes the entries of queue due by until, each in the same
-// transaction as what drop removes for its due time and id, and returns how
-// many.
+// transaction as what drop removes for its due time and id, and returns
+// how many. An entry drop fails on stays in the queue and the sweep goes
+// on past it (the errors are returned together): one record it cannot
+// handle must not hold up the rest, nor what they bound, for good.
 func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, at int64, id string) error) (int, error) {
 	total := 0
+	var failed []error
+	start := []byte(queue)
 	for {
 		var due [][]byte
+		var scanErr error
 		err := l.update(func(tx *store.Txn) error {
-			err := tx.Scan([]byte(queue), nil, func(k, _ []byte) (bool, error) {
+			scanErr = tx.Scan([]byte(queue), start, func(k, _ []byte) (bool, error) {
 				if at, _ := parseQueueKey(queue, k); at > until.UnixNano() {
 					return false, nil
 				}
 				due = append(due, bytes.Clone(k))
 				return len(due) < sweepBatch, nil
 			})
-			if err != nil {
-				return err
+			if scanErr != nil {
+				return scanErr
 			}
-			for _, k := range due {
-				at, id := parseQueueKey(queue, k)
-				if err := drop(tx, at, id); err != nil {
-					return err
-				}
-				if err := tx.Delete(k); err != nil {
-					return err
-				}
-			}
-			return nil
+			return dropEntries(tx, queue, due, drop)
 		})
-		if err != nil {
-			return total, err
+		switch {
+		case scanErr != nil:
+			return total, errors.Join(append(failed, scanErr)...)
+		case err != nil: // each on its own: those drop fails on stay
+			for _, k := range due {
+				if err := l.update(func(tx *store.Txn) error { return dropEntries(tx, queue, [][]byte{k}, drop) }); err != nil {
+					at, id := parseQueueKey(queue, k)
+					failed = append(failed, fmt.Errorf("%s %s (due %s): %w", queue, id, time.Unix(0, at).UTC().Format(time.RFC3339), err))
+				} else {
+					total++
+				}
+			}
+		default:
+			total += len(due)
 		}
-		total += len(due)
 		if len(due) < sweepBatch {
-			return total, nil
+			return total, errors.Join(failed...)
+		}
+		start = append(due[len(due)-1], 0)
+	}
+}
+
+// dropEntries removes the entries keys of queue that are still there,
+// with what drop removes for each.
+func dropEntries(tx *store.Txn, queue string, keys [][]byte, drop func(tx *store.Txn, at int64, id string) error) error {
+	for _, k := range keys {
+		if ok, err := tx.Has(k); err != nil || !ok {
+			return err
+		}
+		at, id := parseQueueKey(queue, k)
+		if err := drop(tx, at, id); err != nil {
+			return err
+		}
+		if err := tx.Delete(k); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // indexOnce indexes what a store written before the indexes existed
