@@ -174,3 +174,40 @@ func TestASweepFailureIsNotFatal(t *testing.T) {
 		t.Fatalf("a poll whose sweep fails: %v", err)
 	}
 }
+
+// TestRecordsMissingUnderTheirIndex: an index entry whose record is gone
+// (left by another version) is dropped, and holds up neither the invoice
+// check nor the sweep; an invoice no longer in the index is not retired.
+func TestRecordsMissingUnderTheirIndex(t *testing.T) {
+	h := newManualHarness(t, func(pc *PaymentConfig) { min := 0.8; pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+	score := 0.9
+	h.reg.score = &score
+	trusted := identity.GenerateKey()
+	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+	owed := h.onCredit(trusted)
+	h.put(map[string]string{
+		"x/w/inv_orphan": "",
+		string(queueKey(retiredQueue, h.clock.Now().Add(-time.Hour).UnixNano(), "inv_gone")): "",
+	})
+	h.clock.Advance(2 * time.Hour)
+	h.checkInvoices()
+	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+		t.Fatalf("reports %+v; want the overdue invoice's default", reps)
+	}
+	if w := h.watched(); !slices.Equal(w, []string{owed}) {
+		t.Fatalf("watched %v; want the reported invoice only, until the next check", w)
+	}
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, h.db, retiredQueue); n != 0 {
+		t.Fatalf("%d entries left in the removal queue; want the missing invoice's gone", n)
+	}
+	if err := h.agent.paywall.ledger.retireInvoice("inv_orphan", h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.checkInvoices() // retires the reported invoice
+	if n := countKeys(t, h.db, retiredQueue); n != 1 || len(h.watched()) != 0 {
+		t.Fatalf("%d invoices retired, watched %v; want the reported one only", n, h.watched())
+	}
+}

@@ -226,13 +226,18 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	p.checking.Lock()
 	defer p.checking.Unlock()
 	now := p.now().UnixNano()
-	var done, overdue, unsettled []string
+	var done, overdue, unsettled, orphans []string
 	err := p.db().View(func(tx *store.Txn) error {
 		prefix := store.Key("x", "w", "")
 		return tx.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
 			nonce := string(k[len(prefix):])
 			var inv invoiceRec
-			if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil {
+			err := tx.GetJSON(store.Key("x", "i", nonce), &inv)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				orphans = append(orphans, nonce)
+				return true, nil
+			case err != nil:
 				return false, err
 			}
 			switch {
@@ -248,6 +253,12 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	for _, nonce := range orphans {
+		if err := p.ledger.dropOrphan(nonce); err != nil {
+			return err
+		}
+		p.log.Warn("post-pay: an index entry without its invoice removed", "invoice", nonce)
 	}
 	removeAt := p.now().Add(p.cfg.InvoiceRetention)
 	for _, nonce := range done { // done invoices never reopen
@@ -308,22 +319,43 @@ func (l *ledger) dropIfPending(nonce string) (inv invoiceRec, dropped bool, err 
 }
 
 // retireInvoice moves invoice nonce, done with, from the check's index
-// to the queue of invoices removed at removeAt.
+// to the queue of invoices removed at removeAt; one no longer in the index
+// (retired or removed meanwhile) is left as it is, so that it is never
+// queued twice.
 func (l *ledger) retireInvoice(nonce string, removeAt time.Time) error {
+	wk := store.Key("x", "w", nonce)
 	return l.update(func(tx *store.Txn) error {
-		if err := tx.Delete(store.Key("x", "w", nonce)); err != nil {
+		if ok, err := tx.Has(wk); err != nil || !ok {
+			return err
+		}
+		if err := tx.Delete(wk); err != nil {
 			return err
 		}
 		return tx.Set(queueKey(retiredQueue, removeAt.UnixNano(), nonce), nil)
 	})
 }
 
+// dropOrphan removes the index entry of invoice nonce if the invoice is
+// gone (deleted by a version that kept no index): nothing is left to
+// check.
+func (l *ledger) dropOrphan(nonce string) error {
+	return l.update(func(tx *store.Txn) error {
+		if ok, err := tx.Has(store.Key("x", "i", nonce)); err != nil || ok {
+			return err
+		}
+		return tx.Delete(store.Key("x", "w", nonce))
+	})
+}
+
 // dropRetired removes invoice nonce, retired and now due, with the
 // caller's open mark when it names it (a default never paid): the caller
-// may be served on credit again if its reputation allows.
+// may be served on credit again if its reputation allows. One already
+// gone (removed by a version that kept no queue) is done with.
 func dropRetired(tx *store.Txn, _ int64, nonce string) error {
 	var inv invoiceRec
-	if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); err != nil {
+	if err := tx.GetJSON(store.Key("x", "i", nonce), &inv); errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	pubHex, err := inv.callerHex()
