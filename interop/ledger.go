@@ -70,6 +70,14 @@ const (
 	// before expiry is visible at the commitment by then, so it was
 	// handled.
 	sweepGrace = 5 * time.Minute
+	// indexGrace is the least time an account awaiting its first deposit
+	// in an older store (which promised no expiry) has left when it is
+	// indexed: one younger than UnfundedAccountTTL keeps the rest of its
+	// time, an older one (as a flood of top-ups leaves them) goes an hour
+	// after the upgrade: time for a payer whose transfer is under way
+	// then, while a store full of them refuses top-ups for an hour, not
+	// for a whole TTL.
+	indexGrace = time.Hour
 	// sweepBatch bounds the entries one transaction removes or indexes.
 	sweepBatch = 1000
 	// maxCachedBody bounds a paid answer kept for replay; a larger one is
@@ -786,10 +794,11 @@ func dropEntries(tx *store.Txn, queue string, keys [][]byte, drop func(tx *store
 
 // indexOnce indexes what a store written before the indexes existed
 // holds, once (indexedKey marks it done): each account awaiting its first
-// deposit waits in the queue until expires, and every invoice is watched
-// (the next check retires those done with). Every step is a no-op when
-// repeated, so a start cut short does the rest at the next.
-func (l *ledger) indexOnce(expires time.Time) error {
+// deposit waits in the queue until ttl after its creation, but at least
+// indexGrace after start, and every invoice is watched (the next check
+// retires those done with). Every step is a no-op when repeated, so a
+// start cut short does the rest at the next.
+func (l *ledger) indexOnce(start time.Time, ttl time.Duration) error {
 	if done, err := l.has([]byte(indexedKey)); err != nil || done {
 		return err
 	}
@@ -807,7 +816,7 @@ func (l *ledger) indexOnce(expires time.Time) error {
 		if a.Deposited > 0 || a.Expires != 0 {
 			return nil
 		}
-		a.Expires = expires.UnixNano()
+		a.Expires = max(a.Created+int64(ttl), start.Add(indexGrace).UnixNano())
 		if err := tx.SetJSON(store.Key("x", "k", h), a); err != nil {
 			return err
 		}

@@ -255,7 +255,7 @@ func (p *Paywall) Start(ctx context.Context) error {
 	}
 	polls := p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil
 	if polls {
-		if err := p.ledger.indexOnce(p.now().Add(p.cfg.UnfundedAccountTTL)); err != nil {
+		if err := p.ledger.indexOnce(p.now(), p.cfg.UnfundedAccountTTL); err != nil {
 			return err
 		}
 		if err := p.startCheckpoint(ctx); err != nil {

@@ -274,3 +274,55 @@ func TestOlderStoreIsIndexed(t *testing.T) {
 		t.Fatalf("%d accounts awaiting a deposit counted (%v), want 0", n, err)
 	}
 }
+
+// TestOlderAccountsKeepTheirAge: an account awaiting its first deposit in
+// a store from before the expiry queue expires UnfundedAccountTTL after
+// its creation, but at least an hour after the upgrade: a flood of old
+// top-ups is gone soon, and an account made just before keeps its time.
+func TestOlderAccountsKeepTheirAge(t *testing.T) {
+	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }
+	h := newManualHarness(t, cfg)
+	h.agent.Close()
+	h.db = storetest.DB(t) // an older version's store
+	owner := identity.GenerateKey()
+	ownerB64 := identity.EncodePublicKey(owner.Public().(ed25519.PublicKey))
+	now := h.clock.Now()
+	recent := now.Add(-time.Minute)
+	err := h.db.Update(func(tx *store.Txn) error {
+		for key, created := range map[string]time.Time{"tk_old": now.Add(-72 * time.Hour), "tk_recent": recent} {
+			a := accountRec{Payer: NewWallet().Address(), Owner: ownerB64, Created: created.UnixNano()}
+			if err := tx.SetJSON([]byte("x/k/"+hashKey(key)), a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := testPayment(h.chain, h.provider.Address())
+	cfg(pc)
+	h.start(pc)
+	wantRefused(t, "a top-up while both older accounts await a deposit", h.topup(identity.GenerateKey(), NewWallet()),
+		"too_many_unfunded_accounts", seconds(indexGrace+sweepGrace+DefaultPollInterval))
+
+	h.clock.Advance(indexGrace + sweepGrace)
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.call(owner, "GET", "/v1/balance", "", HeaderAPIKey, "tk_old"); r.status != 401 {
+		t.Fatalf("the old account an hour after the upgrade: %d %s", r.status, r.raw)
+	}
+	h.balance(owner, "tk_recent")
+	if r := h.topup(identity.GenerateKey(), NewWallet()); r.status != 201 {
+		t.Fatalf("a top-up once the old account is gone: %d %s", r.status, r.raw)
+	}
+
+	h.clock.Advance(recent.Add(DefaultUnfundedAccountTTL + sweepGrace).Sub(h.clock.Now()))
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.call(owner, "GET", "/v1/balance", "", HeaderAPIKey, "tk_recent"); r.status != 401 {
+		t.Fatalf("the recent account a TTL after its creation: %d %s", r.status, r.raw)
+	}
+}
