@@ -102,8 +102,8 @@ func (p *Paywall) topup(w http.ResponseWriter, r *http.Request) error {
 		// sweepGrace after its expiry.
 		secs := retryAfter(w, max(refused.first.Add(sweepGrace).Sub(now), 0)+p.cfg.PollInterval)
 		if refused.perAddr {
-			return ErrTooManyUnfundedFromAddr.With("%d accounts made from your address (%s) await a first deposit, as many as the agent takes from one; fund one, or retry after %d s",
-				p.cfg.MaxUnfundedPerIP, addr, secs)
+			return ErrTooManyUnfundedFromAddr.With("the accounts made from your address (%s) that await a first deposit are as many as the agent takes from one (%d); fund one, or retry after %d s",
+				addr, p.cfg.MaxUnfundedPerIP, secs)
 		}
 		return ErrTooManyUnfunded.With("the agent holds %d accounts awaiting a first deposit, as many as it takes; retry after %d s",
 			p.cfg.MaxUnfundedAccounts, secs)

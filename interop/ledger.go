@@ -792,6 +792,67 @@ func dropEntries(tx *store.Txn, queue string, keys [][]byte, drop func(tx *store
 	return nil
 }
 
+// recount rewrites the counts of the accounts awaiting their first
+// deposit (x/m/unfunded, x/a/) from the x/u queue they count, where they
+// differ, and reports whether any did. A count that drifted (a record
+// written by hand or by another version, a bug) would otherwise refuse
+// top-ups until the agent's store is mended by hand. It reads the queue's
+// keys, whose values are empty: as many as MaxUnfundedAccounts allows, and
+// what indexOnce added.
+func (l *ledger) recount() (changed bool, err error) {
+	err = l.update(func(tx *store.Txn) error {
+		total, byAddr := 0, map[string]addrRec{}
+		err := tx.Scan([]byte(unfundedQueue), nil, func(k, _ []byte) (bool, error) {
+			at, id := parseQueueKey(unfundedQueue, k)
+			total++
+			if _, addr := splitUnfundedID(id); addr != "" {
+				byAddr[addr] = append(byAddr[addr], at) // in the queue's order: ascending
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		if n, err := unfundedCount(tx); err != nil || n != total {
+			changed = true
+			if err := setUnfunded(tx, total); err != nil {
+				return err
+			}
+		}
+		prefix := store.Key("x", "a", "")
+		stored := map[string]addrRec{}
+		err = tx.Scan(prefix, nil, func(k, v []byte) (bool, error) {
+			var exps addrRec
+			if json.Unmarshal(v, &exps) != nil {
+				exps = addrRec{-1} // unreadable: rewritten or removed
+			}
+			stored[string(k[len(prefix):])] = exps
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for addr := range stored {
+			if _, ok := byAddr[addr]; !ok {
+				changed = true
+				if err := tx.Delete(store.Key("x", "a", addr)); err != nil {
+					return err
+				}
+			}
+		}
+		for addr, exps := range byAddr {
+			if !slices.Equal(stored[addr], exps) {
+				changed = true
+				if err := setAddrExpiries(tx, addr, exps); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return changed, err
+}
+
 // indexOnce indexes what a store written before the indexes existed
 // holds, once (indexedKey marks it done): each account awaiting its first
 // deposit waits in the queue until ttl after its creation, but at least

@@ -246,9 +246,11 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	}, nil
 }
 
-// Start checks that the RPC endpoint serves the configured network, then
-// runs the deposit poller and the post-pay invoice checks until Close (on
-// a first start the poller begins at the wallet's newest transaction).
+// Start checks that the RPC endpoint serves the configured network,
+// indexes an older store's records and recounts the accounts awaiting a
+// deposit, then runs the deposit poller and the post-pay invoice checks
+// until Close (on a first start the poller begins at the wallet's newest
+// transaction).
 func (p *Paywall) Start(ctx context.Context) error {
 	if err := p.chain.CheckGenesis(ctx, p.cfg.Network, p.cfg.GenesisHash); err != nil {
 		return err
@@ -257,6 +259,11 @@ func (p *Paywall) Start(ctx context.Context) error {
 	if polls {
 		if err := p.ledger.indexOnce(p.now(), p.cfg.UnfundedAccountTTL); err != nil {
 			return err
+		}
+		if changed, err := p.ledger.recount(); err != nil {
+			return err
+		} else if changed {
+			p.log.Warn("the counts of accounts awaiting a first deposit did not match the accounts; recounted")
 		}
 		if err := p.startCheckpoint(ctx); err != nil {
 			return err

@@ -326,3 +326,79 @@ func TestOlderAccountsKeepTheirAge(t *testing.T) {
 		t.Fatalf("the recent account a TTL after its creation: %d %s", r.status, r.raw)
 	}
 }
+
+// TestCountsAreRecountedAtStart: the counts of accounts awaiting a first
+// deposit are rewritten from the accounts at each start, so a count that
+// drifted does not refuse top-ups for good.
+func TestCountsAreRecountedAtStart(t *testing.T) {
+	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2; pc.MaxUnfundedPerIP = 1 }
+	h := newManualHarness(t, cfg)
+	if r := h.topupFrom(identity.GenerateKey(), NewWallet(), "198.51.100.9"); r.status != 201 {
+		t.Fatalf("top-up: %d %s", r.status, r.raw)
+	}
+	h.agent.Close()
+	h.put(map[string]string{ // as if every place were taken
+		unfundedKey:          "2",
+		"x/a/198.51.100.9":   "[1,2]",
+		"x/a/198.51.100.10":  "[3]",
+		"x/a/2001:db8::/64":  "{not json",
+		"x/a/198.51.100.250": "[4]",
+	})
+	pc := testPayment(h.chain, h.provider.Address())
+	cfg(pc)
+	h.start(pc)
+	if r := h.topupFrom(identity.GenerateKey(), NewWallet(), "198.51.100.10"); r.status != 201 {
+		t.Fatalf("top-up after the restart: %d %s", r.status, r.raw)
+	}
+	// The first account's real expiry, not the drifted one.
+	wantRefused(t, "a second account from one address", h.topupFrom(identity.GenerateKey(), NewWallet(), "198.51.100.9"),
+		"too_many_unfunded_from_address", seconds(DefaultUnfundedAccountTTL+sweepGrace+DefaultPollInterval))
+	wantRefused(t, "a third account in all", h.topupFrom(identity.GenerateKey(), NewWallet(), "2001:db8::1"),
+		"too_many_unfunded_accounts", seconds(DefaultUnfundedAccountTTL+sweepGrace+DefaultPollInterval))
+	if n := countKeys(t, h.db, "x/a/"); n != 2 {
+		t.Fatalf("%d address counts kept; want the two addresses' with accounts", n)
+	}
+}
+
+// TestAFundedAccountLeavesTheCountOnce: an account funded while still in
+// the expiry queue (as another version could leave it) is kept by the
+// sweep and counted out then, and not a second time by its next deposit.
+func TestAFundedAccountLeavesTheCountOnce(t *testing.T) {
+	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 1 }
+	h := newManualHarness(t, cfg)
+	h.agent.Close()
+	owner, payer := identity.GenerateKey(), NewWallet()
+	hk := hashKey("tk_funded")
+	expired := h.clock.Now().Add(-time.Hour).UnixNano()
+	err := h.db.Update(func(tx *store.Txn) error {
+		a := accountRec{Payer: payer.Address(), Owner: identity.EncodePublicKey(owner.Public().(ed25519.PublicKey)),
+			Credits: 500, Deposited: 500, Expires: expired, Addr: "198.51.100.20"}
+		if err := tx.SetJSON([]byte("x/k/"+hk), a); err != nil {
+			return err
+		}
+		return tx.Set(queueKey(unfundedQueue, expired, unfundedID(hk, a.Addr)), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := testPayment(h.chain, h.provider.Address())
+	cfg(pc)
+	h.start(pc) // counts it: the agent is full
+	poll := func() {
+		t.Helper()
+		if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll() // the sweep keeps it, and frees its place
+	if r := h.topup(identity.GenerateKey(), NewWallet()); r.status != 201 {
+		t.Fatalf("top-up once the funded account left the count: %d %s", r.status, r.raw)
+	}
+	h.pay(payer, 700, "tk_funded")
+	poll()
+	if got := h.balance(owner, "tk_funded"); got != 1200 {
+		t.Fatalf("funded account: balance %v, want 1200", got)
+	}
+	wantRefused(t, "a second account awaiting a deposit", h.topup(identity.GenerateKey(), NewWallet()),
+		"too_many_unfunded_accounts", seconds(DefaultUnfundedAccountTTL+sweepGrace+DefaultPollInterval))
+}
