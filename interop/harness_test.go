@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,7 @@ type fakeRegistry struct {
 	score   *float64
 	reports []Report
 	fail    bool // Report fails
+	refuse  int  // Report is answered with this status
 	// beforeReport, when set, runs as a report is filed (in the caller's
 	// goroutine).
 	beforeReport func()
@@ -55,6 +57,9 @@ func (f *fakeRegistry) Report(_ context.Context, id string, r Report) error {
 	if f.fail {
 		return errors.New("registry unreachable")
 	}
+	if f.refuse != 0 {
+		return fmt.Errorf("feedback: %w", &RegistryError{Status: f.refuse, Body: `{"code":"refused"}`})
+	}
 	f.reports = append(f.reports, r)
 	return nil
 }
@@ -64,6 +69,13 @@ func (f *fakeRegistry) setFail(fail bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fail = fail
+}
+
+// setRefuse makes the registry answer reports with status (0: take them).
+func (f *fakeRegistry) setRefuse(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = status
 }
 
 func (f *fakeRegistry) Reports() []Report {

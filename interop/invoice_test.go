@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -209,5 +210,54 @@ func TestRecordsMissingUnderTheirIndex(t *testing.T) {
 	h.checkInvoices() // retires the reported invoice
 	if n := countKeys(t, h.db, retiredQueue); n != 1 || len(h.watched()) != 0 {
 		t.Fatalf("%d invoices retired, watched %v; want the reported one only", n, h.watched())
+	}
+}
+
+// TestARefusedReportIsFinal: a settlement or default report the registry
+// refuses for good (a 4xx other than 429) is not filed again, and its
+// invoice is retired like a reported one; one refused for now (429, 5xx)
+// is filed again at a later check.
+func TestARefusedReportIsFinal(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		final  bool
+	}{{403, true}, {404, true}, {429, false}, {503, false}} {
+		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
+			h := newManualHarness(t, func(pc *PaymentConfig) { min := 0.8; pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+			score := 0.9
+			h.reg.score = &score
+			payer, defaulter := identity.GenerateKey(), identity.GenerateKey()
+			for i, k := range []ed25519.PrivateKey{payer, defaulter} {
+				h.reg.agents[identity.EncodePublicKey(k.Public().(ed25519.PublicKey))] = "caller-" + strconv.Itoa(i)
+			}
+			paid, owed := h.onCredit(payer), h.onCredit(defaulter)
+			h.reg.setRefuse(c.status)
+			h.pay(NewWallet(), testPrice, paid)
+			h.clock.Advance(2 * time.Hour)
+			if err := h.agent.paywall.PollNow(context.Background()); err != nil { // files the settlement
+				t.Fatal(err)
+			}
+			h.checkInvoices() // files the default
+			h.checkInvoices() // retires what is done with
+			if c.final {
+				if w, n := h.watched(), countKeys(t, h.db, retiredQueue); len(w) != 0 || n != 2 {
+					t.Fatalf("watched %v, %d retired; want both retired", w, n)
+				}
+				for _, nonce := range []string{paid, owed} {
+					if inv, err := getJSON[invoiceRec](h.db, []byte("x/i/"+nonce)); err != nil || !inv.Refused {
+						t.Fatalf("invoice %s: %+v %v; want its report marked refused", nonce, inv, err)
+					}
+				}
+				return
+			}
+			if w := h.watched(); len(w) != 2 {
+				t.Fatalf("watched %v; want both until their reports are filed", w)
+			}
+			h.reg.setRefuse(0)
+			h.checkInvoices()
+			if reps := h.reg.Reports(); len(reps) != 2 {
+				t.Fatalf("reports %+v; want the settlement and the default, filed once taken", reps)
+			}
+		})
 	}
 }

@@ -162,10 +162,13 @@ type invoiceRec struct {
 	Created  int64  `json:"created"`
 	Due      int64  `json:"due"`
 	PaidSig  string `json:"paid_sig,omitempty"`
-	Reported bool   `json:"reported,omitempty"` // its default was reported
+	Reported bool   `json:"reported,omitempty"` // its default was reported (or the report refused for good)
 	// Unsettled: paid, and the report of its settlement not filed yet
 	// (the registry was unreachable): checkInvoices tries again.
 	Unsettled bool `json:"unsettled,omitempty"`
+	// Refused: the registry refused its report (of the default, or of the
+	// settlement) for good; it counts as filed, and was logged.
+	Refused bool `json:"refused,omitempty"`
 	// Pending: reserved, the call not answered yet. An invoice left
 	// pending (the provider stopped mid-call) is dropped when due, never
 	// reported: the caller may not have been served.

@@ -188,8 +188,27 @@ type Registry interface {
 	// AgentByKey returns the registered agent bound to pub and its
 	// reputation score (nil when it has none); id "" when there is none.
 	AgentByKey(ctx context.Context, pub ed25519.PublicKey) (id string, score *float64, err error)
-	// Report files a reputation report about agent id, signed by this agent.
+	// Report files a reputation report about agent id, signed by this
+	// agent. An error wrapping a *RegistryError whose Final says so means
+	// the registry will never take the report: it is not filed again. Any
+	// other error is retried at a later invoice check.
 	Report(ctx context.Context, id string, rep Report) error
+}
+
+// RegistryError is the registry's answer refusing a request.
+type RegistryError struct {
+	Status int    // HTTP status
+	Body   string // the answer's body, for the logs
+}
+
+func (e *RegistryError) Error() string {
+	return fmt.Sprintf("the registry answered %d: %s", e.Status, e.Body)
+}
+
+// Final: the request as it is will never be taken, so it is not sent
+// again: a 4xx answer other than 429 (too many now, retry later).
+func (e *RegistryError) Final() bool {
+	return e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests
 }
 
 // Report is a reputation report (spec 2.7) this agent files about a caller.

@@ -208,8 +208,11 @@ func (p *Paywall) settleInvoice(ctx context.Context, sig, nonce string, paid Pai
 		}
 		return closeInvoice(tx, pubHex, nonce)
 	})
-	if err == nil && done && inv.Unsettled && p.report(ctx, inv, false) {
-		err = p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled = false })
+	if err != nil || !done || !inv.Unsettled {
+		return err
+	}
+	if over, refused := p.report(ctx, inv, false); over {
+		err = p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled, inv.Refused = false, refused })
 	}
 	return err
 }
@@ -290,13 +293,19 @@ func (p *Paywall) checkInvoices(ctx context.Context) error {
 			p.log.Warn("post-pay invoice of a call never answered dropped", "agent", inv.AgentID, "invoice", nonce)
 			continue
 		}
-		if inv.PaidSig != "" || inv.Reported || inv.Due >= now || !p.report(ctx, inv, true) {
+		if inv.PaidSig != "" || inv.Reported || inv.Due >= now {
 			continue
 		}
-		if err := p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Reported = true }); err != nil {
+		over, refused := p.report(ctx, inv, true)
+		if !over {
+			continue
+		}
+		if err := p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Reported, inv.Refused = true, refused }); err != nil {
 			return err
 		}
-		p.log.Info("post-pay invoice overdue; caller reported", "agent", inv.AgentID, "invoice", nonce)
+		if !refused {
+			p.log.Info("post-pay invoice overdue; caller reported", "agent", inv.AgentID, "invoice", nonce)
+		}
 	}
 	return nil
 }
@@ -375,10 +384,14 @@ func (p *Paywall) settleReport(ctx context.Context, nonce string) error {
 	} else if err != nil {
 		return err
 	}
-	if !inv.Unsettled || !p.report(ctx, inv, false) {
+	if !inv.Unsettled {
 		return nil
 	}
-	return p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled = false })
+	over, refused := p.report(ctx, inv, false)
+	if !over {
+		return nil
+	}
+	return p.ledger.markInvoice(nonce, func(inv *invoiceRec) { inv.Unsettled, inv.Refused = false, refused })
 }
 
 // markInvoice records what mark changes in invoice nonce.
@@ -394,17 +407,26 @@ func (l *ledger) markInvoice(nonce string, mark func(*invoiceRec)) error {
 	})
 }
 
-// report files the settlement report about an invoice's caller.
-func (p *Paywall) report(ctx context.Context, inv invoiceRec, disputed bool) bool {
+// report files the settlement report about an invoice's caller and
+// says whether that is over: filed, or refused by the registry for good
+// (refused; a 4xx answer other than 429, logged). Otherwise a later check
+// files it again.
+func (p *Paywall) report(ctx context.Context, inv invoiceRec, disputed bool) (over, refused bool) {
 	if p.registry == nil || inv.AgentID == "" {
-		return false
+		return false, false
 	}
 	// A default is a failed exchange (success false): reliability and
 	// settlement both fall. No latency is invented for either outcome.
 	err := p.registry.Report(ctx, inv.AgentID, Report{Success: !disputed, Paid: true, Disputed: disputed, Capability: inv.Skill})
-	if err != nil {
-		p.log.Warn("filing a settlement report failed; retried later", "agent", inv.AgentID, "err", err)
-		return false
+	var re *RegistryError
+	switch {
+	case err == nil:
+		return true, false
+	case errors.As(err, &re) && re.Final():
+		p.log.Error("the registry refused a settlement report for good; it is not filed again, and the invoice is done with",
+			"agent", inv.AgentID, "disputed", disputed, "err", err)
+		return true, true
 	}
-	return true
+	p.log.Warn("filing a settlement report failed; retried later", "agent", inv.AgentID, "err", err)
+	return false, false
 }

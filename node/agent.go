@@ -360,7 +360,8 @@ func (r agentRegistry) Report(ctx context.Context, id string, rep interop.Report
 		return err
 	}
 	if st != http.StatusOK {
-		return fmt.Errorf("feedback: %d %s", st, out)
+		// The agent tells a refusal for good (a 4xx) from a failure.
+		return fmt.Errorf("feedback: %w", &interop.RegistryError{Status: st, Body: string(out)})
 	}
 	return nil
 }
