@@ -48,7 +48,9 @@ type TopupResponse struct {
 	Lamports     uint64 `json:"lamports"`
 	MinLamports  uint64 `json:"min_lamports"`
 	Divisor      uint64 `json:"divisor"`
-	// ExpiresAt: an account no deposit was credited to by then is removed.
+	// ExpiresAt: an account no deposit was credited to by then is removed
+	// (a transfer that landed by then is credited if the RPC lists it
+	// within sweepGrace).
 	ExpiresAt time.Time `json:"expires_at"`
 }
 

@@ -51,8 +51,8 @@ func (h *harness) checkInvoices() {
 // has work for only; a settled invoice and a reported default leave it
 // and are removed InvoiceRetention later, the default's open mark with it
 // (its late payment is then unmatched, and its caller may be served on
-// credit again), while an invoice still owed is never removed, also
-// across a restart.
+// credit again), while an invoice unpaid and not yet reported is never
+// removed, also across a restart.
 func TestInvoiceRetention(t *testing.T) {
 	h, trusted := newPostpayHarness(t)
 	ctx := context.Background()

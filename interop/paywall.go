@@ -82,9 +82,10 @@ type PaymentConfig struct {
 	// then removed. A funded account is kept.
 	UnfundedAccountTTL time.Duration `json:"unfunded_account_ttl"`
 	// InvoiceRetention is how long a post-pay invoice is kept once it is
-	// settled (paid and reported) or its default reported (default 30
-	// days, at least an hour). Meanwhile a late payment of a default still
-	// settles it and its caller is not served on credit again.
+	// settled (paid and reported) or its default reported, counted from
+	// the next invoice check (default 30 days, at least an hour); a default
+	// never paid is then removed too. Meanwhile a late payment of a default
+	// still settles it and its caller is not served on credit again.
 	InvoiceRetention time.Duration `json:"invoice_retention"`
 }
 

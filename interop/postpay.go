@@ -32,12 +32,14 @@ import (
 // until a check finds nothing left to do about it (paid and its settlement
 // reported, or its default reported). The check then retires it: it moves
 // to a removal queue (x/r/<time>/<nonce>) and is removed InvoiceRetention
-// later, at the first poll that read the wallet past that time, with the
-// caller's open mark of a default never paid (the default is remembered by
-// the caller's reputation). Until then a late payment of a default still
-// settles it. An invoice is deleted early only when its call was not
-// delivered (released or dropped), and then with its index entry, so
-// nothing owed ever leaves the check's sight.
+// after that check (the first after the report), at the first poll that
+// read the wallet past that time, with the caller's open mark of a default
+// never paid (the default is remembered by the caller's reputation). Until
+// then a late payment of a default still settles it. An invoice is deleted
+// early only when its call was not delivered (released or dropped), and
+// then with its index entry. So an invoice unpaid and not yet reported
+// never leaves the check's sight; a reported default never paid does, and
+// is removed after the retention.
 
 // invoicePrefix opens invoice nonces; the poller settles memos that carry it.
 const invoicePrefix = "inv_"
