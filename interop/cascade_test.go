@@ -195,8 +195,21 @@ func (h *harness) callOnCredit(key ed25519.PrivateKey, slow time.Duration) <-cha
 // newPostpayHarness is an agent that serves callers scoring 0.8 or more
 // on credit, invoices due in an hour, and a caller whose agent scores 0.9.
 func newPostpayHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
+	t.Helper()
+	return postpayHarness(t, newHarness)
+}
+
+// newManualPostpayHarness is newPostpayHarness whose agent runs no poll
+// loop.
+func newManualPostpayHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
+	t.Helper()
+	return postpayHarness(t, newManualHarness)
+}
+
+func postpayHarness(t *testing.T, mk func(*testing.T, ...func(*PaymentConfig)) *harness) (*harness, ed25519.PrivateKey) {
+	t.Helper()
 	min, score := 0.8, 0.9
-	h := newHarness(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
+	h := mk(t, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
 	trusted := identity.GenerateKey()
 	h.reg.score = &score
 	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"

@@ -54,7 +54,7 @@ func (h *harness) checkInvoices() {
 // credit again), while an invoice unpaid and not yet reported is never
 // removed, also across a restart.
 func TestInvoiceRetention(t *testing.T) {
-	h, trusted := newPostpayHarness(t)
+	h, trusted := newManualPostpayHarness(t)
 	ctx := context.Background()
 	other := identity.GenerateKey()
 	h.reg.agents[identity.EncodePublicKey(other.Public().(ed25519.PublicKey))] = "other-1"
@@ -180,11 +180,7 @@ func TestASweepFailureIsNotFatal(t *testing.T) {
 // (left by another version) is dropped, and holds up neither the invoice
 // check nor the sweep; an invoice no longer in the index is not retired.
 func TestRecordsMissingUnderTheirIndex(t *testing.T) {
-	h := newManualHarness(t, func(pc *PaymentConfig) { min := 0.8; pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
-	score := 0.9
-	h.reg.score = &score
-	trusted := identity.GenerateKey()
-	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
+	h, trusted := newManualPostpayHarness(t)
 	owed := h.onCredit(trusted)
 	h.put(map[string]string{
 		"x/w/inv_orphan": "",
@@ -223,13 +219,9 @@ func TestARefusedReportIsFinal(t *testing.T) {
 		final  bool
 	}{{403, true}, {404, true}, {429, false}, {503, false}} {
 		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
-			h := newManualHarness(t, func(pc *PaymentConfig) { min := 0.8; pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
-			score := 0.9
-			h.reg.score = &score
-			payer, defaulter := identity.GenerateKey(), identity.GenerateKey()
-			for i, k := range []ed25519.PrivateKey{payer, defaulter} {
-				h.reg.agents[identity.EncodePublicKey(k.Public().(ed25519.PublicKey))] = "caller-" + strconv.Itoa(i)
-			}
+			h, payer := newManualPostpayHarness(t)
+			defaulter := identity.GenerateKey()
+			h.reg.agents[identity.EncodePublicKey(defaulter.Public().(ed25519.PublicKey))] = "defaulter-1"
 			paid, owed := h.onCredit(payer), h.onCredit(defaulter)
 			h.reg.setRefuse(c.status)
 			h.pay(NewWallet(), testPrice, paid)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gagliardetto/solana-go"
+
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
@@ -142,7 +144,7 @@ func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second))
 // deposit, and that count survives a restart.
 func TestUnfundedAccountsExpire(t *testing.T) {
 	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }
-	h := newHarness(t, cfg)
+	h := newManualHarness(t, cfg)
 	ctx := context.Background()
 	a, b, c := identity.GenerateKey(), identity.GenerateKey(), identity.GenerateKey()
 	payA, payB, payC := NewWallet(), NewWallet(), NewWallet()
@@ -213,7 +215,7 @@ func TestUnfundedAccountsExpire(t *testing.T) {
 // like a new one, a funded one stays; an invoice still owed is reported
 // when overdue and a settled one is retired.
 func TestOlderStoreIsIndexed(t *testing.T) {
-	h := newHarness(t)
+	h := newManualHarness(t)
 	h.agent.Close()
 	h.db = storetest.DB(t)
 	owner := identity.GenerateKey()
@@ -241,23 +243,25 @@ func TestOlderStoreIsIndexed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 { // a second start indexes nothing twice
+	for i := range 2 { // a second start indexes nothing again
+		if i > 0 {
+			h.agent.Close()
+			h.clock.Advance(time.Minute)
+		}
 		h.start(testPayment(h.chain, h.provider.Address()))
-		h.agent.Close()
-	}
-	h.start(testPayment(h.chain, h.provider.Address()))
-	if n := countKeys(t, h.db, unfundedQueue); n != 1 {
-		t.Fatalf("%d accounts queued, want the one never funded", n)
-	}
-	// One check reports the default (the agent's poll loop runs one at
-	// each start too), the next retires it.
-	h.checkInvoices()
-	h.checkInvoices()
-	if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
-		t.Fatalf("reports %+v; want the owed invoice's default, once", reps)
-	}
-	if w, n := h.watched(), countKeys(t, h.db, retiredQueue); len(w) != 0 || n != 2 {
-		t.Fatalf("watched %v, %d retired; want both invoices retired", w, n)
+		if n := countKeys(t, h.db, unfundedQueue); n != 1 {
+			t.Fatalf("start %d: %d accounts queued, want the one never funded", i, n)
+		}
+		// One check reports the default, the next retires it (and the
+		// settled invoice).
+		h.checkInvoices()
+		h.checkInvoices()
+		if reps := h.reg.Reports(); len(reps) != 1 || !reps[0].Disputed {
+			t.Fatalf("start %d: reports %+v; want the owed invoice's default, once", i, reps)
+		}
+		if w, n := h.watched(), countKeys(t, h.db, retiredQueue); len(w) != 0 || n != 2 {
+			t.Fatalf("start %d: watched %v, %d retired; want both invoices retired, once", i, w, n)
+		}
 	}
 	h.clock.Advance(DefaultUnfundedAccountTTL + sweepGrace)
 	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
@@ -401,4 +405,35 @@ func TestAFundedAccountLeavesTheCountOnce(t *testing.T) {
 	}
 	wantRefused(t, "a second account awaiting a deposit", h.topup(identity.GenerateKey(), NewWallet()),
 		"too_many_unfunded_accounts", seconds(DefaultUnfundedAccountTTL+sweepGrace+DefaultPollInterval))
+}
+
+// TestATransferListedLateIsCredited: a deposit that landed before its
+// account's expiry but that the RPC lists only after it (within
+// sweepGrace) is credited: the sweep leaves an account sweepGrace past its
+// expiry in the wallet's time read.
+func TestATransferListedLateIsCredited(t *testing.T) {
+	h := newManualHarness(t)
+	owner, payer := identity.GenerateKey(), NewWallet()
+	r := h.topup(owner, payer)
+	key := r.body["api_key"].(string)
+	expires := h.clock.Now().Add(DefaultUnfundedAccountTTL)
+
+	h.clock.Advance(DefaultUnfundedAccountTTL - time.Second)
+	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	sig := h.chain.Land(h.payTx(payer, h.provider.PublicKey(), 9_000, key), soltest.Land{Hidden: true}) // landed, not listed yet
+	h.clock.Advance(sweepGrace / 2)
+	if !h.clock.Now().After(expires) {
+		t.Fatal("the poll must come after the expiry")
+	}
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.chain.Reveal(sig)
+	h.clock.Advance(DefaultPollInterval)
+	if err := h.agent.paywall.PollNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.balance(owner, key); got != 9_000 {
+		t.Fatalf("balance %v; want the deposit listed after the expiry credited", got)
+	}
 }
