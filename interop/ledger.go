@@ -781,8 +781,10 @@ func (l *ledger) sweep(queue string, until time.Time, drop func(tx *store.Txn, a
 // with what drop removes for each.
 func dropEntries(tx *store.Txn, queue string, keys [][]byte, drop func(tx *store.Txn, at int64, id string) error) error {
 	for _, k := range keys {
-		if ok, err := tx.Has(k); err != nil || !ok {
+		if ok, err := tx.Has(k); err != nil {
 			return err
+		} else if !ok {
+			continue
 		}
 		at, id := parseQueueKey(queue, k)
 		if err := drop(tx, at, id); err != nil {

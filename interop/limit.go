@@ -17,10 +17,10 @@ import (
 // obtained for free from a 402 passes every local check. So each client
 // address (addrKey) may have proofChecksPerMinute such checks (burst
 // proofCheckBurst), plenty for a payer whose client re-sends its proof
-// with backoff. Replays
-// of claimed signatures, and proofs whose X-Payment-Nonce fails its MAC,
-// never reach the chain and are not counted (a proof without the header is
-// known by its memo only once the transaction is read).
+// with backoff. Replays of claimed signatures, and proofs whose
+// X-Payment-Nonce fails its MAC, never reach the chain and are not counted
+// (a proof without the header is known by its memo only once the
+// transaction is read).
 const (
 	proofChecksPerMinute = 60
 	proofCheckBurst      = 20
