@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -92,6 +93,20 @@ type Config struct {
 	// Wall tunes the cluster wall's timings and queues; zero fields take
 	// the wall's defaults (see wall.Tuning).
 	Wall wall.Tuning `json:"-"`
+	// Budgets meter writes (internal/admission): per client address and
+	// per established credential on every node; on the directory, per
+	// node that forwards to it and for its log in all. A zero budget is
+	// unlimited; DefaultConfig sets admission.DefaultConfig.
+	Budgets admission.Config `json:"budgets"`
+	// AgentActivationWindow is, on the directory, how long a new agent
+	// registration waits for its agent's first token before it expires
+	// (a catalog listing under it stays); 0 keeps registrations until
+	// they are deleted.
+	AgentActivationWindow time.Duration `json:"agent_activation_window"`
+	// ClusterJoinWindow is, on the directory, how long a new public
+	// cluster waits for its first member before it expires; 0 keeps
+	// clusters until their admin deletes them.
+	ClusterJoinWindow time.Duration `json:"cluster_join_window"`
 }
 
 // DefaultConfig returns the configuration of `mesh node` without flags.
@@ -105,6 +120,10 @@ func DefaultConfig() Config {
 		WallSocketRate:   wall.DefaultSocketRate,
 		WallRoomRate:     wall.DefaultRoomRate,
 		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
+		Budgets:          admission.DefaultConfig(),
+
+		AgentActivationWindow: registryapi.DefaultActivationWindow,
+		ClusterJoinWindow:     wall.DefaultJoinWindow,
 	}
 }
 
@@ -163,6 +182,12 @@ func (c *Config) Validate() error {
 	}
 	if c.GossipQueueBytes != 0 && c.GossipQueueBytes < p2p.MinGossipQueueBytes {
 		return fmt.Errorf("node: GossipQueueBytes %d: want at least %d", c.GossipQueueBytes, p2p.MinGossipQueueBytes)
+	}
+	if err := c.Budgets.Validate(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
+		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -35,11 +36,16 @@ const (
 	seqHeader = "X-Mesh-Seq"
 	// originHeader carries the forwarding node's public URL, so that the
 	// directory's answer names the node the client called.
-	originHeader  = "X-Mesh-Origin-Url"
+	originHeader = "X-Mesh-Origin-Url"
+	// clientHeader carries the client's address (httpx.AddrKey) for the
+	// directory's write budgets, which it keeps apart for each forwarding
+	// node.
+	clientHeader  = "X-Mesh-Client"
 	readYourWrite = 2 * time.Second
 )
 
-// forwardedHeaders are the request headers that cross to the directory.
+// forwardedHeaders are the request headers that cross to the directory;
+// the directory drops any other a peer sends.
 var forwardedHeaders = []string{"Content-Type", "Authorization", "Mesh-Sig", "Accept", "User-Agent"}
 
 var errNoDirectory = httpx.E(http.StatusServiceUnavailable, "directory_unavailable",
@@ -73,12 +79,26 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 			out.Header[h] = v
 		}
 	}
-	out.Header.Set(originHeader, httpx.BaseURL(r, n.URL()))
+	origin := httpx.BaseURL(r, n.URL())
+	if httpx.CheckBaseURL(origin) != nil {
+		origin = n.URL() // a Host header the directory would refuse
+	}
+	out.Header.Set(originHeader, origin)
+	if client := httpx.AddrKey(httpx.ClientIP(r)); httpx.ValidAddrKey(client) {
+		out.Header.Set(clientHeader, client)
+	}
 	resp, err := n.roundTrip(r.Context(), out)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body) // in memory already, at most maxForwardResp
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && errorCode(body) == admission.ErrDirectoryBusy.Code {
+		n.admission.DirectoryShed()
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), readYourWrite)
 	if seq, err := strconv.ParseUint(resp.Header.Get(seqHeader), 10, 64); err == nil {
 		n.replica.WaitFor(ctx, seq)
@@ -93,8 +113,15 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, err = io.Copy(w, resp.Body)
+	_, err = w.Write(body)
 	return err
+}
+
+// errorCode is the code of a JSON error answer; "" for anything else.
+func errorCode(body []byte) string {
+	var e httpx.Error
+	json.Unmarshal(body, &e)
+	return e.Code
 }
 
 // roundTrip sends req to the directory node and reads its response.
@@ -120,20 +147,19 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	return resp, nil
 }
 
-// serveForward runs a forwarded request through this (directory) node's
-// own bridge, exactly as if the caller had sent it here.
+// serveForward serves, on the directory, a request another node
+// forwarded: exactly the routes nodes forward (registryapi.ForwardedRoutes),
+// through this node's own bridge as if the client had sent it here, with
+// the forwarding node's budgets (see serveForwarded). Whatever the peer
+// sends, the answer is an HTTP response: never a 500 for bad input, never
+// an upgrade.
 func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
 	if err != nil {
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
 	} else {
-		if u := r.Header.Get(originHeader); u != "" {
-			ctx = httpx.WithBaseURL(ctx, u)
-		}
-		r = r.WithContext(ctx)
-		r.RemoteAddr = "p2p/" + from.String()
-		n.handler.ServeHTTP(rec, r)
+		n.serveForwarded(rec, r.WithContext(ctx), from)
 	}
 	rec.header.Set(seqHeader, strconv.FormatUint(n.clog.Seq(), 10))
 	resp := &http.Response{
@@ -143,6 +169,61 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 	var out bytes.Buffer
 	err = resp.Write(&out)
 	return out.Bytes(), err
+}
+
+// Errors of the forward stream.
+var (
+	errBadOrigin = httpx.E(http.StatusBadRequest, "invalid_origin", "the forwarding node named a malformed origin URL")
+	errBadClient = httpx.E(http.StatusBadRequest, "invalid_client_addr", "the forwarding node named a malformed client address")
+)
+
+// serveForwarded admits forwarded request r from peer and serves it. Every
+// request costs the peer one token of its node budget, whatever it asks;
+// then the route must be one that nodes forward, the origin URL a plain
+// http(s) base URL and the client address one that httpx.AddrKey makes.
+// Only the headers a node forwards are kept. The request then goes
+// through the bridge, whose write budgets count it under the peer and the
+// client it reports (admission.Origin).
+func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.ID) {
+	surface, _ := n.surfaces.Match(r)
+	if surface == "" {
+		surface = "forward"
+	}
+	err := n.admission.Admit(surface, admission.Key{Budget: admission.Node, ID: from.String()})
+	if err != nil {
+		httpx.WriteError(n.log, w, r, err)
+		return
+	}
+	if _, pattern := n.forwardMux.Handler(r); pattern == "" {
+		n.admission.Refused(surface, "route")
+		n.forwardMux.ServeHTTP(w, r) // its JSON 404 or 405
+		return
+	}
+	origin, client := r.Header.Get(originHeader), r.Header.Get(clientHeader)
+	if origin != "" {
+		if err := httpx.CheckBaseURL(origin); err != nil {
+			n.admission.Refused(surface, "origin")
+			httpx.WriteError(n.log, w, r, errBadOrigin.With("%s %q: %v", originHeader, origin, err))
+			return
+		}
+	}
+	if client != "" && !httpx.ValidAddrKey(client) {
+		n.admission.Refused(surface, "client_addr")
+		httpx.WriteError(n.log, w, r, errBadClient.With("%s %q: want an IPv4 address or an IPv6 /64", clientHeader, client))
+		return
+	}
+	hdr := http.Header{}
+	for _, h := range forwardedHeaders {
+		if v := r.Header.Values(h); len(v) > 0 {
+			hdr[h] = v
+		}
+	}
+	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+from.String()
+	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: from.String(), Client: client})
+	if origin != "" {
+		ctx = httpx.WithBaseURL(ctx, origin)
+	}
+	n.forwardMux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // recorder is the ResponseWriter of a forwarded request.

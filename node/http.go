@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
@@ -30,6 +31,8 @@ func (n *Node) buildHTTP() error {
 		Admins:       []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)},
 		Now:          n.cfg.Now,
 		Logger:       n.log,
+
+		ActivationWindow: n.cfg.AgentActivationWindow,
 	}
 	if n.replica != nil {
 		cfg.Fallback = n.fallbackAgent
@@ -45,7 +48,7 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall, err = wall.New(wall.Config{
 		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.dirPeer, PublicURL: n.cfg.PublicURL, Refresh: refresh,
-		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate,
+		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate, JoinWindow: n.cfg.ClusterJoinWindow,
 		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
 	if err != nil {
@@ -73,7 +76,15 @@ func (n *Node) buildHTTP() error {
 	// Handlers that hand on a copy of the request (with a context value)
 	// sit outside the metrics: inside, they would hide from m.wrap the
 	// route the mux records in the request.
-	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(m.wrap(n.gated(n.forwardWrites(mux))))))
+	n.surfaces = admission.NewSurfaces(registryapi.WriteRoutes(), wall.WriteRoutes())
+	admit := func(next http.Handler) http.Handler {
+		return n.admission.Writes(n.surfaces, api.Credential, n.log, next)
+	}
+	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(admit(m.wrap(n.gated(n.forwardWrites(mux)))))))
+	n.forwardMux = httpx.NewMux()
+	for _, pattern := range registryapi.ForwardedRoutes() {
+		n.forwardMux.Handle(pattern, n.handler)
+	}
 	return nil
 }
 
@@ -132,6 +143,9 @@ type healthView struct {
 		CaughtUp  bool   `json:"caught_up"`
 		Error     string `json:"error,omitempty"`
 	} `json:"directory"`
+	// Admission tells whether this node, or the directory, shed writes
+	// over a budget in the last minute.
+	Admission admission.Status `json:"admission"`
 }
 
 func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
@@ -140,6 +154,7 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 		Status: "ok", Version: Version, Role: n.role, DID: n.DID(), PeerID: n.host.ID().String(),
 		Addrs: n.host.Addrs(), Peers: len(n.host.Peers()), URL: n.URL(),
 		StartedAt: n.started.UTC(), UptimeS: int64(now.Sub(n.started) / time.Second),
+		Admission: n.admission.Status(),
 	}
 	d := &v.Directory
 	d.Peer, d.Seq, d.Agents = n.dirPeer.String(), n.clog.Seq(), n.dir.AgentCount()

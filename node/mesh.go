@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -128,7 +129,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	}
 	local := cmdlog.NewLocal(n.clog)
 	local.OnCommit = n.publisher.committed
-	n.proposer = local
+	n.proposer = admission.Proposer{Next: local, Admitter: n.admission}
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)

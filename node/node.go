@@ -18,8 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/gate"
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
@@ -52,12 +54,15 @@ type Node struct {
 
 	baseFromHost bool // answers name the Host a client used (no public URL known)
 
-	wall     *wall.Service
-	handler  http.Handler
-	requests gate.Gate // of handler (gated)
-	ln       net.Listener
-	srv      *http.Server
-	started  time.Time
+	wall       *wall.Service
+	admission  *admission.Admitter // the write budgets
+	surfaces   *admission.Surfaces // the write routes, by surface
+	forwardMux *httpx.Mux          // on the directory: the routes other nodes forward
+	handler    http.Handler
+	requests   gate.Gate // of handler (gated)
+	ln         net.Listener
+	srv        *http.Server
+	started    time.Time
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -97,6 +102,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.metrics = prometheus.NewRegistry()
+	if n.admission, err = admission.New(n.cfg.Budgets, n.metrics); err != nil {
+		return err
+	}
 	if err := n.startP2P(ctx); err != nil {
 		return err
 	}
@@ -145,6 +153,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
+	}
+	if n.role == RoleBootstrap {
+		n.goroutine(func() { n.sweepExpired(ctx) })
 	}
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -32,6 +34,9 @@ var remoteKinds = map[string]bool{wall.Kind: true}
 type proposal struct {
 	Kind string          `json:"kind"`
 	Op   json.RawMessage `json:"op"`
+	// Client is the address (httpx.AddrKey) of the client whose request
+	// made the proposal, for the directory's write budgets.
+	Client string `json:"client,omitempty"`
 }
 
 type proposalResult struct {
@@ -45,16 +50,21 @@ type wireError struct {
 	Status int    `json:"status"`
 	Code   string `json:"code"`
 	Detail string `json:"detail"`
+	// RetryAfter is the error's Retry-After, in seconds.
+	RetryAfter int64 `json:"retry_after,omitempty"`
 }
 
-// serveProposal applies a proposal on the directory node.
+// serveProposal applies a proposal on the directory node. Like a
+// forwarded request, it costs the proposing node a token of its node
+// budget and its client one of its client budget (kept apart for each
+// node) whatever it proposes.
 func (n *Node) serveProposal(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	var p proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, err
 	}
 	var out proposalResult
-	res, err := n.proposeRemote(ctx, p)
+	res, err := n.proposeRemote(ctx, from, p)
 	if err == nil {
 		out.Result, err = json.Marshal(res)
 	}
@@ -64,16 +74,33 @@ func (n *Node) serveProposal(ctx context.Context, from peer.ID, raw []byte) ([]b
 			n.log.Error("proposal failed", "kind", p.Kind, "from", from, "err", err)
 		}
 		out.Error = &wireError{Status: e.Status, Code: e.Code, Detail: e.Detail}
+		if e.RetryAfter > 0 {
+			out.Error.RetryAfter = httpx.RetryAfterSeconds(e.RetryAfter)
+		}
 	}
 	out.Seq = n.clog.Seq()
 	return json.Marshal(out)
 }
 
-func (n *Node) proposeRemote(ctx context.Context, p proposal) (any, error) {
+func (n *Node) proposeRemote(ctx context.Context, from peer.ID, p proposal) (any, error) {
 	if !remoteKinds[p.Kind] {
 		return nil, httpx.E(http.StatusForbidden, "not_proposable", "%q operations are not accepted from other nodes", p.Kind)
 	}
-	return n.proposer.Propose(ctx, p.Kind, n.cfg.Now().UnixNano(), p.Op)
+	now := n.cfg.Now()
+	op, err := n.wall.Proposed(p.Op, now)
+	if err != nil {
+		return nil, err
+	}
+	o := admission.Origin{Surface: op.Surface(), Peer: from.String()}
+	keys := []admission.Key{{Budget: admission.Node, ID: o.Peer}}
+	if httpx.ValidAddrKey(p.Client) {
+		o.Client = p.Client
+		keys = append(keys, admission.Key{Budget: admission.Client, ID: o.Peer + " " + o.Client})
+	}
+	if err := n.admission.Admit(o.Surface, keys...); err != nil {
+		return nil, err
+	}
+	return n.proposer.Propose(admission.WithOrigin(ctx, o), p.Kind, now.UnixNano(), op)
 }
 
 // replicaProposer is the Proposer of a node that is not the directory: it
@@ -93,7 +120,11 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op 
 	if err != nil {
 		return nil, err
 	}
-	req, _ := json.Marshal(proposal{Kind: kind, Op: b})
+	q := proposal{Kind: kind, Op: b}
+	if o, ok := admission.OriginOf(ctx); ok {
+		q.Client = o.Client
+	}
+	req, _ := json.Marshal(q)
 	rctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
 	raw, err := n.host.Request(rctx, n.dirPeer, proposeProto, req, maxProposalRes)
@@ -105,7 +136,10 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op 
 		return nil, fmt.Errorf("proposal result: %w", err)
 	}
 	if e := res.Error; e != nil {
-		return nil, &httpx.Error{Status: e.Status, Code: e.Code, Detail: e.Detail}
+		if e.Code == admission.ErrDirectoryBusy.Code {
+			n.admission.DirectoryShed()
+		}
+		return nil, &httpx.Error{Status: e.Status, Code: e.Code, Detail: e.Detail, RetryAfter: time.Duration(e.RetryAfter) * time.Second}
 	}
 	wctx, cancel := context.WithTimeout(ctx, readYourWrite)
 	defer cancel()

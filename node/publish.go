@@ -107,9 +107,11 @@ func (p *publisher) committed(e cmdlog.Entry) {
 	case p.changes <- e:
 	default:
 	}
-	if id, ok := registryapi.PublishedAgent(&e); ok {
+	if ids := registryapi.PublishedAgents(&e); len(ids) > 0 {
 		p.mu.Lock()
-		p.pending[id] = true
+		for _, id := range ids {
+			p.pending[id] = true
+		}
 		p.mu.Unlock()
 		signal(p.wake)
 	}

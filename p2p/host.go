@@ -44,6 +44,8 @@ type Host struct {
 	routing map[peer.ID]bool // DHT servers whenRouted waits for
 	// onRendezvous are the OnRendezvousNode hooks.
 	onRendezvous []func(peer.ID)
+	// onRegister are the OnRendezvousRegister hooks.
+	onRegister []func(ns string)
 
 	rendezvous *registry // nil unless this node is a rendezvous node
 	drops      *prometheus.CounterVec

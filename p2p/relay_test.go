@@ -116,7 +116,7 @@ func TestRendezvousRegistry(t *testing.T) {
 	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
 	now := time.Now()
 	reg := func(p peer.ID, at time.Time) []peer.ID {
-		return r.apply(p, rendezvousRequest{NS: "t", Register: true}, at)
+		return r.others(p, rendezvousRequest{NS: "t", Register: true}, at)
 	}
 	if got := reg("a", now); len(got) != 0 {
 		t.Fatalf("first registrant sees %v", got)
@@ -125,17 +125,17 @@ func TestRendezvousRegistry(t *testing.T) {
 		t.Fatalf("b sees %v, want [a]", got)
 	}
 	// A lookup does not register; a renewal keeps a alive past b's expiry.
-	if got := r.apply("c", rendezvousRequest{NS: "t"}, now); len(got) != 2 {
+	if got := r.others("c", rendezvousRequest{NS: "t"}, now); len(got) != 2 {
 		t.Fatalf("lookup sees %v", got)
 	}
 	reg("a", now.Add(RendezvousTTL/2))
-	if got := r.apply("c", rendezvousRequest{NS: "t"}, now.Add(RendezvousTTL+time.Second)); !slices.Equal(got, []peer.ID{"a"}) {
+	if got := r.others("c", rendezvousRequest{NS: "t"}, now.Add(RendezvousTTL+time.Second)); !slices.Equal(got, []peer.ID{"a"}) {
 		t.Fatalf("after b's registration lapsed: %v", got)
 	}
 	// b lapsed and a withdrew: neither is found, both served lately.
 	end := now.Add(RendezvousTTL + 2*time.Second)
-	r.apply("a", rendezvousRequest{NS: "t", Unregister: true}, end)
-	if got := r.apply("c", rendezvousRequest{NS: "t"}, end); len(got) != 0 {
+	r.others("a", rendezvousRequest{NS: "t", Unregister: true}, end)
+	if got := r.others("c", rendezvousRequest{NS: "t"}, end); len(got) != 0 {
 		t.Fatalf("after a withdrew: %v", got)
 	}
 	if !r.served("t", "a", end) || !r.served("t", "b", end) || r.served("t", "c", end) {
@@ -145,7 +145,7 @@ func TestRendezvousRegistry(t *testing.T) {
 	if r.served("t", "a", later) || r.served("t", "b", later) {
 		t.Fatal("served long after the registrations ended")
 	}
-	r.apply("c", rendezvousRequest{NS: "t"}, later)
+	r.others("c", rendezvousRequest{NS: "t"}, later)
 	if len(r.reg) != 0 {
 		t.Fatalf("empty namespaces are dropped: %v", r.reg)
 	}
@@ -159,22 +159,22 @@ func TestRendezvousCapCountsLiveRegistrations(t *testing.T) {
 	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
 	now := time.Now()
 	for i := range maxRendezvousPeers {
-		r.apply(peer.ID(fmt.Sprint("old-", i)), rendezvousRequest{NS: "t", Register: true}, now.Add(time.Duration(i)*time.Millisecond))
+		r.others(peer.ID(fmt.Sprint("old-", i)), rendezvousRequest{NS: "t", Register: true}, now.Add(time.Duration(i)*time.Millisecond))
 	}
 	later := now.Add(RendezvousTTL + 2*time.Second) // all ended, all in their grace period
-	if got := r.apply("new", rendezvousRequest{NS: "t", Register: true}, later); len(got) != 0 {
+	if got := r.others("new", rendezvousRequest{NS: "t", Register: true}, later); len(got) != 0 {
 		t.Fatalf("ended registrations returned: %d", len(got))
 	}
-	if got := r.apply("c", rendezvousRequest{NS: "t"}, later); !slices.Equal(got, []peer.ID{"new"}) {
+	if got := r.others("c", rendezvousRequest{NS: "t"}, later); !slices.Equal(got, []peer.ID{"new"}) {
 		t.Fatalf("a live registration refused while the namespace held only ended ones: %v", got)
 	}
 	if r.served("t", "old-0", later) || !r.served("t", "old-1", later) {
 		t.Fatal("want the registration that ended first forgotten, the others kept")
 	}
 	for i := range maxRendezvousPeers {
-		r.apply(peer.ID(fmt.Sprint("live-", i)), rendezvousRequest{NS: "t", Register: true}, later)
+		r.others(peer.ID(fmt.Sprint("live-", i)), rendezvousRequest{NS: "t", Register: true}, later)
 	}
-	if got := r.apply("c", rendezvousRequest{NS: "t"}, later); len(got) != maxRendezvousPeers {
+	if got := r.others("c", rendezvousRequest{NS: "t"}, later); len(got) != maxRendezvousPeers {
 		t.Fatalf("%d live registrations, want %d", len(got), maxRendezvousPeers)
 	}
 }
@@ -186,12 +186,18 @@ func TestRendezvousSweep(t *testing.T) {
 	now := time.Now()
 	for i := range 5 {
 		ns := fmt.Sprint("t", i)
-		r.apply("a", rendezvousRequest{NS: ns, Register: true}, now)
-		r.apply("a", rendezvousRequest{NS: ns, Unregister: true}, now)
+		r.others("a", rendezvousRequest{NS: ns, Register: true}, now)
+		r.others("a", rendezvousRequest{NS: ns, Unregister: true}, now)
 	}
-	r.apply("b", rendezvousRequest{NS: "live", Register: true}, now.Add(servedGrace))
+	r.others("b", rendezvousRequest{NS: "live", Register: true}, now.Add(servedGrace))
 	r.sweep(now.Add(servedGrace + time.Second))
 	if len(r.reg) != 1 || r.reg["live"] == nil {
 		t.Fatalf("after the sweep: %v, want only the live namespace", r.reg)
 	}
+}
+
+// others is apply without its fresh flag.
+func (r *registry) others(from peer.ID, q rendezvousRequest, now time.Time) []peer.ID {
+	o, _ := r.apply(from, q, now)
+	return o
 }

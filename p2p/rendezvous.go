@@ -60,8 +60,8 @@ type registry struct {
 }
 
 // apply registers or unregisters from in q.NS and returns the other live
-// registrants.
-func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []peer.ID {
+// registrants, and whether from registered anew (not a renewal).
+func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) (others []peer.ID, fresh bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	peers := r.reg[q.NS]
@@ -80,19 +80,20 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) []pee
 			dropEnded(peers, now) // a live registration goes before a grace period
 		}
 		if peers != nil && (len(peers) < maxRendezvousPeers || !peers[from].IsZero()) {
+			fresh = !now.Before(peers[from]) // none, or one that had ended
 			peers[from] = now.Add(RendezvousTTL)
 		}
 	}
 	if len(peers) == 0 {
 		delete(r.reg, q.NS)
 	}
-	out := make([]peer.ID, 0, len(peers))
+	others = make([]peer.ID, 0, len(peers))
 	for p, exp := range peers {
 		if p != from && now.Before(exp) {
-			out = append(out, p)
+			others = append(others, p)
 		}
 	}
-	return out
+	return others, fresh
 }
 
 // prune forgets the registrations in peers whose grace period is over.
@@ -141,6 +142,18 @@ func (r *registry) served(ns string, p peer.ID, now time.Time) bool {
 	return ok && now.Before(exp.Add(servedGrace))
 }
 
+// serving reports whether any peer is registered in ns now.
+func (r *registry) serving(ns string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, exp := range r.reg[ns] {
+		if now.Before(exp) {
+			return true
+		}
+	}
+	return false
+}
+
 // serveRendezvous makes this node a rendezvous node.
 func (h *Host) serveRendezvous() {
 	h.rendezvous = &registry{reg: map[string]map[peer.ID]time.Time{}}
@@ -149,7 +162,7 @@ func (h *Host) serveRendezvous() {
 		if err := json.Unmarshal(req, &q); err != nil || q.NS == "" || len(q.NS) > maxNSLen {
 			return nil, errors.New("malformed rendezvous request")
 		}
-		return json.Marshal(rendezvousResponse{Peers: h.peerInfos(h.rendezvous.apply(from, q, time.Now()))})
+		return json.Marshal(rendezvousResponse{Peers: h.peerInfos(h.applyRendezvous(from, q))})
 	})
 	h.goroutine(func() {
 		tick := time.NewTicker(servedGrace)
@@ -163,6 +176,22 @@ func (h *Host) serveRendezvous() {
 			}
 		}
 	})
+}
+
+// applyRendezvous applies q from peer from to this rendezvous node's
+// registry, tells the OnRendezvousRegister hooks of a new registration,
+// and returns the other live registrants.
+func (h *Host) applyRendezvous(from peer.ID, q rendezvousRequest) []peer.ID {
+	others, fresh := h.rendezvous.apply(from, q, time.Now())
+	if fresh {
+		h.mu.Lock()
+		fns := slices.Clone(h.onRegister)
+		h.mu.Unlock()
+		for _, fn := range fns {
+			fn(q.NS)
+		}
+	}
+	return others
 }
 
 // peerInfos are the known addresses of ids, as the rendezvous returns them.
@@ -196,6 +225,21 @@ func (h *Host) Served(ns string, p peer.ID) bool {
 	return h.rendezvous != nil && h.rendezvous.served(ns, p, time.Now())
 }
 
+// Serving reports whether some peer is registered under ns at this
+// rendezvous node now; always false on a node that is not one.
+func (h *Host) Serving(ns string) bool {
+	return h.rendezvous != nil && h.rendezvous.serving(ns, time.Now())
+}
+
+// OnRendezvousRegister registers fn to learn (it must not block) of every
+// new registration at this rendezvous node (not of renewals): the
+// namespace some node now serves.
+func (h *Host) OnRendezvousRegister(fn func(ns string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onRegister = append(h.onRegister, fn)
+}
+
 // OnRendezvousNode registers fn to learn (it must not block) of every
 // rendezvous node that connects to this node and identifies, again after
 // each reconnection. One that restarted has forgotten every registration:
@@ -226,7 +270,7 @@ func (h *Host) rendezvousCall(ctx context.Context, q rendezvousRequest) ([]peer.
 	answered := false
 	if h.rendezvous != nil {
 		answered = true
-		for _, p := range h.rendezvous.apply(h.h.ID(), q, time.Now()) {
+		for _, p := range h.applyRendezvous(h.h.ID(), q) {
 			found[p] = true
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +47,10 @@ type Config struct {
 	Fallback func(ctx context.Context, id string) (*Agent, error)
 	// MaxBody bounds request bodies, in bytes.
 	MaxBody int64
+	// ActivationWindow is how long a new registration made through this
+	// node (the directory) waits for its agent's first token before it
+	// expires; 0 keeps registrations until they are deleted.
+	ActivationWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -96,14 +102,51 @@ func (a *API) Routes(mux *http.ServeMux) {
 	h("GET /agents/{id}", a.getAgent)
 }
 
-// IsDirectoryWrite reports whether r asks to change the directory (or to
-// issue a token): what a node that is not the directory forwards to it.
-func IsDirectoryWrite(r *http.Request) bool {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
-		return false
+// writeRoutes names the registry's write surfaces by route: what write
+// budgets meter (internal/admission) and what a node that is not the
+// directory forwards to it. Token issue changes nothing, yet only the
+// directory can sign a token, and it costs a hash and a signature.
+var writeRoutes = map[string]string{
+	"POST /v1/agents/register":      "register",
+	"POST /agents/register":         "register",
+	"POST /v1/agents/token":         "token",
+	"POST /agents/token":            "token",
+	"POST /v1/agents/me/heartbeat":  "heartbeat",
+	"DELETE /v1/agents/me":          "delete",
+	"POST /v1/agents/{id}/feedback": "feedback",
+	"POST /v1/admin/catalog":        "catalog",
+}
+
+// fallbackRoute is the read a node still catching up forwards to the
+// directory for an agent it does not hold yet.
+const fallbackRoute = "GET /v1/agents/{id}"
+
+// WriteRoutes returns the registry's write surfaces: route pattern to
+// surface name.
+func WriteRoutes() map[string]string { return maps.Clone(writeRoutes) }
+
+// ForwardedRoutes are the routes a node forwards to the directory, the
+// only ones the directory serves over the forward stream: the write
+// routes and the agent lookup of a node still catching up.
+func ForwardedRoutes() []string {
+	return append(slices.Sorted(maps.Keys(writeRoutes)), fallbackRoute)
+}
+
+var writes = func() *http.ServeMux {
+	mux := http.NewServeMux()
+	for p := range writeRoutes {
+		mux.Handle(p, http.NotFoundHandler())
 	}
-	p := r.URL.Path
-	return strings.HasPrefix(p, "/v1/agents/") || strings.HasPrefix(p, "/agents/") || strings.HasPrefix(p, "/v1/admin/")
+	return mux
+}()
+
+// IsDirectoryWrite reports whether r is one of the write routes: what a
+// node that is not the directory forwards to it. Other requests, however
+// they look, get this node's own answer (a 404 or 405 like the
+// directory's).
+func IsDirectoryWrite(r *http.Request) bool {
+	_, pattern := writes.Handler(r)
+	return pattern != ""
 }
 
 // agent returns the registered agent id, asking the fallback when this

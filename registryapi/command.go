@@ -22,6 +22,8 @@ type Command struct {
 	Delete    *DeleteOp    `json:"delete,omitempty"`
 	Feedback  *FeedbackOp  `json:"feedback,omitempty"`
 	Catalog   *CatalogOp   `json:"catalog,omitempty"`
+	Activate  *ActivateOp  `json:"activate,omitempty"`
+	Expire    *ExpireOp    `json:"expire,omitempty"`
 }
 
 // Time returns At as a time.Time in UTC.
@@ -34,6 +36,14 @@ func (c *Command) agentIDs() []string {
 		return []string{c.Register.AgentID}
 	case c.Delete != nil:
 		return []string{c.Delete.AgentID}
+	case c.Activate != nil:
+		return []string{c.Activate.AgentID}
+	case c.Expire != nil:
+		ids := make([]string, len(c.Expire.Agents))
+		for i, a := range c.Expire.Agents {
+			ids[i] = a.AgentID
+		}
+		return ids
 	case c.Catalog != nil:
 		ids := make([]string, len(c.Catalog.Listings))
 		for i, l := range c.Catalog.Listings {
@@ -64,6 +74,32 @@ type RegisterOp struct {
 	// Signed is the request as its author signed it, when it carried a
 	// Mesh-Sig: the agent's own proof of its record in the DHT.
 	Signed *Signed `json:"signed,omitempty"`
+	// ActivateBy (Unix ns), when set, is when a new registration that
+	// never took a token expires (see ExpireOp). It travels in the command,
+	// set by the directory's handler, so that every node applies the same
+	// deadline and registrations logged before it existed never expire.
+	ActivateBy int64 `json:"activate_by,omitempty"`
+}
+
+// ActivateOp marks a registration as in use: its agent took its first
+// token. The registration no longer expires.
+type ActivateOp struct {
+	AgentID string `json:"agent_id"`
+	Reg     uint64 `json:"reg"`
+}
+
+// ExpireOp drops registrations that never took a token by their
+// ActivateBy. The directory proposes it; Apply checks each again against
+// the command's clock and skips one activated, deleted or registered
+// anew since, so every node drops the same ones.
+type ExpireOp struct {
+	Agents []AgentReg `json:"agents"`
+}
+
+// AgentReg names one registration of an agent id.
+type AgentReg struct {
+	AgentID string `json:"agent_id"`
+	Reg     uint64 `json:"reg"`
 }
 
 // HeartbeatOp is a heartbeat as logs written before Presence carried it.
@@ -113,4 +149,25 @@ type Result struct {
 	// Removed is true when a delete hard-removed the row (no listing kept).
 	Removed  bool `json:"removed,omitempty"`
 	Imported int  `json:"imported,omitempty"`
+	Expired  int  `json:"expired,omitempty"`
+}
+
+// Surface names the write the command is, for the directory's write
+// budget (internal/admission).
+func (c Command) Surface() string {
+	switch {
+	case c.Register != nil:
+		return "register"
+	case c.Delete != nil:
+		return "delete"
+	case c.Feedback != nil:
+		return "feedback"
+	case c.Catalog != nil:
+		return "catalog"
+	case c.Activate != nil:
+		return "token"
+	case c.Expire != nil:
+		return "expire"
+	}
+	return Kind
 }

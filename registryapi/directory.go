@@ -107,6 +107,7 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	if cmd.Delete != nil {
 		d.presence.forget(cmd.Delete.AgentID)
 	}
+
 }
 
 // apply runs one command against state; delta is the change in the number
@@ -132,6 +133,11 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 	case cmd.Catalog != nil:
 		res, err := applyCatalog(tx, cmd.Catalog)
 		return res, 0, err
+	case cmd.Activate != nil:
+		res, err := applyActivate(tx, cmd.Activate)
+		return res, 0, err
+	case cmd.Expire != nil:
+		return applyExpire(tx, cmd, cmd.Expire)
 	}
 	return Result{}, 0, errors.New("registry: command has no operation")
 }
@@ -166,10 +172,18 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 	}
 	var delta int64
 	created := !a.Registered()
-	if created {
+	switch {
+	case created:
 		a.Reg, a.RegisteredAt, delta = cmd.Seq, now, 1
-	} else if !isOwner(a, cmd, op.OwnerReg) {
+		if err := awaitActivation(tx, a, op.ActivateBy); err != nil {
+			return Result{}, 0, err
+		}
+	case !isOwner(a, cmd, op.OwnerReg):
 		return Result{}, 0, ErrIDTaken
+	default: // its owner is back: the registration is in use
+		if err := activated(tx, a); err != nil {
+			return Result{}, 0, err
+		}
 	}
 	if op.Pubkey != "" && op.Pubkey != a.Pubkey {
 		if err := bindPubkey(tx, cmd, a, op.Pubkey); err != nil {
@@ -241,6 +255,16 @@ func unbindPubkey(tx *store.Txn, cmd *Command, a *Agent) error {
 func applyDelete(tx *store.Txn, cmd *Command, op *DeleteOp) (Result, int64, error) {
 	a, err := registeredAgent(tx, op.AgentID, op.Reg)
 	if err != nil {
+		return Result{}, 0, err
+	}
+	return deregister(tx, cmd, a)
+}
+
+// deregister removes a's registration: its key is unbound (a tombstone
+// replaces its DHT record), and the row goes unless it holds a catalog
+// listing, which stays, catalog-only.
+func deregister(tx *store.Txn, cmd *Command, a *Agent) (Result, int64, error) {
+	if err := activated(tx, a); err != nil {
 		return Result{}, 0, err
 	}
 	if a.Pubkey != "" {

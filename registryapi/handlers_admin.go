@@ -39,7 +39,7 @@ func (q *catalogRequest) validate() error {
 // importCatalog imports listings of an existing directory; an agent that
 // later registers on such an id deregisters to catalog-only (spec 3.1).
 func (a *API) importCatalog(w http.ResponseWriter, r *http.Request) error {
-	body, err := httpx.ReadBody(w, r, a.cfg.MaxBody*16)
+	body, err := httpx.ReadBody(w, r, a.maxWriteBody())
 	if err != nil {
 		return err
 	}

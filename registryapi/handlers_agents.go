@@ -85,14 +85,18 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 		ownerReg = c.Reg
 	}
 	apiKey := newAPIKey()
+	now := a.now()
 	op := &RegisterOp{
 		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
 		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg,
 	}
+	if a.cfg.ActivationWindow > 0 {
+		op.ActivateBy = now.Add(a.cfg.ActivationWindow).UnixNano()
+	}
 	if sig != nil {
 		op.Signed = signedRequest(r, body)
 	}
-	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Register: op})
+	res, err := a.propose(r.Context(), Command{At: now.UnixNano(), Sig: sig, Register: op})
 	if err != nil {
 		return err
 	}
@@ -137,6 +141,9 @@ func (a *API) token(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !a.cfg.Tokens.CanIssue() {
 		return ErrReadOnly.With("this node holds no directory key and cannot issue tokens")
+	}
+	if err := a.activate(r.Context(), ag); err != nil {
+		return err
 	}
 	tok, exp := a.cfg.Tokens.Issue(ag.ID, ag.Reg, a.now())
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{

@@ -163,24 +163,22 @@ func (r *AgentRecord) verifySignatures(h identity.SigHeader) error {
 	return nil
 }
 
-// PublishedAgent reports whether entry e may change what the directory
-// publishes in the DHT for an agent, and for which: a registration with a
-// request the agent signed (a record), or a deletion (a tombstone).
-func PublishedAgent(e *cmdlog.Entry) (agentID string, ok bool) {
+// PublishedAgents returns the agents whose DHT values entry e may change:
+// a registration with a request the agent signed (a record), or a
+// deletion or expiry (a tombstone).
+func PublishedAgents(e *cmdlog.Entry) []string {
 	if e.Kind != Kind {
-		return "", false
+		return nil
 	}
 	var cmd Command
 	if json.Unmarshal(e.Op, &cmd) != nil {
-		return "", false
+		return nil
 	}
 	switch {
-	case cmd.Register != nil && cmd.Register.Signed != nil:
-		return cmd.Register.AgentID, true
-	case cmd.Delete != nil:
-		return cmd.Delete.AgentID, true
+	case cmd.Register != nil && cmd.Register.Signed != nil, cmd.Delete != nil, cmd.Expire != nil:
+		return cmd.agentIDs()
 	}
-	return "", false
+	return nil
 }
 
 // RecordValidator checks agent records for the DHT (it satisfies

@@ -19,17 +19,42 @@ import (
 // Kind is the cmdlog entry kind of cluster operations.
 const Kind = "clusters"
 
-// Op is one cluster operation in the canonical log. Exactly one field is
-// set. Both are self-certifying (signed by the cluster's admin key), so the
-// directory accepts them from any node.
+// Op is one cluster operation in the canonical log. Exactly one of
+// Create, Delete, Joined and Expire is set. Creates and deletes are
+// self-certifying (signed by the cluster's admin key), so the directory
+// accepts them from any node (Service.Proposed); joins and expiries are
+// the directory's own bookkeeping (see expiry.go).
 type Op struct {
 	Create *Signed `json:"create,omitempty"`
-	Delete *Signed `json:"delete,omitempty"`
+	// JoinBy (Unix ns), with the creation of a public cluster, is when it
+	// expires unless a node serves it first; the directory sets it.
+	JoinBy int64    `json:"join_by,omitempty"`
+	Delete *Signed  `json:"delete,omitempty"`
+	Joined string   `json:"joined,omitempty"`
+	Expire []string `json:"expire,omitempty"`
+}
+
+// Surface names the write op is, for the directory's write budget
+// (internal/admission).
+func (op Op) Surface() string {
+	switch {
+	case op.Create != nil:
+		return "cluster_create"
+	case op.Delete != nil:
+		return "cluster_delete"
+	case op.Joined != "":
+		return "cluster_joined"
+	case op.Expire != nil:
+		return "cluster_expire"
+	}
+	return Kind
 }
 
 // Result is what applying an Op produced.
 type Result struct {
 	Cluster *Cluster `json:"cluster,omitempty"`
+	// Expired counts the clusters an expiry dropped.
+	Expired int `json:"expired,omitempty"`
 }
 
 // Cluster is a cluster as the catalog holds it.
@@ -40,6 +65,9 @@ type Cluster struct {
 	Slug string `json:"slug,omitempty"`
 	// CreatedAt is when the directory applied the creation.
 	CreatedAt time.Time `json:"created_at"`
+	// JoinBy (Unix ns) is when a public cluster expires unless a node
+	// serves it first; 0 once one did, or when it never expires.
+	JoinBy int64 `json:"join_by,omitempty"`
 	// Signed is the record as its admin signed it.
 	Signed Signed `json:"signed"`
 }
@@ -92,6 +120,7 @@ func (c *Catalog) OnDelete(fn func(id string)) {
 //	w/c/<id>    Cluster
 //	w/s/<slug>  id of the public cluster holding slug (kept after deletion: slugs are permanent)
 //	w/t/<id>    tombstone of a deleted cluster: the id can never be created again
+//	w/u/<join by ns 8B>/<id>  public cluster no node served yet
 func clusterKey(id string) []byte { return store.Key("w", "c", id) }
 func slugKey(slug string) []byte  { return store.Key("w", "s", slug) }
 func tombKey(id string) []byte    { return store.Key("w", "t", id) }
@@ -104,32 +133,52 @@ func (c *Catalog) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	}
 	switch {
 	case op.Create != nil:
-		return applyCreate(tx, e, *op.Create)
+		return applyCreate(tx, e, *op.Create, op.JoinBy)
 	case op.Delete != nil:
 		return applyDelete(tx, *op.Delete)
+	case op.Joined != "":
+		return applyJoined(tx, op.Joined)
+	case op.Expire != nil:
+		return applyExpire(tx, e, op.Expire)
 	}
 	return nil, httpx.ErrInvalid.With("cluster op has no operation")
 }
 
-// Committed implements cmdlog.Machine: deletions reach OnDelete listeners.
+// Committed implements cmdlog.Machine: deletions and expiries reach
+// OnDelete listeners.
 func (c *Catalog) Committed(e *cmdlog.Entry) {
 	var op Op
-	if json.Unmarshal(e.Op, &op) != nil || op.Delete == nil {
+	if json.Unmarshal(e.Op, &op) != nil {
 		return
 	}
-	id, err := actionTarget(*op.Delete)
-	if err != nil {
+	var gone []string
+	switch {
+	case op.Delete != nil:
+		if id, err := actionTarget(*op.Delete); err == nil {
+			gone = append(gone, id)
+		}
+	case op.Expire != nil:
+		for _, id := range op.Expire {
+			// An expiry skips a cluster served since it was proposed.
+			if _, err := c.Get(id); errors.Is(err, ErrClusterNotFound) {
+				gone = append(gone, id)
+			}
+		}
+	}
+	if len(gone) == 0 {
 		return
 	}
 	c.mu.Lock()
 	fns := c.deleted
 	c.mu.Unlock()
-	for _, fn := range fns {
-		fn(id)
+	for _, id := range gone {
+		for _, fn := range fns {
+			fn(id)
+		}
 	}
 }
 
-func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed) (Result, error) {
+func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed, joinBy int64) (Result, error) {
 	r, err := OpenRecord(s)
 	if err != nil {
 		return Result{}, err
@@ -142,6 +191,9 @@ func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed) (Result, error) {
 	cl := &Cluster{Record: *r, CreatedAt: e.Time(), Signed: s}
 	if r.Visibility == Public {
 		if cl.Slug, err = claimSlug(tx, r.ID, slugBase(r.Meta)); err != nil {
+			return Result{}, err
+		}
+		if err := awaitJoin(tx, cl, joinBy); err != nil {
 			return Result{}, err
 		}
 	}
@@ -164,10 +216,25 @@ func applyDelete(tx *store.Txn, s Signed) (Result, error) {
 	if a.Op != ActionDelete {
 		return Result{}, httpx.ErrInvalid.With("unknown admin action %q", a.Op)
 	}
-	if err := tx.Delete(clusterKey(id)); err != nil {
-		return Result{}, err
+	return Result{Cluster: cl}, removeCluster(tx, cl, a.At, false)
+}
+
+// removeCluster deletes cl for good: its id gets a tombstone (at, Unix
+// ms, the time of the action), and its slug is released only when
+// releaseSlug is set (a cluster nobody ever served).
+func removeCluster(tx *store.Txn, cl *Cluster, at int64, releaseSlug bool) error {
+	if err := joined(tx, cl); err != nil {
+		return err
 	}
-	return Result{Cluster: cl}, tx.Set(tombKey(id), []byte(strconv.FormatInt(a.At, 10)))
+	if releaseSlug && cl.Slug != "" {
+		if err := tx.Delete(slugKey(cl.Slug)); err != nil {
+			return err
+		}
+	}
+	if err := tx.Delete(clusterKey(cl.ID)); err != nil {
+		return err
+	}
+	return tx.Set(tombKey(cl.ID), []byte(strconv.FormatInt(at, 10)))
 }
 
 // claimSlug gives id the slug base, or base-2, base-3... whichever is

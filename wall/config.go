@@ -119,6 +119,10 @@ type Config struct {
 	// most Tuning.PeerRate a second of a cluster's traffic from this one,
 	// whatever RoomRate says.
 	SocketRate, RoomRate float64
+	// JoinWindow is, on the directory, how long a new public cluster
+	// waits for a node to serve it before it expires (expiry.go); zero
+	// keeps every cluster until its admin deletes it.
+	JoinWindow time.Duration
 	Tuning
 	Now        func() time.Time
 	Logger     *slog.Logger

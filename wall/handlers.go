@@ -2,6 +2,7 @@ package wall
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +17,17 @@ import (
 
 // maxCreateBody bounds POST /v1/clusters bodies.
 const maxCreateBody = 16 << 10
+
+// writeRoutes names the wall's write surfaces by route, for the write
+// budgets (internal/admission).
+var writeRoutes = map[string]string{
+	"POST /v1/clusters":        "cluster_create",
+	"DELETE /v1/clusters/{id}": "cluster_delete",
+}
+
+// WriteRoutes returns the wall's write surfaces: route pattern to surface
+// name.
+func WriteRoutes() map[string]string { return maps.Clone(writeRoutes) }
 
 // Routes adds the wall's routes to mux.
 func (s *Service) Routes(mux *http.ServeMux) {
@@ -77,7 +89,8 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := cmdlog.ResultAs[Result](s.cfg.Log.Propose(r.Context(), Kind, now.UnixNano(), Op{Create: &signed}))
+	op := Op{Create: &signed, JoinBy: s.joinBy(now)}
+	res, err := cmdlog.ResultAs[Result](s.cfg.Log.Propose(r.Context(), Kind, now.UnixNano(), op))
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,11 @@ type room struct {
 }
 
 // topicName is a cluster's gossipsub topic, also its rendezvous namespace.
-func topicName(id string) string { return "mesh/wall/1/" + id }
+func topicName(id string) string { return topicPrefix + id }
+
+// topicPrefix starts the name of every cluster's topic (and rendezvous
+// namespace).
+const topicPrefix = "mesh/wall/1/"
 
 func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),

@@ -49,6 +49,9 @@ type Service struct {
 	receipts     receiptQueues     // receipts waiting for other nodes
 	events       chan pendingEvent // history events for the directory
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
+
+	joiningMu sync.Mutex
+	joining   map[string]bool // on the directory: clusters being logged as joined
 }
 
 // nextEpoch returns the epoch of a new room: the time in microseconds, and
@@ -70,7 +73,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
-		appendLimits: newPeerLimits(historyRate, historyBurst)}
+		appendLimits: newPeerLimits(historyRate, historyBurst), joining: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -84,6 +87,7 @@ func (s *Service) Start(context.Context) error {
 	h.HandleRequests(receiptProtoV1, 4096, s.serveReceipt)
 	if s.isDirectory() {
 		h.HandleRequests(historyProto, maxHistoryReq, s.serveHistory)
+		h.OnRendezvousRegister(s.served)
 	}
 	s.cfg.Catalog.OnDelete(func(id string) {
 		s.goroutine(func() {

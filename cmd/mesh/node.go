@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -57,7 +58,26 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
 	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "messages a second one wall socket may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
 	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second all wall sockets of one cluster on this node may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
+	f.Var((*budgetFlag)(&cfg.Budgets.Client), "budget-client", "writes a second one client address (IPv4 address, IPv6 /64) may make without an agent's credential, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CLIENT)")
+	f.Var((*budgetFlag)(&cfg.Budgets.Credential), "budget-credential", "writes a second one registered agent (bearer token, or Mesh-Sig by its bound key) may make, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CREDENTIAL)")
+	f.Var((*budgetFlag)(&cfg.Budgets.Node), "budget-node", "directory only: requests a second the directory takes from each node forwarding to it, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_NODE)")
+	f.Var((*budgetFlag)(&cfg.Budgets.Directory), "budget-directory", "directory only: writes a second its log takes in all, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_DIRECTORY)")
+	f.DurationVar(&cfg.AgentActivationWindow, "agent-activation-window", cfg.AgentActivationWindow, "directory only: a new registration whose agent takes no token within this expires; 0 never (env MESH_AGENT_ACTIVATION_WINDOW)")
+	f.DurationVar(&cfg.ClusterJoinWindow, "cluster-join-window", cfg.ClusterJoinWindow, "directory only: a new public cluster nobody joins within this expires; 0 never (env MESH_CLUSTER_JOIN_WINDOW)")
 	return c
+}
+
+// budgetFlag is an admission.Budget as a flag: RATE/BURST, RATE, or 0.
+type budgetFlag admission.Budget
+
+func (b *budgetFlag) String() string { return admission.Budget(*b).String() }
+func (b *budgetFlag) Type() string   { return "RATE/BURST" }
+func (b *budgetFlag) Set(s string) error {
+	v, err := admission.ParseBudget(s)
+	if err == nil {
+		*b = budgetFlag(v)
+	}
+	return err
 }
 
 // nodeEnv names the environment variables of the `mesh node` flags that
@@ -66,6 +86,13 @@ var nodeEnv = map[string]string{
 	"wall-socket-rate":   "MESH_WALL_SOCKET_RATE",
 	"wall-room-rate":     "MESH_WALL_ROOM_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
+	"budget-client":      "MESH_BUDGET_CLIENT",
+	"budget-credential":  "MESH_BUDGET_CREDENTIAL",
+	"budget-node":        "MESH_BUDGET_NODE",
+	"budget-directory":   "MESH_BUDGET_DIRECTORY",
+
+	"agent-activation-window": "MESH_AGENT_ACTIVATION_WINDOW",
+	"cluster-join-window":     "MESH_CLUSTER_JOIN_WINDOW",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {

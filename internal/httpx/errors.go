@@ -3,7 +3,9 @@ package httpx
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"time"
 )
 
 // Error is an error a client may see: an HTTP status, a stable snake_case
@@ -14,6 +16,9 @@ type Error struct {
 	Status int    `json:"-"`
 	Code   string `json:"code"`
 	Detail string `json:"detail"`
+	// RetryAfter, when positive, is sent as the Retry-After header (whole
+	// seconds, rounded up): when a refused client may try again.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Detail }
@@ -26,7 +31,20 @@ func (e *Error) Is(target error) bool {
 
 // With returns a copy of e with a new detail.
 func (e *Error) With(format string, args ...any) *Error {
-	return &Error{Status: e.Status, Code: e.Code, Detail: fmt.Sprintf(format, args...)}
+	return &Error{Status: e.Status, Code: e.Code, Detail: fmt.Sprintf(format, args...), RetryAfter: e.RetryAfter}
+}
+
+// After returns a copy of e that tells the client to retry after d.
+func (e *Error) After(d time.Duration) *Error {
+	c := *e
+	c.RetryAfter = d
+	return &c
+}
+
+// RetryAfterSeconds is d in whole seconds for a Retry-After header:
+// rounded up, at least one.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return max(1, int64(math.Ceil(d.Seconds())))
 }
 
 // E builds an Error.
@@ -44,6 +62,7 @@ var (
 	ErrMethod      = E(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed")
 	ErrInternal    = E(http.StatusInternalServerError, "internal", "internal error")
 	ErrUnavailable = E(http.StatusServiceUnavailable, "unavailable", "service unavailable")
+	ErrRateLimited = E(http.StatusTooManyRequests, "rate_limited", "too many requests; retry after Retry-After seconds")
 )
 
 // AsError returns err as a client-facing *Error; anything else becomes

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,9 @@ func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 	e, ok := AsError(err)
 	if !ok && log != nil {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(e.RetryAfter), 10))
 	}
 	WriteJSON(w, e.Status, e)
 }

@@ -1,0 +1,71 @@
+package admission
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// CredentialFunc names the established credential r carries ("" for none)
+// for the credential budget. It may read r's body, and must then put it
+// back for the handler; an error (a body too large, say) is the answer.
+type CredentialFunc func(w http.ResponseWriter, r *http.Request) (string, error)
+
+// Surfaces names the write surfaces of a route table.
+type Surfaces struct {
+	mux   *http.ServeMux
+	names map[string]string
+}
+
+// NewSurfaces returns the surfaces of routes, each a map from a ServeMux
+// pattern ("POST /v1/agents/register") to a surface name ("register").
+func NewSurfaces(routes ...map[string]string) *Surfaces {
+	s := &Surfaces{mux: http.NewServeMux(), names: map[string]string{}}
+	for _, m := range routes {
+		for pattern, name := range m {
+			s.mux.Handle(pattern, http.NotFoundHandler())
+			s.names[pattern] = name
+		}
+	}
+	return s
+}
+
+// Match returns the surface of r and its route pattern; "" when r is not
+// a write.
+func (s *Surfaces) Match(r *http.Request) (name, pattern string) {
+	_, pattern = s.mux.Handler(r)
+	return s.names[pattern], pattern
+}
+
+// Writes meters the writes of next: a request on one of surfaces takes a
+// token from its credential's budget, or its client address's (see
+// Origin), and is refused when none is left. What it admits carries its
+// Origin in its context.
+//
+// It belongs outside the route metrics (it hands on a copy of the
+// request); what it refuses is counted in mesh_admission_refused_total.
+func (a *Admitter) Writes(surfaces *Surfaces, credential CredentialFunc, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, _ := surfaces.Match(r)
+		if name == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		o, forwarded := OriginOf(r.Context())
+		if !forwarded {
+			o = Origin{Client: httpx.AddrKey(httpx.ClientIP(r))}
+		}
+		o.Surface = name
+		cred, err := credential(w, r)
+		if err == nil {
+			o.Credential = cred
+			err = a.Admit(name, o.keys()...)
+		}
+		if err != nil {
+			httpx.WriteError(log, w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithOrigin(r.Context(), o)))
+	})
+}

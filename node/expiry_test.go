@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/registryapi"
+	"github.com/agentmesh/mesh/wall"
+)
+
+// TestWhatIsNeverUsedExpires: registrations whose agent never takes a
+// token expire after the activation window, public clusters nobody joins
+// after the join window, each by a log entry every node applies alike
+// (a node joining later replays them to the same state), on the
+// directory's clock. A catalog listing under an expired registration
+// stays; used registrations, joined and private clusters stay; an expired
+// id and slug are free again.
+func TestWhatIsNeverUsedExpires(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	ctx := context.Background()
+
+	m.register(b, "abandoned", identity.GenerateKey())
+	if st, v := call(t, b, "POST", "/v1/agents/register", anonymous("anonymous")); st != 201 {
+		t.Fatalf("anonymous registration: %d %v", st, v)
+	}
+	m.token(b, "used", m.register(b, "used", identity.GenerateKey()))
+	listing := `{"listings":[{"agent_id":"listed","name":"Listed","url":"https://listed.example"}]}`
+	if st, v := m.signedCall(b, m.boot.key, "POST", "/v1/admin/catalog", listing); st != 200 {
+		t.Fatalf("catalog import: %d %v", st, v)
+	}
+	m.register(b, "listed", identity.GenerateKey())
+
+	ghost := createCluster(t, b, `{"name":"Ghost Town","visibility":"public"}`)
+	busy := createCluster(t, b, `{"name":"Busy","visibility":"public"}`)
+	private := createCluster(t, b, `{"name":"Quiet","visibility":"private"}`)
+	if ghost["slug"] != "ghost-town" {
+		t.Fatalf("slug: %v", ghost["slug"])
+	}
+	// A ghost socket on b is a member enough: b serves the cluster.
+	sock := enterWall(t, b, busy["cluster_id"].(string), url.Values{"agent": {"watcher"}, "vis": {"ghost"}})
+	eventually(t, 10*time.Second, func() bool {
+		cl, err := m.boot.catalog.Get(busy["cluster_id"].(string))
+		return err == nil && cl.JoinBy == 0
+	}, "the directory never logged that Busy was joined")
+	sock.conn.CloseNow()
+
+	sweep := func() uint64 {
+		m.boot.sweepOnce(ctx)
+		return m.boot.clog.Seq()
+	}
+	seq := m.boot.clog.Seq()
+	m.clock.Advance(registryapi.DefaultActivationWindow - time.Minute)
+	if sweep() != seq {
+		t.Fatal("something expired before its window ended")
+	}
+	m.clock.Advance(2 * time.Minute)
+	if sweep() != seq+1 {
+		t.Fatalf("expiring the unused registrations took %d entries, want 1", m.boot.clog.Seq()-seq)
+	}
+	m.clock.Advance(wall.DefaultJoinWindow)
+	if sweep() != seq+2 {
+		t.Fatalf("expiring the unjoined cluster took %d entries in all, want 2", m.boot.clog.Seq()-seq)
+	}
+	if sweep() != seq+2 {
+		t.Fatal("a sweep with nothing due logged an entry")
+	}
+
+	late := m.join()
+	m.waitCaughtUp(b)
+	for _, n := range []*Node{m.boot, b, late} {
+		for id, want := range map[string]int{"abandoned": 404, "anonymous": 404, "listed": 404, "used": 200} {
+			if st, _ := call(t, n, "GET", "/v1/agents/"+id, ""); st != want {
+				t.Errorf("%s on %s: %d, want %d", id, n.URL(), st, want)
+			}
+		}
+		if a, err := n.dir.Lookup("listed"); err != nil || a.Listing == nil || a.Listing.Name != "Listed" || a.Registered() {
+			t.Errorf("the catalog listing under an expired registration, on %s: %+v, %v", n.URL(), a, err)
+		}
+		for id, want := range map[any]int{ghost["cluster_id"]: 404, busy["cluster_id"]: 200} {
+			if st, _ := call(t, n, "GET", "/v1/clusters/"+id.(string), ""); st != want {
+				t.Errorf("cluster %s on %s: %d, want %d", id, n.URL(), st, want)
+			}
+		}
+		if _, err := n.catalog.Get(private["cluster_id"].(string)); err != nil {
+			t.Errorf("the private cluster on %s: %v", n.URL(), err)
+		}
+		if got, want := n.dir.AgentCount(), int64(1); got != want {
+			t.Errorf("%s counts %d agents, want %d", n.URL(), got, want)
+		}
+	}
+	// The expired id and slug are free; the expired cluster's id is not.
+	m.register(b, "abandoned", identity.GenerateKey())
+	if again := createCluster(t, b, `{"name":"Ghost Town","visibility":"public"}`); again["slug"] != "ghost-town" {
+		t.Errorf("the slug of the expired cluster was not released: %v", again["slug"])
+	}
+	if _, err := m.boot.wall.Proposed(json.RawMessage(`{"expire":["`+busy["cluster_id"].(string)+`"]}`), m.clock.Now()); err == nil {
+		t.Error("the directory takes an expiry proposed by another node")
+	}
+}
