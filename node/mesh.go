@@ -27,7 +27,7 @@ const (
 	changesProto = p2p.ProtocolPrefix + "/directory/changes/1.0.0"
 	// forwardProto carries an HTTP/1.1 request to the directory node and
 	// its HTTP/1.1 response back, byte for byte.
-	forwardProto = p2p.ProtocolPrefix + "/directory/forward/1.0.0"
+	forwardProto = ForwardProtocol
 	// directoryTopic carries each committed command, JSON, from the directory.
 	directoryTopic = "mesh/directory/1"
 
@@ -37,6 +37,10 @@ const (
 	changesMaxBytes = 4 << 20
 	maxCommandSize  = 256 << 10
 )
+
+// ForwardProtocol is the protocol id of the forward stream (forward.go),
+// for tools that speak it as any peer may (`mesh bench flood`).
+const ForwardProtocol = p2p.ProtocolPrefix + "/directory/forward/1.0.0"
 
 // startP2P starts the libp2p host and settles who the directory is.
 func (n *Node) startP2P(ctx context.Context) error {
@@ -130,6 +134,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	local := cmdlog.NewLocal(n.clog)
 	local.OnCommit = n.publisher.committed
 	n.proposer = admission.Proposer{Next: local, Admitter: n.admission}
+	n.admission.SetDirectory(n.selfPeer().String())
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)

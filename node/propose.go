@@ -23,8 +23,10 @@ import (
 // not travel this way: they are forwarded as the caller's signed HTTP
 // request (forward.go), which the directory verifies itself.
 const (
-	proposeProto   = p2p.ProtocolPrefix + "/directory/propose/1.0.0"
-	maxProposal    = 256 << 10
+	proposeProto = p2p.ProtocolPrefix + "/directory/propose/1.0.0"
+	// maxProposal bounds a proposal: one signed record or action of at
+	// most wall.MaxRecordSize, JSON inside JSON.
+	maxProposal    = 4 * wall.MaxRecordSize
 	maxProposalRes = 1 << 20
 )
 

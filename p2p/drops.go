@@ -23,7 +23,7 @@ const (
 
 var dropSeries = map[string][]string{
 	SurfaceTopic:  {DropTooLarge, DropInvalid, DropRate, DropReplay, DropIgnored, DropSlowPeer},
-	SurfaceStream: {DropTooLarge, DropMalformed, DropRefused},
+	SurfaceStream: {DropTooLarge, DropMalformed, DropRefused, DropRate},
 	SurfaceDHT:    {DropInvalid},
 }
 

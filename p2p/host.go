@@ -48,6 +48,7 @@ type Host struct {
 	onRegister []func(ns string)
 
 	rendezvous *registry // nil unless this node is a rendezvous node
+	streams    *streamLimits
 	drops      *prometheus.CounterVec
 	out        *outbound           // the peers' gossip queues
 	values     *records.ValueStore // reads this node's own DHT values
@@ -67,7 +68,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	drops := newDropCounter()
 	out := newOutbound(cfg.GossipQueueBytes, drops.WithLabelValues(SurfaceTopic, DropSlowPeer), cfg.Logger)
-	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: drops, out: out}, nil
+	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: drops, out: out, streams: newStreamLimits()}, nil
 }
 
 // collectors are the layer's own metrics (libp2p registers its own).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 var loopback = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -894,4 +896,60 @@ func TestCloseAndNew(t *testing.T) {
 			t.Error("New accepted a gossip queue that cannot hold a message of the largest size")
 		}
 	})
+}
+
+// TestStreamBudgets: past its request budget on a protocol a peer's
+// streams are reset unread (other protocols unaffected); an answer past
+// its answer budget waits for it, and one larger than the budget ever
+// holds is reset.
+func TestStreamBudgets(t *testing.T) {
+	t.Parallel()
+	a := startHost(t, Config{})
+	b, err := New(Config{Key: identity.GenerateKey(), Listen: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.streams = &streamLimits{
+		requests: ratelimit.NewKeyed[protoPeer](0.001, 3, 10),
+		answers:  ratelimit.NewKeyed[peer.ID](1000, 2000, 10),
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	connect(t, a, b)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+
+	var calls atomic.Int32
+	answer := func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		calls.Add(1)
+		n, _ := strconv.Atoi(string(req))
+		return bytes.Repeat([]byte("z"), n), nil
+	}
+	b.HandleRequests("/mesh/test/rate/1.0.0", 64, answer)
+	b.HandleRequests("/mesh/test/bytes/1.0.0", 64, answer)
+	for i := range 3 {
+		if _, err := a.Request(ctx, b.ID(), "/mesh/test/rate/1.0.0", []byte("1"), 64); err != nil {
+			t.Fatalf("request %d within the budget: %v", i, err)
+		}
+	}
+	if _, err := a.Request(ctx, b.ID(), "/mesh/test/rate/1.0.0", []byte("1"), 64); err == nil || calls.Load() != 3 {
+		t.Fatalf("a request past the budget: %v, handler called %d times", err, calls.Load())
+	}
+	waitFor(t, 5*time.Second, "the request past the budget counted", func() bool { return dropCount(b, SurfaceStream, DropRate) == 1 })
+
+	if _, err := a.Request(ctx, b.ID(), "/mesh/test/bytes/1.0.0", []byte("1500"), 4000); err != nil {
+		t.Fatalf("an answer within the budget: %v", err)
+	}
+	start := time.Now()
+	if _, err := a.Request(ctx, b.ID(), "/mesh/test/bytes/1.0.0", []byte("1500"), 4000); err != nil {
+		t.Fatalf("an answer that waits for its budget: %v", err)
+	}
+	if waited := time.Since(start); waited < 800*time.Millisecond {
+		t.Errorf("the second answer came after %s, want about 1 s (1,000 bytes a second)", waited)
+	}
+	if _, err := a.Request(ctx, b.ID(), "/mesh/test/bytes/1.0.0", []byte("3000"), 4000); err == nil {
+		t.Error("an answer larger than the budget ever holds was sent")
+	}
 }

@@ -113,7 +113,7 @@ func TestRelayLimitsAgree(t *testing.T) {
 }
 
 func TestRendezvousRegistry(t *testing.T) {
-	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
+	r := newRegistry()
 	now := time.Now()
 	reg := func(p peer.ID, at time.Time) []peer.ID {
 		return r.others(p, rendezvousRequest{NS: "t", Register: true}, at)
@@ -156,7 +156,7 @@ func TestRendezvousRegistry(t *testing.T) {
 // live one, in place of the one that ended first; a namespace full of live
 // ones takes no more.
 func TestRendezvousCapCountsLiveRegistrations(t *testing.T) {
-	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
+	r := newRegistry()
 	now := time.Now()
 	for i := range maxRendezvousPeers {
 		r.others(peer.ID(fmt.Sprint("old-", i)), rendezvousRequest{NS: "t", Register: true}, now.Add(time.Duration(i)*time.Millisecond))
@@ -182,7 +182,7 @@ func TestRendezvousCapCountsLiveRegistrations(t *testing.T) {
 // TestRendezvousSweep: namespaces whose registrations all ended long ago
 // are dropped even when nobody asks about them again.
 func TestRendezvousSweep(t *testing.T) {
-	r := &registry{reg: map[string]map[peer.ID]time.Time{}}
+	r := newRegistry()
 	now := time.Now()
 	for i := range 5 {
 		ns := fmt.Sprint("t", i)
@@ -193,6 +193,48 @@ func TestRendezvousSweep(t *testing.T) {
 	r.sweep(now.Add(servedGrace + time.Second))
 	if len(r.reg) != 1 || r.reg["live"] == nil {
 		t.Fatalf("after the sweep: %v, want only the live namespace", r.reg)
+	}
+}
+
+// TestRendezvousBoundsEachPeerAndAll: one peer keeps at most
+// maxRendezvousPerPeer registrations, all peers together
+// maxRendezvousEntries; renewals are always kept, and a registration
+// forgotten frees its place; a new registration is fresh, a renewal not.
+func TestRendezvousBoundsEachPeerAndAll(t *testing.T) {
+	r := newRegistry()
+	now := time.Now()
+	register := func(p peer.ID, ns string, at time.Time) bool {
+		_, fresh := r.apply(p, rendezvousRequest{NS: ns, Register: true}, at)
+		return fresh
+	}
+	for i := range maxRendezvousPerPeer {
+		if !register("greedy", fmt.Sprint("ns-", i), now) {
+			t.Fatalf("registration %d is not fresh", i)
+		}
+	}
+	if register("greedy", "one-more", now) || r.served("one-more", "greedy", now) {
+		t.Fatal("a peer holds more than maxRendezvousPerPeer registrations")
+	}
+	if register("greedy", "ns-0", now.Add(time.Second)) || !r.served("ns-0", "greedy", now) {
+		t.Fatal("a renewal was refused, or taken for a new registration")
+	}
+	if !register("modest", "one-more", now) {
+		t.Fatal("another peer was refused")
+	}
+	for p := 0; r.total < maxRendezvousEntries; p++ {
+		for i := range maxRendezvousPerPeer {
+			register(peer.ID(fmt.Sprint("filler-", p)), fmt.Sprint("f-", i), now)
+		}
+	}
+	if register("late", "x", now) {
+		t.Fatal("a registration past maxRendezvousEntries was kept")
+	}
+	r.sweep(now.Add(RendezvousTTL + servedGrace + 2*time.Second))
+	if r.total != 0 || len(r.perPeer) != 0 || len(r.reg) != 0 {
+		t.Fatalf("after every registration ended: %d kept, %d peers counted, %d namespaces", r.total, len(r.perPeer), len(r.reg))
+	}
+	if !register("late", "x", now.Add(RendezvousTTL+servedGrace+3*time.Second)) {
+		t.Fatal("a registration refused once the others were forgotten")
 	}
 }
 

@@ -28,9 +28,15 @@ const (
 	// withdrawn) a node still counts as having served a namespace, for
 	// what it reports on its way out (Served).
 	servedGrace = RendezvousTTL
-	// Bounds on what one rendezvous node keeps and returns.
-	maxRendezvousNS    = 100_000
-	maxRendezvousPeers = 1000
+	// Bounds on what one rendezvous node keeps and returns: namespaces,
+	// registrations in one namespace, registrations of one peer (a node
+	// registers each cluster it has sockets in) and registrations in all,
+	// each kept until its grace period ends. A registration past a bound
+	// is not kept (the others are still returned).
+	maxRendezvousNS      = 100_000
+	maxRendezvousPeers   = 1000
+	maxRendezvousPerPeer = 10_000
+	maxRendezvousEntries = 200_000
 	maxRendezvousReq   = 4 << 10
 	maxRendezvousResp  = 1 << 20
 	maxNSLen           = 256
@@ -55,8 +61,28 @@ type rendezvousResponse struct {
 // registry is a rendezvous node's state: namespace -> peer -> expiry. A
 // registration that ended stays servedGrace past its expiry, not live.
 type registry struct {
-	mu  sync.Mutex
-	reg map[string]map[peer.ID]time.Time
+	mu      sync.Mutex
+	reg     map[string]map[peer.ID]time.Time
+	perPeer map[peer.ID]int // registrations kept, by peer
+	total   int             // registrations kept
+}
+
+func newRegistry() *registry {
+	return &registry{reg: map[string]map[peer.ID]time.Time{}, perPeer: map[peer.ID]int{}}
+}
+
+// room reports whether from may hold one more registration.
+func (r *registry) room(from peer.ID) bool {
+	return r.total < maxRendezvousEntries && r.perPeer[from] < maxRendezvousPerPeer
+}
+
+// drop forgets p's registration in peers.
+func (r *registry) drop(peers map[peer.ID]time.Time, p peer.ID) {
+	delete(peers, p)
+	r.total--
+	if r.perPeer[p]--; r.perPeer[p] <= 0 {
+		delete(r.perPeer, p)
+	}
 }
 
 // apply registers or unregisters from in q.NS and returns the other live
@@ -65,23 +91,28 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) (othe
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	peers := r.reg[q.NS]
-	prune(peers, now)
+	r.prune(peers, now)
 	switch {
 	case q.Unregister:
 		if exp, ok := peers[from]; ok && now.Before(exp) {
 			peers[from] = now
 		}
 	case q.Register && from != "":
+		_, had := peers[from]
 		if peers == nil && len(r.reg) < maxRendezvousNS {
 			peers = map[peer.ID]time.Time{}
 			r.reg[q.NS] = peers
 		}
-		if peers != nil && peers[from].IsZero() && len(peers) >= maxRendezvousPeers {
-			dropEnded(peers, now) // a live registration goes before a grace period
+		if peers != nil && !had && len(peers) >= maxRendezvousPeers {
+			r.dropEnded(peers, now) // a live registration goes before a grace period
 		}
-		if peers != nil && (len(peers) < maxRendezvousPeers || !peers[from].IsZero()) {
+		if peers != nil && (had || len(peers) < maxRendezvousPeers && r.room(from)) {
 			fresh = !now.Before(peers[from]) // none, or one that had ended
 			peers[from] = now.Add(RendezvousTTL)
+			if !had {
+				r.total++
+				r.perPeer[from]++
+			}
 		}
 	}
 	if len(peers) == 0 {
@@ -97,10 +128,10 @@ func (r *registry) apply(from peer.ID, q rendezvousRequest, now time.Time) (othe
 }
 
 // prune forgets the registrations in peers whose grace period is over.
-func prune(peers map[peer.ID]time.Time, now time.Time) {
+func (r *registry) prune(peers map[peer.ID]time.Time, now time.Time) {
 	for p, exp := range peers {
 		if now.After(exp.Add(servedGrace)) {
-			delete(peers, p)
+			r.drop(peers, p)
 		}
 	}
 }
@@ -112,7 +143,7 @@ func (r *registry) sweep(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for ns, peers := range r.reg {
-		if prune(peers, now); len(peers) == 0 {
+		if r.prune(peers, now); len(peers) == 0 {
 			delete(r.reg, ns)
 		}
 	}
@@ -120,7 +151,7 @@ func (r *registry) sweep(now time.Time) {
 
 // dropEnded forgets the registration in peers that ended first, if one
 // has ended.
-func dropEnded(peers map[peer.ID]time.Time, now time.Time) {
+func (r *registry) dropEnded(peers map[peer.ID]time.Time, now time.Time) {
 	var first peer.ID
 	var end time.Time
 	for p, exp := range peers {
@@ -129,7 +160,7 @@ func dropEnded(peers map[peer.ID]time.Time, now time.Time) {
 		}
 	}
 	if first != "" {
-		delete(peers, first)
+		r.drop(peers, first)
 	}
 }
 
@@ -156,7 +187,7 @@ func (r *registry) serving(ns string, now time.Time) bool {
 
 // serveRendezvous makes this node a rendezvous node.
 func (h *Host) serveRendezvous() {
-	h.rendezvous = &registry{reg: map[string]map[peer.ID]time.Time{}}
+	h.rendezvous = newRegistry()
 	h.HandleRequests(rendezvousProto, maxRendezvousReq, func(_ context.Context, from peer.ID, req []byte) ([]byte, error) {
 		var q rendezvousRequest
 		if err := json.Unmarshal(req, &q); err != nil || q.NS == "" || len(q.NS) > maxNSLen {

@@ -24,8 +24,9 @@ type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte,
 
 // HandleRequests serves proto as a request/response protocol: one request
 // and one response per stream, each a uvarint length-prefixed frame. Requests
-// longer than maxReq are refused without reading them. Close waits for the
-// handlers running.
+// longer than maxReq are refused without reading them; every peer's
+// requests and the bytes of its answers are budgeted (streamlimits.go).
+// Close waits for the handlers running.
 func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
 		if !h.handlers.Enter() {
@@ -33,6 +34,12 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 			return
 		}
 		defer h.handlers.Done()
+		from := s.Conn().RemotePeer()
+		if !h.streams.request(from, proto) {
+			h.dropped(SurfaceStream, DropRate)
+			s.Reset()
+			return
+		}
 		ctx, cancel := context.WithTimeout(h.ctx, streamTimeout)
 		defer cancel()
 		// Closing the host or the timeout unblocks reads and writes.
@@ -45,10 +52,16 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 			s.Reset()
 			return
 		}
-		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
+		resp, err := fn(ctx, from, req)
 		if err != nil {
-			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
+			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", from, "err", err)
 			h.dropped(SurfaceStream, DropRefused)
+			s.Reset()
+			return
+		}
+		if err := h.streams.answer(ctx, from, len(resp)); err != nil {
+			h.cfg.Logger.Debug("answer over the peer's budget", "proto", proto, "peer", from, "bytes", len(resp))
+			h.dropped(SurfaceStream, DropRate)
 			s.Reset()
 			return
 		}

@@ -126,9 +126,19 @@ func (s *Service) joinBy(at time.Time) int64 {
 	return at.Add(s.cfg.JoinWindow).UnixNano()
 }
 
+// MaxRecordSize bounds a signed record or admin action taken from another
+// node: ample for what this release signs (a record is under 4 KiB), so
+// that no peer makes the log keep a large blob. It is checked where a
+// proposal enters, never in Apply: entries logged before it stay valid.
+const MaxRecordSize = 16 << 10
+
+// maxSigSize bounds a signature as proposed: base64 of 64 bytes.
+const maxSigSize = 128
+
 // Proposed checks an operation another node proposes to the directory and
 // returns it as the directory logs it: only a creation or a deletion
-// (self-certifying: Apply checks the admin signature), and a public
+// (self-certifying: Apply checks the admin signature) of at most
+// MaxRecordSize, and a public
 // cluster's creation gets this directory's join deadline, whatever the
 // proposer said. Joins and expiries are the directory's alone.
 func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
@@ -139,6 +149,9 @@ func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
 	switch {
 	case op.Joined != "" || op.Expire != nil || (op.Create == nil) == (op.Delete == nil):
 		return Op{}, errNotProposable
+	case op.Create != nil && (len(op.Create.Body) > MaxRecordSize || len(op.Create.Sig) > maxSigSize),
+		op.Delete != nil && (len(op.Delete.Body) > MaxRecordSize || len(op.Delete.Sig) > maxSigSize):
+		return Op{}, ErrBadRecord.With("a signed cluster record or action is at most %d bytes", MaxRecordSize)
 	case op.Create != nil:
 		op.JoinBy = s.joinBy(at)
 	default:

@@ -2,6 +2,7 @@ package wall
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,7 +24,8 @@ func TestProposedTakesOnlySelfCertifyingOps(t *testing.T) {
 		t.Fatalf("a deletion: %+v, %v", op, err)
 	}
 	for _, raw := range []string{`{"joined":"c_x"}`, `{"expire":["c_x"]}`, `{}`, `{"create":{"body":"{}","sig":"x"},"delete":{"body":"{}","sig":"x"}}`,
-		`{"create":{"body":"{}","sig":"x"},"expire":["c_x"]}`, `[]`} {
+		`{"create":{"body":"{}","sig":"x"},"expire":["c_x"]}`, `[]`,
+		`{"create":{"body":"` + strings.Repeat("x", MaxRecordSize+1) + `","sig":"x"}}`} {
 		if op, err := h.svc.Proposed(json.RawMessage(raw), at); err == nil {
 			t.Errorf("Proposed(%s) = %+v, want a refusal", raw, op)
 		}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentmesh/mesh/internal/bench"
 	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/node"
 )
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchMemoryCmd(), benchClientsCmd(), benchMeshCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchMemoryCmd(), benchClientsCmd(), benchMeshCmd(), benchFloodCmd())
 	return c
 }
 
@@ -28,7 +29,10 @@ func benchGetAgentCmd() *cobra.Command {
 		Short: "Drive GET /v1/agents/<id> over HTTP and report requests/s and latency",
 		Long: `Registers --agents agents, then drives GET /v1/agents/<id> over real HTTP for
 --duration with --concurrency connections. Without --url it starts an
-in-memory node on a loopback port in this process.`,
+in-memory node on a loopback port in this process, without write budgets.
+A running node takes 100 registrations at once from one address, then 5 a
+second (its --budget-client): the bench waits as told (Retry-After), so
+start the node with --budget-client 0 to register many agents quickly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agents < 1 || conc < 1 || dur <= 0 {
@@ -36,7 +40,7 @@ in-memory node on a loopback port in this process.`,
 			}
 			ctx := cmd.Context()
 			if url == "" {
-				n, err := startBenchNode(ctx)
+				n, err := startBenchNode(ctx, bench.Unmetered)
 				if err != nil {
 					return err
 				}
@@ -88,4 +92,38 @@ func startBenchNode(ctx context.Context, tweaks ...func(*node.Config)) (*node.No
 		return nil, err
 	}
 	return n, n.Start(ctx)
+}
+
+func benchFloodCmd() *cobra.Command {
+	var o bench.FloodOptions
+	c := &cobra.Command{
+		Use:   "flood",
+		Short: "Measure honest registrations while one address, a rogue node or many addresses flood the directory",
+		Long: `Starts a directory and two nodes in this process (in-memory stores, default
+write budgets) and, for --duration each, measures honest registrations
+through one node (--honest-rate a second, each from an address of its own)
+while: nothing floods; one address floods the other node with registrations
+(--flooders in flight); a rogue peer forwards registrations to the directory
+at full speed, each naming a client of its own invention; many addresses
+register on the directory at full speed, each once. Reports, per phase, the
+flood's requests a second sent and taken, the honest registrations' p50,
+p99 and failures, and the writes a second the directory's log took.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Duration <= 0 || o.Flooders < 1 || o.HonestRate <= 0 {
+				return fmt.Errorf("--duration, --flooders and --honest-rate must be positive")
+			}
+			bench.RaiseFileLimit()
+			phases, err := bench.Flood(cmd.Context(), o)
+			for _, p := range phases {
+				fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each phase")
+	f.IntVar(&o.Flooders, "flooders", 64, "flood requests kept in flight")
+	f.Float64Var(&o.HonestRate, "honest-rate", 20, "honest registrations a second, each from its own address")
+	return c
 }

@@ -191,7 +191,7 @@ ordinary node, bypassing the local directory, and reports the latency.`,
 			bench.RaiseFileLimit()
 			for _, n := range sizes {
 				fmt.Fprintf(os.Stderr, "starting %d nodes\n", n)
-				m, err := bench.StartMesh(cmd.Context(), n, nil)
+				m, err := bench.StartMesh(cmd.Context(), n, bench.Unmetered)
 				if err != nil {
 					return err
 				}

@@ -92,7 +92,14 @@ type Admitter struct {
 	// dirShed is when this node last heard the directory refuse one of
 	// its writes for the directory's sake (node or directory budget).
 	dirShed atomic.Int64
+	// self is, on the directory, its own peer id (SetDirectory).
+	self string
 }
+
+// SetDirectory tells a that it serves the directory, whose node is peer
+// self: the writes of its own clients then take from its own node budget
+// too. Call it before serving.
+func (a *Admitter) SetDirectory(self string) { a.self = self }
 
 type budget struct {
 	name    string

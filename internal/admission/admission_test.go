@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,19 +133,25 @@ func TestStatusShowsTheLastMinute(t *testing.T) {
 }
 
 func TestOriginKeys(t *testing.T) {
+	a, _ := newTestAdmitter(t, Config{})
+	dir, _ := newTestAdmitter(t, Config{})
+	dir.SetDirectory("self")
 	for _, tc := range []struct {
+		a    *Admitter
 		o    Origin
 		want []Key
 	}{
-		{Origin{Client: "198.51.100.7"}, []Key{{Client, "198.51.100.7"}}},
-		{Origin{Client: "198.51.100.7", Credential: "agent:a"}, []Key{{Credential, "agent:a"}}},
-		{Origin{Client: "198.51.100.7", Peer: "p1"}, []Key{{Client, "p1 198.51.100.7"}}},
-		{Origin{Client: "198.51.100.7", Peer: "p1", Credential: "agent:a"}, []Key{{Credential, "agent:a"}}},
-		{Origin{Peer: "p1"}, nil},
+		{a, Origin{Client: "198.51.100.7"}, []Key{{Client, "198.51.100.7"}}},
+		{a, Origin{Client: "198.51.100.7", Credential: "agent:a"}, []Key{{Credential, "agent:a"}}},
+		{a, Origin{Client: "198.51.100.7", Peer: "p1"}, []Key{{Client, "p1 198.51.100.7"}}},
+		{a, Origin{Client: "198.51.100.7", Peer: "p1", Credential: "agent:a"}, []Key{{Credential, "agent:a"}}},
+		{a, Origin{Peer: "p1"}, nil},
+		{dir, Origin{Client: "198.51.100.7"}, []Key{{Client, "198.51.100.7"}, {Node, "self"}}},
+		{dir, Origin{Client: "198.51.100.7", Credential: "agent:a"}, []Key{{Credential, "agent:a"}, {Node, "self"}}},
+		{dir, Origin{Client: "198.51.100.7", Peer: "p1"}, []Key{{Client, "p1 198.51.100.7"}}},
 	} {
-		got := tc.o.keys()
-		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
-			t.Errorf("keys of %+v = %v, want %v", tc.o, got, tc.want)
+		if got := tc.a.keys(tc.o); !slices.Equal(got, tc.want) {
+			t.Errorf("keys of %+v (directory %q) = %v, want %v", tc.o, tc.a.self, got, tc.want)
 		}
 	}
 }

@@ -14,7 +14,8 @@
 //     signed client keeps its own budget behind a shared address. A key
 //     that is bound to nothing costs nothing to make, so it earns no
 //     budget of its own: its requests count at their address;
-//   - node: at the directory, per node that forwards or proposes to it;
+//   - node: at the directory, per node that forwards or proposes to it,
+//     and for its own clients' writes as one more node's share;
 //   - directory: at the directory, every write its log takes, in all.
 //
 // A write refused by any budget takes nothing from the others and is

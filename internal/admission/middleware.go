@@ -60,7 +60,7 @@ func (a *Admitter) Writes(surfaces *Surfaces, credential CredentialFunc, log *sl
 		cred, err := credential(w, r)
 		if err == nil {
 			o.Credential = cred
-			err = a.Admit(name, o.keys()...)
+			err = a.Admit(name, a.keys(o)...)
 		}
 		if err != nil {
 			httpx.WriteError(log, w, r, err)

@@ -32,19 +32,27 @@ func OriginOf(ctx context.Context) (Origin, bool) {
 	return o, ok
 }
 
-// keys are the buckets a write from o takes from at the edge: its
+// keys are the buckets a write from o takes from where it arrives: its
 // credential's, else its client address's, which for a forwarded request
 // is the forwarding node's report, kept apart for each node: a node that
-// names another node's client spends only its own buckets. (The node
-// budget of a forwarded request is taken where the request arrives.)
-func (o Origin) keys() []Key {
+// names another node's client spends only its own buckets. On the
+// directory, a write of its own clients also takes from its own node
+// budget, as a forwarded one takes from the forwarding node's (where the
+// stream arrives): the directory's clients are one node's share too.
+func (a *Admitter) keys(o Origin) []Key {
+	var keys []Key
 	switch {
 	case o.Credential != "":
-		return []Key{{Credential, o.Credential}}
+		keys = append(keys, Key{Credential, o.Credential})
 	case o.Peer != "" && o.Client != "":
-		return []Key{{Client, o.Peer + " " + o.Client}}
+		keys = append(keys, Key{Client, o.Peer + " " + o.Client})
 	case o.Peer != "":
-		return nil // a node of an earlier release reports no client: its node budget bounds it
+		// A node of an earlier release reports no client: its node budget bounds it.
+	default:
+		keys = append(keys, Key{Client, o.Client})
 	}
-	return []Key{{Client, o.Client}}
+	if o.Peer == "" && a.self != "" {
+		keys = append(keys, Key{Node, a.self})
+	}
+	return keys
 }

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/node"
 )
 
 // TestMain doubles as the client process of the memory measurement.
@@ -63,4 +66,27 @@ func TestMeasurementsRun(t *testing.T) {
 		t.Fatalf("DHT lookups: %v, %v", dht, err)
 	}
 	t.Log(fan, "|", lat, "|", mem, "|", vis, "|", dht)
+}
+
+// TestFloodRuns runs the flood bench small: a client flooding a node, a
+// rogue peer and a botnet on the directory are each held to their
+// budgets, and the honest client on another node gets in throughout.
+func TestFloodRuns(t *testing.T) {
+	budgets := func(cfg *node.Config) { // small, so that a short flood meets them
+		cfg.Budgets.Node = admission.Budget{Rate: 50, Burst: 50}
+		cfg.Budgets.Directory = admission.Budget{Rate: 300, Burst: 300}
+	}
+	phases, err := Flood(context.Background(), FloodOptions{Duration: 700 * time.Millisecond, Flooders: 8, HonestRate: 20, Tweak: budgets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range phases {
+		t.Log(p)
+		if p.Honest.N < 5 || p.HonestFailed > 0 {
+			t.Errorf("%s: the honest client did not get in: %v", p.Name, p)
+		}
+		if p.Name != "none" && (p.Sent == 0 || p.Taken >= p.Sent) {
+			t.Errorf("%s: the flood was not held back: %v", p.Name, p)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -25,6 +26,13 @@ type Mesh struct {
 // wall benches measure what the node delivers, not its limits on a client.
 func Unthrottled(cfg *node.Config) {
 	cfg.WallSocketRate, cfg.WallRoomRate = 0, 0
+}
+
+// Unmetered lifts a node's write budgets: the registry benches register
+// agents as fast as they can from one address, to measure the node, not
+// its admission control.
+func Unmetered(cfg *node.Config) {
+	cfg.Budgets = admission.Config{}
 }
 
 // StartMesh starts n nodes (n >= 1) with in-memory stores on loopback and

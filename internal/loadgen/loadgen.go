@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,19 +120,37 @@ func progress(fn func(int64), done *atomic.Int64) (stop func()) {
 }
 
 // Post sends one JSON POST and fails unless the status is 2xx; for setup.
+// A 429 or 503 with Retry-After (a node's write budget) is sent again
+// after the wait it names, up to maxWait in all.
 func Post(ctx context.Context, url, body string) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
+	waited := time.Duration(0)
+	for {
+		req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, b)
+		resp.Body.Close()
+		if resp.StatusCode/100 == 2 {
+			return nil
+		}
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if wait <= 0 || waited >= maxWait || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {
+			return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, b)
+		}
+		d := time.Duration(wait) * time.Second
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		waited += d
 	}
-	return nil
 }
+
+// maxWait bounds what Post waits for a node's write budget.
+const maxWait = 10 * time.Minute
