@@ -37,10 +37,10 @@ const (
 	maxRendezvousPeers   = 1000
 	maxRendezvousPerPeer = 10_000
 	maxRendezvousEntries = 200_000
-	maxRendezvousReq   = 4 << 10
-	maxRendezvousResp  = 1 << 20
-	maxNSLen           = 256
-	maxAddrsPerPeer    = 8
+	maxRendezvousReq     = 4 << 10
+	maxRendezvousResp    = 1 << 20
+	maxNSLen             = 256
+	maxAddrsPerPeer      = 8
 )
 
 type rendezvousRequest struct {

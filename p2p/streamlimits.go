@@ -86,4 +86,3 @@ func (l *streamLimits) answer(ctx context.Context, p peer.ID, n int) error {
 		return ctx.Err()
 	}
 }
-
