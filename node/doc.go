@@ -6,7 +6,8 @@
 // and for agents that embed a node.
 //
 // It holds no business logic: it owns the directory's protocols between
-// nodes (change feed, write forwarding, proposals), /health and /metrics,
-// and hands each surface what it needs; the surfaces live in their own
-// packages.
+// nodes (change feed, write forwarding, proposals), where the write
+// budgets (internal/admission) sit on them, the clock of the directory's
+// expiry sweeps, /health and /metrics, and hands each surface what it
+// needs; the surfaces live in their own packages.
 package node

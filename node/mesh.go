@@ -115,8 +115,9 @@ func (n *Node) startRegistry(ctx context.Context) error {
 }
 
 // startDirectory makes this node the canonical directory: it sequences
-// writes, publishes each committed command and serves the change log and
-// forwarded requests.
+// writes, publishes each committed command and serves the change log
+// (acceptWrites serves the writes of other nodes, once the bridge is
+// built).
 func (n *Node) startDirectory(ctx context.Context) error {
 	var err error
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
@@ -136,12 +137,17 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	n.proposer = admission.Proposer{Next: local, Admitter: n.admission}
 	n.admission.SetDirectory(n.selfPeer().String())
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
-	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
-	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
 	n.goroutine(func() { n.publisher.run(ctx, n.dirTopic) })
 	n.goroutine(func() { n.flushPresence(ctx) })
 	return nil
+}
+
+// acceptWrites serves, on the directory, the requests other nodes forward
+// and the operations they propose: through the bridge, which must be built.
+func (n *Node) acceptWrites() {
+	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
+	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 }
 
 type changesRequest struct {

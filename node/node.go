@@ -130,6 +130,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}
+	if n.role == RoleBootstrap {
+		n.acceptWrites()
+	}
 	if err := n.wall.Start(ctx); err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@
 //
 // # The directory is a state machine
 //
-// Every write (register, delete, feedback, catalog import) is a Command, proposed to the canonical log (internal/cmdlog) as an entry of
+// Every write (register, delete, feedback, catalog import, and the
+// directory's activate and expire of registrations never used, see
+// expiry.go) is a Command, proposed to the canonical log (internal/cmdlog) as an entry of
 // Kind. The log orders entries and hands each to Directory.Apply, which
 // changes state in the store inside the transaction that also appends the
 // entry to the change log. Apply reads nothing but the command and the

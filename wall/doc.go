@@ -12,7 +12,9 @@
 // admin action (delete) are signed by the admin key, so any node checks
 // them without ever seeing the admin token. Records and actions travel in
 // the canonical log (internal/cmdlog, kind "clusters"), which replicates
-// them to every node and in which the directory assigns public slugs.
+// them to every node and in which the directory assigns public slugs. A
+// public cluster nobody joins within the directory's join window expires
+// (expiry.go).
 //
 // # The wall crosses nodes on gossipsub
 //

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/node"
+	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
 )
 
@@ -89,5 +92,55 @@ func TestNodeTrustedProxyFlag(t *testing.T) {
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-sync", "--trusted-proxy", "10.0.0.0/33"})
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), `trusted proxy "10.0.0.0/33"`) {
 		t.Fatalf("mesh node with a bad trusted proxy: %v", err)
+	}
+}
+
+// TestNodeBudgetFlags: the write budgets and expiry windows come from the
+// flags, else from the environment, else the defaults; 0 is unlimited (or
+// never); a malformed value names where it came from.
+func TestNodeBudgetFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    admission.Config
+		agentTT time.Duration
+		err     string
+	}{
+		{name: "defaults", want: admission.DefaultConfig(), agentTT: registryapi.DefaultActivationWindow},
+		{name: "flags", args: []string{"--budget-client", "0", "--budget-credential", "2/9", "--budget-node", "50", "--budget-directory", "100/100", "--agent-activation-window", "0"},
+			want: admission.Config{Credential: admission.Budget{Rate: 2, Burst: 9}, Node: admission.Budget{Rate: 50}, Directory: admission.Budget{Rate: 100, Burst: 100}}},
+		{name: "env", env: map[string]string{"MESH_BUDGET_CLIENT": "1/3", "MESH_AGENT_ACTIVATION_WINDOW": "2h"},
+			want: admission.Config{Client: admission.Budget{Rate: 1, Burst: 3}, Credential: admission.DefaultCredential, Node: admission.DefaultNode, Directory: admission.DefaultDirectory}, agentTT: 2 * time.Hour},
+		{name: "flag over env", env: map[string]string{"MESH_BUDGET_NODE": "1/1"}, args: []string{"--budget-node=7/70"},
+			want: admission.Config{Client: admission.DefaultClient, Credential: admission.DefaultCredential, Node: admission.Budget{Rate: 7, Burst: 70}, Directory: admission.DefaultDirectory}, agentTT: registryapi.DefaultActivationWindow},
+		{name: "bad env", env: map[string]string{"MESH_BUDGET_DIRECTORY": "lots"}, err: "MESH_BUDGET_DIRECTORY"},
+		{name: "bad flag", args: []string{"--budget-client", "5/0"}, err: "budget-client"},
+		{name: "negative window", args: []string{"--cluster-join-window", "-1h", "--data", t.TempDir()}, err: "ClusterJoinWindow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var got node.Config
+			c := newNodeCmd(func(_ context.Context, cfg node.Config) error {
+				got = cfg
+				return cfg.Validate()
+			})
+			c.SetArgs(tc.args)
+			c.SetOut(io.Discard)
+			c.SetErr(io.Discard)
+			err := c.Execute()
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %q", err, tc.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got.Budgets != tc.want || got.AgentActivationWindow != tc.agentTT:
+				t.Fatalf("budgets %+v, window %s; want %+v, %s", got.Budgets, got.AgentActivationWindow, tc.want, tc.agentTT)
+			}
+		})
 	}
 }
