@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/registryapi"
 )
 
 // callFull sends a request to n and returns its status, headers and JSON
@@ -305,5 +309,28 @@ func TestForwardStreamServesOnlyForwardedRoutes(t *testing.T) {
 		if got != want {
 			t.Errorf("forward refusals for %s: %v, want %v", reason, got, want)
 		}
+	}
+}
+
+// TestForwardedRoutesAreDocumented: docs/architecture.md lists exactly
+// the routes the forward stream serves, so that a route added to the
+// registry's write table is not forwarded undocumented.
+func TestForwardedRoutesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, _ := strings.Cut(string(doc), "**The forward stream serves only what nodes forward**")
+	list, _, _ = strings.Cut(list, "\n\nA node forwards")
+	documented := regexp.MustCompile("`((?:GET|POST|DELETE) [^`]+)`").FindAllStringSubmatch(list, -1)
+	var got []string
+	for _, m := range documented {
+		got = append(got, m[1])
+	}
+	slices.Sort(got)
+	want := registryapi.ForwardedRoutes()
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("docs/architecture.md lists the forwarded routes %q, the code serves %q", got, want)
 	}
 }

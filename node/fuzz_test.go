@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/storetest"
 )
 
@@ -18,8 +19,11 @@ func FuzzServeForward(f *testing.F) {
 	f.Add([]byte("POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n{\"agent_id\":\"f\"}"))
 	f.Add([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Add([]byte("GARBAGE"))
+	f.Add([]byte("GET /v1/clusters/c_lobby/ws?agent=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"))
+	f.Add([]byte("POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nX-Mesh-Origin-Url: https://u:p@x\r\nX-Mesh-Client: 10.0.0.1\r\nContent-Length: 2\r\n\r\n{}"))
 	cfg := testConfig(nil, "")
 	cfg.InMemory = true
+	cfg.Budgets = admission.Config{} // the fuzzer sends faster than any budget
 	n, err := New(cfg)
 	if err != nil {
 		f.Fatal(err)
@@ -37,7 +41,7 @@ func FuzzServeForward(f *testing.F) {
 		if err != nil {
 			t.Fatalf("unparseable response %q: %v", out, err)
 		}
-		if resp.StatusCode >= 500 {
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusSwitchingProtocols {
 			t.Fatalf("%q -> %d", raw, resp.StatusCode)
 		}
 	})

@@ -2,11 +2,14 @@ package registryapi
 
 import (
 	"crypto/ed25519"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 )
 
 func TestRegistrationFlow(t *testing.T) {
@@ -184,4 +187,31 @@ func TestTokenLifetime(t *testing.T) {
 	parts := strings.Split(fresh, ".")
 	parts[1] = parts[1][:len(parts[1])-2] + "xx"
 	h.want(h.do("POST", "/v1/agents/me/heartbeat", "", bearer(strings.Join(parts, "."))...), 401, "invalid_token")
+}
+
+// TestWriteRoutesAreRoutes: every write surface the budgets meter and
+// nodes forward is a route of the API, and IsDirectoryWrite takes exactly
+// those.
+func TestWriteRoutesAreRoutes(t *testing.T) {
+	mux := http.NewServeMux()
+	api, err := NewAPI(Config{Directory: &Directory{}, Log: cmdlog.NewLocal(nil), Tokens: NewTokens(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Routes(mux)
+	for _, pattern := range ForwardedRoutes() {
+		method, path, _ := strings.Cut(pattern, " ")
+		r := httptest.NewRequest(method, strings.ReplaceAll(path, "{id}", "some-agent"), nil)
+		if _, got := mux.Handler(r); got != pattern {
+			t.Errorf("%s is forwarded but the API routes it to %q", pattern, got)
+		}
+		if _, write := WriteRoutes()[pattern]; IsDirectoryWrite(r) != write {
+			t.Errorf("IsDirectoryWrite(%s) = %v", pattern, !write)
+		}
+	}
+	for _, r := range []*http.Request{httptest.NewRequest("PUT", "/v1/agents/register", nil), httptest.NewRequest("POST", "/v1/agents/x/unknown", nil), httptest.NewRequest("POST", "/v1/clusters", nil)} {
+		if IsDirectoryWrite(r) {
+			t.Errorf("%s %s is forwarded", r.Method, r.URL.Path)
+		}
+	}
 }
