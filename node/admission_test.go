@@ -212,8 +212,10 @@ func TestARogueNodeIsCapped(t *testing.T) {
 	if max := burst + rate*elapsed + 5; float64(accepted.Load()) > max {
 		t.Errorf("the rogue got %d writes in, want at most %.0f (its node budget)", accepted.Load(), max)
 	}
-	if busy.Load() < 10*accepted.Load() || other.Load() != 0 {
-		t.Errorf("refusals: %d busy, %d other, for %d accepted: the flood was not at full speed or was refused otherwise", busy.Load(), other.Load(), accepted.Load())
+	// At full speed the flood sends many times its budget (some 30 times
+	// here; a few times with the race detector).
+	if accepted.Load() < burst || busy.Load() < 2*accepted.Load() || other.Load() != 0 {
+		t.Errorf("%d accepted, %d refused busy, %d refused otherwise: the flood did not spend its budget and more, or was refused otherwise", accepted.Load(), busy.Load(), other.Load())
 	}
 	if a := healthAdmission(t, m.boot); a["directory_shedding"] != true || !strings.Contains(fmt.Sprint(a["budgets"]), "node") {
 		t.Errorf("the directory's health: %v", a)
