@@ -74,7 +74,7 @@ func TestMeasurementsRun(t *testing.T) {
 func TestFloodRuns(t *testing.T) {
 	budgets := func(cfg *node.Config) { // small, so that a short flood meets them, with -race too
 		cfg.Budgets.Client = admission.Budget{Rate: 1, Burst: 5}
-		cfg.Budgets.Node = admission.Budget{Rate: 5, Burst: 10}
+		cfg.Budgets.Node = admission.Budget{Rate: 20, Burst: 20} // above the honest rate
 		cfg.Budgets.Directory = admission.Budget{Rate: 100, Burst: 100}
 	}
 	phases, err := Flood(context.Background(), FloodOptions{Duration: time.Second, Flooders: 8, HonestRate: 10, Tweak: budgets})
