@@ -82,7 +82,7 @@ func TestNewJobDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Name != "nightly-backup" || !j.Enabled || j.MaxRuntime != DefaultMaxRuntime || j.RestartPolicy != RestartNever ||
+	if j.Name != "nightly-backup" || !j.Enabled || j.MaxRuntime() != DefaultMaxRuntime || j.RestartPolicy != RestartNever ||
 		j.RetentionRuns != DefaultRetentionRuns || j.Destructive || len(warns) != 3 {
 		t.Fatalf("job %+v, warnings %q", j, warns)
 	}

@@ -45,12 +45,12 @@ type Spec struct {
 type Job struct {
 	ID            string            `json:"id"`
 	Name          string            `json:"name"`
-	Schedule      Schedule          `json:"-"`
+	Schedule      Schedule          `json:"schedule"`
 	Cmd           string            `json:"cmd"`
 	Cwd           string            `json:"cwd,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Enabled       bool              `json:"enabled"`
-	MaxRuntime    time.Duration     `json:"-"`
+	MaxRuntimeSec int               `json:"max_runtime_sec"`
 	RestartPolicy string            `json:"restart_policy"`
 	RetentionRuns int               `json:"retention_runs"`
 	Destructive   bool              `json:"destructive"`
@@ -74,14 +74,14 @@ func NewJob(s Spec) (Job, []string, error) {
 		return Job{}, nil, fmt.Errorf("%w %q: cmd is empty", ErrJob, s.ID)
 	}
 	j := Job{ID: s.ID, Name: s.Name, Schedule: sched, Cmd: s.Cmd, Cwd: s.Cwd, Env: s.Env,
-		Enabled: s.Enabled == nil || *s.Enabled, MaxRuntime: DefaultMaxRuntime,
+		Enabled: s.Enabled == nil || *s.Enabled, MaxRuntimeSec: int(DefaultMaxRuntime.Seconds()),
 		RestartPolicy: s.RestartPolicy, RetentionRuns: DefaultRetentionRuns, Destructive: s.Destructive}
 	if j.Name == "" {
 		j.Name = j.ID
 	}
 	if s.MaxRuntimeSec != nil {
 		if *s.MaxRuntimeSec > 0 {
-			j.MaxRuntime = time.Duration(*s.MaxRuntimeSec) * time.Second
+			j.MaxRuntimeSec = *s.MaxRuntimeSec
 		} else {
 			warns = append(warns, fmt.Sprintf("cron %q: max_runtime_sec %d is not positive; using %d", s.ID, *s.MaxRuntimeSec, int(DefaultMaxRuntime.Seconds())))
 		}
@@ -103,3 +103,6 @@ func NewJob(s Spec) (Job, []string, error) {
 	}
 	return j, warns, nil
 }
+
+// MaxRuntime is how long a run may take before it is killed.
+func (j Job) MaxRuntime() time.Duration { return time.Duration(j.MaxRuntimeSec) * time.Second }

@@ -71,7 +71,7 @@ func (s *Scheduler) run(job Job, due time.Time, attempt int) Run {
 	} else {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		timeout := s.cfg.Clock.After(job.MaxRuntime)
+		timeout := s.cfg.Clock.After(job.MaxRuntime())
 		select {
 		case err := <-done:
 			r.Status = exitStatus(err, &r)

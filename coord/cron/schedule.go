@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -107,3 +108,6 @@ func atoi(s string) int {
 func (s Schedule) Next(t time.Time) time.Time { return s.s.Next(t) }
 
 func (s Schedule) String() string { return s.expr }
+
+// MarshalJSON writes the expression.
+func (s Schedule) MarshalJSON() ([]byte, error) { return json.Marshal(s.expr) }

@@ -163,10 +163,8 @@ func (s *Scheduler) fire(job Job, due time.Time) {
 // JobView is a job as GET /crons shows it.
 type JobView struct {
 	Job
-	Schedule      string     `json:"schedule"`
-	MaxRuntimeSec int        `json:"max_runtime_sec"`
-	Next          *time.Time `json:"next,omitempty"`
-	Running       bool       `json:"running"`
+	Next    *time.Time `json:"next,omitempty"`
+	Running bool       `json:"running"`
 }
 
 // Jobs lists the jobs in cluster.yaml's order.
@@ -176,7 +174,7 @@ func (s *Scheduler) Jobs() []JobView {
 	out := make([]JobView, 0, len(s.order))
 	for _, id := range s.order {
 		st := s.jobs[id]
-		v := JobView{Job: st.job, Schedule: st.job.Schedule.String(), MaxRuntimeSec: int(st.job.MaxRuntime.Seconds()), Running: st.running}
+		v := JobView{Job: st.job, Running: st.running}
 		if !st.next.IsZero() && st.job.Enabled {
 			n := st.next.UTC()
 			v.Next = &n

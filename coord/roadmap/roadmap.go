@@ -187,14 +187,14 @@ func (r *Roadmap) page(path, id string) (Page, bool) {
 	p.fm = fm
 	if t := fm.String("title"); t != "" {
 		p.Title = t
-	} else if h := heading(fm.Body); h != "" {
+	} else if h := Heading(fm.Body); h != "" {
 		p.Title = h
 	}
 	return p, true
 }
 
-// heading is the text of the first "# " line of a markdown body.
-func heading(body []byte) string {
+// Heading is the text of the first "# " line of a markdown body.
+func Heading(body []byte) string {
 	for _, l := range strings.SplitN(string(body[:min(len(body), 4096)]), "\n", 64) {
 		if t, ok := strings.CutPrefix(strings.TrimSpace(l), "# "); ok {
 			return strings.TrimSpace(t)
