@@ -103,8 +103,11 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 			d.log.Error("serve", "err", err)
 		}
 	})
-	d.wg.Go(func() { d.watch(ctx) })
-	d.wg.Go(func() { d.heartbeat(ctx) })
+	// Tickers are made here, not in their goroutines, so that a test's
+	// clock cannot move before they exist.
+	poll, beat := d.cfg.Clock.NewTicker(d.cfg.Poll), d.cfg.Clock.NewTicker(d.cfg.Heartbeat)
+	d.wg.Go(func() { d.watch(ctx, poll) })
+	d.wg.Go(func() { d.heartbeat(ctx, beat) })
 	d.crons.Start()
 	d.debug("info", "daemon", "started", map[string]any{"endpoint": d.endpoint, "port_reason": d.reason})
 	return nil

@@ -119,6 +119,9 @@ func modules(st *snapshot) []moduleView {
 			out = append(out, moduleView{ID: p.ID, Name: p.Title})
 		}
 		out[i].Status, out[i].File = p.Status, p.File
+		if out[i].Name == p.ID {
+			out[i].Name = p.Title // a bare id in cluster.yaml: the page names it
+		}
 	}
 	return out
 }

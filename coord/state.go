@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/roadmap"
 )
@@ -49,7 +50,7 @@ func (d *Daemon) loadCluster(prev *cluster.Cluster) (cluster.Cluster, []string, 
 	case err == nil:
 		return c, warns, nil
 	case prev != nil:
-		return *prev, append(warns, "cluster.yaml: "+err.Error()+"; keeping the configuration read before"), nil
+		return *prev, []string{err.Error() + "; keeping the configuration read before"}, nil
 	case errors.Is(err, cluster.ErrSyntax):
 		return c, warns, nil
 	}
@@ -115,8 +116,7 @@ func (d *Daemon) current() *snapshot {
 }
 
 // watch rebuilds on every poll that finds the files changed.
-func (d *Daemon) watch(ctx context.Context) {
-	t := d.cfg.Clock.NewTicker(d.cfg.Poll)
+func (d *Daemon) watch(ctx context.Context, t clock.Ticker) {
 	defer t.Stop()
 	for {
 		select {
@@ -136,8 +136,7 @@ func (d *Daemon) watch(ctx context.Context) {
 }
 
 // heartbeat keeps sockets (and the proxies between) alive.
-func (d *Daemon) heartbeat(ctx context.Context) {
-	t := d.cfg.Clock.NewTicker(d.cfg.Heartbeat)
+func (d *Daemon) heartbeat(ctx context.Context, t clock.Ticker) {
 	defer t.Stop()
 	for {
 		select {

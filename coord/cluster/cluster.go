@@ -96,16 +96,18 @@ func Parse(b []byte) (Cluster, []string, error) {
 	p := &parser{c: Default()}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		p.warn("%s: %v; using the defaults", ErrSyntax, err)
-		return p.c, p.warns, ErrSyntax
+		err = fmt.Errorf("%w: %v", ErrSyntax, err)
+		p.warn("%v; using the defaults", err)
+		return p.c, p.warns, err
 	}
 	if len(doc.Content) == 0 {
 		return p.c, p.warns, nil // empty file
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		p.warn("%s: the top level must be a mapping of keys; using the defaults", ErrSyntax)
-		return p.c, p.warns, ErrSyntax
+		err := fmt.Errorf("%w: the top level must be a mapping of keys", ErrSyntax)
+		p.warn("%v; using the defaults", err)
+		return p.c, p.warns, err
 	}
 	p.top(root)
 	return p.c, p.warns, nil

@@ -1,0 +1,124 @@
+package coord_test
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// TestHeartbeat: every 20 s of the clock, each socket gets a heartbeat.
+func TestHeartbeat(t *testing.T) {
+	h := start(t, project(t), nil)
+	a, b := h.socket(), h.socket()
+	eventually(t, "two sockets", func() bool {
+		var hl struct {
+			N int `json:"event_clients"`
+		}
+		h.get("/health", &hl)
+		return hl.N == 2
+	})
+	h.clk.Advance(19 * time.Second)
+	h.clk.Advance(time.Second)
+	for _, s := range []*socket{a, b} {
+		if ev := s.next("heartbeat"); ev["ts"] != t0.Add(20*time.Second).Format(time.RFC3339Nano) {
+			t.Fatalf("heartbeat %v", ev)
+		}
+	}
+}
+
+// stallingListener hands out connections whose writes can be made to
+// block, as a client that stopped reading blocks them once its window and
+// the socket buffers are full.
+type stallingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*stallingConn
+}
+
+type stallingConn struct {
+	net.Conn
+	stall  chan struct{} // closed: writes block
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *stallingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &stallingConn{Conn: c, stall: make(chan struct{}), closed: make(chan struct{})}
+	l.mu.Lock()
+	l.conns = append(l.conns, sc)
+	l.mu.Unlock()
+	return sc, nil
+}
+
+func (c *stallingConn) Write(b []byte) (int, error) {
+	select {
+	case <-c.stall:
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+		return c.Conn.Write(b)
+	}
+}
+
+func (c *stallingConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// TestASlowSocketIsDropped: a socket that does not take a message within
+// the send timeout is dropped; the others keep receiving.
+func TestASlowSocketIsDropped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := &stallingListener{Listener: ln}
+	h := start(t, project(t), func(c *coord.Config) { c.Listener, c.SendTimeout = sl, 200*time.Millisecond })
+	fast, slow := h.socket(), h.socket()
+	sl.mu.Lock()
+	// The second connection the server accepted is the slow socket's (the
+	// harness's HTTP requests come later).
+	close(sl.conns[1].stall)
+	sl.mu.Unlock()
+
+	h.clk.Advance(20 * time.Second)
+	fast.next("heartbeat")
+	slow.closed()
+	eventually(t, "one socket left", func() bool {
+		var hl struct {
+			N int `json:"event_clients"`
+		}
+		h.get("/health", &hl)
+		return hl.N == 1
+	})
+	h.clk.Advance(20 * time.Second)
+	fast.next("heartbeat")
+}
+
+// TestAHandlerFailureIs500AndTheSocketStays: a handler's unexpected error
+// or panic answers 500 with a JSON body that reveals nothing, and the event
+// socket stays up.
+func TestAHandlerFailureIs500AndTheSocketStays(t *testing.T) {
+	h := start(t, project(t), nil)
+	ws := h.socket()
+	h.d.HandleForTest("GET /fail", httpx.Handle(nil, func(http.ResponseWriter, *http.Request) error {
+		return errors.New("disk on fire at /secret/path")
+	}))
+	h.d.HandleForTest("GET /panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	for _, path := range []string{"/fail", "/panic"} {
+		h.wantError("GET", path, "", 500, "internal")
+	}
+	h.clk.Advance(20 * time.Second)
+	ws.next("heartbeat")
+	h.wantError("GET", "/nope", "", 404, "not_found")
+}
