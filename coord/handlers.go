@@ -75,12 +75,12 @@ const StandardVersionFile = ".standard-version"
 
 // stateView is GET /state.
 type stateView struct {
-	Cluster  any                    `json:"cluster"`
-	Modules  []moduleView           `json:"modules"`
-	Roadmap  map[string]any         `json:"roadmap"`
-	Docs     []Doc                  `json:"docs"`
-	Warnings []string               `json:"warnings"`
-	BuiltAt  time.Time              `json:"built_at"`
+	Cluster  any            `json:"cluster"`
+	Modules  []moduleView   `json:"modules"`
+	Roadmap  map[string]any `json:"roadmap"`
+	Docs     []Doc          `json:"docs"`
+	Warnings []string       `json:"warnings"`
+	BuiltAt  time.Time      `json:"built_at"`
 }
 
 // moduleView joins a module of cluster.yaml with its page under

@@ -148,7 +148,7 @@ func (p *parser) top(root *yaml.Node) {
 			p.section(key, v, map[string]func(string, *yaml.Node){"enabled": func(k string, n *yaml.Node) { p.boolean(k, n, &p.c.DebugEnabled) }})
 		case "daemon":
 			p.section(key, v, map[string]func(string, *yaml.Node){
-				"auto_update":                     func(k string, n *yaml.Node) { p.boolean(k, n, &p.c.AutoUpdate) },
+				"auto_update":                    func(k string, n *yaml.Node) { p.boolean(k, n, &p.c.AutoUpdate) },
 				"auto_update_check_interval_sec": p.checkInterval,
 			})
 		case "storage":

@@ -169,7 +169,9 @@ func TestCronFiresTimesOutAndRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Start()
-	advanceUntil(t, clk, "four attempts of hang", func() bool { return ev.count("cron.run.finished", "hang") == MaxRestarts+1 && ev.count("cron.run.finished", "hello") == 1 })
+	advanceUntil(t, clk, "four attempts of hang", func() bool {
+		return ev.count("cron.run.finished", "hang") == MaxRestarts+1 && ev.count("cron.run.finished", "hello") == 1
+	})
 	runs := s.Runs("hang")
 	if len(runs) != keep {
 		t.Fatalf("%d records of hang kept, want %d", len(runs), keep)
