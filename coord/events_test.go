@@ -1,12 +1,15 @@
 package coord_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -16,13 +19,6 @@ import (
 func TestHeartbeat(t *testing.T) {
 	h := start(t, project(t), nil)
 	a, b := h.socket(), h.socket()
-	eventually(t, "two sockets", func() bool {
-		var hl struct {
-			N int `json:"event_clients"`
-		}
-		h.get("/health", &hl)
-		return hl.N == 2
-	})
 	h.clk.Advance(19 * time.Second)
 	h.clk.Advance(time.Second)
 	for _, s := range []*socket{a, b} {
@@ -84,23 +80,31 @@ func TestASlowSocketIsDropped(t *testing.T) {
 	}
 	sl := &stallingListener{Listener: ln}
 	h := start(t, project(t), func(c *coord.Config) { c.Listener, c.SendTimeout = sl, 200*time.Millisecond })
-	fast, slow := h.socket(), h.socket()
+	fast := h.socket()
+	// The slow socket's connection is the one whose peer is its local
+	// address.
+	var local net.Addr
+	dialer := &net.Dialer{}
+	slow := h.socketWith(&websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				local = c.LocalAddr()
+			}
+			return c, err
+		}}}})
 	sl.mu.Lock()
-	// The second connection the server accepted is the slow socket's (the
-	// harness's HTTP requests come later).
-	close(sl.conns[1].stall)
+	for _, c := range sl.conns {
+		if c.RemoteAddr().String() == local.String() {
+			close(c.stall)
+		}
+	}
 	sl.mu.Unlock()
 
 	h.clk.Advance(20 * time.Second)
 	fast.next("heartbeat")
 	slow.closed()
-	eventually(t, "one socket left", func() bool {
-		var hl struct {
-			N int `json:"event_clients"`
-		}
-		h.get("/health", &hl)
-		return hl.N == 1
-	})
+	eventually(t, "one socket left", func() bool { return h.sockets() == 1 })
 	h.clk.Advance(20 * time.Second)
 	fast.next("heartbeat")
 }

@@ -227,9 +227,15 @@ type socket struct {
 
 func (h *harness) socket() *socket {
 	h.t.Helper()
+	return h.socketWith(nil)
+}
+
+func (h *harness) socketWith(opts *websocket.DialOptions) *socket {
+	h.t.Helper()
+	before := h.sockets()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, strings.Replace(h.url, "http", "ws", 1)+"/events", nil)
+	conn, _, err := websocket.Dial(ctx, strings.Replace(h.url, "http", "ws", 1)+"/events", opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -256,7 +262,18 @@ func (h *harness) socket() *socket {
 		conn.CloseNow()
 		<-done
 	})
+	// Events published before the daemon registers the socket miss it.
+	eventually(h.t, "the socket to be registered", func() bool { return h.sockets() > before })
 	return s
+}
+
+// sockets is the number of event sockets the daemon counts.
+func (h *harness) sockets() int {
+	var hl struct {
+		N int `json:"event_clients"`
+	}
+	h.get("/health", &hl)
+	return hl.N
 }
 
 type event map[string]any
