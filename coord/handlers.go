@@ -153,11 +153,13 @@ func (d *Daemon) reorder(w http.ResponseWriter, r *http.Request) error {
 	case req.Order == nil || *req.Order < 0:
 		return httpx.ErrInvalid.With("order is required: a position from 0")
 	}
-	if err := d.applyReorder(id, req.Wall, *req.Order); err != nil {
+	order, err := d.applyReorder(id, req.Wall, *req.Order)
+	if err != nil {
 		return err
 	}
-	d.events.publish("initiative.reordered", map[string]any{"id": id, "wall": req.Wall, "order": *req.Order})
-	d.debug("info", "walls", "initiative reordered", map[string]any{"id": id, "wall": req.Wall, "order": *req.Order})
+	moved := map[string]any{"id": id, "wall": req.Wall, "order": order}
+	d.events.publish("initiative.reordered", moved)
+	d.debug("info", "walls", "initiative reordered", moved)
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "walls": roadmap.Walls(d.current().roadmap.Initiatives)})
 	return nil
 }
@@ -165,22 +167,22 @@ func (d *Daemon) reorder(w http.ResponseWriter, r *http.Request) error {
 // applyReorder writes the move on a fresh read of the roadmap and takes the
 // result as the new state, so that the next poll does not announce the
 // daemon's own writes as a rebuild.
-func (d *Daemon) applyReorder(id, wall string, order int) error {
+func (d *Daemon) applyReorder(id, wall string, order int) (int, error) {
 	d.writeMu.Lock()
-	err := roadmap.Reorder(roadmap.Load(d.cfg.Dir), id, wall, order)
+	order, err := roadmap.Reorder(roadmap.Load(d.cfg.Dir), id, wall, order)
 	d.writeMu.Unlock()
 	switch {
 	case errors.Is(err, roadmap.ErrWall):
-		return errWall.With("wall %q: want active, next, backlog or archived", wall)
+		return 0, errWall.With("wall %q: want active, next, backlog or archived", wall)
 	case errors.Is(err, roadmap.ErrNotFound):
-		return errNoInit.With("no initiative %q", id)
+		return 0, errNoInit.With("no initiative %q", id)
 	case errors.Is(err, roadmap.ErrFrontmatter):
-		return errFrontmatter.With("%v", err)
+		return 0, errFrontmatter.With("%v", err)
 	case err != nil:
-		return err
+		return 0, err
 	}
 	_, err = d.rebuild()
-	return err
+	return order, err
 }
 
 func (d *Daemon) debugTail(w http.ResponseWriter, r *http.Request) error {

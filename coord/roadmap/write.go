@@ -101,16 +101,16 @@ var statusOfWall = map[string]string{WallActive: Active, WallNext: Next, WallBac
 // wall sets the wall's status (a blocked initiative stays blocked on the
 // active wall), removes archived and, when it leaves done, completed_at and
 // commit_sha. Initiatives of the wall whose frontmatter is malformed keep
-// their place but are not renumbered.
-func Reorder(r *Roadmap, id, wall string, order int) error {
+// their place but are not renumbered. It returns the position taken.
+func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
 	in := r.Find(id)
 	switch {
 	case statusOfWall[wall] == "":
-		return fmt.Errorf("%w %q: want active, next, backlog or archived", ErrWall, wall)
+		return 0, fmt.Errorf("%w %q: want active, next, backlog or archived", ErrWall, wall)
 	case in == nil:
-		return fmt.Errorf("%w: %q", ErrNotFound, id)
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
 	case in.Error != "":
-		return fmt.Errorf("%s: %w: fix the file first", in.File, ErrFrontmatter)
+		return 0, fmt.Errorf("%s: %w: fix the file first", in.File, ErrFrontmatter)
 	}
 	var members []*Initiative
 	for _, m := range Walls(r.Initiatives)[wall] {
@@ -122,7 +122,7 @@ func Reorder(r *Roadmap, id, wall string, order int) error {
 	members = append(members[:order], append([]*Initiative{in}, members[order:]...)...)
 	if edits := moveEdits(in, wall, order); len(edits) > 0 {
 		if err := edit(in.path, edits...); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for i, m := range members {
@@ -130,10 +130,10 @@ func Reorder(r *Roadmap, id, wall string, order int) error {
 			continue
 		}
 		if err := edit(m.path, Edit{Key: "wall_order", Value: i}); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return order, nil
 }
 
 // moveEdits are the edits that put in at order on wall; none for what is
