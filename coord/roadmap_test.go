@@ -156,7 +156,9 @@ func TestReorderAndArchive(t *testing.T) {
 
 	// Past the end is the end; archiving.
 	h.do("POST", "/initiative/reorder", `{"id":"#Billing ","wall":"archived","order":99}`, nil)
-	ws.next("initiative.reordered")
+	if ev := ws.next("initiative.reordered"); ev["id"] != "billing" || ev["order"] != 1.0 {
+		t.Fatalf("event %v", ev)
+	}
 	w = h.walls()
 	if ids(w["archived"]) != "onboarding,billing" || w["archived"][1].Status != "done" || !w["archived"][1].Archived || ids(w["backlog"]) != "" {
 		t.Fatalf("walls after archiving: %+v", w)
