@@ -106,8 +106,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// Tickers are made here, not in their goroutines, so that a test's
 	// clock cannot move before they exist.
 	poll, beat := d.cfg.Clock.NewTicker(d.cfg.Poll), d.cfg.Clock.NewTicker(d.cfg.Heartbeat)
-	d.wg.Go(func() { d.watch(ctx, poll) })
-	d.wg.Go(func() { d.heartbeat(ctx, beat) })
+	d.wg.Go(func() { onTick(ctx, poll, d.poll) })
+	d.wg.Go(func() { onTick(ctx, beat, func() { d.events.publish("heartbeat", nil) }) })
 	d.crons.Start()
 	d.debug("info", "daemon", "started", map[string]any{"endpoint": d.endpoint, "port_reason": d.reason})
 	return nil

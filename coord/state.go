@@ -115,36 +115,28 @@ func (d *Daemon) current() *snapshot {
 	return d.state
 }
 
-// watch rebuilds on every poll that finds the files changed.
-func (d *Daemon) watch(ctx context.Context, t clock.Ticker) {
+// onTick calls f at each tick of t until ctx ends.
+func onTick(ctx context.Context, t clock.Ticker, f func()) {
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			changed, err := d.rebuild()
-			if err != nil {
-				d.log.Error("rebuild", "err", err)
-				continue
-			}
-			if changed {
-				d.events.publish("state.rebuilt", nil)
-			}
+			f()
 		}
 	}
 }
 
-// heartbeat keeps sockets (and the proxies between) alive.
-func (d *Daemon) heartbeat(ctx context.Context, t clock.Ticker) {
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			d.events.publish("heartbeat", nil)
-		}
+// poll rebuilds when the files changed, and says so on the socket.
+func (d *Daemon) poll() {
+	changed, err := d.rebuild()
+	if err != nil {
+		d.log.Error("rebuild", "err", err)
+		return
+	}
+	if changed {
+		d.events.publish("state.rebuilt", nil)
 	}
 }
 
