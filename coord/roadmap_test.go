@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/coord/clock"
 )
 
 // TestTheExampleProject: the example project serves what its files say:
@@ -193,5 +196,17 @@ func TestReorderAndArchive(t *testing.T) {
 	h.wantError("POST", "/initiative/reorder", `{"id":"broken","wall":"active","order":0}`, 409, "frontmatter_malformed")
 	if got := h.read("roadmap/initiatives/broken.md"); got != "---\nstatus: [active\n---\n" {
 		t.Fatalf("a malformed file was rewritten: %q", got)
+	}
+}
+
+// TestTheRealClockPolls: with the system clock (a short poll), an edit is
+// picked up without anyone moving time.
+func TestTheRealClockPolls(t *testing.T) {
+	h := start(t, project(t), func(c *coord.Config) { c.Clock, c.Poll = clock.Real{}, 20*time.Millisecond })
+	ws := h.socket()
+	h.write("roadmap/initiatives/billing.md", "---\nstatus: next\n---\n")
+	ws.next("state.rebuilt")
+	if got := h.state().initiative("billing"); got.Status != "next" {
+		t.Fatalf("billing %+v", got)
 	}
 }
