@@ -89,14 +89,6 @@ func (m *Manual) add(d, period time.Duration) *waiter {
 	return w
 }
 
-// Waiters is the number of live tickers and pending timers, for a test to
-// wait until a goroutine under test is waiting on the clock.
-func (m *Manual) Waiters() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.waiters)
-}
-
 // Advance moves the clock d forward, firing what falls due on the way.
 // A send to a reader that has not taken the previous tick is dropped.
 func (m *Manual) Advance(d time.Duration) {

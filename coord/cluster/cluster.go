@@ -124,7 +124,6 @@ func (p *parser) warn(format string, args ...any) {
 
 func (p *parser) top(root *yaml.Node) {
 	var legacyPort, port *yaml.Node
-	var cronsOwnerSet bool
 	name := ""
 	eachKey(root, func(key string, v *yaml.Node) {
 		switch key {
@@ -155,7 +154,6 @@ func (p *parser) top(root *yaml.Node) {
 			p.section(key, v, map[string]func(string, *yaml.Node){"retention_days": p.retention})
 		case "crons_owner":
 			p.c.CronsOwner, _ = p.str(key, v)
-			cronsOwnerSet = true
 		case "crons":
 			p.crons(v)
 		default:
@@ -173,7 +171,7 @@ func (p *parser) top(root *yaml.Node) {
 	case legacyPort != nil:
 		p.port("portal.port", legacyPort)
 	}
-	if len(p.c.Crons) > 0 && (!cronsOwnerSet || p.c.CronsOwner == "") {
+	if len(p.c.Crons) > 0 && p.c.CronsOwner == "" {
 		p.warn("%s: crons_owner is not set: no daemon fires the crons", FileName)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -261,6 +260,3 @@ func Secretish(key string) bool {
 	}
 	return false
 }
-
-// ErrLevel is a level other than debug, info, warn, error.
-var ErrLevel = errors.New("level must be debug, info, warn or error")
