@@ -24,7 +24,8 @@ import (
 // t0 is the manual clock's start.
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-// project copies the example project into a temporary folder.
+// project copies the example project into a temporary folder, without
+// the daemon's own files.
 func project(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -34,6 +35,9 @@ func project(t *testing.T) string {
 			return err
 		}
 		rel, _ := filepath.Rel(src, path)
+		if e.IsDir() && e.Name() == ".coord" {
+			return filepath.SkipDir // a daemon run on the example left its files
+		}
 		if e.IsDir() {
 			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
 		}
