@@ -41,8 +41,9 @@ type Config struct {
 	// cluster's crons_owner fires crons.
 	DeviceID string
 	// AllowedOrigins are the host patterns (path.Match syntax, e.g.
-	// "dash.example.com" or "localhost:*") whose pages may open /events
-	// from another origin. Clients that send no Origin are always let in.
+	// "dash.example.com" or "localhost:*") whose pages may read the
+	// answers (CORS) and open /events from another origin. Clients that
+	// send no Origin are always let in.
 	AllowedOrigins []string
 	// Poll is the file-change poll (1.5 s).
 	Poll time.Duration

@@ -95,7 +95,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	d.started = d.cfg.Clock.Now().UTC()
-	d.srv = &http.Server{Handler: httpx.Recover(d.log, d.mux), ReadHeaderTimeout: 10 * time.Second,
+	d.srv = &http.Server{Handler: httpx.Recover(d.log, cors(d.cfg.AllowedOrigins, d.mux)), ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
 	ln := d.ln
 	d.wg.Go(func() {

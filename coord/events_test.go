@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,4 +126,42 @@ func TestAHandlerFailureIs500AndTheSocketStays(t *testing.T) {
 	h.clk.Advance(20 * time.Second)
 	ws.next("heartbeat")
 	h.wantError("GET", "/nope", "", 404, "not_found")
+}
+
+// TestAllowedOriginsMayReadAndConnect: a page of an allowed origin reads
+// answers (CORS) and opens /events; another origin's page does neither.
+func TestAllowedOriginsMayReadAndConnect(t *testing.T) {
+	h := start(t, project(t), func(c *coord.Config) { c.AllowedOrigins = []string{"dash.example.com"} })
+	for origin, allowed := range map[string]bool{"https://dash.example.com": true, "https://evil.example.com": false} {
+		req, _ := http.NewRequest("OPTIONS", h.url+"/initiative/reorder", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got := res.Header.Get("Access-Control-Allow-Origin") == origin; got != allowed {
+			t.Fatalf("%s: preflight %d %v", origin, res.StatusCode, res.Header)
+		}
+		req, _ = http.NewRequest("GET", h.url+"/state", nil)
+		req.Header.Set("Origin", origin)
+		if res, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got := res.Header.Get("Access-Control-Allow-Origin") == origin; got != allowed {
+			t.Fatalf("%s: GET %v", origin, res.Header)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn, _, err := websocket.Dial(ctx, strings.Replace(h.url, "http", "ws", 1)+"/events",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+		cancel()
+		if (err == nil) != allowed {
+			t.Fatalf("%s: dial %v", origin, err)
+		}
+		if conn != nil {
+			conn.CloseNow()
+		}
+	}
 }

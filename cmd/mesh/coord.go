@@ -49,7 +49,7 @@ and keeps a debug log. It needs no mesh node.`,
 	f.StringVar(&cfg.Registry, "registry", env("MESH_COORD_REGISTRY", cfg.Registry), "machine-global port registry file (env MESH_COORD_REGISTRY)")
 	f.StringVar(&cfg.DeviceID, "device-id", env("MESH_DEVICE_ID", host), "this machine's device id; only the cluster's crons_owner fires crons (env MESH_DEVICE_ID)")
 	f.StringVar(&cfg.TLSBundle, "tls-bundle", env("MESH_COORD_TLS_BUNDLE", ""), "PEM file with certificate chain and key; default DIR/.coord/tls.pem, served over HTTPS when present (env MESH_COORD_TLS_BUNDLE)")
-	f.StringSliceVar(&cfg.AllowedOrigins, "allow-origin", envList("MESH_COORD_ALLOW_ORIGIN", cfg.AllowedOrigins), "host patterns of pages that may open /events from another origin, repeatable (env MESH_COORD_ALLOW_ORIGIN)")
+	f.StringSliceVar(&cfg.AllowedOrigins, "allow-origin", envList("MESH_COORD_ALLOW_ORIGIN", cfg.AllowedOrigins), "host patterns of pages on another origin that may read the answers and open /events, repeatable (env MESH_COORD_ALLOW_ORIGIN)")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "file-change poll (env MESH_COORD_POLL)")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "event socket heartbeat (env MESH_COORD_HEARTBEAT)")
 	f.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "time a socket has to take a message before it is dropped (env MESH_COORD_SEND_TIMEOUT)")
