@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentmesh/mesh/coord"
@@ -121,6 +122,44 @@ func TestTwoDaemonsCompeteForPorts(t *testing.T) {
 	}
 	r, err := portreg.Read(reg)
 	if err != nil || r.Clusters["alpha"].Sticky != base || r.Clusters["alpha"].PID != 0 || r.Clusters["beta"].Port != base+1 {
+		t.Fatalf("registry %+v %v", r, err)
+	}
+}
+
+// TestDaemonsStartingTogether: daemons that choose at the same moment take
+// different ports (the registry is locked while one chooses).
+func TestDaemonsStartingTogether(t *testing.T) {
+	base := freeRange(t, 4)
+	reg := filepath.Join(t.TempDir(), "ports.json")
+	urls := make(chan string, 4)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		cfg := coord.DefaultConfig()
+		cfg.Dir, cfg.Registry, cfg.PortMin, cfg.PortMax = clusterProject(t, fmt.Sprintf("c%d", i), 0), reg, base, base+3
+		wg.Go(func() {
+			d, err := coord.New(cfg)
+			if err == nil {
+				err = d.Start(context.Background())
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { d.Close() })
+			urls <- d.URL()
+		})
+	}
+	wg.Wait()
+	close(urls)
+	seen := map[string]bool{}
+	for u := range urls {
+		seen[u] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("ports %v", seen)
+	}
+	r, err := portreg.Read(reg)
+	if err != nil || len(r.Clusters) != 4 {
 		t.Fatalf("registry %+v %v", r, err)
 	}
 }
