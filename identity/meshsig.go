@@ -142,6 +142,20 @@ func Verify(header, method, path string, body []byte, now time.Time) (SigHeader,
 // path plus, when present, "?" and the raw query string, exactly as sent.
 func RequestPath(u *url.URL) string { return u.RequestURI() }
 
+// SigOf returns the request's Mesh-Sig header value, "" when there is
+// none. Two or more headers are refused (ErrAmbiguousSig), never resolved
+// by taking the first.
+func SigOf(h http.Header) (string, error) {
+	v := h.Values(SigHeaderName)
+	switch len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return v[0], nil
+	}
+	return "", fmt.Errorf("%w: the request carries %d; send exactly one", ErrAmbiguousSig, len(v))
+}
+
 // SignRequest sets the Mesh-Sig header on an outgoing request whose body is body.
 func SignRequest(r *http.Request, key ed25519.PrivateKey, body []byte, now time.Time) {
 	r.Header.Set(SigHeaderName, Sign(key, r.Method, RequestPath(r.URL), body, now))

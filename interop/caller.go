@@ -55,7 +55,10 @@ func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next h
 			return err
 		}
 		c := Caller{IP: httpx.ClientIP(r)}
-		hdr := r.Header.Get(identity.SigHeaderName)
+		hdr, err := identity.SigOf(r.Header)
+		if err != nil {
+			return ErrBadSig.With("%v", err)
+		}
 		switch {
 		case hdr != "":
 			h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, now())

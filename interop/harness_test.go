@@ -210,7 +210,7 @@ func (h *harness) call(key ed25519.PrivateKey, method, path, body string, hdr ..
 	h.t.Helper()
 	req, _ := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	if key != nil {
 		identity.SignRequest(req, key, []byte(body), h.clock.Now())
