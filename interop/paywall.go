@@ -87,6 +87,14 @@ type PaymentConfig struct {
 	// never paid is then removed too. Meanwhile a late payment of a default
 	// still settles it and its caller is not served on credit again.
 	InvoiceRetention time.Duration `json:"invoice_retention"`
+	// DepositRequiresBoundSig refuses to debit a prepaid balance for a
+	// call signed v1 (401 bound_signature_required): only a v1-bound
+	// signature, which names this agent and the X-Api-Key, spends it. A v1
+	// signature a caller sent to another agent could otherwise be replayed
+	// here within 120 s, with the caller's api_key at this agent (public in
+	// the deposit memo). Callers with this project's client sign bound
+	// whenever the card lists v1-bound, which this agent's card does.
+	DepositRequiresBoundSig bool `json:"deposit_requires_bound_sig"`
 }
 
 // Defaults of PaymentConfig.
@@ -382,6 +390,9 @@ func (p *Paywall) serveFree(w http.ResponseWriter, r *http.Request, c Caller, ne
 func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key string, lamports uint64, next http.Handler) (bool, error) {
 	if _, err := p.ownedAccount(r, key); err != nil {
 		return false, err
+	}
+	if p.cfg.DepositRequiresBoundSig && !CallerFrom(r.Context()).Bound {
+		return false, ErrUnboundSig
 	}
 	credits := lamports / p.cfg.CreditDivisor
 	remaining, ok, err := p.ledger.debit(key, credits)
