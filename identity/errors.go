@@ -19,6 +19,9 @@ var (
 	ErrStaleSig = errors.New("Mesh-Sig timestamp outside tolerance")
 	// ErrBadSignature is returned when the signature does not verify.
 	ErrBadSignature = errors.New("Mesh-Sig signature does not verify")
+	// ErrBadReceipt is returned for a payment receipt that is malformed or
+	// not signed by the agent's key.
+	ErrBadReceipt = errors.New("invalid payment receipt")
 	// ErrBadKeyFile is returned for a key file that is not an Ed25519 private key.
 	ErrBadKeyFile = errors.New("invalid key file")
 )

@@ -130,6 +130,11 @@ type AgentDeps struct {
 	Registry Registry // may be nil: no whoami agent ids, no post-pay
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// ID and Key are the agent's registry id and the key it registered:
+	// paid calls are answered with a receipt signed by Key (header
+	// X-Mesh-Receipt). A nil Key signs none.
+	ID  string
+	Key ed25519.PrivateKey
 }
 
 // NewAgent checks cfg; it starts nothing.
@@ -156,6 +161,9 @@ func NewAgent(cfg AgentConfig, deps AgentDeps) (*Agent, error) {
 			return nil, err
 		}
 		a.paywall, a.ledger = pw, pw.ledger
+		if deps.Key != nil {
+			pw.receipts = &receipts{agent: deps.ID, key: deps.Key}
+		}
 		a.cfg.Payment = &pw.cfg
 	} else {
 		a.ledger = newLedger(deps.DB)

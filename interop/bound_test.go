@@ -135,3 +135,63 @@ func TestOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestPaidCallsAreReceipted: an answer paid by x402 or by a balance
+// carries a receipt signed by the agent's key that names the agent, the
+// paying key and the payment; a free call, an unsigned payer and a failed
+// call (which charged nothing) get none. A replayed x402 answer carries
+// the same payment.
+func TestPaidCallsAreReceipted(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 1 })
+	c := payingClient(t, h, h.chain)
+	card := h.card(c)
+	agentPub := h.agentKey.Public().(ed25519.PublicKey)
+	payer := identity.EncodePublicKey(c.Key.Public().(ed25519.PublicKey))
+	check := func(what, receipt, by string, ref func(string) bool) {
+		t.Helper()
+		r, err := identity.OpenReceipt(receipt, agentPub)
+		if err != nil || r.Agent != "echo-1" || r.Payer != payer || r.By != by || !ref(r.Ref) || r.Lamports != testPrice || r.At != h.clock.Now().Unix() {
+			t.Fatalf("%s: receipt %+v %v", what, r, err)
+		}
+	}
+	res, err := c.Call(ctx, card, "echo", []byte(`{}`)) // the free call
+	if err != nil || res.Receipt != "" || res.Signature != "" {
+		t.Fatalf("free call: %+v %v", res, err)
+	}
+	res, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil || res.Signature == "" {
+		t.Fatalf("paid call: %+v %v", res, err)
+	}
+	check("x402", res.Receipt, ModeX402, func(ref string) bool { return ref == res.Signature })
+	replay, err := c.CallWithProof(ctx, card, "echo", []byte(`{}`), res.Signature, "")
+	if err != nil || replay.Header.Get(HeaderPaymentReplay) != "true" {
+		t.Fatalf("replay: %+v %v", replay, err)
+	}
+	check("x402 replay", replay.Receipt, ModeX402, func(ref string) bool { return ref == res.Signature })
+
+	top := h.deposit(c, card, 0)
+	c.APIKey, c.Wallet = top.APIKey, nil
+	first, err := c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := c.Call(ctx, card, "echo", []byte(`{}`))
+	check("balance", first.Receipt, "balance", func(ref string) bool { return strings.HasPrefix(ref, "d_") })
+	r1, _ := identity.OpenReceipt(first.Receipt, agentPub)
+	r2, _ := identity.OpenReceipt(second.Receipt, agentPub)
+	if r1.Ref == r2.Ref {
+		t.Fatal("two debits share a receipt ref")
+	}
+	h.fail.Store(true)
+	failed, _ := c.Call(ctx, card, "echo", []byte(`{}`))
+	h.fail.Store(false)
+	if failed == nil || failed.Status != 500 || failed.Receipt != "" {
+		t.Fatalf("a failed call was receipted: %+v", failed)
+	}
+	// An unsigned payer: nobody to name.
+	sig := h.pay(NewWallet(), testPrice, h.challenge())
+	if r := h.withProof(sig, ""); r.status != 200 || r.header.Get(identity.ReceiptHeaderName) != "" {
+		t.Fatalf("unsigned paid call: %d %v", r.status, r.header)
+	}
+}

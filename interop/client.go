@@ -68,6 +68,11 @@ type Result struct {
 	Signature string
 	// Lamports is what the client paid on chain for this call.
 	Lamports uint64
+	// Receipt is the agent's signed receipt of a paid call (x402 or a
+	// balance debit), "" when it sent none: cite it as "receipt" in a
+	// reputation report about the agent, which then weighs as a paying
+	// customer's.
+	Receipt string
 	// Invoice is the invoice of an answer served on credit (post-pay)
 	// that the client did not pay, and InvoiceReason why: the caller owes
 	// it by Invoice.ExpiresAt (transfer plus memo = Invoice.Nonce).
@@ -392,7 +397,7 @@ func (c *Client) choose(card *Card, ch Challenge) (Offer, error) {
 }
 
 func result(resp *http.Response, b []byte) (*Result, error) {
-	r := &Result{Status: resp.StatusCode, Body: b, Header: resp.Header}
+	r := &Result{Status: resp.StatusCode, Body: b, Header: resp.Header, Receipt: resp.Header.Get(identity.ReceiptHeaderName)}
 	if resp.StatusCode >= 300 {
 		return r, fmt.Errorf("%w: %d %s", ErrCall, resp.StatusCode, strings.TrimSpace(string(b)))
 	}

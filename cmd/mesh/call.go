@@ -144,6 +144,9 @@ func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, s
 	if d := res.Header.Get(interop.HeaderDebitedLamports); d != "" {
 		fmt.Fprintf(stderr, "debited %s lamports from the balance, %s left\n", d, res.Header.Get(interop.HeaderBalanceRemaining))
 	}
+	if res.Receipt != "" {
+		fmt.Fprintf(stderr, "receipt: %s (cite it as \"receipt\" in a feedback report on %s: the report then weighs as a paying customer's)\n", res.Receipt, id)
+	}
 	fmt.Fprint(stdout, string(res.Body))
 	return nil
 }
