@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"math"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
@@ -196,7 +197,8 @@ func (b *rollupBuilder) rollup() Rollup {
 	r := Rollup{N: b.n, Dims: b.spec.dims(), UpdatedAt: b.newest}
 	r.Score = score(r.Dims)
 	wd := b.weighted.dims()
-	r.Weighted = Weighted{N: b.n, Paid: b.paid, Weight: b.weighted.all, Dims: wd}
+	// Sums of tenths are not exact in binary: 1.3, not 1.3000000000000003.
+	r.Weighted = Weighted{N: b.n, Paid: b.paid, Weight: math.Round(b.weighted.all*1e9) / 1e9, Dims: wd}
 	if s := score(wd); s != nil {
 		v := *s * b.weighted.all / (b.weighted.all + PriorWeight)
 		r.Weighted.Score = &v
