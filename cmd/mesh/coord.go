@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -73,17 +71,11 @@ var coordEnv = map[string]string{
 }
 
 func runCoord(ctx context.Context, cfg coord.Config) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	d, err := coord.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := d.Start(ctx); err != nil {
-		return err
-	}
-	fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
-	<-ctx.Done()
-	fmt.Println("shutting down")
-	return d.Close()
+	return runUntilSignal(ctx, d, func() {
+		fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
+	})
 }

@@ -71,22 +71,36 @@ var nodeEnv = map[string]string{
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := n.Start(ctx); err != nil {
+	return runUntilSignal(ctx, n, func() {
+		fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
+		for _, a := range n.P2PAddrs() {
+			fmt.Printf("  addr  %s\n", a)
+		}
+	})
+}
+
+// daemon is what `mesh node` and `mesh coord` run.
+type daemon interface {
+	Start(context.Context) error
+	Close() error
+}
+
+// runUntilSignal starts d, prints its banner once it runs, and closes it
+// on SIGINT or SIGTERM (or when ctx ends).
+func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := d.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
-	for _, a := range n.P2PAddrs() {
-		fmt.Printf("  addr  %s\n", a)
-	}
+	banner()
 	<-ctx.Done()
 	fmt.Println("shutting down")
-	return n.Close()
+	return d.Close()
 }
 
 func newLogger(level string) (*slog.Logger, error) {
