@@ -160,11 +160,11 @@ func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
 	return op, nil
 }
 
-// served learns, on the directory, of a new registration at its
+// registeredAt learns, on the directory, of a new registration at its
 // rendezvous under ns: a node now serves the cluster of a wall topic.
 // It must not block: a cluster still awaiting its first member is
 // logged as joined in the background.
-func (s *Service) served(ns string) {
+func (s *Service) registeredAt(ns string) {
 	id, ok := strings.CutPrefix(ns, topicPrefix)
 	if !ok {
 		return
