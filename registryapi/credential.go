@@ -2,8 +2,6 @@ package registryapi
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -31,8 +29,7 @@ func (a *API) Credential(w http.ResponseWriter, r *http.Request) (string, error)
 		}
 		return "", nil
 	}
-	hdr := r.Header.Get(identity.SigHeaderName)
-	if hdr == "" {
+	if r.Header.Get(identity.SigHeaderName) == "" {
 		return "", nil
 	}
 	body, err := httpx.ReadBody(w, r, a.maxWriteBody())
@@ -40,11 +37,11 @@ func (a *API) Credential(w http.ResponseWriter, r *http.Request) (string, error)
 		return "", err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, a.now())
-	if err != nil {
-		return "", nil
+	sig, err := a.signer(r, body)
+	if err != nil || sig == nil {
+		return "", nil // the handler refuses it, if it must
 	}
-	id, err := a.cfg.Directory.KeyHolder(h.Pubkey)
+	id, err := a.cfg.Directory.KeyHolder(sig.Pubkey)
 	if errors.Is(err, ErrAgentNotFound) {
 		return "", nil
 	}
@@ -57,13 +54,13 @@ func (a *API) Credential(w http.ResponseWriter, r *http.Request) (string, error)
 // maxWriteBody is the largest body a write takes (a catalog import).
 func (a *API) maxWriteBody() int64 { return a.cfg.MaxBody * 16 }
 
-// KeyHolder returns the registered agent pub is bound to, or
-// ErrAgentNotFound.
-func (d *Directory) KeyHolder(pub ed25519.PublicKey) (string, error) {
+// KeyHolder returns the registered agent that pub (canonical base64) is
+// bound to, or ErrAgentNotFound.
+func (d *Directory) KeyHolder(pub string) (string, error) {
 	var id []byte
 	err := d.db.View(func(tx *store.Txn) error {
 		var err error
-		id, err = tx.Get(pubkeyKey(hex.EncodeToString(pub)))
+		id, err = tx.Get(pubkeyKey(pubHex(pub)))
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -76,7 +73,7 @@ func (d *Directory) KeyHolder(pub ed25519.PublicKey) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ag.Pubkey != identity.EncodePublicKey(pub) {
+	if ag.Pubkey != pub {
 		return "", ErrAgentNotFound
 	}
 	return ag.ID, nil
