@@ -68,7 +68,7 @@ func (c *Config) Validate() error {
 }
 
 // maxKeys bounds the buckets of each budget (ratelimit.Keyed forgets full
-// ones first): some 100 bytes each.
+// ones first): some 200 bytes each, 13 MiB per budget at most.
 const maxKeys = 65536
 
 // sheddingWindow is how long a refusal shows in Status.
