@@ -2,14 +2,18 @@ package interop
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -364,4 +368,86 @@ func FuzzDecodeRPC(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", b, req)
 		}
 	})
+}
+
+// pathLog records the paths of the requests an HTTP client sends.
+type pathLog struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (l *pathLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.paths = append(l.paths, r.Method+" /"+strings.TrimPrefix(r.URL.Path, "/"))
+	l.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestClientCallsOverA2A: a card that offers A2A and no HTTP skill
+// endpoint is called over A2A, and the client pays, retries with a proof,
+// and spends a balance as over HTTP.
+func TestClientCallsOverA2A(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	c := payingClient(t, h, h.chain)
+	card := h.card(c)
+	card.Contact.HTTP = ""
+	log := &pathLog{}
+	c.HTTP = &http.Client{Transport: log}
+	res, err := c.Call(ctx, card, "echo", []byte(`{"hello": "<world>"}`))
+	if err != nil || res.Status != 200 || res.Lamports != testPrice || res.Signature == "" || res.Receipt == "" ||
+		string(res.Body) != `{"echo":{"hello":"\u003cworld\u003e"},"paid_by":"x402"}` {
+		t.Fatalf("paid call: %+v %v", res, err)
+	}
+	if got := h.chain.Balance(h.provider.PublicKey()); got != testPrice {
+		t.Fatalf("provider balance %d", got)
+	}
+	if res, err := c.Call(ctx, card, "ping", nil); err != nil || string(res.Body) != `"pong"` {
+		t.Fatalf("free skill: %+v %v", res, err)
+	}
+	// A skill that fails after the payment: the proof serves a retry.
+	h.fail.Store(true)
+	_, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	var pe *PaymentError
+	if !errors.As(err, &pe) || pe.Signature == "" {
+		t.Fatalf("a failed skill after paying: %v", err)
+	}
+	h.fail.Store(false)
+	if res, err := c.CallWithProof(ctx, card, "echo", []byte(`{}`), pe.Signature, pe.Nonce); err != nil || res.Status != 200 {
+		t.Fatalf("retry with the proof: %+v %v", res, err)
+	}
+	for _, p := range log.paths {
+		if p != "POST /" {
+			t.Fatalf("the client called %s, not the A2A endpoint", p)
+		}
+	}
+	// A prepaid balance is spent over A2A too.
+	c.HTTP = nil
+	top := h.deposit(c, card, 0)
+	c.APIKey, c.Wallet = top.APIKey, nil
+	res, err = c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil || res.Header.Get(HeaderDebitedLamports) != fmt.Sprint(testPrice) {
+		t.Fatalf("call on balance: %+v %v", res, err)
+	}
+	// An unknown skill is the agent's JSON-RPC error, as a client error.
+	if _, err := c.Call(ctx, card, "nope", nil); err == nil || !strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("unknown skill: %v", err)
+	}
+}
+
+// TestClientReadsCardAtEitherPath: the client reads A2A 0.3's
+// agent-card.json, and an older agent's agent.json when that is 404.
+func TestClientReadsCardAtEitherPath(t *testing.T) {
+	for _, path := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"name":"only at ` + path + `","url":"http://a.example"}`))
+		})
+		srv := httptest.NewServer(mux)
+		card, err := (&Client{}).Card(context.Background(), srv.URL)
+		srv.Close()
+		if err != nil || card.Name != "only at "+path {
+			t.Fatalf("card at %s: %+v %v", path, card, err)
+		}
+	}
 }
