@@ -97,31 +97,42 @@ func (a *Agent) a2aSend(r *http.Request, params json.RawMessage) (any, *rpcError
 }
 
 func (a *Agent) a2aGet(params json.RawMessage) (any, *rpcError) {
-	var p struct {
-		ID string `json:"id"`
-	}
-	if e := decodeParams(params, &p); e != nil {
+	id, e := taskIDParam(params)
+	if e != nil {
 		return nil, e
 	}
-	t, _, ok := a.tasks.get(p.ID)
+	t, _, ok := a.tasks.get(id)
 	if !ok {
-		return nil, rpcErr(rpcTaskNotFound, "task %s not found", p.ID)
+		return nil, rpcErr(rpcTaskNotFound, "task %s not found", id)
 	}
 	return t, nil
 }
 
 func (a *Agent) a2aCancel(params json.RawMessage) (any, *rpcError) {
-	var p struct {
-		ID string `json:"id"`
-	}
-	if e := decodeParams(params, &p); e != nil {
+	id, e := taskIDParam(params)
+	if e != nil {
 		return nil, e
 	}
-	t, e := a.tasks.cancel(p.ID, a.now())
+	t, e := a.tasks.cancel(id, a.now())
 	if e != nil {
 		return nil, e
 	}
 	return t, nil
+}
+
+// taskIDParam reads the params {"id": <task id>} of tasks/get and
+// tasks/cancel.
+func taskIDParam(params json.RawMessage) (string, *rpcError) {
+	var p struct {
+		ID string `json:"id"`
+	}
+	if e := decodeParams(params, &p); e != nil {
+		return "", e
+	}
+	if p.ID == "" {
+		return "", rpcErr(rpcInvalidParams, "params.id (a task id) is required")
+	}
+	return p.ID, nil
 }
 
 // callOf reads the call a message's parts name: one data part
