@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -449,5 +450,36 @@ func TestClientReadsCardAtEitherPath(t *testing.T) {
 		if err != nil || card.Name != "only at "+path {
 			t.Fatalf("card at %s: %+v %v", path, card, err)
 		}
+	}
+}
+
+// TestA2ATasksAreBounded: at most MaxTasks are kept, the oldest forgotten
+// first, and none past TaskTTL after its last change.
+func TestA2ATasksAreBounded(t *testing.T) {
+	clk := &clock{now: time.Unix(1_800_000_000, 0)}
+	s := newTaskStore(A2AConfig{MaxTasks: 2, TaskTTL: time.Minute}, clk.Now)
+	put := func(id string) {
+		s.put(a2aTask{ID: id, Status: a2aStatus{State: stateInputRequired}}, a2aCall{skill: "echo", input: []byte("1")})
+	}
+	has := func(id string) bool { _, _, ok := s.get(id); return ok }
+	put("a")
+	put("b")
+	put("c")
+	if has("a") || !has("b") || !has("c") {
+		t.Fatal("the oldest task was not forgotten when the store was full")
+	}
+	clk.Advance(40 * time.Second)
+	put("b") // a change keeps b another minute
+	clk.Advance(30 * time.Second)
+	if !has("b") || has("c") {
+		t.Fatal("tasks are not kept TaskTTL after their last change")
+	}
+	if _, e := s.cancel("c", clk.Now()); e == nil || e.Code != rpcTaskNotFound {
+		t.Fatalf("cancel of an expired task: %v", e)
+	}
+	put("d")
+	put("e")
+	if len(s.tasks) != 2 {
+		t.Fatalf("%d tasks kept, want at most 2", len(s.tasks))
 	}
 }
