@@ -41,8 +41,9 @@ type Skill struct {
 // AgentConfig declares an agent: its card, its skills and how it is paid.
 type AgentConfig struct {
 	// Card holds the descriptive fields (name, version, description,
-	// modes, protocols, availability). url, contact, skills, pricing and
-	// payment are filled in by the agent.
+	// modes, protocols, availability). url, contact, skills, pricing,
+	// payment and the A2A fields (protocolVersion, interfaces,
+	// capabilities) are filled in by the agent.
 	Card   Card
 	Skills []Skill
 	// Payment is required when any skill has a price.
