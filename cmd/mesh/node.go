@@ -56,8 +56,8 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "on SIGTERM, how long the requests under way and the gossip queued for peers each get to finish (env MESH_SHUTDOWN_GRACE)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
-	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "messages a second one wall socket may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
-	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second all wall sockets of one cluster on this node may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
+	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "frames a second the node takes from one wall socket, in bursts of twice that; a faster client is slowed down (not read meanwhile), never refused; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
+	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second the node takes from all wall sockets of one cluster together, in bursts of twice that, pacing them likewise; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	return c
 }
 
