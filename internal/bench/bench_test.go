@@ -46,7 +46,7 @@ func TestMeasurementsRun(t *testing.T) {
 		}
 	}
 	st, err := Stream(ctx, []string{m.Nodes[1].URL(), m.Nodes[2].URL()}, StreamOptions{Burst: 50})
-	if err != nil || st.Sent != 50 || st.Delivered != 50 || !st.Done || st.Errors != 0 || st.AckDelay.N != 50 {
+	if err != nil || st.Sent != 50 || st.Delivered != 50 || !st.InOrder || !st.Done || st.Errors != 0 || st.AckDelay.N != 50 {
 		t.Fatalf("stream: %v, %v", st, err)
 	}
 	flood, err := PingFlood(ctx, base, FloodOptions{Sockets: 1, Duration: 300 * time.Millisecond})

@@ -18,19 +18,21 @@ type StreamOptions struct {
 	Duration time.Duration
 }
 
-// StreamResult is what Stream measured: deltas the reader got in order of
-// those sent, error frames the sender got, and the delay of each ack after
-// its delta was due to be sent (so it includes any pacing of the sender).
+// StreamResult is what Stream measured: deltas the reader got of those
+// sent (and whether in order), error frames the sender got, and the delay
+// of each ack after its delta was due to be sent (so it includes any
+// pacing of the sender).
 type StreamResult struct {
 	Sent, Delivered, Errors int
+	InOrder                 bool // the reader got them in the order sent
 	Done                    bool // the reader got the last delta, done: true
 	AckDelay                Percentiles
 	Elapsed                 time.Duration
 }
 
 func (r StreamResult) String() string {
-	return fmt.Sprintf("%d of %d deltas delivered in order (done %v), %d error frames, in %.1fs; sender's ack delay %s",
-		r.Delivered, r.Sent, r.Done, r.Errors, r.Elapsed.Seconds(), r.AckDelay)
+	return fmt.Sprintf("%d of %d deltas delivered (in order %v, done %v), %d error frames, in %.1fs; sender's ack delay %s",
+		r.Delivered, r.Sent, r.InOrder, r.Done, r.Errors, r.Elapsed.Seconds(), r.AckDelay)
 }
 
 type streamDelta struct {
@@ -79,21 +81,24 @@ func Stream(ctx context.Context, bases []string, o StreamOptions) (StreamResult,
 	start := time.Now()
 	due := func(i int) time.Time { return start.Add(time.Duration(i) * every) }
 
+	rctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
 	read := make(chan StreamResult, 1)
 	go func() {
-		var r StreamResult
+		r := StreamResult{InOrder: true}
 		defer func() { read <- r }()
-		for !r.Done {
-			f, err := rx.Next(ctx)
+		for last := -1; !r.Done; {
+			f, err := rx.Next(rctx)
 			if err != nil {
 				return
 			}
 			var d streamDelta
-			if f.Kind != wall.KindMessage || json.Unmarshal(f.Payload, &d) != nil || d.Seq != r.Delivered {
+			if f.Kind != wall.KindMessage || json.Unmarshal(f.Payload, &d) != nil {
 				continue
 			}
 			r.Delivered++
-			r.Done = d.Done
+			r.InOrder = r.InOrder && d.Seq > last
+			last, r.Done = d.Seq, d.Done
 		}
 	}()
 	answers := make(chan StreamResult, 1)
@@ -122,6 +127,9 @@ func Stream(ctx context.Context, bases []string, o StreamOptions) (StreamResult,
 		}
 	}
 	a := <-answers
+	// Every delta is answered; the last may still be on its way (or lost).
+	wait := time.AfterFunc(2*time.Second, stopReading)
+	defer wait.Stop()
 	r := <-read
 	r.Sent, r.Errors, r.AckDelay, r.Elapsed = n, a.Errors, a.AckDelay, time.Since(start)
 	return r, nil
