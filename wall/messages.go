@@ -56,8 +56,8 @@ func (r *room) handleSend(s *socket, data []byte, refused error) {
 }
 
 // awaitRoom waits until socket s has fewer than maxUnanswered frames awaiting
-// their answer, or whose answer is not written yet; false if the room
-// closes first.
+// their answer, or whose answer is not written yet; false if the socket
+// or the room closes first.
 func (r *room) awaitRoom(s *socket) bool {
 	for {
 		s.mu.Lock()
@@ -68,6 +68,8 @@ func (r *room) awaitRoom(s *socket) bool {
 		}
 		select {
 		case <-s.freed:
+		case <-s.done:
+			return false
 		case <-r.ctx.Done():
 			return false
 		}

@@ -368,3 +368,56 @@ func TestStrangerNamesNoDID(t *testing.T) {
 		t.Fatalf("a member's message: %v", f)
 	}
 }
+
+// TestSlowSenderIsDismissed: a client that sends and never reads, whose
+// reader the node holds back until its answers are written, is closed as
+// a slow consumer once its queue is full, and goes offline at once.
+func TestSlowSenderIsDismissed(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SendQueue, c.SocketRate = 4, 0 })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	alice := h.dial(id, vals("agent", "alice")).listen()
+	alice.next(KindWelcome)
+	c := h.rawDial(id, vals("agent", "slow"))
+	if tcp, ok := c.Conn.(*net.TCPConn); ok {
+		tcp.SetReadBuffer(4096)
+	}
+	alice.next(KindPresence)
+	var sk *socket
+	for _, s := range h.svc.allSockets() {
+		if s.handle == "slow" {
+			sk = s
+		}
+	}
+	big := `"` + strings.Repeat("y", 60<<10) + `"`
+	// Fill the connection until the node's writes to it block.
+	stuck := func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return sk.writing > 0 && len(sk.queue) > 0 }
+	for deadline := time.Now().Add(20 * time.Second); !stuck(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the node's writes to the slow socket never blocked")
+		}
+		alice.send(big)
+		alice.next(KindAck)
+	}
+	// It sends (to nobody, which alice's small queue could not take at
+	// once): its answers cannot be written, so the node stops reading it.
+	c.Write(bytes.Repeat(clientFrame(true, ws.OpText, []byte(`{"to":"nobody","payload":"x"}`)), maxUnanswered+10))
+	eventually(t, func() bool {
+		sk.mu.Lock()
+		defer sk.mu.Unlock()
+		return len(sk.unanswered)+sk.answers >= maxUnanswered
+	}, "the slow socket's reader never waited for its answers")
+	for range 4 { // its queue fills
+		alice.send(big)
+	}
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case f := <-alice.frames:
+			if f["kind"] == KindPresence && f["agent"] == "slow" && f["status"] == "offline" {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the slow sender, closed, is still online")
+		}
+	}
+}
