@@ -61,7 +61,7 @@ func (r *room) handleSend(s *socket, data []byte, refused error) {
 func (r *room) awaitRoom(s *socket) bool {
 	for {
 		s.mu.Lock()
-		n := len(s.unanswered) + s.answers
+		n := len(s.unanswered) + s.answers + s.answering
 		s.mu.Unlock()
 		if n < maxUnanswered {
 			return true

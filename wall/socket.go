@@ -101,7 +101,8 @@ type socket struct {
 	mu         sync.Mutex
 	queue      []outFrame
 	writing    int           // frames the writer is writing (queued no more)
-	answers    int           // answers queued or being written
+	answers    int           // answers queued
+	answering  int           // answers among the frames being written
 	writer     bool          // a writer goroutine is running
 	pong       []byte        // the payload of the pong due, if pongDue
 	pongDue    bool          // a pong is due: only the latest ping is answered (RFC 6455 5.5.3)
@@ -222,7 +223,13 @@ func (s *socket) writeLoop() {
 		copy(batch, s.queue)
 		clear(s.queue[:n])
 		s.queue = s.queue[n:]
-		s.writing = n
+		s.writing, s.answering = n, 0
+		for _, f := range batch {
+			if f.answer {
+				s.answering++
+			}
+		}
+		s.answers -= s.answering
 		s.mu.Unlock()
 
 		hdrs = hdrs[:0]
@@ -243,15 +250,9 @@ func (s *socket) writeLoop() {
 		}
 		s.conn.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := bufs.WriteTo(s.conn.conn)
-		answered := 0
-		for _, f := range batch {
-			if f.answer {
-				answered++
-			}
-		}
 		s.mu.Lock()
-		s.writing = 0
-		s.answers -= answered
+		answered := s.answering
+		s.writing, s.answering = 0, 0
 		s.mu.Unlock()
 		if answered > 0 {
 			s.answered()
@@ -291,12 +292,7 @@ func (s *socket) abort(c *closeCause) {
 	close(s.done)
 	s.bye = closeBody(c.code, c.reason)
 	q := s.queue
-	for _, f := range q {
-		if f.answer {
-			s.answers--
-		}
-	}
-	s.queue, s.pong, s.pongDue, s.pingDue = nil, nil, false, false
+	s.queue, s.answers, s.pong, s.pongDue, s.pingDue = nil, 0, nil, false, false
 	s.startWriterLocked()
 	s.mu.Unlock()
 	for _, f := range q {

@@ -404,7 +404,7 @@ func TestSlowSenderIsDismissed(t *testing.T) {
 	eventually(t, func() bool {
 		sk.mu.Lock()
 		defer sk.mu.Unlock()
-		return len(sk.unanswered)+sk.answers >= maxUnanswered
+		return len(sk.unanswered)+sk.answers+sk.answering >= maxUnanswered
 	}, "the slow socket's reader never waited for its answers")
 	for range 4 { // its queue fills
 		alice.send(big)
