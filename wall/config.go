@@ -21,6 +21,12 @@ const (
 	DefaultAckWindow       = 2 * time.Second
 	DefaultSyncTimeout     = 2 * time.Second
 	DefaultPingInterval    = 30 * time.Second
+	// DefaultControlRate bounds the control frames (pings, pongs, closes)
+	// a client sends a second, in bursts of twice that: WebSocket
+	// libraries that keep a connection alive ping every few seconds at
+	// most, and the node answers pings and pings every socket itself, so a
+	// client needs none.
+	DefaultControlRate = 10
 	// DefaultSocketRate is the pace node.DefaultConfig holds one socket
 	// to, in messages a second, in bursts of twice that: an agent
 	// streaming 100 deltas a second (a fast model's tokens) runs at half
@@ -83,6 +89,9 @@ type Tuning struct {
 	// PingInterval is how often sockets are pinged; one that has not
 	// answered by the next ping is closed.
 	PingInterval time.Duration
+	// ControlRate bounds the control frames a client sends a second, in
+	// bursts of twice that; a socket past it is closed (1008).
+	ControlRate float64
 }
 
 func (t *Tuning) fill() {
@@ -108,6 +117,7 @@ func (t *Tuning) fill() {
 		}
 	}
 	defRate(&t.PeerRate, DefaultPeerRate)
+	defRate(&t.ControlRate, DefaultControlRate)
 	defRate(&t.RelayRate, max(DefaultRelayRate, t.PeerRate))
 }
 

@@ -2,7 +2,6 @@ package wall
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"runtime"
 	"slices"
@@ -32,13 +31,6 @@ const (
 	DefaultSendMemory = 64 << 20
 	// maxBatch bounds the frames one write sends.
 	maxBatch = 256
-	// ControlRate bounds the control frames (pings, pongs, closes) a
-	// client sends a second, in bursts of ControlBurst: a socket past it
-	// is closed (1008). WebSocket libraries that keep a connection alive
-	// ping every few seconds at most; the server answers pings and pings
-	// every socket itself, so a client needs none.
-	ControlRate  = 10
-	ControlBurst = 20
 	// frameCost is what one queued frame costs the node beyond its bytes
 	// (its place in the queue, its header when written).
 	frameCost = 64
@@ -61,7 +53,7 @@ var (
 	causeGone      = &closeCause{ws.StatusNormalClosure, "", "client"} // the connection ended
 	causeSlow      = &closeCause{ws.StatusPolicyViolation, "slow consumer: send queue full", "slow_consumer"}
 	causeMemory    = &closeCause{ws.StatusPolicyViolation, "slow consumer: the node's send memory is spent", "send_memory"}
-	causeControl   = &closeCause{ws.StatusPolicyViolation, fmt.Sprintf("control frames faster than %d a second", ControlRate), "control_flood"}
+	causeControl   = &closeCause{ws.StatusPolicyViolation, "control frames (pings, pongs) too fast", "control_flood"}
 	causeKeepalive = &closeCause{ws.StatusGoingAway, "keepalive ping unanswered", "keepalive"}
 	causeWrite     = &closeCause{ws.StatusInternalServerError, "write failed", "write_failed"}
 	causeUTF8      = &closeCause{ws.StatusInvalidFramePayloadData, "invalid UTF-8 in a text frame", "invalid_utf8"} // RFC 6455 8.1
@@ -145,7 +137,7 @@ func text(data []byte) outFrame { return outFrame{f: &frame{data: data}} }
 func newSocket(conn *wsConn, svc *Service, handle, did, vis string, owner bool) *socket {
 	c := &svc.cfg
 	return &socket{conn: conn, svc: svc, wg: &svc.wg, handle: handle, did: did, vis: vis, owner: owner, limit: c.SendQueue,
-		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), controls: rate.NewLimiter(ControlRate, ControlBurst),
+		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), controls: rate.NewLimiter(rate.Limit(c.ControlRate), max(1, burstOf(c.ControlRate))),
 		done: make(chan struct{}), freed: make(chan struct{}, 1)}
 }
 

@@ -100,26 +100,27 @@ func TestPingFlood(t *testing.T) {
 }
 
 // TestControlFrames: a client that pings now and then is answered, each
-// time; one that sends more control frames at once than ControlBurst is
-// closed with 1008.
+// time; one that sends more control frames at once than the burst of the
+// control rate is closed with 1008.
 func TestControlFrames(t *testing.T) {
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	calm := h.dial(id, vals("agent", "calm")).listen()
 	calm.next(KindWelcome)
-	for range ControlBurst + 5 { // more than a burst, spread out
+	const burst = 2 * DefaultControlRate
+	for range burst + 5 { // more than a burst, spread out
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := calm.conn.Ping(ctx); err != nil {
 			t.Fatalf("ping: %v", err)
 		}
 		cancel()
-		time.Sleep(time.Second / ControlRate)
+		time.Sleep(time.Second / DefaultControlRate) // the pace of a client within the rate
 	}
 	calm.send("still here")
 	calm.next(KindAck)
 
 	c := h.rawDial(id, vals("agent", "busy"))
-	c.Write(bytes.Repeat(clientFrame(true, ws.OpPing, []byte("p")), ControlBurst+1))
+	c.Write(bytes.Repeat(clientFrame(true, ws.OpPing, []byte("p")), burst+1))
 	if code := c.closeCode(t); code != ws.StatusPolicyViolation {
 		t.Fatalf("close code %d, want 1008", code)
 	}

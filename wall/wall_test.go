@@ -602,13 +602,12 @@ func TestSendLimits(t *testing.T) {
 		}
 		return acks, limited
 	}
-	// paced checks that n messages took at least what a rate lets through
-	// past its burst.
-	paced := func(t *testing.T, start time.Time, n, burst int, rate float64) {
+	// paced checks that the node held frames back for limit, and that
+	// only the rate let them through.
+	paced := func(t *testing.T, h *harness, limit string) {
 		t.Helper()
-		least := time.Duration(float64(n-burst) / rate * float64(time.Second))
-		if took := time.Since(start); took < least*9/10 {
-			t.Fatalf("%d messages answered in %v: not paced at %g a second past a burst of %d (at least %v)", n, took, rate, burst, least)
+		if v := testutil.ToFloat64(h.svc.metrics.paced.WithLabelValues(limit)); v == 0 {
+			t.Fatalf("mesh_wall_paced_total{limit=%s} counted nothing", limit)
 		}
 	}
 	t.Run("socket rate", func(t *testing.T) {
@@ -617,14 +616,10 @@ func TestSendLimits(t *testing.T) {
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		c := h.dial(id, vals("agent", "chatty")).listen()
 		c.next(KindWelcome)
-		start := time.Now()
 		if acks, limited := sendAll(t, n, c); acks != n || limited != 0 {
 			t.Fatalf("%d acks, %d rate_limited; want %d and 0", acks, limited, n)
 		}
-		paced(t, start, n, burst, rate)
-		if v := testutil.ToFloat64(h.svc.metrics.paced.WithLabelValues(paceSocket)); v == 0 {
-			t.Fatal("mesh_wall_paced_total{limit=socket} did not count")
-		}
+		paced(t, h, paceSocket)
 	})
 	t.Run("cluster rate", func(t *testing.T) {
 		const rate, n = 10, 20 // bursts of 2*rate, shared by the two senders
@@ -634,11 +629,10 @@ func TestSendLimits(t *testing.T) {
 		a.next(KindWelcome)
 		b := h.dial(id, vals("agent", "b")).listen()
 		b.next(KindWelcome)
-		start := time.Now()
 		if acks, limited := sendAll(t, n, a, b); acks != 2*n || limited != 0 {
 			t.Fatalf("%d acks, %d rate_limited; want %d and 0", acks, limited, 2*n)
 		}
-		paced(t, start, 2*n, 2*rate, rate)
+		paced(t, h, paceCluster)
 	})
 	t.Run("paced socket is served", func(t *testing.T) {
 		// While the node holds back the reading of a socket, the socket

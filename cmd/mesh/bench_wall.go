@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/internal/bench"
+	"github.com/agentmesh/mesh/node"
 )
 
 func benchFanoutCmd() *cobra.Command {
@@ -32,7 +33,7 @@ connection from its /metrics, and deletes the cluster at the end.`,
 				return fmt.Errorf("--receivers and --window must be at least 1, --size at least 2 and --duration positive")
 			}
 			bench.RaiseFileLimit()
-			urls, done, err := benchNodes(cmd, []string{url}, 1)
+			urls, done, err := benchNodes(cmd, []string{url}, 1, bench.Unthrottled)
 			if err != nil {
 				return err
 			}
@@ -77,7 +78,7 @@ own limits (messages refused are counted).`,
 			if o.Rate < 1 || o.Duration <= 0 || nodes < 3 && len(urls) == 0 {
 				return fmt.Errorf("--rate must be at least 1, --duration positive and --nodes at least 3")
 			}
-			bases, done, err := benchNodes(cmd, urls, nodes)
+			bases, done, err := benchNodes(cmd, urls, nodes, bench.Unthrottled)
 			if err != nil {
 				return err
 			}
@@ -105,9 +106,9 @@ own limits (messages refused are counted).`,
 
 // benchNodes returns the base URLs a wall bench drives: urls, when given;
 // else those of an in-process mesh of n nodes (with n > 1, all but the
-// bootstrap, which only relays the directory), send limits lifted, which
-// done closes.
-func benchNodes(cmd *cobra.Command, urls []string, n int) ([]string, func(), error) {
+// bootstrap, which only relays the directory), configured by tweak (nil:
+// as mesh node without flags), which done closes.
+func benchNodes(cmd *cobra.Command, urls []string, n int, tweak func(*node.Config)) ([]string, func(), error) {
 	urls = slices.DeleteFunc(slices.Clone(urls), func(u string) bool { return u == "" })
 	if len(urls) > 0 {
 		for i, u := range urls {
@@ -115,7 +116,7 @@ func benchNodes(cmd *cobra.Command, urls []string, n int) ([]string, func(), err
 		}
 		return urls, func() {}, nil
 	}
-	m, err := bench.StartMesh(cmd.Context(), n, bench.Unthrottled)
+	m, err := bench.StartMesh(cmd.Context(), n, tweak)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -229,31 +230,23 @@ func benchStreamCmd() *cobra.Command {
 done}) from one socket to a reader: first a burst of --burst deltas written
 at once, then --rate deltas a second for --duration (either is skipped when
 0). Reports the deltas the reader got in order, error frames, and the
-delay of each ack after its delta was due. Without --url it starts --nodes
-in-memory nodes (1: sender and reader on one node; 2: on two) with the
-default limits of ` + "`mesh node`" + `; with --url, repeatable, it drives running
-nodes: the sender on the first, the reader on the last.`,
+delay of each ack after its delta was due. Without --url it starts
+in-memory nodes with the default limits of ` + "`mesh node`" + `: with --nodes 1,
+sender and reader on one node; with 2, on two nodes joined to a bootstrap.
+With --url, repeatable, it drives running nodes: the sender on the first,
+the reader on the last.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if burst < 0 || rate < 0 || burst == 0 && rate == 0 || rate > 0 && duration <= 0 || len(urls) == 0 && nodes != 1 && nodes != 2 {
 				return fmt.Errorf("give --burst, or --rate with a positive --duration, or both; --nodes is 1 or 2")
 			}
-			bases := slices.DeleteFunc(slices.Clone(urls), func(u string) bool { return u == "" })
-			if len(bases) == 0 {
-				// A bootstrap node and, for two nodes, one joined to it,
-				// with the limits of a node started without flags.
-				m, err := bench.StartMesh(cmd.Context(), nodes, nil)
-				if err != nil {
-					return err
-				}
-				defer m.Close()
-				for _, nd := range m.Nodes {
-					bases = append(bases, nd.URL())
-				}
+			// Two nodes: two joined to a bootstrap, which only relays
+			// the directory; all with the limits of mesh node.
+			bases, done, err := benchNodes(cmd, urls, map[int]int{1: 1, 2: 3}[nodes], nil)
+			if err != nil {
+				return err
 			}
-			for i, u := range bases {
-				bases[i] = strings.TrimRight(u, "/")
-			}
+			defer done()
 			fmt.Fprintf(os.Stderr, "sender on %s, reader on %s\n", bases[0], bases[len(bases)-1])
 			for _, o := range []bench.StreamOptions{{Burst: burst}, {Rate: rate, Duration: duration}} {
 				if o.Burst == 0 && o.Rate == 0 {
