@@ -15,7 +15,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchMemoryCmd(), benchClientsCmd(), benchMeshCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd())
 	return c
 }
 

@@ -45,6 +45,14 @@ func TestMeasurementsRun(t *testing.T) {
 			t.Fatalf("latency: messages lost: %v", lat)
 		}
 	}
+	st, err := Stream(ctx, []string{m.Nodes[1].URL(), m.Nodes[2].URL()}, StreamOptions{Burst: 50})
+	if err != nil || st.Sent != 50 || st.Delivered != 50 || !st.InOrder || !st.Done || st.Errors != 0 || st.AckDelay.N != 50 {
+		t.Fatalf("stream: %v, %v", st, err)
+	}
+	flood, err := PingFlood(ctx, base, FloodOptions{Sockets: 1, Duration: 300 * time.Millisecond})
+	if err != nil || flood.Pings == 0 || flood.Connections == 0 || !flood.Healthy || flood.RSSPeak < flood.RSSBefore {
+		t.Fatalf("flood: %v, %v", flood, err)
+	}
 	self, _ := os.Executable()
 	mem, err := IdleMemory(ctx, base, 50, func(url string, n int) *exec.Cmd {
 		cmd := exec.Command(self)
@@ -62,5 +70,5 @@ func TestMeasurementsRun(t *testing.T) {
 	if err != nil || dht.N != 4 {
 		t.Fatalf("DHT lookups: %v, %v", dht, err)
 	}
-	t.Log(fan, "|", lat, "|", mem, "|", vis, "|", dht)
+	t.Log(fan, "|", lat, "|", st, "|", flood, "|", mem, "|", vis, "|", dht)
 }
