@@ -87,12 +87,13 @@ type Config struct {
 	Now func() time.Time `json:"-"`
 	// Agent, when set, embeds an agent in the node (see AgentConfig).
 	Agent *AgentConfig `json:"-"`
-	// WallSocketRate bounds the messages one wall socket sends a second,
-	// WallRoomRate those all the sockets of one cluster on this node send
-	// (bursts of twice the rate); a message over either is refused with a
-	// rate_limited error frame. Zero means unlimited. Other nodes still
-	// take at most Wall.PeerRate messages a second of one cluster from
-	// this node.
+	// WallSocketRate paces one wall socket, in frames a second, and
+	// WallRoomRate all the sockets of one cluster on this node together,
+	// in messages a second (bursts of twice the rate): while either does
+	// not allow the next frame, the node stops reading the socket, so TCP
+	// slows the client down; nothing is refused for coming too fast. Zero
+	// means unlimited. Other nodes still take at most Wall.PeerRate
+	// messages a second of one cluster from this node.
 	WallSocketRate float64 `json:"wall_socket_rate"`
 	WallRoomRate   float64 `json:"wall_room_rate"`
 	// Wall tunes the cluster wall's timings and queues; zero fields take
@@ -125,6 +126,7 @@ func DefaultConfig() Config {
 		WallSocketRate:   wall.DefaultSocketRate,
 		WallRoomRate:     wall.DefaultRoomRate,
 		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
+		Wall:             wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate},
 		ShutdownGrace:    DefaultShutdownGrace,
 		Budgets:          admission.DefaultConfig(),
 
@@ -188,6 +190,9 @@ func (c *Config) Validate() error {
 		if !(r >= 0) || math.IsInf(r, 0) {
 			return fmt.Errorf("node: wall rate %v: want a finite number of messages a second, or 0 for unlimited", r)
 		}
+	}
+	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) || math.IsInf(c.Wall.ControlRate, 0) {
+		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, or 0 for the defaults", c.Wall.SendMemory, c.Wall.ControlRate)
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("node: ShutdownGrace must not be negative")

@@ -21,17 +21,27 @@ const (
 	DefaultAckWindow       = 2 * time.Second
 	DefaultSyncTimeout     = 2 * time.Second
 	DefaultPingInterval    = 30 * time.Second
-	// DefaultSocketRate is what node.DefaultConfig lets one socket send a
-	// second, in bursts of twice that: more than a person types, enough
-	// for an agent streaming deltas.
-	DefaultSocketRate = 50
-	// DefaultRoomRate is what node.DefaultConfig lets all the sockets of
-	// one cluster on a node send a second (bursts of twice that).
-	DefaultRoomRate = 500
+	// DefaultControlRate bounds the control frames (pings, pongs, closes)
+	// a client sends a second, in bursts of twice that: WebSocket
+	// libraries that keep a connection alive ping every few seconds at
+	// most, and the node answers pings and pings every socket itself, so a
+	// client needs none.
+	DefaultControlRate = 10
+	// DefaultSocketRate is the pace node.DefaultConfig holds one socket
+	// to, in messages a second, in bursts of twice that: an agent
+	// streaming 100 deltas a second (a fast model's tokens) runs at half
+	// of it for ever, and a burst of 300 is taken at once. A faster sender
+	// is slowed down, never refused.
+	DefaultSocketRate = 200
+	// DefaultRoomRate is the pace node.DefaultConfig holds all the sockets
+	// of one cluster on a node to together (bursts of twice that): ten
+	// such streams at once.
+	DefaultRoomRate = 1000
 	// DefaultPeerRate bounds the topic messages a node takes a second from
-	// another node in one cluster (bursts of twice that): well above what
-	// an honest node publishes (DefaultRoomRate messages, deltaRate
-	// presence deltas and a beat).
+	// another node in one cluster (bursts of twice that): above what an
+	// honest node with the default rates publishes (DefaultRoomRate
+	// messages, deltaRate presence deltas and a beat), so that the other
+	// nodes shed none of it.
 	DefaultPeerRate = 2000
 	// DefaultRelayRate bounds the topic messages a node takes a second from
 	// one connected peer in one cluster, whatever their origins (bursts of
@@ -55,6 +65,12 @@ type Tuning struct {
 	SyncTimeout time.Duration
 	// SendQueue is how many frames may wait for a slow client.
 	SendQueue int
+	// SendMemory bounds the bytes of the frames waiting for all the
+	// sockets of the node together (a frame several sockets wait for
+	// counts once). Past it, a socket that has frames waiting already is
+	// closed as a slow consumer (1008) rather than given another; one
+	// that keeps up still gets its frames.
+	SendMemory int64
 	// SocketBurst is the burst of Config.SocketRate; zero means twice the
 	// rate.
 	SocketBurst int
@@ -73,6 +89,9 @@ type Tuning struct {
 	// PingInterval is how often sockets are pinged; one that has not
 	// answered by the next ping is closed.
 	PingInterval time.Duration
+	// ControlRate bounds the control frames a client sends a second, in
+	// bursts of twice that; a socket past it is closed (1008).
+	ControlRate float64
 }
 
 func (t *Tuning) fill() {
@@ -89,12 +108,16 @@ func (t *Tuning) fill() {
 	if t.SendQueue <= 0 {
 		t.SendQueue = DefaultSendQueue
 	}
+	if t.SendMemory <= 0 {
+		t.SendMemory = DefaultSendMemory
+	}
 	defRate := func(r *float64, v float64) {
 		if *r <= 0 {
 			*r = v
 		}
 	}
 	defRate(&t.PeerRate, DefaultPeerRate)
+	defRate(&t.ControlRate, DefaultControlRate)
 	defRate(&t.RelayRate, max(DefaultRelayRate, t.PeerRate))
 }
 
@@ -112,12 +135,14 @@ type Config struct {
 	// a node that is not the directory asks it before answering that a
 	// cluster does not exist (it may have been created a moment ago).
 	Refresh func(ctx context.Context) error
-	// SocketRate bounds the messages one socket sends a second (bursts of
-	// Tuning.SocketBurst), RoomRate those all sockets of one cluster on
-	// this node send (bursts of twice that); a message over either gets a
-	// rate_limited error frame. Zero means unlimited. Other nodes take at
-	// most Tuning.PeerRate a second of a cluster's traffic from this one,
-	// whatever RoomRate says.
+	// SocketRate paces the frames one socket sends, in frames a second
+	// (bursts of Tuning.SocketBurst), RoomRate the messages all sockets of
+	// one cluster on this node send (bursts of twice that): while either
+	// does not allow the next, the node stops reading the socket, and TCP
+	// slows the client down; nothing is refused for coming too fast. Zero
+	// means unlimited. Other nodes take at most Tuning.PeerRate a second
+	// of a cluster's traffic from this one, whatever RoomRate says: past
+	// it they shed messages, which the senders' acks do not count.
 	SocketRate, RoomRate float64
 	// JoinWindow is, on the directory, how long a new public cluster
 	// waits for a node to serve it before it expires (expiry.go); zero

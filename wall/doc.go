@@ -29,5 +29,15 @@
 // token (ck_): a node that relays the topic without the token reads
 // nothing.
 //
+// # Sockets are paced, and cost a bounded amount
+//
+// A socket over its rate, or its cluster's on this node, is not read
+// until the rate allows (TCP slows the client down): a limit delays a
+// sender and never drops what it sent. A socket's reader and writer are
+// apart, so a paced socket still gets its frames. What waits for slow
+// sockets is bounded per socket and for the node, control frames
+// included (one pong waits at most), and a socket past either bound, or
+// sending control frames too fast, is closed.
+//
 // It must not import the registryapi package.
 package wall

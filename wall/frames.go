@@ -149,7 +149,7 @@ func decodeFrame(data []byte) (send, error) {
 
 func readFrame(data []byte) (send, error) {
 	if len(data) > MaxFrame {
-		return send{}, badFrame("frame_too_large", "frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", len(data), MaxFrame)
+		return send{}, badFrame("frame_too_large", "a frame of %d bytes is over the %d-byte limit; chunk it or link it by url", len(data), MaxFrame)
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -175,7 +175,10 @@ func readFrame(data []byte) (send, error) {
 		}
 	}
 	payload, ok := fields["payload"]
-	if !ok {
+	switch {
+	case !ok && len(fields) == 0:
+		return send{}, badFrame("payload_required", `the object is empty: send {"payload": ...} (with "to" for a direct message), or any other JSON value to broadcast it`)
+	case !ok:
 		return send{}, badFrame("payload_required", `a frame with "to" needs a "payload"`)
 	}
 	s := send{Payload: payload}

@@ -17,6 +17,7 @@ func TestDecodeFrame(t *testing.T) {
 		ackTo   any
 		payload string // JSON
 		code    string // error frame code, if refused
+		detail  string // in the error's detail
 	}{
 		{in: `"hi"`, payload: `"hi"`},
 		{in: `hello there`, payload: `"hello there"`},
@@ -30,7 +31,9 @@ func TestDecodeFrame(t *testing.T) {
 		{in: ` 42 `, payload: `42`},
 		{in: `{"to":[],"payload":"x"}`, code: "empty_to"},
 		{in: `{"to":[],"kind":"x"}`, code: "empty_to"},
-		{in: `{"to":"bob"}`, code: "payload_required"},
+		{in: `{"to":"bob"}`, code: "payload_required", detail: `"to" needs a "payload"`},
+		{in: `{}`, code: "payload_required", detail: "the object is empty"},
+		{in: ` { } `, code: "payload_required", detail: "the object is empty"},
 		{in: `{"to":5,"payload":"x"}`, code: "invalid_to"},
 		{in: `{"to":["ok",""],"payload":"x"}`, code: "invalid_to"},
 		{in: `{"to":"has space","payload":"x"}`, code: "invalid_to"},
@@ -47,8 +50,8 @@ func TestDecodeFrame(t *testing.T) {
 		}
 		if tc.code != "" {
 			var fe *frameError
-			if !errors.As(err, &fe) || fe.code != tc.code {
-				t.Errorf("%s: error %v, want code %s", name, err, tc.code)
+			if !errors.As(err, &fe) || fe.code != tc.code || !strings.Contains(fe.detail, tc.detail) {
+				t.Errorf("%s: error %v, want code %s saying %q", name, err, tc.code, tc.detail)
 			}
 			continue
 		}

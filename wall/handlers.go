@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gobwas/ws"
-
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
@@ -290,7 +288,10 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 		s.wg.Done()
 		return nil // the upgrader answered the client itself
 	}
-	sk := newSocket(conn, &s.wg, j.agent, j.did, j.vis, j.owner, &s.cfg)
+	sk := newSocket(conn, s, j.agent, j.did, j.vis, j.owner)
+	// Anyone with a private cluster's token sees all its traffic, direct
+	// messages included (spec 5): a ghost is how one only looks.
+	sk.spectator = !cl.Public() && j.vis == VisGhost && j.owner
 	// The socket lives on in a goroutine of its own, so that the request's
 	// goroutine, its stack grown by the HTTP machinery, ends here.
 	go func() {
@@ -306,19 +307,16 @@ func (s *Service) serveSocket(cl *Cluster, token string, sk *socket) {
 	room, err := s.enter(cl, token, sk)
 	switch {
 	case errors.Is(err, ErrClusterNotFound): // deleted since the lookup
-		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: reasonDeleted}), ws.StatusNormalClosure, reasonDeleted)
+		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: causeDeleted.reason}), causeDeleted)
 		return
 	case errors.Is(err, ErrRoomFull): // since checkRoom
-		sk.abort(statusTryAgain, reasonFull)
+		sk.abort(causeFull)
 		return
 	case err != nil:
-		sk.abort(statusTryAgain, "cannot join the cluster now")
+		sk.abort(causeJoin)
 		s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
 		return
 	}
 	sk.readLoop(func(data []byte, refused error) { room.handleSend(sk, data, refused) })
 	s.leave(room, sk)
 }
-
-// statusTryAgain is the close code 1013 (try again later).
-const statusTryAgain ws.StatusCode = 1013

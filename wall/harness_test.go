@@ -111,9 +111,10 @@ func (h *harness) create(body string) map[string]any {
 
 // client is a WebSocket client of the harness.
 type client struct {
-	t      *testing.T
-	conn   *websocket.Conn
-	frames chan map[string]any
+	t        *testing.T
+	conn     *websocket.Conn
+	frames   chan map[string]any
+	closeErr error // why the connection ended, once frames is closed
 }
 
 func (h *harness) dial(id string, q url.Values) *client {
@@ -167,10 +168,14 @@ func (c *client) listen() *client {
 		for {
 			_, data, err := c.conn.Read(context.Background())
 			if err != nil {
+				c.closeErr = err
 				return
 			}
 			var f map[string]any
 			json.Unmarshal(data, &f)
+			if f != nil {
+				f["_bytes"] = len(data) // the frame's size on the wire
+			}
 			c.frames <- f
 		}
 	}()
@@ -191,7 +196,7 @@ func (c *client) nextOf(kinds ...string) map[string]any {
 		select {
 		case f, ok := <-c.frames:
 			if !ok {
-				c.t.Fatalf("socket closed while waiting for %v", kinds)
+				c.t.Fatalf("socket closed (%v) while waiting for %v", c.closeErr, kinds)
 			}
 			if k, _ := f["kind"].(string); slices.Contains(kinds, k) {
 				return f

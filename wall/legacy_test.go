@@ -135,7 +135,7 @@ func TestV1ClusterOnTheWall(t *testing.T) {
 	if st, v := dir.call("DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", admin); st != 200 {
 		t.Fatalf("delete with the ak_ token: %d %v", st, v)
 	}
-	if f := m.next(KindClosed); f["reason"] != reasonDeleted {
+	if f := m.next(KindClosed); f["reason"] != causeDeleted.reason {
 		t.Fatalf("closed frame: %v", f)
 	}
 }

@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -31,7 +32,8 @@ const maxReceipt = 1 << 16
 // addressed sockets here, and acks it once every node reported its
 // deliveries (or AckWindow passed). A frame that is refused or cannot be
 // sent gets an error frame instead of an ack. Answers go out in the order
-// of the frames; while maxUnanswered await theirs, the socket is not read.
+// of the frames; while maxUnanswered await theirs, or while the room's
+// rate (RoomRate) does not allow another message, the socket is not read.
 func (r *room) handleSend(s *socket, data []byte, refused error) {
 	if !r.awaitRoom(s) {
 		return
@@ -39,7 +41,11 @@ func (r *room) handleSend(s *socket, data []byte, refused error) {
 	err := refused
 	if err == nil {
 		var snd send
-		if snd, err = r.admitSend(s, data); err == nil {
+		if snd, err = decodeFrame(data); err == nil {
+			if !s.pace(r.sendLimit, r.ctx.Done(), paceCluster) ||
+				r.servedElsewhere() && !s.pace(r.topicLimit, r.ctx.Done(), paceMesh) {
+				return
+			}
 			err = r.sendMessage(s, snd)
 		}
 	}
@@ -50,17 +56,20 @@ func (r *room) handleSend(s *socket, data []byte, refused error) {
 }
 
 // awaitRoom waits until socket s has fewer than maxUnanswered frames awaiting
-// their answer; false if the room closes first.
+// their answer, or whose answer is not written yet; false if the socket
+// or the room closes first.
 func (r *room) awaitRoom(s *socket) bool {
 	for {
 		s.mu.Lock()
-		n := len(s.unanswered)
+		n := len(s.unanswered) + s.answers + s.answering
 		s.mu.Unlock()
 		if n < maxUnanswered {
 			return true
 		}
 		select {
 		case <-s.freed:
+		case <-s.done:
+			return false
 		case <-r.ctx.Done():
 			return false
 		}
@@ -72,6 +81,10 @@ func (r *room) awaitRoom(s *socket) bool {
 func (r *room) sendMessage(s *socket, snd send) error {
 	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, To: snd.To,
 		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
+	if size, envelope := messageFrameSize(&w); size > MaxFrame {
+		return badFrame("frame_too_large", "the message frame your peers would receive is %d bytes (a payload of %d bytes as sent, in an envelope of %d: kind, from, from_did, to, ts), over the %d-byte limit: send at most %d bytes of payload, or link large content by url",
+			size, len(w.Payload), envelope, MaxFrame, MaxFrame-envelope)
+	}
 	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
 		complete: make(chan struct{}), deadline: time.Now().Add(r.svc.cfg.AckWindow)}
 	r.mu.Lock()
@@ -100,27 +113,29 @@ func (r *room) sendMessage(s *socket, snd send) error {
 	return nil
 }
 
+// servedElsewhere reports whether another node is known to serve the
+// cluster: then what the room publishes must stay within what that node
+// takes from it (topicRate).
+func (r *room) servedElsewhere() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.remote {
+		if n.known {
+			return true
+		}
+	}
+	return false
+}
+
+// topicRate is the pace of the messages a room publishes while other
+// nodes serve the cluster, whatever RoomRate says: other nodes take
+// Tuning.PeerRate topic messages a second from this one (bursts of twice
+// that), presence deltas (deltaRate) and beats included, and shed the
+// rest; a node is assumed to have the same PeerRate as its peers.
+func topicRate(peerRate float64) float64 { return max(peerRate-deltaRate-1, peerRate/2) }
+
 // maxUnanswered bounds the frames of one socket awaiting their answers.
 const maxUnanswered = 256
-
-// admitSend decodes a frame from socket s and checks it is within the
-// socket's and the room's rates.
-func (r *room) admitSend(s *socket, data []byte) (send, error) {
-	cfg := &r.svc.cfg
-	if !s.sendLimit.Allow() {
-		r.svc.metrics.limited.Inc()
-		return send{}, badFrame("rate_limited", "at most %g messages a second from one socket (bursts of %d): this one was not sent", cfg.SocketRate, cfg.socketBurst())
-	}
-	snd, err := decodeFrame(data)
-	if err != nil {
-		return snd, err
-	}
-	if !r.sendLimit.Allow() {
-		r.svc.metrics.limited.Inc()
-		return send{}, badFrame("rate_limited", "the cluster's traffic through this node is at its limit (%g messages a second): this one was not sent", cfg.RoomRate)
-	}
-	return snd, nil
-}
 
 // publishMessage numbers w in the room's sequence and publishes it; the
 // lock keeps publication in sequence order. Once the room said goodbye it
@@ -140,16 +155,11 @@ func (r *room) publishMessage(w *wireMsg) error {
 }
 
 // fanOutLocked queues message w to the local sockets it addresses, but
-// skip, counting deliveries to non-ghost sockets in d.
+// skip, counting deliveries to non-ghost sockets in d. A spectator gets
+// every direct message: the frame of each addressed handle.
 func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
-	frame := func(to *string) outFrame {
-		return outFrame{data: encodeFrame(messageFrame{Kind: KindMessage, From: w.From, FromDID: w.FromDID,
-			To: to, TS: w.TS, Payload: w.Payload})}
-	}
+	frame := func(to *string) outFrame { return text(encodeMessage(w, to)) }
 	queue := func(s *socket, f outFrame) {
-		if s == skip {
-			return
-		}
 		if !s.ghost() {
 			d.add()
 			f.d = d
@@ -159,24 +169,57 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 	if w.To == nil {
 		f := frame(nil)
 		for s := range r.sockets {
-			queue(s, f)
+			if s != skip {
+				queue(s, f)
+			}
 		}
 		return
 	}
 	// Direct: each addressed handle gets the frame with "to" naming it.
 	// Scanning the sockets once per message keeps this O(sockets).
 	frames := make(map[string]outFrame, len(w.To))
-	for s := range r.sockets {
-		if !slices.Contains(w.To, s.handle) {
-			continue
-		}
-		f, ok := frames[s.handle]
+	frameTo := func(h string) outFrame {
+		f, ok := frames[h]
 		if !ok {
-			f = frame(&s.handle)
-			frames[s.handle] = f
+			f = frame(&h)
+			frames[h] = f
 		}
-		queue(s, f)
+		return f
 	}
+	for s := range r.sockets {
+		switch {
+		case s == skip:
+		case s.spectator:
+			for _, h := range w.To {
+				queue(s, frameTo(h))
+			}
+		case slices.Contains(w.To, s.handle):
+			queue(s, frameTo(s.handle))
+		}
+	}
+}
+
+// encodeMessage is the message frame of w to the sockets of handle to
+// (nil: a broadcast).
+func encodeMessage(w *wireMsg, to *string) []byte {
+	return encodeFrame(messageFrame{Kind: KindMessage, From: w.From, FromDID: w.FromDID, To: to, TS: w.TS, Payload: w.Payload})
+}
+
+// messageFrameSize is the size of the largest frame message w makes (of a
+// direct message, the frame to its longest addressed handle as JSON), and
+// of its envelope: everything but the payload.
+func messageFrameSize(w *wireMsg) (size, envelope int) {
+	zero := &wireMsg{From: w.From, FromDID: w.FromDID, TS: w.TS, Payload: json.RawMessage("0")}
+	envelope = len(encodeMessage(zero, nil)) - len("0")
+	if len(w.To) > 0 {
+		longest := 0
+		for _, h := range w.To {
+			b, _ := marshal(h)
+			longest = max(longest, len(b))
+		}
+		envelope += longest - len("null")
+	}
+	return envelope + len(w.Payload), envelope
 }
 
 // queueAnswer queues the answer to p behind socket s's earlier ones.
@@ -216,11 +259,9 @@ func (r *room) ackLoop(s *socket) {
 		s.mu.Lock()
 		s.unanswered = s.unanswered[1:]
 		s.mu.Unlock()
-		select {
-		case s.freed <- struct{}{}:
-		default:
-		}
-		s.send(outFrame{data: answer})
+		f := text(answer)
+		f.answer = true
+		s.send(f)
 	}
 }
 
@@ -242,6 +283,12 @@ func (r *room) awaitAck(p *sent) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.pending, p.id)
+	if len(p.expect) > 0 {
+		// A node did not report in time: it shed the message (its topic
+		// rate, counted there in mesh_p2p_dropped_total), lost it or is
+		// slow. The ack counts what was reported.
+		r.svc.metrics.acksShort.Inc()
+	}
 	return int(p.local.received.Load()) + p.remote, true
 }
 
@@ -277,6 +324,13 @@ func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 // deliverReadyLocked delivers node origin's messages ready, in order.
 func (r *room) deliverReadyLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
 	for _, w := range ready {
+		if !n.known && w.FromDID != "" {
+			// A stranger is a key no node checked: what it says of a
+			// sender's did is not passed on.
+			anon := *w
+			anon.FromDID = ""
+			w = &anon
+		}
 		d := newDelivery()
 		r.fanOutLocked(w, nil, d)
 		d.seal()

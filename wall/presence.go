@@ -56,7 +56,7 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 		if !now {
 			m, status = before[h].m, "offline"
 		}
-		f := outFrame{data: encodeFrame(presenceFrame{Kind: KindPresence, Agent: h, DID: nullable(m.DID), Status: status})}
+		f := text(encodeFrame(presenceFrame{Kind: KindPresence, Agent: h, DID: nullable(m.DID), Status: status}))
 		for s := range r.sockets {
 			if s != skip {
 				s.send(f)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,9 +44,11 @@ type room struct {
 	// gone: the room said goodbye (under pubMu), and publishes no message
 	// after it, so that the goodbye's Seq names the last.
 	gone bool
-	// sendLimit bounds the messages the room's sockets send (RoomRate),
-	// deltaLimit the presence deltas it publishes (deltaRate).
-	sendLimit, deltaLimit *rate.Limiter
+	// sendLimit paces the messages the room's sockets send (RoomRate),
+	// topicLimit those it publishes while other nodes serve the cluster
+	// (topicRate); deltaLimit bounds the presence deltas it publishes
+	// (deltaRate).
+	sendLimit, topicLimit, deltaLimit *rate.Limiter
 
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
@@ -76,6 +79,7 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch:      svc.nextEpoch(),
 		sendLimit:  sendLimiter(svc.cfg.RoomRate, burstOf(svc.cfg.RoomRate)),
+		topicLimit: sendLimiter(topicRate(svc.cfg.PeerRate), burstOf(topicRate(svc.cfg.PeerRate))),
 		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate),
 		regs:       registrants{lookups: rate.NewLimiter(lookupRate, lookupBurst)}}
 	if !cl.Public() {
@@ -258,6 +262,13 @@ func (r *room) validate(origin peer.ID, data []byte) (any, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
+	if w.T == wireMessage {
+		// Sent by a node of an earlier release, which checked only the
+		// payload: no socket gets a frame over MaxFrame.
+		if size, _ := messageFrameSize(&w); size > MaxFrame {
+			return nil, fmt.Errorf("%w: a message frame of %d bytes", p2p.ErrIgnore, size)
+		}
+	}
 	return &w, nil
 }
 
@@ -307,8 +318,8 @@ func (r *room) admit(sk *socket) error {
 		touch(sk.handle)
 		join = r.addLocked(sk)
 		r.record("join", sk)
-		sk.send(outFrame{data: encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did),
-			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})})
+		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did),
+			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})))
 	})
 	r.publishDelta(join)
 	return err

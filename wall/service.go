@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/p2p"
@@ -51,6 +50,7 @@ type Service struct {
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
 	served       servedViews       // on the directory: rosters of nodes that append
 	joins        pendingJoins      // joins queued for the directory, not answered yet
+	sendMemory   sendMemory        // frames waiting for the sockets
 
 	joiningMu sync.Mutex
 	joining   map[string]bool // on the directory: clusters being logged as joined
@@ -75,7 +75,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
-		appendLimits: newPeerLimits(historyRate, historyBurst), joining: map[string]bool{}}
+		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -93,7 +93,7 @@ func (s *Service) Start(context.Context) error {
 	}
 	s.cfg.Catalog.OnDelete(func(id string) {
 		s.goroutine(func() {
-			s.closeRoom(id, reasonDeleted, ws.StatusNormalClosure)
+			s.closeRoom(id, causeDeleted)
 			s.dropHistory(id)
 		})
 	})
@@ -138,7 +138,7 @@ func (s *Service) Close() error {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		s.closeRoom(id, reasonNodeEnd, ws.StatusGoingAway)
+		s.closeRoom(id, causeNodeEnd)
 	}
 	s.cancel()
 	s.wg.Wait()
@@ -239,8 +239,9 @@ func (s *Service) retire(r *room, stop func()) {
 	close(r.done)
 }
 
-// closeRoom disconnects every socket of cluster id with a closed frame.
-func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
+// closeRoom disconnects every socket of cluster id with a closed frame
+// that gives the reason of c, then a close frame.
+func (s *Service) closeRoom(id string, c *closeCause) {
 	s.mu.Lock()
 	r := s.rooms[id]
 	s.mu.Unlock()
@@ -256,15 +257,15 @@ func (s *Service) closeRoom(id, reason string, code ws.StatusCode) {
 		socks = append(socks, sk)
 	}
 	r.mu.Unlock()
-	f := encodeFrame(closedFrame{Kind: KindClosed, Reason: reason})
+	f := encodeFrame(closedFrame{Kind: KindClosed, Reason: c.reason})
 	for _, sk := range socks {
-		sk.closeAfter(f, code, reason)
+		sk.closeAfter(f, c)
 	}
 	if !first {
 		<-r.done // another caller retires it
 		return
 	}
-	s.retire(r, func() { r.shutdown(reason != reasonDeleted) })
+	s.retire(r, func() { r.shutdown(c != causeDeleted) })
 }
 
 // refreshTimeout bounds Refresh.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,34 +26,79 @@ const (
 	// before the socket is closed (1008, slow consumer): a slow client
 	// never stalls a room.
 	DefaultSendQueue = 256
+	// DefaultSendMemory bounds the bytes of the frames waiting for all the
+	// sockets of a node together (Tuning.SendMemory).
+	DefaultSendMemory = 64 << 20
 	// maxBatch bounds the frames one write sends.
 	maxBatch = 256
+	// frameCost is what one queued frame costs the node beyond its bytes
+	// (its place in the queue, its header when written).
+	frameCost = 64
 )
 
-// Close reasons.
-const (
-	reasonSlow    = "slow consumer: send queue full"
-	reasonDeleted = "cluster deleted"
-	reasonNodeEnd = "node shutting down"
-	reasonFull    = "cluster full on this node"
+// closeCause is why the node closes a socket: the close code and reason
+// the client is sent, and the reason mesh_wall_sockets_closed_total counts
+// it under.
+type closeCause struct {
+	code   ws.StatusCode
+	reason string
+	label  string
+}
+
+func (c *closeCause) Error() string { return c.reason }
+
+// Why sockets close. The reasons of the close frames are documented in
+// docs/api.md (Keepalive and closing).
+var (
+	causeGone      = &closeCause{ws.StatusNormalClosure, "", "client"} // the connection ended
+	causeSlow      = &closeCause{ws.StatusPolicyViolation, "slow consumer: send queue full", "slow_consumer"}
+	causeMemory    = &closeCause{ws.StatusPolicyViolation, "slow consumer: the node's send memory is spent", "send_memory"}
+	causeControl   = &closeCause{ws.StatusPolicyViolation, "control frames (pings, pongs) too fast", "control_flood"}
+	causeKeepalive = &closeCause{ws.StatusGoingAway, "keepalive ping unanswered", "keepalive"}
+	causeWrite     = &closeCause{ws.StatusInternalServerError, "write failed", "write_failed"}
+	causeUTF8      = &closeCause{ws.StatusInvalidFramePayloadData, "invalid UTF-8 in a text frame", "invalid_utf8"} // RFC 6455 8.1
+	causeBadClose  = &closeCause{ws.StatusProtocolError, "invalid close code", "protocol"}
+	causeDeleted   = &closeCause{ws.StatusNormalClosure, "cluster deleted", "cluster_deleted"}
+	causeNodeEnd   = &closeCause{ws.StatusGoingAway, "node shutting down", "node_shutdown"}
+	causeFull      = &closeCause{statusTryAgain, "cluster full on this node", "cluster_full"}
+	causeJoin      = &closeCause{statusTryAgain, "cannot join the cluster now", "join_failed"}
 )
+
+// closeLabels are the reasons mesh_wall_sockets_closed_total counts.
+var closeLabels = []string{"client", "slow_consumer", "send_memory", "control_flood", "keepalive", "write_failed",
+	"invalid_utf8", "protocol", "too_big", "cluster_deleted", "node_shutdown", "cluster_full", "join_failed"}
+
+// statusTryAgain is the close code 1013 (try again later).
+const statusTryAgain ws.StatusCode = 1013
 
 // socket is one client connection to a room.
 type socket struct {
 	conn   *wsConn
+	svc    *Service
 	room   *room
 	handle string
 	did    string
 	vis    string
 	owner  bool
-	limit  int             // send queue bound
-	wg     *sync.WaitGroup // owns the socket's goroutines
-	// sendLimit bounds the messages the client sends (SocketRate).
-	sendLimit *rate.Limiter
+	// spectator: a ghost holding a private cluster's token, which
+	// receives every direct message of the room (spec 5).
+	spectator bool
+	limit     int             // send queue bound
+	wg        *sync.WaitGroup // owns the socket's goroutines
+	// sendLimit paces the frames the client sends (SocketRate), control
+	// frames included; controls bounds its control frames (ControlRate).
+	sendLimit, controls *rate.Limiter
+	done                chan struct{} // closed once the socket is closed
 
 	mu         sync.Mutex
 	queue      []outFrame
-	writing    bool          // a writer goroutine is running
+	writing    int           // frames the writer is writing (queued no more)
+	answers    int           // answers queued
+	answering  int           // answers among the frames being written
+	writer     bool          // a writer goroutine is running
+	pong       []byte        // the payload of the pong due, if pongDue
+	pongDue    bool          // a pong is due: only the latest ping is answered (RFC 6455 5.5.3)
+	pingDue    bool          // a keepalive ping is due
 	closed     bool          // no more frames; the writer closes the connection
 	bye        []byte        // the close frame's payload, written last
 	unanswered []*sent       // sends awaiting their answer (ack or error), in order
@@ -60,63 +106,90 @@ type socket struct {
 	freed      chan struct{} // an answer went out (capacity 1)
 
 	pinged atomic.Int64 // Unix ns of the last keepalive ping
-	ponged atomic.Int64 // Unix ns of the last pong
+	heard  atomic.Int64 // Unix ns of the last frame read from the client
+	held   atomic.Bool  // the reader waits for a rate, not for the client
+}
+
+// frame is an encoded text frame, shared by every socket it goes to (a
+// broadcast is encoded once): the node's send memory counts its bytes
+// once, while any socket holds it.
+type frame struct {
+	data []byte
+	refs atomic.Int32
 }
 
 // outFrame is a frame waiting to be written, and who counts its delivery.
 type outFrame struct {
-	op    ws.OpCode // 0 means text
-	data  []byte
-	d     *delivery // nil: not counted (ghost sockets, acks, errors)
-	close *closing  // close the socket once this frame is written
+	f     *frame
+	d     *delivery   // nil: not counted (ghost sockets, acks, errors)
+	close *closeCause // close the socket once this frame is written
+	// answer: an ack or error frame answering the socket's own frame. A
+	// socket's answers are bounded by maxUnanswered (its frames are not
+	// read while that many wait), not by its send queue: a client sending
+	// a burst faster than its answers are written is slowed down, not
+	// taken for a slow consumer.
+	answer bool
 }
 
-type closing struct {
-	code   ws.StatusCode
-	reason string
-}
+// text is an outFrame of data, for one socket or several.
+func text(data []byte) outFrame { return outFrame{f: &frame{data: data}} }
 
-func newSocket(conn *wsConn, wg *sync.WaitGroup, handle, did, vis string, owner bool, c *Config) *socket {
-	return &socket{conn: conn, wg: wg, handle: handle, did: did, vis: vis, owner: owner, limit: c.SendQueue,
-		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), freed: make(chan struct{}, 1)}
+func newSocket(conn *wsConn, svc *Service, handle, did, vis string, owner bool) *socket {
+	c := &svc.cfg
+	return &socket{conn: conn, svc: svc, wg: &svc.wg, handle: handle, did: did, vis: vis, owner: owner, limit: c.SendQueue,
+		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), controls: rate.NewLimiter(rate.Limit(c.ControlRate), max(1, burstOf(c.ControlRate))),
+		done: make(chan struct{}), freed: make(chan struct{}, 1)}
 }
 
 func (s *socket) ghost() bool { return s.vis == VisGhost }
 
-// send queues a frame; it never blocks. A socket whose queue is full is
-// closed as a slow consumer.
+// send queues a frame; it never blocks. A socket whose queue is full, or
+// that is behind while the node's send memory is spent, is closed as a
+// slow consumer.
 func (s *socket) send(f outFrame) {
 	s.mu.Lock()
+	var cause *closeCause
 	switch {
 	case s.closed:
+	case f.answer:
+		s.answers++
+		s.svc.sendMemory.hold(f.f)
+		s.queue = append(s.queue, f)
+		s.startWriterLocked()
 		s.mu.Unlock()
-		f.d.finish(false)
 		return
-	case len(s.queue) >= s.limit && f.op == 0:
+	case len(s.queue)-s.answers >= s.limit:
+		cause = causeSlow
+	case len(s.queue)+s.writing > 0 && !s.svc.sendMemory.fits(f.f):
+		// A socket that keeps up (nothing waiting) always gets its frame:
+		// what fills the node's memory is the sockets that fall behind.
+		cause = causeMemory
+	default:
+		s.svc.sendMemory.hold(f.f)
+		s.queue = append(s.queue, f)
+		s.startWriterLocked()
 		s.mu.Unlock()
-		f.d.finish(false)
-		if s.room != nil {
-			s.room.svc.metrics.slow.Inc()
-		}
-		s.abort(ws.StatusPolicyViolation, reasonSlow)
 		return
 	}
-	s.queue = append(s.queue, f)
-	s.startWriterLocked()
 	s.mu.Unlock()
+	f.d.finish(false)
+	if cause != nil {
+		s.abort(cause)
+	}
 }
 
 // startWriterLocked starts the writer unless it runs: an idle socket holds
 // no writer goroutine.
 func (s *socket) startWriterLocked() {
-	if !s.writing {
-		s.writing = true
+	if !s.writer {
+		s.writer = true
 		s.wg.Go(s.writeLoop)
 	}
 }
 
-// writeLoop writes what is queued, all of it at once, until the queue is
-// empty; once the socket is closed it sends the close frame and hangs up.
+// writeLoop writes what is due (a pong, a keepalive ping, the queued
+// frames), all of it at once, until nothing is; once the socket is closed
+// it sends the close frame and hangs up.
 func (s *socket) writeLoop() {
 	var hdrs []byte
 	for {
@@ -129,45 +202,64 @@ func (s *socket) writeLoop() {
 			s.hangUp(bye)
 			return
 		}
-		if len(s.queue) == 0 {
-			s.writing = false
+		if !s.pongDue && !s.pingDue && len(s.queue) == 0 {
+			s.writer = false
 			s.queue = nil // let the backing array go
 			s.mu.Unlock()
 			return
 		}
+		pong, pongDue, pingDue := s.pong, s.pongDue, s.pingDue
+		s.pong, s.pongDue, s.pingDue = nil, false, false
 		n := min(len(s.queue), maxBatch)
 		batch := make([]outFrame, n)
 		copy(batch, s.queue)
 		clear(s.queue[:n])
 		s.queue = s.queue[n:]
+		s.writing, s.answering = n, 0
+		for _, f := range batch {
+			if f.answer {
+				s.answering++
+			}
+		}
+		s.answers -= s.answering
 		s.mu.Unlock()
 
 		hdrs = hdrs[:0]
-		bufs := make(net.Buffers, 0, 2*n)
-		for _, f := range batch {
+		bufs := make(net.Buffers, 0, 2*n+4)
+		add := func(op ws.OpCode, data []byte) {
 			start := len(hdrs)
-			hdrs = appendHeader(hdrs, f.opcode(), len(f.data))
-			bufs = append(bufs, hdrs[start:len(hdrs):len(hdrs)], f.data)
+			hdrs = appendHeader(hdrs, op, len(data))
+			bufs = append(bufs, hdrs[start:len(hdrs):len(hdrs)], data)
+		}
+		if pongDue {
+			add(ws.OpPong, pong)
+		}
+		if pingDue {
+			add(ws.OpPing, nil)
+		}
+		for _, f := range batch {
+			add(ws.OpText, f.f.data)
 		}
 		s.conn.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := bufs.WriteTo(s.conn.conn)
+		s.mu.Lock()
+		answered := s.answering
+		s.writing, s.answering = 0, 0
+		s.mu.Unlock()
+		if answered > 0 {
+			s.answered()
+		}
 		for _, f := range batch {
+			s.svc.sendMemory.release(f.f)
 			f.d.finish(err == nil)
 			if err == nil && f.close != nil {
-				s.abort(f.close.code, f.close.reason)
+				s.abort(f.close)
 			}
 		}
 		if err != nil {
-			s.abort(ws.StatusInternalServerError, "write failed")
+			s.abort(causeWrite)
 		}
 	}
-}
-
-func (f outFrame) opcode() ws.OpCode {
-	if f.op == 0 {
-		return ws.OpText
-	}
-	return f.op
 }
 
 // hangUp sends the close frame, briefly, and closes the connection.
@@ -180,66 +272,89 @@ func (s *socket) hangUp(bye []byte) {
 }
 
 // abort closes the socket: what is still queued fails, the client gets a
-// close frame with code and reason if its connection takes it, and the
-// connection is closed.
-func (s *socket) abort(code ws.StatusCode, reason string) {
+// close frame with the cause's code and reason if its connection takes
+// it, and the connection is closed. The first cause counts.
+func (s *socket) abort(c *closeCause) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
 	s.closed = true
-	s.bye = closeBody(code, reason)
+	close(s.done)
+	s.bye = closeBody(c.code, c.reason)
 	q := s.queue
-	s.queue = nil
+	s.queue, s.answers, s.pong, s.pongDue, s.pingDue = nil, 0, nil, false, false
 	s.startWriterLocked()
 	s.mu.Unlock()
 	for _, f := range q {
+		s.svc.sendMemory.release(f.f)
 		f.d.finish(false)
 	}
+	s.svc.metrics.socketClosed(c)
 	// Unstick a write blocked on a client that stopped reading.
 	s.conn.conn.SetWriteDeadline(time.Now().Add(time.Second))
 }
 
+// answered wakes the socket's reader if it waits for its answers to go
+// out (awaitRoom).
+func (s *socket) answered() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
 // closeAfter queues a last frame (closed, say) and closes the socket once
 // it is written.
-func (s *socket) closeAfter(data []byte, code ws.StatusCode, reason string) {
-	s.send(outFrame{data: data, close: &closing{code: code, reason: reason}})
+func (s *socket) closeAfter(data []byte, c *closeCause) {
+	f := text(data)
+	f.close = c
+	s.send(f)
 }
 
 // readLoop hands each client data frame to fn, as a text frame or the
 // reason it is refused, until the connection ends, answering pings and
-// closes on the way.
+// closes on the way. Every frame, control frames included, takes its turn
+// in the socket's rate (SocketRate): while the rate does not allow the
+// next one, the socket is not read and TCP slows the client down; frames
+// for the client are written meanwhile, as the writer is apart.
 func (s *socket) readLoop(fn func(data []byte, refused error)) {
-	control := func(op ws.OpCode, p []byte) {
+	control := func(op ws.OpCode, p []byte) error {
+		s.heard.Store(time.Now().UnixNano())
+		if !s.controls.Allow() {
+			return causeControl
+		}
+		if !s.pace(s.sendLimit, nil, paceSocket) {
+			return causeGone
+		}
 		switch op {
 		case ws.OpPing:
-			s.sendControl(ws.OpPong, p)
-		case ws.OpPong:
-			s.ponged.Store(time.Now().UnixNano())
+			s.sendPong(p)
 		case ws.OpClose:
-			code, _ := ws.ParseCloseFrameData(p)
-			if !code.Empty() {
-				s.abort(code, "") // echo the client's close
-			}
+			return closeReply(p)
 		}
+		return nil
 	}
 	for {
 		m, err := s.conn.readMessage(MaxFrame+1, control)
-		var ce *closeError
+		s.heard.Store(time.Now().UnixNano())
+		var ce *closeCause
 		switch {
 		case errors.As(err, &ce):
-			s.abort(ce.code, ce.reason)
+			s.abort(ce)
 			return
 		case err != nil:
-			s.abort(ws.StatusNormalClosure, "")
+			s.abort(causeGone)
+			return
+		case !s.pace(s.sendLimit, nil, paceSocket):
 			return
 		case m.size > MaxFrame:
-			fn(nil, badFrame("frame_too_large", "frame of %d bytes exceeds the %d byte limit; chunk it or link it by url", m.size, MaxFrame))
+			fn(nil, badFrame("frame_too_large", "a frame of %d bytes is over the %d-byte limit; chunk it or link it by url", m.size, MaxFrame))
 		case m.op != ws.OpText:
 			fn(nil, badFrame("binary_frame", "binary frames are not supported; send JSON text"))
 		case !utf8.Valid(m.data):
-			s.abort(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in a text frame") // RFC 6455 8.1
+			s.abort(causeUTF8)
 			return
 		default:
 			fn(m.data, nil)
@@ -247,20 +362,118 @@ func (s *socket) readLoop(fn func(data []byte, refused error)) {
 	}
 }
 
-// sendControl queues a control frame; control frames skip the queue bound.
-func (s *socket) sendControl(op ws.OpCode, payload []byte) {
-	s.send(outFrame{op: op, data: payload})
+// closeReply is how the node answers a client's close frame with payload
+// p: it echoes a valid code, and answers an invalid one with 1002 (RFC
+// 6455 7.4), a reason that is not UTF-8 with 1007.
+func closeReply(p []byte) *closeCause {
+	if len(p) == 0 {
+		return causeGone
+	}
+	code, reason := ws.ParseCloseFrameData(p)
+	if len(p) == 1 || code >= 5000 {
+		return causeBadClose
+	}
+	switch err := ws.CheckCloseFrameData(code, reason); {
+	case err == nil, code >= 1012 && code <= 1014 && utf8.ValidString(reason): // registered since RFC 6455
+		return &closeCause{code, "", "client"}
+	case errors.Is(err, ws.ErrProtocolInvalidUTF8): // the code is valid
+		return causeUTF8
+	}
+	return causeBadClose
 }
 
-// ping sends a keepalive ping; a socket that has not answered the previous
-// one (sent a PingInterval ago) is closed.
+// Which rate paced a socket (mesh_wall_paced_total).
+const (
+	paceSocket  = "socket"
+	paceCluster = "cluster"
+	paceMesh    = "mesh" // what other nodes take (topicRate)
+)
+
+// pace waits until lim lets the socket's next frame through; the socket
+// is not read meanwhile. False if the socket closes first, or stop does.
+func (s *socket) pace(lim *rate.Limiter, stop <-chan struct{}, which string) bool {
+	res := lim.Reserve()
+	wait := res.Delay()
+	if wait == 0 {
+		return true
+	}
+	s.svc.metrics.paced.WithLabelValues(which).Inc()
+	s.held.Store(true)
+	defer s.held.Store(false)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.done:
+	case <-stop:
+	}
+	res.Cancel()
+	return false
+}
+
+// sendPong answers a ping with payload p. A pong still unwritten is
+// replaced, not queued behind: a socket holds at most one.
+func (s *socket) sendPong(p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.pong, s.pongDue = slices.Clone(p), true
+	s.startWriterLocked()
+}
+
+// ping sends a keepalive ping. A socket that has sent nothing (its pong
+// included) since the previous ping, a PingInterval ago, is closed,
+// unless its reader is held back by a rate: the client's pong then waits
+// behind the frames it sent before, which the node takes at the rate.
 func (s *socket) ping() {
-	if last := s.pinged.Load(); last != 0 && s.ponged.Load() < last {
-		s.abort(ws.StatusGoingAway, "keepalive ping unanswered")
+	if last := s.pinged.Load(); last != 0 && s.heard.Load() < last && !s.held.Load() {
+		s.abort(causeKeepalive)
 		return
 	}
 	s.pinged.Store(time.Now().UnixNano())
-	s.sendControl(ws.OpPing, nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.pingDue = true
+		s.startWriterLocked()
+	}
+}
+
+// sendMemory counts the bytes of the frames waiting for the node's
+// sockets, or being written to them (Tuning.SendMemory).
+type sendMemory struct {
+	max  int64
+	used atomic.Int64
+}
+
+// cost is what holding f costs: a place in a queue, and its bytes unless
+// another socket holds it already.
+func (m *sendMemory) cost(f *frame) int64 {
+	if f.refs.Load() > 0 {
+		return frameCost
+	}
+	return frameCost + int64(len(f.data))
+}
+
+func (m *sendMemory) fits(f *frame) bool { return m.used.Load()+m.cost(f) <= m.max }
+
+func (m *sendMemory) hold(f *frame) {
+	n := int64(frameCost)
+	if f.refs.Add(1) == 1 {
+		n += int64(len(f.data))
+	}
+	m.used.Add(n)
+}
+
+func (m *sendMemory) release(f *frame) {
+	n := int64(frameCost)
+	if f.refs.Add(-1) == 0 {
+		n += int64(len(f.data))
+	}
+	m.used.Add(-n)
 }
 
 // delivery counts the sockets that actually received one frame: each

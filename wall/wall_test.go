@@ -151,7 +151,7 @@ func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
 	alice.next(KindWelcome)
 	bob := h.dial(id, vals("agent", "bob")).listen()
 	bob.next(KindWelcome)
-	big := `"` + strings.Repeat("y", MaxFrame-16) + `"`
+	big := `"` + strings.Repeat("y", MaxFrame-200) + `"` // with its envelope, within MaxFrame
 	deadline := time.Now().Add(30 * time.Second)
 	for slowConnected(h, id) {
 		if time.Now().After(deadline) {
@@ -269,7 +269,7 @@ func TestDeleteCredentials(t *testing.T) {
 		if st, v := del(cl["admin_token"].(string)); st != 200 || v["ok"] != true || v["cluster_id"] != id {
 			t.Fatalf("%d: admin token: %d %v", i, st, v)
 		}
-		if f := member.next(KindClosed); f["reason"] != reasonDeleted {
+		if f := member.next(KindClosed); f["reason"] != causeDeleted.reason {
 			t.Fatalf("%d: closed frame: %v", i, f)
 		}
 		if st, _ := del(cl["admin_token"].(string)); st != 404 {
@@ -304,7 +304,7 @@ func TestSlugWhereverAnID(t *testing.T) {
 	if st, v := h.call("DELETE", "/v1/clusters/tea-room", "", "X-Cluster-Token", admin); st != 200 || v["cluster_id"] != id {
 		t.Fatalf("delete by slug: %d %v", st, v)
 	}
-	if f := ann.next(KindClosed); f["reason"] != reasonDeleted {
+	if f := ann.next(KindClosed); f["reason"] != causeDeleted.reason {
 		t.Fatalf("closed frame: %v", f)
 	}
 	for _, path := range []string{"/v1/clusters/tea-room", "/v1/clusters/tea-room/history", "/v1/clusters/" + id} {
@@ -572,8 +572,9 @@ func TestInvalidUTF8(t *testing.T) {
 }
 
 // TestSendLimits: a socket over its rate, or in a cluster over its rate
-// on this node, gets rate_limited error frames, and the messages within
-// the limits go on.
+// on this node, is slowed down, never refused: the node takes its frames
+// at the rate (it stops reading the socket meanwhile), and every message
+// is sent and acked.
 func TestSendLimits(t *testing.T) {
 	// sendAll sends n messages from each of senders and counts, across
 	// them, the acks and rate_limited errors that come back: each message
@@ -601,25 +602,80 @@ func TestSendLimits(t *testing.T) {
 		}
 		return acks, limited
 	}
+	// paced checks that the node held frames back for limit, and that
+	// only the rate let them through.
+	paced := func(t *testing.T, h *harness, limit string) {
+		t.Helper()
+		if v := testutil.ToFloat64(h.svc.metrics.paced.WithLabelValues(limit)); v == 0 {
+			t.Fatalf("mesh_wall_paced_total{limit=%s} counted nothing", limit)
+		}
+	}
 	t.Run("socket rate", func(t *testing.T) {
-		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst = 0.01, 5 })
+		const rate, burst, n = 20, 5, 30
+		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst = rate, burst })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		c := h.dial(id, vals("agent", "chatty")).listen()
 		c.next(KindWelcome)
-		if acks, limited := sendAll(t, 8, c); acks != 5 || limited != 3 {
-			t.Fatalf("%d acks, %d rate_limited; want 5 and 3", acks, limited)
+		if acks, limited := sendAll(t, n, c); acks != n || limited != 0 {
+			t.Fatalf("%d acks, %d rate_limited; want %d and 0", acks, limited, n)
 		}
+		paced(t, h, paceSocket)
 	})
 	t.Run("cluster rate", func(t *testing.T) {
-		h := newHarness(t, func(c *Config) { c.RoomRate = 0.01 }) // bursts of 1
+		const rate, n = 10, 20 // bursts of 2*rate, shared by the two senders
+		h := newHarness(t, func(c *Config) { c.RoomRate = rate })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		a := h.dial(id, vals("agent", "a")).listen()
 		a.next(KindWelcome)
 		b := h.dial(id, vals("agent", "b")).listen()
 		b.next(KindWelcome)
-		if acks, limited := sendAll(t, 3, a, b); acks != 1 || limited != 5 {
-			t.Fatalf("%d acks, %d rate_limited; want 1 and 5", acks, limited)
+		if acks, limited := sendAll(t, n, a, b); acks != 2*n || limited != 0 {
+			t.Fatalf("%d acks, %d rate_limited; want %d and 0", acks, limited, 2*n)
 		}
+		paced(t, h, paceCluster)
+	})
+	t.Run("paced socket is served", func(t *testing.T) {
+		// While the node holds back the reading of a socket, the socket
+		// gets what others send, its pings are answered once the frames
+		// before them are taken, and the keepalive does not take it for
+		// dead, though its pong waits behind its frames.
+		const rate, n = 10, 25
+		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst, c.PingInterval = rate, 1, 200*time.Millisecond })
+		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+		other := h.dial(id, vals("agent", "other")).listen()
+		other.next(KindWelcome)
+		c := h.dial(id, vals("agent", "chatty")).listen()
+		c.next(KindWelcome)
+		for i := range n {
+			c.send(map[string]any{"payload": i})
+		}
+		pinged := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			pinged <- c.conn.Ping(ctx)
+		}()
+		other.send("while you wait")
+		acks := 0
+		for got := false; !got; {
+			switch f := c.nextOf(KindAck, KindMessage); f["kind"] {
+			case KindAck:
+				acks++
+			case KindMessage:
+				got = f["payload"] == "while you wait"
+			}
+		}
+		if acks > n/2 {
+			t.Fatalf("the message for the paced socket came after %d of its %d acks", acks, n)
+		}
+		for ; acks < n; acks++ {
+			c.next(KindAck)
+		}
+		if err := <-pinged; err != nil {
+			t.Fatalf("the paced socket's ping: %v", err)
+		}
+		c.send("still open")
+		c.next(KindAck)
 	})
 	t.Run("unlimited", func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.SocketRate, c.RoomRate = 0, 0 })
@@ -759,7 +815,7 @@ func TestSocketOfADeletedCluster(t *testing.T) {
 	}
 	server, client := net.Pipe()
 	t.Cleanup(func() { client.Close() })
-	sk := newSocket(&wsConn{conn: server, rd: server}, &h.svc.wg, "late", "", VisPublic, false, &h.svc.cfg)
+	sk := newSocket(&wsConn{conn: server, rd: server}, h.svc, "late", "", VisPublic, false)
 	go h.svc.serveSocket(cl, "", sk)
 
 	client.SetDeadline(time.Now().Add(10 * time.Second))
@@ -769,7 +825,7 @@ func TestSocketOfADeletedCluster(t *testing.T) {
 	}
 	var got map[string]any
 	json.Unmarshal(f.Payload, &got)
-	if got["kind"] != KindClosed || got["reason"] != reasonDeleted {
+	if got["kind"] != KindClosed || got["reason"] != causeDeleted.reason {
 		t.Fatalf("the socket got %s", f.Payload)
 	}
 	if f, err = ws.ReadFrame(client); err != nil || f.Header.OpCode != ws.OpClose {

@@ -44,17 +44,10 @@ func upgrade(w http.ResponseWriter, r *http.Request) (*wsConn, error) {
 
 // Errors ending a connection, with the close code the peer is sent.
 var (
-	errProtocol = &closeError{ws.StatusProtocolError, "protocol error"}
-	errTooBig   = &closeError{ws.StatusMessageTooBig, fmt.Sprintf("message larger than %d bytes", maxMessage)}
+	errProtocol = &closeCause{ws.StatusProtocolError, "protocol error", "protocol"}
+	errTooBig   = &closeCause{ws.StatusMessageTooBig, fmt.Sprintf("message larger than %d bytes", maxMessage), "too_big"}
 	errPeerGone = errors.New("wall: the client closed the connection")
 )
-
-type closeError struct {
-	code   ws.StatusCode
-	reason string
-}
-
-func (e *closeError) Error() string { return e.reason }
 
 // message is a data message as read: its opcode, up to keep bytes of its
 // payload, and its full size (size > len(data) means the rest was dropped).
@@ -66,8 +59,8 @@ type message struct {
 
 // readMessage reads the next data message, keeping at most keep bytes of
 // it and refusing one larger than maxMessage. Control frames on the way go
-// to control (pings, pongs and closes).
-func (c *wsConn) readMessage(keep int, control func(op ws.OpCode, payload []byte)) (message, error) {
+// to control (pings, pongs and closes); an error from it ends the read.
+func (c *wsConn) readMessage(keep int, control func(op ws.OpCode, payload []byte) error) (message, error) {
 	var m message
 	for {
 		h, err := ws.ReadHeader(c.rd)
@@ -85,7 +78,9 @@ func (c *wsConn) readMessage(keep int, control func(op ws.OpCode, payload []byte
 			if err != nil {
 				return m, err
 			}
-			control(h.OpCode, p)
+			if err := control(h.OpCode, p); err != nil {
+				return m, err
+			}
 			if h.OpCode == ws.OpClose {
 				return m, errPeerGone
 			}

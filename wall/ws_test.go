@@ -22,7 +22,10 @@ func clientFrame(fin bool, op ws.OpCode, payload []byte) []byte {
 
 func TestReadMessage(t *testing.T) {
 	var controls []string
-	control := func(op ws.OpCode, p []byte) { controls = append(controls, fmt.Sprintf("%d:%s", op, p)) }
+	control := func(op ws.OpCode, p []byte) error {
+		controls = append(controls, fmt.Sprintf("%d:%s", op, p))
+		return nil
+	}
 	stream := bytes.Join([][]byte{
 		clientFrame(false, ws.OpText, []byte("hel")),
 		clientFrame(true, ws.OpPing, []byte("are you there")), // between fragments
@@ -74,7 +77,7 @@ func FuzzReadMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &wsConn{rd: bytes.NewReader(data)}
 		for range 8 {
-			m, err := c.readMessage(64, func(ws.OpCode, []byte) {})
+			m, err := c.readMessage(64, func(ws.OpCode, []byte) error { return nil })
 			if err != nil {
 				return
 			}

@@ -16,7 +16,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchMemoryCmd(), benchClientsCmd(), benchMeshCmd(), benchFloodCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd())
 	return c
 }
 
@@ -94,11 +94,12 @@ func startBenchNode(ctx context.Context, tweaks ...func(*node.Config)) (*node.No
 	return n, n.Start(ctx)
 }
 
-func benchFloodCmd() *cobra.Command {
-	var o bench.FloodOptions
+func benchWriteFloodCmd() *cobra.Command {
+	var o bench.WriteFloodOptions
 	c := &cobra.Command{
-		Use:   "flood",
-		Short: "Measure honest registrations while one address, a rogue node or many addresses flood the directory",
+		Use:     "write-flood",
+		Aliases: []string{"flood"},
+		Short:   "Measure honest registrations while one address, a rogue node or many addresses flood the directory",
 		Long: `Starts a directory and two nodes in this process (in-memory stores, default
 write budgets) and, for --duration each, measures honest registrations
 through one node (--honest-rate a second, each from an address of its own)
@@ -114,7 +115,7 @@ p99 and failures, and the writes a second the directory's log took.`,
 				return fmt.Errorf("--duration, --flooders and --honest-rate must be positive")
 			}
 			bench.RaiseFileLimit()
-			phases, err := bench.Flood(cmd.Context(), o)
+			phases, err := bench.WriteFlood(cmd.Context(), o)
 			for _, p := range phases {
 				fmt.Fprintln(cmd.OutOrStdout(), p)
 			}

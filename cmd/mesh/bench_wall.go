@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/internal/bench"
+	"github.com/agentmesh/mesh/node"
 )
 
 func benchFanoutCmd() *cobra.Command {
@@ -32,7 +33,7 @@ connection from its /metrics, and deletes the cluster at the end.`,
 				return fmt.Errorf("--receivers and --window must be at least 1, --size at least 2 and --duration positive")
 			}
 			bench.RaiseFileLimit()
-			urls, done, err := benchNodes(cmd, []string{url}, 1)
+			urls, done, err := benchNodes(cmd, []string{url}, 1, bench.Unthrottled)
 			if err != nil {
 				return err
 			}
@@ -77,7 +78,7 @@ own limits (messages refused are counted).`,
 			if o.Rate < 1 || o.Duration <= 0 || nodes < 3 && len(urls) == 0 {
 				return fmt.Errorf("--rate must be at least 1, --duration positive and --nodes at least 3")
 			}
-			bases, done, err := benchNodes(cmd, urls, nodes)
+			bases, done, err := benchNodes(cmd, urls, nodes, bench.Unthrottled)
 			if err != nil {
 				return err
 			}
@@ -105,9 +106,9 @@ own limits (messages refused are counted).`,
 
 // benchNodes returns the base URLs a wall bench drives: urls, when given;
 // else those of an in-process mesh of n nodes (with n > 1, all but the
-// bootstrap, which only relays the directory), send limits lifted, which
-// done closes.
-func benchNodes(cmd *cobra.Command, urls []string, n int) ([]string, func(), error) {
+// bootstrap, which only relays the directory), configured by tweak (nil:
+// as mesh node without flags), which done closes.
+func benchNodes(cmd *cobra.Command, urls []string, n int, tweak func(*node.Config)) ([]string, func(), error) {
 	urls = slices.DeleteFunc(slices.Clone(urls), func(u string) bool { return u == "" })
 	if len(urls) > 0 {
 		for i, u := range urls {
@@ -115,7 +116,7 @@ func benchNodes(cmd *cobra.Command, urls []string, n int) ([]string, func(), err
 		}
 		return urls, func() {}, nil
 	}
-	m, err := bench.StartMesh(cmd.Context(), n, bench.Unthrottled)
+	m, err := bench.StartMesh(cmd.Context(), n, tweak)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,5 +215,95 @@ ordinary node, bypassing the local directory, and reports the latency.`,
 	f.IntSliceVar(&sizes, "nodes", []int{5, 20}, "mesh sizes to measure")
 	f.IntVar(&registrations, "registrations", 30, "registrations to time per size")
 	f.IntVar(&agents, "agents", 10, "agents to look up per node")
+	return c
+}
+
+func benchStreamCmd() *cobra.Command {
+	var nodes int
+	var urls []string
+	var burst, rate int
+	var duration time.Duration
+	c := &cobra.Command{
+		Use:   "wall-stream",
+		Short: "A streamed answer under a node's limits: deltas delivered and the sender's ack delay",
+		Long: `Streams deltas in the spec's convention ({type: message, stream, seq, delta,
+done}) from one socket to a reader: first a burst of --burst deltas written
+at once, then --rate deltas a second for --duration (either is skipped when
+0). Reports the deltas the reader got in order, error frames, and the
+delay of each ack after its delta was due. Without --url it starts
+in-memory nodes with the default limits of ` + "`mesh node`" + `: with --nodes 1,
+sender and reader on one node; with 2, on two nodes joined to a bootstrap.
+With --url, repeatable, it drives running nodes: the sender on the first,
+the reader on the last.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if burst < 0 || rate < 0 || burst == 0 && rate == 0 || rate > 0 && duration <= 0 || len(urls) == 0 && nodes != 1 && nodes != 2 {
+				return fmt.Errorf("give --burst, or --rate with a positive --duration, or both; --nodes is 1 or 2")
+			}
+			// Two nodes: two joined to a bootstrap, which only relays
+			// the directory; all with the limits of mesh node.
+			bases, done, err := benchNodes(cmd, urls, map[int]int{1: 1, 2: 3}[nodes], nil)
+			if err != nil {
+				return err
+			}
+			defer done()
+			fmt.Fprintf(os.Stderr, "sender on %s, reader on %s\n", bases[0], bases[len(bases)-1])
+			for _, o := range []bench.StreamOptions{{Burst: burst}, {Rate: rate, Duration: duration}} {
+				if o.Burst == 0 && o.Rate == 0 {
+					continue
+				}
+				res, err := bench.Stream(cmd.Context(), bases, o)
+				if err != nil {
+					return err
+				}
+				what := fmt.Sprintf("burst of %d", o.Burst)
+				if o.Rate > 0 {
+					what = fmt.Sprintf("%d/s for %s", o.Rate, o.Duration)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", what, res)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringSliceVar(&urls, "url", nil, "base URL of a running node, repeatable: the sender on the first, the reader on the last; none starts in-memory nodes")
+	f.IntVar(&nodes, "nodes", 1, "in-memory nodes: 1 (sender and reader on one) or 2")
+	f.IntVar(&burst, "burst", 300, "deltas written at once (0: no burst)")
+	f.IntVar(&rate, "rate", 100, "deltas a second after the burst (0: none)")
+	f.DurationVar(&duration, "duration", 60*time.Second, "how long to stream at --rate")
+	return c
+}
+
+func benchFloodCmd() *cobra.Command {
+	var o bench.FloodOptions
+	var url string
+	c := &cobra.Command{
+		Use:   "wall-flood",
+		Short: "A ping flood on a running node's lobby, and the node's memory meanwhile",
+		Long: `Opens --sockets WebSockets on a running node's open lobby (as ghosts, no
+credentials), each with a 4 KiB receive buffer and never reading, and sends
+batches of 125-byte pings on each for --duration; a socket the node closes
+connects again at once. Samples the node's resident memory from its
+/metrics every 100 ms and reports it before, at its peak and at the end,
+and whether the node still answers /health. Run it against a node in
+another process (mesh node): the measurement is of that process.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if url == "" || o.Sockets < 1 || o.Duration <= 0 {
+				return fmt.Errorf("--url is required, --sockets at least 1 and --duration positive")
+			}
+			fmt.Fprintf(os.Stderr, "%d sockets flooding pings for %s at %s\n", o.Sockets, o.Duration, url)
+			res, err := bench.PingFlood(cmd.Context(), strings.TrimRight(url, "/"), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&url, "url", "", "base URL of the running node to flood")
+	f.IntVar(&o.Sockets, "sockets", 4, "flooding sockets")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "flooding time")
 	return c
 }

@@ -57,8 +57,10 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "on SIGTERM, how long the requests under way and the gossip queued for peers each get to finish (env MESH_SHUTDOWN_GRACE)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
-	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "messages a second one wall socket may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
-	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second all wall sockets of one cluster on this node may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
+	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "frames a second the node takes from one wall socket, in bursts of twice that; a faster client is slowed down (not read meanwhile), never refused; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
+	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second the node takes from all wall sockets of one cluster together, in bursts of twice that, pacing them likewise; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
+	f.Int64Var(&cfg.Wall.SendMemory, "wall-send-memory", cfg.Wall.SendMemory, "bytes of frames that may wait for all wall sockets of the node together; past it a socket that has frames waiting is closed as a slow consumer (env MESH_WALL_SEND_MEMORY)")
+	f.Float64Var(&cfg.Wall.ControlRate, "wall-control-rate", cfg.Wall.ControlRate, "control frames (pings, pongs, closes) a second one wall socket may send, in bursts of twice that; past it the socket is closed (env MESH_WALL_CONTROL_RATE)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Client), "budget-client", "writes a second one client address (IPv4 address, IPv6 /64) may make without an agent's credential, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CLIENT)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Credential), "budget-credential", "writes a second one registered agent (bearer token, or Mesh-Sig by its bound key) may make, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CREDENTIAL)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Node), "budget-node", "directory only: requests a second the directory takes from each node forwarding to it, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_NODE)")
@@ -86,6 +88,8 @@ func (b *budgetFlag) Set(s string) error {
 var nodeEnv = map[string]string{
 	"wall-socket-rate":   "MESH_WALL_SOCKET_RATE",
 	"wall-room-rate":     "MESH_WALL_ROOM_RATE",
+	"wall-send-memory":   "MESH_WALL_SEND_MEMORY",
+	"wall-control-rate":  "MESH_WALL_CONTROL_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
 	"shutdown-grace":     "MESH_SHUTDOWN_GRACE",
 	"budget-client":      "MESH_BUDGET_CLIENT",

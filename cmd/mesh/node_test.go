@@ -25,6 +25,8 @@ func TestNodeWallRateFlags(t *testing.T) {
 		env          map[string]string
 		args         []string
 		socket, room float64
+		memory       int64
+		control      float64
 		err          string
 	}{
 		{name: "defaults", socket: wall.DefaultSocketRate, room: wall.DefaultRoomRate},
@@ -36,6 +38,12 @@ func TestNodeWallRateFlags(t *testing.T) {
 		{name: "bad grace env", env: map[string]string{"MESH_SHUTDOWN_GRACE": "5"}, err: "MESH_SHUTDOWN_GRACE"},
 		{name: "negative grace", args: []string{"--shutdown-grace", "-1s", "--data", t.TempDir()}, err: "ShutdownGrace"},
 		{name: "bad flag", args: []string{"--wall-socket-rate", "lots"}, err: "wall-socket-rate"},
+		{name: "wall memory and control flags", args: []string{"--wall-send-memory", "1048576", "--wall-control-rate", "3"},
+			socket: wall.DefaultSocketRate, room: wall.DefaultRoomRate, memory: 1 << 20, control: 3},
+		{name: "wall memory and control env", env: map[string]string{"MESH_WALL_SEND_MEMORY": "2097152", "MESH_WALL_CONTROL_RATE": "5"},
+			socket: wall.DefaultSocketRate, room: wall.DefaultRoomRate, memory: 2 << 20, control: 5},
+		{name: "bad memory env", env: map[string]string{"MESH_WALL_SEND_MEMORY": "64MiB"}, err: "MESH_WALL_SEND_MEMORY"},
+		{name: "negative control rate", args: []string{"--wall-control-rate", "-1", "--data", t.TempDir()}, err: "ControlRate"},
 		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,6 +68,10 @@ func TestNodeWallRateFlags(t *testing.T) {
 				t.Fatal(err)
 			case got.WallSocketRate != tc.socket || got.WallRoomRate != tc.room:
 				t.Fatalf("rates %v, %v; want %v, %v", got.WallSocketRate, got.WallRoomRate, tc.socket, tc.room)
+			case tc.memory != 0 && (got.Wall.SendMemory != tc.memory || got.Wall.ControlRate != tc.control):
+				t.Fatalf("send memory %d, control rate %v; want %d, %v", got.Wall.SendMemory, got.Wall.ControlRate, tc.memory, tc.control)
+			case tc.memory == 0 && (got.Wall.SendMemory != wall.DefaultSendMemory || got.Wall.ControlRate != wall.DefaultControlRate):
+				t.Fatalf("send memory %d, control rate %v; want the defaults", got.Wall.SendMemory, got.Wall.ControlRate)
 			}
 		})
 	}

@@ -48,6 +48,14 @@ func TestMeasurementsRun(t *testing.T) {
 			t.Fatalf("latency: messages lost: %v", lat)
 		}
 	}
+	st, err := Stream(ctx, []string{m.Nodes[1].URL(), m.Nodes[2].URL()}, StreamOptions{Burst: 50})
+	if err != nil || st.Sent != 50 || st.Delivered != 50 || !st.InOrder || !st.Done || st.Errors != 0 || st.AckDelay.N != 50 {
+		t.Fatalf("stream: %v, %v", st, err)
+	}
+	flood, err := PingFlood(ctx, base, FloodOptions{Sockets: 1, Duration: 300 * time.Millisecond})
+	if err != nil || flood.Pings == 0 || flood.Connections == 0 || !flood.Healthy || flood.RSSPeak < flood.RSSBefore {
+		t.Fatalf("flood: %v, %v", flood, err)
+	}
 	self, _ := os.Executable()
 	mem, err := IdleMemory(ctx, base, 50, func(url string, n int) *exec.Cmd {
 		cmd := exec.Command(self)
@@ -65,19 +73,19 @@ func TestMeasurementsRun(t *testing.T) {
 	if err != nil || dht.N != 4 {
 		t.Fatalf("DHT lookups: %v, %v", dht, err)
 	}
-	t.Log(fan, "|", lat, "|", mem, "|", vis, "|", dht)
+	t.Log(fan, "|", lat, "|", st, "|", flood, "|", mem, "|", vis, "|", dht)
 }
 
-// TestFloodRuns runs the flood bench small: a client flooding a node, a
+// TestWriteFloodRuns runs the write flood bench small: a client flooding a node, a
 // rogue peer and a botnet on the directory are each held to their
 // budgets, and the honest client on another node gets in throughout.
-func TestFloodRuns(t *testing.T) {
+func TestWriteFloodRuns(t *testing.T) {
 	budgets := func(cfg *node.Config) { // small, so that a short flood meets them, with -race too
 		cfg.Budgets.Client = admission.Budget{Rate: 1, Burst: 5}
 		cfg.Budgets.Node = admission.Budget{Rate: 20, Burst: 20} // above the honest rate
 		cfg.Budgets.Directory = admission.Budget{Rate: 100, Burst: 100}
 	}
-	phases, err := Flood(context.Background(), FloodOptions{Duration: time.Second, Flooders: 8, HonestRate: 10, Tweak: budgets})
+	phases, err := WriteFlood(context.Background(), WriteFloodOptions{Duration: time.Second, Flooders: 8, HonestRate: 10, Tweak: budgets})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ type FanoutOptions struct {
 // FanoutResult is what Fanout measured.
 type FanoutResult struct {
 	Messages, Deliveries int64
-	Refused              int64 // messages the node refused (rate_limited, say)
+	Refused              int64 // messages the node refused (error frames)
 	Elapsed              time.Duration
 	PerSecond            float64
 	Disconnected         int64 // receivers dropped as slow consumers
@@ -290,7 +290,7 @@ type LatencyResult struct {
 	// exchanges with the receivers' nodes.
 	Join     time.Duration
 	Sent     int
-	Refused  int   // messages the sender's node refused (rate_limited, say)
+	Refused  int   // messages the sender's node refused (error frames)
 	Received []int // per receiver
 }
 
@@ -355,16 +355,21 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 		return LatencyResult{}, err
 	}
 	join := time.Since(dialed)
-	var refused atomic.Int64
+	var refused, answered atomic.Int64
 	go func() {
 		for {
 			f, err := sender.Next(ctx)
 			if err != nil {
 				return
 			}
-			if f.Kind == wall.KindError {
+			switch f.Kind {
+			case wall.KindError:
 				refused.Add(1)
+			case wall.KindAck:
+			default:
+				continue
 			}
+			answered.Add(1)
 		}
 	}()
 	pad := strings.Repeat("x", max(o.Size-40, 0))
@@ -377,7 +382,11 @@ func Latency(ctx context.Context, bases []string, o LatencyOptions) (LatencyResu
 		}
 		sent++
 	}
-	// The last messages land (or are lost), and the last refusals come.
+	// The node takes the last messages (a node pacing the sender takes
+	// them later than they were sent), then they land or are lost.
+	for wait := time.Now().Add(time.Minute); answered.Load() < int64(sent) && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	for settle := time.Now().Add(2 * time.Second); time.Now().Before(settle); time.Sleep(10 * time.Millisecond) {
 		taken := sent - int(refused.Load())
 		mu.Lock()
