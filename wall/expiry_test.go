@@ -35,3 +35,44 @@ func TestProposedTakesOnlySelfCertifyingOps(t *testing.T) {
 		t.Errorf("without a join window a creation gets deadline %d", op.JoinBy)
 	}
 }
+
+// TestSweepSparesAClusterBeingServed: a public cluster past its join
+// deadline that a node serves right now (its joined mark was never logged)
+// is logged as joined instead of expiring; one nobody serves expires, and
+// its slug is free again.
+func TestSweepSparesAClusterBeingServed(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := t.Context()
+	now := time.Now()
+	create := func(name string) *Record {
+		t.Helper()
+		rec, signed, _, _, err := newCluster(Public, Meta{Name: name}, now.UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.svc.cfg.Log.Propose(ctx, Kind, now.UnixNano(), Op{Create: &signed, JoinBy: now.Add(-time.Second).UnixNano()}); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	served := create("Served")
+	// A registration that came before the cluster's record was applied
+	// here: the hook found nothing to mark, so only the sweep's check can.
+	if _, err := h.host.Rendezvous(ctx, topicName(served.ID), true); err != nil {
+		t.Fatal(err)
+	}
+	abandoned := create("Abandoned")
+	n, err := h.svc.SweepExpired(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d expired, %v; want 1", n, err)
+	}
+	if cl, err := h.cat.Get(served.ID); err != nil || cl.JoinBy != 0 {
+		t.Fatalf("the served cluster: %+v, %v; want it kept, joined", cl, err)
+	}
+	if _, err := h.cat.Get(abandoned.ID); err == nil {
+		t.Fatal("the abandoned cluster is still there")
+	}
+	if _, err := h.cat.Lookup("abandoned"); err == nil {
+		t.Fatal("the abandoned cluster's slug still leads somewhere")
+	}
+}
