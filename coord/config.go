@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/portreg"
@@ -57,6 +58,10 @@ type Config struct {
 	// DebugMaxBytes and DebugMaxAge bound the debug log (5 MB, 30 min).
 	DebugMaxBytes int
 	DebugMaxAge   time.Duration
+	// Chat is the agent command and the limits of chat turns, queues and
+	// attachments (chat.DefaultConfig); the daemon fills its folder,
+	// clock, logger and hooks.
+	Chat chat.Config
 	// Clock is the time source (the system clock).
 	Clock clock.Clock
 	// Logger receives the daemon's logs (discarded when nil).
@@ -68,7 +73,7 @@ func DefaultConfig() Config {
 	return Config{Dir: ".", Host: "127.0.0.1", PortMin: portreg.DefaultMin, PortMax: portreg.DefaultMax,
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
-		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute}
+		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig()}
 }
 
 // ErrConfig is an unusable configuration.

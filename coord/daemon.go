@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/debuglog"
@@ -27,6 +28,7 @@ type Daemon struct {
 	log    *slog.Logger
 	events *hub
 	crons  *cron.Scheduler
+	chat   *chat.Engine
 	mux    *httpx.Mux
 
 	// writeMu serialises what writes the roadmap: rebuilds (which
@@ -68,6 +70,9 @@ func New(cfg Config) (*Daemon, error) {
 	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
 	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
 		Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
+	if d.chat, err = d.newChat(); err != nil {
+		return nil, err
+	}
 	d.routes()
 	return d, nil
 }
@@ -89,6 +94,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 	if _, err := d.rebuild(); err != nil {
 		return fmt.Errorf("coord: %w", err)
+	}
+	if err := d.chat.Start(); err != nil {
+		return fmt.Errorf("coord: conversations: %w", err)
 	}
 	if err := d.listen(); err != nil {
 		return err
@@ -172,6 +180,7 @@ func (d *Daemon) Close() error {
 			d.cancel()
 		}
 		d.wg.Wait()
+		d.chat.Close()
 		d.crons.Close()
 		if d.dlog != nil {
 			d.dlog.Close()

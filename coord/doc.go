@@ -6,8 +6,10 @@
 // imported only by cmd/mesh.
 //
 // The parts live in sub-packages: cluster (cluster.yaml), roadmap (the
-// files and their frontmatter), cron (schedules, jobs, runs), debuglog,
+// files and their frontmatter), cron (schedules, jobs, runs), chat
+// (conversations and the coding-agent turns), debuglog,
 // portreg (the machine-global port registry) and clock (the injectable
-// time source). This package wires them: Config, New, Start, Close, the
+// time source), with tailbuf and atomicfile as small helpers. This
+// package wires them: Config, New, Start, Close, the
 // HTTP routes and the event hub.
 package coord

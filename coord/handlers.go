@@ -36,6 +36,10 @@ func (d *Daemon) routes() {
 	h("POST /debug/log", d.debugLog)
 	h("GET /crons", d.cronList)
 	h("GET /crons/{id}/runs", d.cronRuns)
+	h("POST /chat/dispatch", d.dispatch)
+	h("GET /chat/snapshot", d.chatSnapshot)
+	h("GET /chat/conv/{id}/messages", d.convMessages)
+	h("GET /chat/conv/{id}/queue", d.convQueue)
 	d.mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
 		d.events.serve(w, r, d.cfg.AllowedOrigins)
 	})
@@ -50,7 +54,7 @@ func (d *Daemon) health(w http.ResponseWriter, _ *http.Request) error {
 		// of the chat and self-update work); until then latest is null.
 		"standard":           map[string]any{"version": standardVersion(d.cfg.Dir), "latest": nil, "drift": false},
 		"paused_agent_types": []string{},
-		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": false, "chat": false},
+		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": false, "chat": d.chat.Enabled()},
 		"event_clients":      d.events.count(),
 	})
 	return nil

@@ -56,6 +56,15 @@ and keeps a debug log. It needs no mesh node.`,
 	f.DurationVar(&cfg.CronTick, "cron-tick", cfg.CronTick, "cron scheduler tick (env MESH_COORD_CRON_TICK)")
 	f.IntVar(&cfg.DebugMaxBytes, "debug-max-bytes", cfg.DebugMaxBytes, "bytes of debug log kept (env MESH_COORD_DEBUG_MAX_BYTES)")
 	f.DurationVar(&cfg.DebugMaxAge, "debug-max-age", cfg.DebugMaxAge, "age of debug events kept (env MESH_COORD_DEBUG_MAX_AGE)")
+	f.StringVar(&cfg.Chat.AgentCmd, "agent-cmd", env("MESH_COORD_AGENT_CMD", ""), "coding-agent command of chat turns, run by /bin/sh -c with the message on stdin; empty: chat is off (env MESH_COORD_AGENT_CMD)")
+	f.DurationVar(&cfg.Chat.TurnTimeout, "turn-timeout", cfg.Chat.TurnTimeout, "time one attempt of a chat turn may take before the agent is killed (env MESH_COORD_TURN_TIMEOUT)")
+	f.IntVar(&cfg.Chat.MaxRetries, "turn-retries", cfg.Chat.MaxRetries, "retries of a chat turn after transient upstream errors (env MESH_COORD_TURN_RETRIES)")
+	f.IntVar(&cfg.Chat.QueueMax, "chat-queue-max", cfg.Chat.QueueMax, "messages that may wait in one conversation (env MESH_COORD_CHAT_QUEUE_MAX)")
+	f.IntVar(&cfg.Chat.MaxConvs, "chat-max-convs", cfg.Chat.MaxConvs, "conversations kept (env MESH_COORD_CHAT_MAX_CONVS)")
+	f.IntVar(&cfg.Chat.MaxText, "chat-max-text", cfg.Chat.MaxText, "bytes of an operator message (env MESH_COORD_CHAT_MAX_TEXT)")
+	f.IntVar(&cfg.Chat.MaxOutput, "chat-max-output", cfg.Chat.MaxOutput, "bytes of an answer kept (env MESH_COORD_CHAT_MAX_OUTPUT)")
+	f.IntVar(&cfg.Chat.AttachmentMax, "attachment-max-bytes", cfg.Chat.AttachmentMax, "decoded bytes of one attachment; larger ones are skipped as too_large (env MESH_COORD_ATTACHMENT_MAX_BYTES)")
+	f.IntVar(&cfg.Chat.MaxAttachments, "max-attachments", cfg.Chat.MaxAttachments, "attachments of one message; more are skipped as too_large (env MESH_COORD_MAX_ATTACHMENTS)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	return c
 }
@@ -63,13 +72,21 @@ and keeps a debug log. It needs no mesh node.`,
 // coordEnv names the environment variables of the typed `mesh coord`
 // flags, which flagsFromEnv parses as the flags do.
 var coordEnv = map[string]string{
-	"port":            "MESH_COORD_PORT",
-	"poll":            "MESH_COORD_POLL",
-	"heartbeat":       "MESH_COORD_HEARTBEAT",
-	"send-timeout":    "MESH_COORD_SEND_TIMEOUT",
-	"cron-tick":       "MESH_COORD_CRON_TICK",
-	"debug-max-bytes": "MESH_COORD_DEBUG_MAX_BYTES",
-	"debug-max-age":   "MESH_COORD_DEBUG_MAX_AGE",
+	"port":                 "MESH_COORD_PORT",
+	"poll":                 "MESH_COORD_POLL",
+	"heartbeat":            "MESH_COORD_HEARTBEAT",
+	"send-timeout":         "MESH_COORD_SEND_TIMEOUT",
+	"cron-tick":            "MESH_COORD_CRON_TICK",
+	"debug-max-bytes":      "MESH_COORD_DEBUG_MAX_BYTES",
+	"debug-max-age":        "MESH_COORD_DEBUG_MAX_AGE",
+	"turn-timeout":         "MESH_COORD_TURN_TIMEOUT",
+	"turn-retries":         "MESH_COORD_TURN_RETRIES",
+	"chat-queue-max":       "MESH_COORD_CHAT_QUEUE_MAX",
+	"chat-max-convs":       "MESH_COORD_CHAT_MAX_CONVS",
+	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",
+	"chat-max-output":      "MESH_COORD_CHAT_MAX_OUTPUT",
+	"attachment-max-bytes": "MESH_COORD_ATTACHMENT_MAX_BYTES",
+	"max-attachments":      "MESH_COORD_MAX_ATTACHMENTS",
 }
 
 func runCoord(ctx context.Context, cfg coord.Config) error {
