@@ -31,7 +31,8 @@ var (
 func (d *Daemon) newChat() (*chat.Engine, error) {
 	c := d.cfg.Chat
 	c.Dir, c.Project, c.Clock, c.Logger = filepath.Join(d.cfg.StateDir, "chat"), d.cfg.Dir, d.cfg.Clock, d.log
-	c.Emit, c.CheckAnchor = d.events.publish, d.checkAnchor
+	c.Emit, c.CheckAnchor, c.TurnEnded = d.events.publish, d.checkAnchor, d.turnEnded
+	c.Coordinating = func(conv string) bool { return d.runs.Coordinating(conv) }
 	e, err := chat.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)

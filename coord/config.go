@@ -62,6 +62,9 @@ type Config struct {
 	// attachments (chat.DefaultConfig); the daemon fills its folder,
 	// clock, logger and hooks.
 	Chat chat.Config
+	// RunsKept is how many ended story runs are kept (100); RunsMax how
+	// many may run at once (16).
+	RunsKept, RunsMax int
 	// Clock is the time source (the system clock).
 	Clock clock.Clock
 	// Logger receives the daemon's logs (discarded when nil).
@@ -73,7 +76,7 @@ func DefaultConfig() Config {
 	return Config{Dir: ".", Host: "127.0.0.1", PortMin: portreg.DefaultMin, PortMax: portreg.DefaultMax,
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
-		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig()}
+		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16}
 }
 
 // ErrConfig is an unusable configuration.
@@ -101,6 +104,12 @@ func (c *Config) Validate() error {
 	if c.PortMin == 0 && c.PortMax == 0 {
 		c.PortMin, c.PortMax = d.PortMin, d.PortMax
 	}
+	if c.RunsKept == 0 {
+		c.RunsKept = d.RunsKept
+	}
+	if c.RunsMax == 0 {
+		c.RunsMax = d.RunsMax
+	}
 	if c.DebugMaxBytes == 0 {
 		c.DebugMaxBytes = d.DebugMaxBytes
 	}
@@ -118,7 +127,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: port %d", ErrConfig, c.Port)
 	case c.PortMin < 1 || c.PortMax > 65535 || c.PortMin > c.PortMax:
 		return fmt.Errorf("%w: port range %d..%d", ErrConfig, c.PortMin, c.PortMax)
-	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.DebugMaxBytes < 0:
+	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
 		return fmt.Errorf("%w: durations and sizes must be positive", ErrConfig)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/portreg"
+	"github.com/agentmesh/mesh/coord/runs"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -29,6 +30,7 @@ type Daemon struct {
 	events *hub
 	crons  *cron.Scheduler
 	chat   *chat.Engine
+	runs   *runs.Manager
 	mux    *httpx.Mux
 
 	// writeMu serialises what writes the roadmap: rebuilds (which
@@ -73,6 +75,7 @@ func New(cfg Config) (*Daemon, error) {
 	if d.chat, err = d.newChat(); err != nil {
 		return nil, err
 	}
+	d.runs = d.newRuns()
 	d.routes()
 	return d, nil
 }
@@ -95,9 +98,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if _, err := d.rebuild(); err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}
+	// Runs first: a turn the chat starts again may end at once.
+	if err := d.runs.Load(); err != nil {
+		return fmt.Errorf("coord: runs: %w", err)
+	}
 	if err := d.chat.Start(); err != nil {
 		return fmt.Errorf("coord: conversations: %w", err)
 	}
+	d.runs.Resume()
 	if err := d.listen(); err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@
 //
 // The parts live in sub-packages: cluster (cluster.yaml), roadmap (the
 // files and their frontmatter), cron (schedules, jobs, runs), chat
-// (conversations and the coding-agent turns), debuglog,
+// (conversations and the coding-agent turns), runs (story runs), debuglog,
 // portreg (the machine-global port registry) and clock (the injectable
 // time source), with tailbuf and atomicfile as small helpers. This
 // package wires them: Config, New, Start, Close, the

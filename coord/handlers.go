@@ -40,6 +40,9 @@ func (d *Daemon) routes() {
 	h("GET /chat/snapshot", d.chatSnapshot)
 	h("GET /chat/conv/{id}/messages", d.convMessages)
 	h("GET /chat/conv/{id}/queue", d.convQueue)
+	h("GET /runs", d.listRuns)
+	h("POST /runs", d.createRun)
+	h("POST /runs/{id}/cancel", d.cancelRun)
 	d.mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
 		d.events.serve(w, r, d.cfg.AllowedOrigins)
 	})

@@ -65,6 +65,8 @@ and keeps a debug log. It needs no mesh node.`,
 	f.IntVar(&cfg.Chat.MaxOutput, "chat-max-output", cfg.Chat.MaxOutput, "bytes of an answer kept (env MESH_COORD_CHAT_MAX_OUTPUT)")
 	f.IntVar(&cfg.Chat.AttachmentMax, "attachment-max-bytes", cfg.Chat.AttachmentMax, "decoded bytes of one attachment; larger ones are skipped as too_large (env MESH_COORD_ATTACHMENT_MAX_BYTES)")
 	f.IntVar(&cfg.Chat.MaxAttachments, "max-attachments", cfg.Chat.MaxAttachments, "attachments of one message; more are skipped as too_large (env MESH_COORD_MAX_ATTACHMENTS)")
+	f.IntVar(&cfg.RunsMax, "runs-max", cfg.RunsMax, "story runs running at once (env MESH_COORD_RUNS_MAX)")
+	f.IntVar(&cfg.RunsKept, "runs-kept", cfg.RunsKept, "ended story runs kept (env MESH_COORD_RUNS_KEPT)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	return c
 }
@@ -86,6 +88,8 @@ var coordEnv = map[string]string{
 	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",
 	"chat-max-output":      "MESH_COORD_CHAT_MAX_OUTPUT",
 	"attachment-max-bytes": "MESH_COORD_ATTACHMENT_MAX_BYTES",
+	"runs-max":             "MESH_COORD_RUNS_MAX",
+	"runs-kept":            "MESH_COORD_RUNS_KEPT",
 	"max-attachments":      "MESH_COORD_MAX_ATTACHMENTS",
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -258,4 +259,36 @@ func (e *Engine) Active() bool {
 		}
 	}
 	return false
+}
+
+// Pending reports whether item of conversation id is queued or under way.
+func (e *Engine) Pending(id, item string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.convs[id]
+	if !ok {
+		return false
+	}
+	if c.st.Live != nil && c.st.Live.ID == item {
+		return true
+	}
+	return slices.ContainsFunc(c.st.Queue, func(it Item) bool { return it.ID == item })
+}
+
+// Unqueue takes item out of conversation id's queue; an item under way is
+// left to finish.
+func (e *Engine) Unqueue(id, item string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.convs[id]
+	if !ok {
+		return ErrNoConv
+	}
+	i := slices.IndexFunc(c.st.Queue, func(it Item) bool { return it.ID == item })
+	if i < 0 {
+		return nil
+	}
+	c.st.Queue = slices.Delete(c.st.Queue, i, i+1)
+	e.cfg.Emit("queue.item.removed", map[string]any{"conv": id, "item_id": item})
+	return c.save()
 }

@@ -9,6 +9,9 @@
 #   hang             answers one line and never ends
 #   gate FILE        answers one line, waits for FILE to exist, answers another
 #   attach           answers the name and content of each attachment
+#   Story run ...    a task of a story run: waits for $FAKE_AGENT_GATE to
+#                    exist when set, fails when the message names
+#                    $FAKE_AGENT_FAIL_TASK, else answers "worked on TASK"
 set -f
 read -r -d '' msg
 set -- $msg
@@ -55,6 +58,15 @@ attach)
 	while IFS= read -r f; do
 		[ -n "$f" ] && echo "$(basename "$f"): $(cat "$f")"
 	done <<<"$MESH_COORD_ATTACHMENTS"
+	;;
+Story)
+	task=$7
+	while [ -n "$FAKE_AGENT_GATE" ] && [ ! -e "$FAKE_AGENT_GATE" ]; do sleep 0.02; done
+	if [ -n "$FAKE_AGENT_FAIL_TASK" ] && [ "$task" = "$FAKE_AGENT_FAIL_TASK" ]; then
+		upstream request
+		exit 1
+	fi
+	echo "worked on $task"
 	;;
 *) echo "unknown command $cmd" >&2; exit 2 ;;
 esac
