@@ -62,6 +62,11 @@ type Config struct {
 	// attachments (chat.DefaultConfig); the daemon fills its folder,
 	// clock, logger and hooks.
 	Chat chat.Config
+	// ArchiveAfter is how long a conversation stays idle before its
+	// timeline is archived (90 days); ArchiveScan how often that is looked
+	// for (1 h); StorageCache how long a storage report is served again
+	// (30 s).
+	ArchiveAfter, ArchiveScan, StorageCache time.Duration
 	// RunsKept is how many ended story runs are kept (100); RunsMax how
 	// many may run at once (16).
 	RunsKept, RunsMax int
@@ -76,7 +81,8 @@ func DefaultConfig() Config {
 	return Config{Dir: ".", Host: "127.0.0.1", PortMin: portreg.DefaultMin, PortMax: portreg.DefaultMax,
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
-		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16}
+		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16,
+		ArchiveAfter: 90 * 24 * time.Hour, ArchiveScan: time.Hour, StorageCache: 30 * time.Second}
 }
 
 // ErrConfig is an unusable configuration.
@@ -95,6 +101,9 @@ func (c *Config) Validate() error {
 	fill(&c.SendTimeout, d.SendTimeout)
 	fill(&c.CronTick, d.CronTick)
 	fill(&c.DebugMaxAge, d.DebugMaxAge)
+	fill(&c.ArchiveAfter, d.ArchiveAfter)
+	fill(&c.ArchiveScan, d.ArchiveScan)
+	fill(&c.StorageCache, d.StorageCache)
 	if c.Dir == "" {
 		c.Dir = d.Dir
 	}
@@ -127,7 +136,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: port %d", ErrConfig, c.Port)
 	case c.PortMin < 1 || c.PortMax > 65535 || c.PortMin > c.PortMax:
 		return fmt.Errorf("%w: port range %d..%d", ErrConfig, c.PortMin, c.PortMax)
-	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
+	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.ArchiveAfter < 0 || c.ArchiveScan < 0 || c.StorageCache < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
 		return fmt.Errorf("%w: durations and sizes must be positive", ErrConfig)
 	}
 	return nil

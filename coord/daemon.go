@@ -39,17 +39,18 @@ type Daemon struct {
 	mu      sync.RWMutex
 	state   *snapshot
 
-	dlog      *debuglog.Log
-	srv       *http.Server
-	ln        net.Listener
-	clusterID string
-	endpoint  string
-	reason    string
-	started   time.Time
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	storageCache storageCache
+	dlog         *debuglog.Log
+	srv          *http.Server
+	ln           net.Listener
+	clusterID    string
+	endpoint     string
+	reason       string
+	started      time.Time
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // New checks cfg and prepares a daemon; it starts nothing.
@@ -122,7 +123,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// Tickers are made here, not in their goroutines, so that a test's
 	// clock cannot move before they exist.
 	poll, beat := d.cfg.Clock.NewTicker(d.cfg.Poll), d.cfg.Clock.NewTicker(d.cfg.Heartbeat)
+	archive := d.cfg.Clock.NewTicker(d.cfg.ArchiveScan)
 	d.wg.Go(func() { onTick(ctx, poll, d.poll) })
+	d.wg.Go(func() { onTick(ctx, archive, d.archiveScan) })
 	d.wg.Go(func() { onTick(ctx, beat, func() { d.events.publish("heartbeat", nil) }) })
 	d.crons.Start()
 	d.debug("info", "daemon", "started", map[string]any{"endpoint": d.endpoint, "port_reason": d.reason})

@@ -40,6 +40,7 @@ func (d *Daemon) routes() {
 	h("GET /chat/snapshot", d.chatSnapshot)
 	h("GET /chat/conv/{id}/messages", d.convMessages)
 	h("GET /chat/conv/{id}/queue", d.convQueue)
+	h("GET /storage", d.storage)
 	h("GET /runs", d.listRuns)
 	h("POST /runs", d.createRun)
 	h("POST /runs/{id}/cancel", d.cancelRun)

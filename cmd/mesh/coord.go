@@ -67,6 +67,9 @@ and keeps a debug log. It needs no mesh node.`,
 	f.IntVar(&cfg.Chat.MaxAttachments, "max-attachments", cfg.Chat.MaxAttachments, "attachments of one message; more are skipped as too_large (env MESH_COORD_MAX_ATTACHMENTS)")
 	f.IntVar(&cfg.RunsMax, "runs-max", cfg.RunsMax, "story runs running at once (env MESH_COORD_RUNS_MAX)")
 	f.IntVar(&cfg.RunsKept, "runs-kept", cfg.RunsKept, "ended story runs kept (env MESH_COORD_RUNS_KEPT)")
+	f.DurationVar(&cfg.ArchiveAfter, "archive-after", cfg.ArchiveAfter, "idle time after which a conversation's timeline is archived with gzip (env MESH_COORD_ARCHIVE_AFTER)")
+	f.DurationVar(&cfg.ArchiveScan, "archive-scan", cfg.ArchiveScan, "how often idle conversations and old archives are looked for (env MESH_COORD_ARCHIVE_SCAN)")
+	f.DurationVar(&cfg.StorageCache, "storage-cache", cfg.StorageCache, "how long a storage report is served before it is measured again (env MESH_COORD_STORAGE_CACHE)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	return c
 }
@@ -88,6 +91,9 @@ var coordEnv = map[string]string{
 	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",
 	"chat-max-output":      "MESH_COORD_CHAT_MAX_OUTPUT",
 	"attachment-max-bytes": "MESH_COORD_ATTACHMENT_MAX_BYTES",
+	"archive-after":        "MESH_COORD_ARCHIVE_AFTER",
+	"archive-scan":         "MESH_COORD_ARCHIVE_SCAN",
+	"storage-cache":        "MESH_COORD_STORAGE_CACHE",
 	"runs-max":             "MESH_COORD_RUNS_MAX",
 	"runs-kept":            "MESH_COORD_RUNS_KEPT",
 	"max-attachments":      "MESH_COORD_MAX_ATTACHMENTS",

@@ -13,6 +13,8 @@ import (
 type Config struct {
 	// Dir keeps the conversations, one folder each.
 	Dir string
+	// ArchiveDir keeps the gzipped timelines of idle conversations.
+	ArchiveDir string
 	// Project is the folder the agent runs in.
 	Project string
 	// AgentCmd is the coding agent, run by /bin/sh -c; empty turns chat

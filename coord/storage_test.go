@@ -1,0 +1,99 @@
+package coord_test
+
+import (
+	"compress/gzip"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/coord"
+)
+
+type storage struct {
+	Conversations int
+	TimelineBytes int64 `json:"timeline_bytes"`
+	Archives      int
+	RetentionDays int `json:"retention_days"`
+}
+
+func (h *harness) storage() storage {
+	h.t.Helper()
+	var s storage
+	h.get("/storage", &s)
+	return s
+}
+
+// TestArchives: the timeline of a conversation idle for the archive age
+// is gzipped and the conversation leaves the snapshot; archives go after
+// storage.retention_days; the storage report is measured at most every
+// 30 s of the clock.
+func TestArchives(t *testing.T) {
+	dir := project(t)
+	cluster := (&harness{t: t, dir: dir}).read("cluster.yaml")
+	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cluster, "retention_days: 0", "retention_days: 1", 1))
+	h := start(t, dir, withAgent(func(c *coord.Config) {
+		c.ArchiveAfter, c.Heartbeat = 2*time.Hour, 24*time.Hour
+	}))
+	ws := h.socket()
+	h.send("c1", "echo archived words", http.StatusOK)
+	ws.next("conv.activity")
+	ws.next("conv.activity")
+	if s := h.storage(); s.Conversations != 1 || s.TimelineBytes == 0 || s.Archives != 0 || s.RetentionDays != 1 {
+		t.Fatalf("storage %+v", s)
+	}
+	h.send("c2", "echo later", http.StatusOK)
+	ws.next("conv.stream.final")
+	if s := h.storage(); s.Conversations != 1 {
+		t.Fatalf("storage not cached: %+v", s)
+	}
+	h.clk.Advance(30 * time.Second)
+	if s := h.storage(); s.Conversations != 2 {
+		t.Fatalf("storage not measured again: %+v", s)
+	}
+	// c2 becomes idle an hour after c1.
+	h.clk.Advance(time.Hour)
+	h.send("c2", "echo later", http.StatusOK)
+	ws.next("conv.stream.final")
+	ev := ws.until("conv.archived", func() { h.clk.Advance(time.Hour) })
+	if ev[len(ev)-1]["conv"] != "c1" || h.conv("c2").ID != "c2" {
+		t.Fatalf("archived %v", ev)
+	}
+	h.wantError("GET", "/chat/conv/c1/messages", "", http.StatusNotFound, "conv_not_found")
+	archives, _ := filepath.Glob(filepath.Join(dir, ".coord", "chat-archive", "c1.*.jsonl.gz"))
+	if len(archives) != 1 || !strings.Contains(gunzip(t, archives[0]), "archived words") {
+		t.Fatalf("archives %v", archives)
+	}
+	if s := h.storage(); s.Archives == 0 {
+		t.Fatalf("storage %+v", s)
+	}
+	eventually(t, "the archive to be deleted after a day", func() bool {
+		h.clk.Advance(time.Hour)
+		_, err := os.Stat(archives[0])
+		return os.IsNotExist(err)
+	})
+	if h.clk.Now().Sub(t0) < 25*time.Hour {
+		t.Fatalf("archive deleted at %s", h.clk.Now())
+	}
+}
+
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
