@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/agentmesh/mesh/coord/chat"
@@ -67,6 +68,22 @@ type Config struct {
 	// for (1 h); StorageCache how long a storage report is served again
 	// (30 s).
 	ArchiveAfter, ArchiveScan, StorageCache time.Duration
+	// SiteURL is where the standard (standard/version,
+	// standard/agent-instructions.md) and the releases
+	// (releases/mesh-<os>-<arch>) are published; empty turns the site
+	// watcher and self-update off.
+	SiteURL string
+	// SiteTimeout bounds one check of the site, download included (5 min).
+	SiteTimeout time.Duration
+	// UpdateCooldown is the least time between two update attempts of the
+	// watcher (5 min); UpdateMaxBytes bounds a release (256 MiB).
+	UpdateCooldown time.Duration
+	UpdateMaxBytes int64
+	// Executable is the file a release replaces (the running executable).
+	Executable string
+	// InstructionsWatch is how often the instruction source is compared
+	// with the rendered files (3 s).
+	InstructionsWatch time.Duration
 	// RunsKept is how many ended story runs are kept (100); RunsMax how
 	// many may run at once (16).
 	RunsKept, RunsMax int
@@ -82,7 +99,8 @@ func DefaultConfig() Config {
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
 		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16,
-		ArchiveAfter: 90 * 24 * time.Hour, ArchiveScan: time.Hour, StorageCache: 30 * time.Second}
+		ArchiveAfter: 90 * 24 * time.Hour, ArchiveScan: time.Hour, StorageCache: 30 * time.Second,
+		SiteTimeout: 5 * time.Minute, UpdateCooldown: 5 * time.Minute, UpdateMaxBytes: 256 << 20, InstructionsWatch: 3 * time.Second}
 }
 
 // ErrConfig is an unusable configuration.
@@ -104,6 +122,15 @@ func (c *Config) Validate() error {
 	fill(&c.ArchiveAfter, d.ArchiveAfter)
 	fill(&c.ArchiveScan, d.ArchiveScan)
 	fill(&c.StorageCache, d.StorageCache)
+	fill(&c.SiteTimeout, d.SiteTimeout)
+	fill(&c.UpdateCooldown, d.UpdateCooldown)
+	fill(&c.InstructionsWatch, d.InstructionsWatch)
+	if c.UpdateMaxBytes == 0 {
+		c.UpdateMaxBytes = d.UpdateMaxBytes
+	}
+	if c.Executable == "" {
+		c.Executable, _ = os.Executable()
+	}
 	if c.Dir == "" {
 		c.Dir = d.Dir
 	}
@@ -136,7 +163,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: port %d", ErrConfig, c.Port)
 	case c.PortMin < 1 || c.PortMax > 65535 || c.PortMin > c.PortMax:
 		return fmt.Errorf("%w: port range %d..%d", ErrConfig, c.PortMin, c.PortMax)
-	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.ArchiveAfter < 0 || c.ArchiveScan < 0 || c.StorageCache < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
+	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.ArchiveAfter < 0 || c.ArchiveScan < 0 || c.StorageCache < 0 ||
+		c.SiteTimeout < 0 || c.UpdateCooldown < 0 || c.InstructionsWatch < 0 || c.UpdateMaxBytes < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
 		return fmt.Errorf("%w: durations and sizes must be positive", ErrConfig)
 	}
 	return nil

@@ -40,6 +40,7 @@ type Daemon struct {
 	state   *snapshot
 
 	storageCache storageCache
+	watch        watchState
 	dlog         *debuglog.Log
 	srv          *http.Server
 	ln           net.Listener
@@ -69,7 +70,7 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.TLSBundle == "" {
 		cfg.TLSBundle = filepath.Join(cfg.StateDir, "tls.pem")
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux()}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux(), watch: watchState{restart: make(chan struct{})}}
 	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
 	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
 		Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
@@ -126,6 +127,13 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	archive := d.cfg.Clock.NewTicker(d.cfg.ArchiveScan)
 	d.wg.Go(func() { onTick(ctx, poll, d.poll) })
 	d.wg.Go(func() { onTick(ctx, archive, d.archiveScan) })
+	d.syncInstructions()
+	instr := d.cfg.Clock.NewTicker(d.cfg.InstructionsWatch)
+	d.wg.Go(func() { onTick(ctx, instr, d.syncInstructions) })
+	if d.cfg.SiteURL != "" {
+		first := d.cfg.Clock.After(time.Duration(d.current().cluster.CheckIntervalSec) * time.Second)
+		d.wg.Go(func() { d.watchSite(ctx, first) })
+	}
 	d.wg.Go(func() { onTick(ctx, beat, func() { d.events.publish("heartbeat", nil) }) })
 	d.crons.Start()
 	d.debug("info", "daemon", "started", map[string]any{"endpoint": d.endpoint, "port_reason": d.reason})

@@ -70,6 +70,11 @@ and keeps a debug log. It needs no mesh node.`,
 	f.DurationVar(&cfg.ArchiveAfter, "archive-after", cfg.ArchiveAfter, "idle time after which a conversation's timeline is archived with gzip (env MESH_COORD_ARCHIVE_AFTER)")
 	f.DurationVar(&cfg.ArchiveScan, "archive-scan", cfg.ArchiveScan, "how often idle conversations and old archives are looked for (env MESH_COORD_ARCHIVE_SCAN)")
 	f.DurationVar(&cfg.StorageCache, "storage-cache", cfg.StorageCache, "how long a storage report is served before it is measured again (env MESH_COORD_STORAGE_CACHE)")
+	f.StringVar(&cfg.SiteURL, "site-url", env("MESH_COORD_SITE_URL", ""), "base URL of the published standard and releases; empty: no site watcher, no self-update (env MESH_COORD_SITE_URL)")
+	f.DurationVar(&cfg.SiteTimeout, "site-timeout", cfg.SiteTimeout, "time one check of the site (a download included) may take (env MESH_COORD_SITE_TIMEOUT)")
+	f.DurationVar(&cfg.UpdateCooldown, "update-cooldown", cfg.UpdateCooldown, "least time between two update attempts of the watcher (env MESH_COORD_UPDATE_COOLDOWN)")
+	f.Int64Var(&cfg.UpdateMaxBytes, "update-max-bytes", cfg.UpdateMaxBytes, "largest release downloaded (env MESH_COORD_UPDATE_MAX_BYTES)")
+	f.DurationVar(&cfg.InstructionsWatch, "instructions-watch", cfg.InstructionsWatch, "how often the agent instruction files are compared with their source (env MESH_COORD_INSTRUCTIONS_WATCH)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	return c
 }
@@ -94,6 +99,10 @@ var coordEnv = map[string]string{
 	"archive-after":        "MESH_COORD_ARCHIVE_AFTER",
 	"archive-scan":         "MESH_COORD_ARCHIVE_SCAN",
 	"storage-cache":        "MESH_COORD_STORAGE_CACHE",
+	"site-timeout":         "MESH_COORD_SITE_TIMEOUT",
+	"update-cooldown":      "MESH_COORD_UPDATE_COOLDOWN",
+	"update-max-bytes":     "MESH_COORD_UPDATE_MAX_BYTES",
+	"instructions-watch":   "MESH_COORD_INSTRUCTIONS_WATCH",
 	"runs-max":             "MESH_COORD_RUNS_MAX",
 	"runs-kept":            "MESH_COORD_RUNS_KEPT",
 	"max-attachments":      "MESH_COORD_MAX_ATTACHMENTS",
@@ -102,6 +111,12 @@ var coordEnv = map[string]string{
 func runCoord(ctx context.Context, cfg coord.Config) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Resolved now: once a release replaces it, the running file is gone.
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.Executable = exe
 	d, err := coord.New(cfg)
 	if err != nil {
 		return err
@@ -110,7 +125,17 @@ func runCoord(ctx context.Context, cfg coord.Config) error {
 		return err
 	}
 	fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
-	<-ctx.Done()
-	fmt.Println("shutting down")
-	return d.Close()
+	select {
+	case <-ctx.Done():
+		fmt.Println("shutting down")
+		return d.Close()
+	case <-d.Restart():
+	}
+	fmt.Println("restarting into the new version")
+	if err := d.Close(); err != nil {
+		return err
+	}
+	// The same process, arguments and environment: the daemon takes its
+	// sticky (or explicit) port again.
+	return syscall.Exec(exe, os.Args, os.Environ())
 }
