@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/agentmesh/mesh/coord/chat"
-	"github.com/agentmesh/mesh/coord/roadmap"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -44,25 +43,18 @@ func (d *Daemon) newChat() (*chat.Engine, error) {
 // checkAnchor accepts an anchor that names an initiative of the roadmap
 // (and, when it names one, a task of it).
 func (d *Daemon) checkAnchor(a chat.Anchor) error {
-	for _, in := range d.current().roadmap.Initiatives {
-		if in.ID != a.Initiative {
-			continue
+	if a.Task != "" {
+		if _, ok := d.findTask(a.Initiative + "/" + a.Task); !ok {
+			return fmt.Errorf("no task %q in initiative %q", a.Task, a.Initiative)
 		}
-		if a.Task == "" || hasTask(in, a.Task) {
+		return nil
+	}
+	for _, in := range d.current().roadmap.Initiatives {
+		if in.ID == a.Initiative {
 			return nil
 		}
-		return fmt.Errorf("initiative %q has no task %q", a.Initiative, a.Task)
 	}
 	return fmt.Errorf("no initiative %q", a.Initiative)
-}
-
-func hasTask(in *roadmap.Initiative, id string) bool {
-	for _, t := range in.Tasks {
-		if t.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 type dispatchReq struct {
