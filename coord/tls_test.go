@@ -80,13 +80,13 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	h := start(t, dir, withSite("http://127.0.0.1:1", filepath.Join(t.TempDir(), "mesh")))
 	h.socket()
 	ws := h.socket()
-	h.send("c1", "hang", http.StatusOK)
-	ws.next("conv.stream.delta")
 	h.advanceUntil("stuck to run", func() bool {
 		var r runs
 		h.get("/crons/stuck/runs", &r)
 		return len(r.Runs) > 0
 	})
+	h.send("c1", "hang", http.StatusOK)
+	ws.next("conv.stream.delta")
 	if err := h.d.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -228,7 +228,9 @@ func (e *Engine) Messages(id string, before int64, limit int) ([]Message, bool, 
 	if !ok {
 		return nil, false, ErrNoConv
 	}
-	return readMessages(c.dir, before, limit)
+	// JSON escapes a byte in at most 6: an answer and a message at their
+	// limits, escaped, with room for the other fields.
+	return readMessages(c.dir, before, limit, 6*(e.cfg.MaxOutput+e.cfg.MaxText)+64<<10)
 }
 
 // Queue returns the items waiting in conversation id, next first, and the

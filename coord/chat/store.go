@@ -136,8 +136,9 @@ func loadConvs(dir string) (map[string]*conv, error) {
 }
 
 // readMessages returns the last limit messages with an id below before (0:
-// no bound), oldest first, and whether older ones exist.
-func readMessages(dir string, before int64, limit int) ([]Message, bool, error) {
+// no bound), oldest first, and whether older ones exist; maxLine bounds a
+// line of the timeline.
+func readMessages(dir string, before int64, limit, maxLine int) ([]Message, bool, error) {
 	f, err := os.Open(filepath.Join(dir, timelineFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return []Message{}, false, nil
@@ -149,7 +150,7 @@ func readMessages(dir string, before int64, limit int) ([]Message, bool, error) 
 	var ring []Message
 	more := false
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
 		var m Message
 		if json.Unmarshal(sc.Bytes(), &m) != nil || (before > 0 && m.ID >= before) {
