@@ -215,15 +215,21 @@ func (d *Daemon) Close() error {
 
 // debug appends a daemon event to the debug log when debug is enabled.
 func (d *Daemon) debug(lvl, tag, msg string, data map[string]any) {
-	st := d.current()
-	if d.dlog == nil || st == nil || !st.cluster.DebugEnabled {
-		return
-	}
 	var v any
 	if data != nil {
 		v = data
 	}
-	if err := d.dlog.Append(debuglog.Event{Src: "daemon", Lvl: lvl, Tag: tag, Msg: msg, Data: v}); err != nil {
+	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: tag, Msg: msg, Data: v})
+}
+
+// debugEvent appends ev, from the daemon, when debug is enabled.
+func (d *Daemon) debugEvent(ev debuglog.Event) {
+	st := d.current()
+	if d.dlog == nil || st == nil || !st.cluster.DebugEnabled {
+		return
+	}
+	ev.Src = "daemon"
+	if err := d.dlog.Append(ev); err != nil {
 		d.log.Warn("debug log", "err", err)
 	}
 }

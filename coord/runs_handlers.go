@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/mesh/coord/chat"
+	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/roadmap"
 	"github.com/agentmesh/mesh/coord/runs"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -25,11 +26,29 @@ var (
 
 func (d *Daemon) newRuns() *runs.Manager {
 	return runs.New(runs.Config{Dir: filepath.Join(d.cfg.StateDir, "runs"), Keep: d.cfg.RunsKept, MaxRunning: d.cfg.RunsMax,
-		Clock: d.cfg.Clock, Logger: d.log, Emit: d.events.publish, Send: d.sendTask, Pending: d.chat.Pending})
+		Clock: d.cfg.Clock, Logger: d.log, Emit: d.runEvent, Send: d.sendTask, Pending: d.chat.Pending})
 }
 
-// turnEnded tells the runs of the end of a chat turn.
-func (d *Daemon) turnEnded(_ string, it chat.Item, ok bool) {
+// runEvent publishes a run's event and records it in the debug log.
+func (d *Daemon) runEvent(typ string, fields map[string]any) {
+	d.events.publish(typ, fields)
+	lvl := "info"
+	if typ == "run.failed" {
+		lvl = "warn"
+	}
+	conv, _ := fields["conv"].(string)
+	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: "runs", Msg: typ, Conv: conv, Data: fields})
+}
+
+// turnEnded records the end of a chat turn in the debug log and tells
+// the runs.
+func (d *Daemon) turnEnded(conv string, it chat.Item, ok bool) {
+	lvl, msg := "info", "chat turn answered"
+	if !ok {
+		lvl, msg = "warn", "chat turn failed"
+	}
+	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: "chat", Msg: msg, Conv: conv, AgentID: it.AgentID,
+		Data: map[string]any{"item_id": it.ID, "run_id": it.RunID}})
 	if it.RunID != "" {
 		d.runs.TurnEnded(it.RunID, it.ID, ok)
 	}

@@ -83,6 +83,16 @@ func TestStoryRunFails(t *testing.T) {
 	if l := h.runs(); l[0].Status != "failed" || l[0].Cursor != 1 {
 		t.Fatalf("runs %+v", l)
 	}
+	// The debug log has the run's lifecycle and its turns, by conversation.
+	var tl tail
+	h.get("/debug/tail?tags=runs,chat&min_level=warn", &tl)
+	var got []string
+	for _, ev := range tl.Events {
+		got = append(got, ev.Tag+":"+ev.Msg+":"+ev.Conv)
+	}
+	if strings.Join(got, ",") != "chat:chat turn failed:story,runs:run.failed:story" {
+		t.Fatalf("debug log %v", got)
+	}
 }
 
 // TestStoryRunAcrossRestart: a run survives a restart: the daemon runs the
