@@ -143,7 +143,8 @@ func (d *Daemon) standardView() map[string]any {
 }
 
 // selfUpdate installs the published release when it is newer and no chat
-// is active; a newer release while chats are active is deferred.
+// is active; a newer release while a chat turn is under way or waiting,
+// or a story run is running, is deferred.
 func (d *Daemon) selfUpdate(ctx context.Context) (map[string]any, error) {
 	d.watch.updateMu.Lock()
 	defer d.watch.updateMu.Unlock()
@@ -157,7 +158,7 @@ func (d *Daemon) selfUpdate(ctx context.Context) (map[string]any, error) {
 	case !update.Newer(rel.Version, Version):
 		res["reason"] = "up_to_date"
 		return res, nil
-	case d.chat.Active():
+	case d.chat.Active() || d.runs.Running():
 		res["reason"] = "deferred"
 		d.events.publish("daemon.upgrade.deferred", map[string]any{"version": Version, "latest": rel.Version})
 		return res, nil

@@ -251,11 +251,17 @@ func (m *Manager) List() []Run {
 }
 
 // Coordinating says whether conversation conv has a running run.
-func (m *Manager) Coordinating(conv string) bool {
+func (m *Manager) Coordinating(conv string) bool { return m.running(conv) }
+
+// Running says whether any run is running.
+func (m *Manager) Running() bool { return m.running("") }
+
+// running says whether a run of conv (any, when empty) is running.
+func (m *Manager) running(conv string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range m.runs {
-		if r.Conv == conv && r.Status == StatusRunning {
+		if (conv == "" || r.Conv == conv) && r.Status == StatusRunning {
 			return true
 		}
 	}
