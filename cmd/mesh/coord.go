@@ -26,8 +26,10 @@ func newCoordCmd(run func(context.Context, coord.Config) error) *cobra.Command {
 		Short: "Run the coordination daemon of a project folder",
 		Long: `Run the local coordination daemon of a project folder (one with a cluster.yaml):
 it serves the cluster, the roadmap and the walls of initiatives over HTTP and a
-WebSocket event stream, rebuilds them when files change, runs the cluster's crons
-and keeps a debug log. It needs no mesh node.`,
+WebSocket event stream, rebuilds them when files change, runs the cluster's crons,
+chat turns with a coding agent (--agent-cmd) and story runs, keeps the agent
+instruction files in sync, updates itself (--site-url) and keeps a debug log. It
+needs no mesh node.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagsFromEnv(cmd.Flags(), coordEnv); err != nil {
