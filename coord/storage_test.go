@@ -99,3 +99,25 @@ func gunzip(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestTimelineRollsOver: a timeline past its size limit is archived whole
+// and starts anew; message ids go on.
+func TestTimelineRollsOver(t *testing.T) {
+	dir := project(t)
+	h := start(t, dir, withAgent(func(c *coord.Config) { c.Chat.MaxTimeline = 400 }))
+	ws := h.socket()
+	h.send("c1", "echo "+strings.Repeat("a", 300), http.StatusOK)
+	if ev := ws.next("conv.archived"); ev["conv"] != "c1" || ev["rolled"] != true {
+		t.Fatalf("archived %v", ev)
+	}
+	ws.next("conv.activity")
+	h.send("c1", "echo b", http.StatusOK)
+	ws.next("conv.stream.final")
+	if ms := h.messages("c1", "").Messages; len(ms) != 2 || ms[0].ID != 3 || roles(ms) != "operator:echo b|agent:b" {
+		t.Fatalf("timeline %+v", ms)
+	}
+	archives, _ := filepath.Glob(filepath.Join(dir, ".coord", "chat-archive", "c1.*.jsonl.gz"))
+	if len(archives) != 1 || strings.Count(gunzip(t, archives[0]), "\n") != 2 {
+		t.Fatalf("archives %v", archives)
+	}
+}

@@ -65,6 +65,7 @@ needs no mesh node.`,
 	f.IntVar(&cfg.Chat.MaxConvs, "chat-max-convs", cfg.Chat.MaxConvs, "conversations kept (env MESH_COORD_CHAT_MAX_CONVS)")
 	f.IntVar(&cfg.Chat.MaxText, "chat-max-text", cfg.Chat.MaxText, "bytes of an operator message (env MESH_COORD_CHAT_MAX_TEXT)")
 	f.IntVar(&cfg.Chat.MaxOutput, "chat-max-output", cfg.Chat.MaxOutput, "bytes of an answer kept (env MESH_COORD_CHAT_MAX_OUTPUT)")
+	f.Int64Var(&cfg.Chat.MaxTimeline, "chat-max-timeline", cfg.Chat.MaxTimeline, "bytes of a conversation's timeline file; past it the timeline is archived and starts anew (env MESH_COORD_CHAT_MAX_TIMELINE)")
 	f.IntVar(&cfg.Chat.AttachmentMax, "attachment-max-bytes", cfg.Chat.AttachmentMax, "decoded bytes of one attachment; larger ones are skipped as too_large (env MESH_COORD_ATTACHMENT_MAX_BYTES)")
 	f.IntVar(&cfg.Chat.MaxAttachments, "max-attachments", cfg.Chat.MaxAttachments, "attachments of one message; more are skipped as too_large (env MESH_COORD_MAX_ATTACHMENTS)")
 	f.IntVar(&cfg.RunsMax, "runs-max", cfg.RunsMax, "story runs running at once (env MESH_COORD_RUNS_MAX)")
@@ -96,6 +97,7 @@ var coordEnv = map[string]string{
 	"chat-queue-max":       "MESH_COORD_CHAT_QUEUE_MAX",
 	"chat-max-convs":       "MESH_COORD_CHAT_MAX_CONVS",
 	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",
+	"chat-max-timeline":    "MESH_COORD_CHAT_MAX_TIMELINE",
 	"chat-max-output":      "MESH_COORD_CHAT_MAX_OUTPUT",
 	"attachment-max-bytes": "MESH_COORD_ATTACHMENT_MAX_BYTES",
 	"archive-after":        "MESH_COORD_ARCHIVE_AFTER",

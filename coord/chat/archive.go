@@ -36,9 +36,27 @@ func (e *Engine) ArchiveIdle(cutoff time.Time) []string {
 		}
 		delete(e.convs, id)
 		done = append(done, id)
-		e.cfg.Emit("conv.archived", map[string]any{"conv": id, "archive": name})
+		e.cfg.Emit("conv.archived", map[string]any{"conv": id, "archive": name, "rolled": false})
 	}
 	return done
+}
+
+// record adds m to c's timeline. A timeline grown past MaxTimeline is
+// archived whole and starts anew; message ids go on.
+func (e *Engine) record(c *conv, m *Message) error {
+	if err := c.appendMessage(m, e.cfg.Clock.Now()); err != nil {
+		return err
+	}
+	path := filepath.Join(c.dir, timelineFile)
+	if info, err := os.Stat(path); err != nil || info.Size() <= e.cfg.MaxTimeline {
+		return err
+	}
+	name := fmt.Sprintf("%s.%d%s", c.st.ID, e.cfg.Clock.Now().Unix(), archiveExt)
+	if err := gzipFile(path, filepath.Join(e.cfg.ArchiveDir, name)); err != nil {
+		return err
+	}
+	e.cfg.Emit("conv.archived", map[string]any{"conv": c.st.ID, "archive": name, "rolled": true})
+	return os.Remove(path)
 }
 
 // gzipFile writes src gzipped to dst, through a temporary file; a missing

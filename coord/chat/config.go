@@ -33,6 +33,9 @@ type Config struct {
 	MaxText int
 	// MaxOutput bounds the text kept of one answer (1 MiB).
 	MaxOutput int
+	// MaxTimeline bounds a timeline file: past it, the timeline is
+	// archived and starts anew (64 MiB).
+	MaxTimeline int64
 	// AttachmentMax bounds one decoded attachment (5 MiB); MaxAttachments
 	// the attachments of one message (8).
 	AttachmentMax  int
@@ -54,7 +57,7 @@ type Config struct {
 // DefaultConfig holds the default limits.
 func DefaultConfig() Config {
 	return Config{TurnTimeout: 30 * time.Minute, MaxRetries: 2, QueueMax: 32, MaxConvs: 1000, MaxText: 64 << 10,
-		MaxOutput: 1 << 20, AttachmentMax: 5 << 20, MaxAttachments: 8}
+		MaxOutput: 1 << 20, MaxTimeline: 64 << 20, AttachmentMax: 5 << 20, MaxAttachments: 8}
 }
 
 // ErrConfig is an unusable configuration.
@@ -73,11 +76,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: limits must be positive", ErrConfig)
 		}
 	}
+	if c.MaxTimeline == 0 {
+		c.MaxTimeline = d.MaxTimeline
+	}
 	if c.TurnTimeout == 0 {
 		c.TurnTimeout = d.TurnTimeout
 	}
-	if c.TurnTimeout < 0 {
-		return fmt.Errorf("%w: turn timeout must be positive", ErrConfig)
+	if c.TurnTimeout < 0 || c.MaxTimeline < 0 {
+		return fmt.Errorf("%w: the turn timeout and the timeline size must be positive", ErrConfig)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

@@ -50,7 +50,7 @@ func (e *Engine) Start() error {
 			c.st.Queue = append([]Item{*c.st.Live}, c.st.Queue...)
 			c.st.Live = nil
 			m := Message{Role: RoleSystem, Text: "the daemon stopped during this turn; it runs again"}
-			if err := c.appendMessage(&m, e.cfg.Clock.Now()); err != nil {
+			if err := e.record(c, &m); err != nil {
 				return err
 			}
 			if err := c.save(); err != nil {
@@ -153,7 +153,7 @@ func (e *Engine) begin(c *conv, it Item, wasLive bool) (string, error) {
 	stream := fmt.Sprintf("s%d", c.st.Streams)
 	c.st.Live = &it
 	m := Message{Role: RoleOperator, Text: it.Text, StreamID: stream, Attachments: it.Attachments, AgentID: it.AgentID, RunID: it.RunID}
-	if err := c.appendMessage(&m, e.cfg.Clock.Now()); err != nil {
+	if err := e.record(c, &m); err != nil {
 		return "", err
 	}
 	if err := c.save(); err != nil {

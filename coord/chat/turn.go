@@ -43,7 +43,7 @@ func (e *Engine) finish(c *conv, it Item, stream string, out outcome) {
 	} else {
 		e.applyAnchors(c, out.anchors)
 	}
-	if err := c.appendMessage(&m, e.cfg.Clock.Now()); err != nil {
+	if err := e.record(c, &m); err != nil {
 		e.cfg.Logger.Error("chat: cannot record an answer", "conv", c.st.ID, "err", err)
 	}
 	c.st.LastFinal, c.st.Live = stream, nil
