@@ -18,6 +18,7 @@ require (
 	github.com/multiformats/go-multiaddr v0.16.1
 	github.com/netresearch/go-cron v0.16.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	go.yaml.in/yaml/v3 v3.0.6

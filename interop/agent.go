@@ -30,6 +30,8 @@ type Skill struct {
 	Name        string
 	Description string
 	Examples    []string
+	// Tags are keywords for the A2A card (none: an empty list).
+	Tags []string
 	// Pricing rows; nil or a Free() row means the skill is free. A paid
 	// skill needs a lamports row on the payment network.
 	Pricing Prices
@@ -39,14 +41,18 @@ type Skill struct {
 // AgentConfig declares an agent: its card, its skills and how it is paid.
 type AgentConfig struct {
 	// Card holds the descriptive fields (name, version, description,
-	// modes, protocols, availability). url, contact, skills, pricing and
-	// payment are filled in by the agent.
+	// modes, protocols, availability). url, contact, skills, pricing,
+	// payment and the A2A fields (protocolVersion, interfaces,
+	// capabilities) are filled in by the agent.
 	Card   Card
 	Skills []Skill
 	// Payment is required when any skill has a price.
 	Payment *PaymentConfig
-	// MaxBody bounds skill request bodies (default 64 KiB).
+	// MaxBody bounds skill request bodies (default 64 KiB); an A2A
+	// JSON-RPC request may be a2aEnvelope larger.
 	MaxBody int64
+	// A2A bounds the tasks of the A2A binding.
+	A2A A2AConfig
 }
 
 // Validate reports the first problem with c.
@@ -61,6 +67,9 @@ func (c *AgentConfig) Validate() error {
 		if err := c.Payment.Validate(); err != nil {
 			return err
 		}
+	}
+	if err := c.A2A.validate(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Skills {
@@ -116,6 +125,8 @@ type Agent struct {
 	registry Registry
 	ledger   *ledger
 	paywall  *Paywall // nil when every skill is free
+	tasks    *taskStore
+	handlers map[string]http.Handler // POST /v1/<skill>, by skill id
 	log      *slog.Logger
 	now      func() time.Time
 
@@ -154,7 +165,9 @@ func NewAgent(cfg AgentConfig, deps AgentDeps) (*Agent, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 64 << 10
 	}
+	cfg.A2A.setDefaults()
 	a := &Agent{cfg: cfg, registry: deps.Registry, log: deps.Logger, now: deps.Now}
+	a.tasks = newTaskStore(cfg.A2A, deps.Now)
 	if cfg.Payment != nil {
 		pw, err := NewPaywall(*cfg.Payment, deps.DB, deps.Registry, deps.Logger, deps.Now)
 		if err != nil {
@@ -167,6 +180,10 @@ func NewAgent(cfg AgentConfig, deps AgentDeps) (*Agent, error) {
 		a.cfg.Payment = &pw.cfg
 	} else {
 		a.ledger = newLedger(deps.DB)
+	}
+	a.handlers = map[string]http.Handler{}
+	for _, s := range cfg.Skills {
+		a.handlers[s.ID] = a.skillHandler(s)
 	}
 	return a, nil
 }
@@ -213,30 +230,41 @@ func (a *Agent) SkillIDs() []string {
 	return ids
 }
 
-// Routes adds the agent's endpoints to mux.
+// Routes adds the agent's endpoints to mux: the card at both well-known
+// paths, the A2A JSON-RPC endpoint at /, whoami, the skills and the
+// deposit endpoints.
 func (a *Agent) Routes(mux *http.ServeMux) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
 	h("GET /.well-known/agent.json", a.card)
+	h("GET /.well-known/agent-card.json", a.card)
+	mux.Handle("POST /{$}", http.HandlerFunc(a.serveA2A))
 	h("GET /v1/whoami", signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, true, a.whoami))
 	for _, s := range a.cfg.Skills {
-		price, _ := a.cfg.price(s)
-		var next http.Handler = httpx.Handle(a.log, a.skill(s))
-		if price > 0 {
-			next = a.paywall.Guard(s.ID, price, next)
-		}
-		mux.Handle("POST /v1/"+s.ID, httpx.Handle(a.log, signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
-			// Refuse bad input before anyone pays for it.
-			if body := rereadBody(r); len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
-				return httpx.ErrBadJSON.With("request body of skill %s is not valid JSON", s.ID)
-			}
-			next.ServeHTTP(w, r)
-			return nil
-		})))
+		mux.Handle("POST /v1/"+s.ID, a.handlers[s.ID])
 	}
 	if a.paywall != nil && a.paywall.cfg.has(ModeDeposit) {
 		h("POST /v1/topup", signed(a.ledger, a.now, a.Origin, 4<<10, true, a.paywall.topup))
 		h("GET /v1/balance", signed(a.ledger, a.now, a.Origin, 4<<10, true, a.paywall.balance))
 	}
+}
+
+// skillHandler is what serves POST /v1/<s.ID>, over HTTP and over A2A:
+// the Mesh-Sig check, the paywall's cascade when the skill has a price,
+// and the skill.
+func (a *Agent) skillHandler(s Skill) http.Handler {
+	price, _ := a.cfg.price(s)
+	var next http.Handler = httpx.Handle(a.log, a.skill(s))
+	if price > 0 {
+		next = a.paywall.Guard(s.ID, price, next)
+	}
+	return httpx.Handle(a.log, signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
+		// Refuse bad input before anyone pays for it.
+		if body := rereadBody(r); len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+			return httpx.ErrBadJSON.With("request body of skill %s is not valid JSON", s.ID)
+		}
+		next.ServeHTTP(w, r)
+		return nil
+	}))
 }
 
 // Card is the agent's full public card.
@@ -250,7 +278,14 @@ func (a *Agent) Card() Card {
 	if origin != "" {
 		c.MeshSig = append(c.MeshSig, identity.SigVersionBound)
 	}
-	c.Contact = Contact{HTTP: base + "/v1", A2A: base + "/.well-known/agent.json"}
+	c.Contact = Contact{HTTP: base + "/v1", A2A: base + "/.well-known/agent-card.json"}
+	c.ProtocolVersion, c.PreferredTransport = A2AVersion, TransportJSONRPC
+	c.AdditionalInterfaces = []AgentInterface{{URL: base, Transport: TransportJSONRPC}}
+	c.Capabilities = A2ACapabilities{}
+	if a.paywall != nil && a.paywall.cfg.has(ModeX402) {
+		c.Capabilities.Extensions = []A2AExtension{{URI: X402A2AExtension,
+			Description: "Paid skills answer a task in input-required with x402 payment requirements; pay and submit the proof in message metadata."}}
+	}
 	if c.Version == "" {
 		c.Version = "1.0.0"
 	}
@@ -265,6 +300,7 @@ func (a *Agent) Card() Card {
 		if a.paywall != nil && a.paywall.cfg.has(ModeX402) {
 			c.Protocols = append(c.Protocols, ModeX402)
 		}
+		c.Protocols = append(c.Protocols, "a2a")
 	}
 	if c.Availability == (Availability{}) {
 		c.Availability = Availability{Now: true, WindowHours: 24, SLA: "best-effort"}
@@ -277,9 +313,12 @@ func (a *Agent) Card() Card {
 		if len(rows) == 0 {
 			rows = Prices{Free()}
 		}
-		c.Skills[i] = SkillCard{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, Pricing: rows}
+		c.Skills[i] = SkillCard{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, Tags: s.Tags, Pricing: rows}
 		if c.Skills[i].Examples == nil {
 			c.Skills[i].Examples = []string{}
+		}
+		if c.Skills[i].Tags == nil {
+			c.Skills[i].Tags = []string{}
 		}
 		for _, p := range rows {
 			k := p.Network + "/" + p.Currency

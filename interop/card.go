@@ -11,8 +11,16 @@ import (
 )
 
 // Card is the full public card an agent serves at /.well-known/agent.json
-// (spec 2.3, the A2A PublicCard) plus the payment block of spec 2.5.
+// and /.well-known/agent-card.json (spec 2.3, the A2A PublicCard) plus the
+// payment block of spec 2.5. It is also an A2A AgentCard of A2AVersion:
+// protocolVersion, preferredTransport, additionalInterfaces, capabilities
+// and each skill's tags are the A2A fields the spec's card lacks.
 type Card struct {
+	ProtocolVersion      string           `json:"protocolVersion"`
+	PreferredTransport   string           `json:"preferredTransport,omitempty"`
+	AdditionalInterfaces []AgentInterface `json:"additionalInterfaces,omitempty"`
+	Capabilities         A2ACapabilities  `json:"capabilities"`
+
 	Name               string        `json:"name"`
 	Version            string        `json:"version"`
 	Description        string        `json:"description"`
@@ -38,6 +46,41 @@ func (c *Card) AcceptsBoundSig() bool {
 	return slices.Contains(c.MeshSig, identity.SigVersionBound)
 }
 
+// AgentInterface is an A2A interface: a transport served at a URL.
+type AgentInterface struct {
+	URL       string `json:"url"`
+	Transport string `json:"transport"`
+}
+
+// A2ACapabilities is the A2A card's capabilities block.
+type A2ACapabilities struct {
+	Streaming              bool           `json:"streaming"`
+	PushNotifications      bool           `json:"pushNotifications"`
+	StateTransitionHistory bool           `json:"stateTransitionHistory"`
+	Extensions             []A2AExtension `json:"extensions,omitempty"`
+}
+
+// A2AExtension declares an A2A protocol extension the agent supports.
+type A2AExtension struct {
+	URI         string `json:"uri"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required"`
+}
+
+// OffersA2A reports whether the card declares an A2A JSON-RPC interface,
+// and at which URL.
+func (c *Card) OffersA2A() (string, bool) {
+	if c.PreferredTransport == TransportJSONRPC && c.URL != "" {
+		return c.URL, true
+	}
+	for _, i := range c.AdditionalInterfaces {
+		if i.Transport == TransportJSONRPC && i.URL != "" {
+			return i.URL, true
+		}
+	}
+	return "", false
+}
+
 // Availability is the card's availability block.
 type Availability struct {
 	Now         bool   `json:"now"`
@@ -60,7 +103,9 @@ type SkillCard struct {
 	Name        string   `json:"name"`
 	Description string   `json:"description"`
 	Examples    []string `json:"examples"`
-	Pricing     Prices   `json:"pricing,omitempty"`
+	// Tags are the skill's A2A keywords (at least an empty list).
+	Tags    []string `json:"tags"`
+	Pricing Prices   `json:"pricing,omitempty"`
 }
 
 // Price is one pricing row (spec 2.5). Amount is integer lamports per Unit;

@@ -137,13 +137,7 @@ func (c *Client) do(ctx context.Context, card *Card, method, rawURL string, body
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	switch {
-	case c.Key == nil:
-	case card != nil && card.AcceptsBoundSig():
-		identity.SignRequestBound(req, c.Key, body, c.now(), sigBinding(req, Origin(rawURL)))
-	default:
-		identity.SignRequest(req, c.Key, body, c.now())
-	}
+	c.sign(req, card, body)
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -153,6 +147,18 @@ func (c *Client) do(ctx context.Context, card *Card, method, rawURL string, body
 	return resp, b, err
 }
 
+// sign signs req (body is its body) with a Mesh-Sig, when the client has
+// a key: v1-bound, naming the origin req goes to, when the card lists it.
+func (c *Client) sign(req *http.Request, card *Card, body []byte) {
+	switch {
+	case c.Key == nil:
+	case card != nil && card.AcceptsBoundSig():
+		identity.SignRequestBound(req, c.Key, body, c.now(), sigBinding(req, Origin(req.URL.String())))
+	default:
+		identity.SignRequest(req, c.Key, body, c.now())
+	}
+}
+
 // doJSON sends a signed request and decodes the answer into out, which
 // must come with status want; what names the step in errors.
 func (c *Client) doJSON(ctx context.Context, card *Card, what, method, rawURL string, body []byte, hdr http.Header, want int, out any) error {
@@ -160,6 +166,12 @@ func (c *Client) doJSON(ctx context.Context, card *Card, what, method, rawURL st
 	if err != nil {
 		return err
 	}
+	return decodeAnswer(what, resp, b, want, out)
+}
+
+// decodeAnswer decodes an answer b into out, which must come with status
+// want; what names the step in errors.
+func decodeAnswer(what string, resp *http.Response, b []byte, want int, out any) error {
 	if resp.StatusCode != want {
 		return fmt.Errorf("%w: %s: %d %s", ErrCall, what, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
@@ -184,10 +196,22 @@ func (c *Client) Resolve(ctx context.Context, nodeURL, id string) (string, error
 	return *v.Endpoint, nil
 }
 
-// Card fetches an agent's card from its endpoint.
+// Card fetches an agent's card from its endpoint: at A2A 0.3's
+// /.well-known/agent-card.json, else (404) at the spec's
+// /.well-known/agent.json.
 func (c *Client) Card(ctx context.Context, endpoint string) (*Card, error) {
 	var card Card
-	if err := c.doJSON(ctx, nil, "card", http.MethodGet, strings.TrimRight(endpoint, "/")+"/.well-known/agent.json", nil, nil, http.StatusOK, &card); err != nil {
+	base := strings.TrimRight(endpoint, "/")
+	resp, b, err := c.do(ctx, nil, http.MethodGet, base+"/.well-known/agent-card.json", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		err = c.doJSON(ctx, nil, "card", http.MethodGet, base+"/.well-known/agent.json", nil, nil, http.StatusOK, &card)
+	} else {
+		err = decodeAnswer("card", resp, b, http.StatusOK, &card)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if card.URL == "" {
@@ -199,15 +223,14 @@ func (c *Client) Card(ctx context.Context, endpoint string) (*Card, error) {
 // Call calls skill on the agent of card with input (JSON). On 402 it pays
 // when it may and retries with the proof.
 func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byte) (*Result, error) {
-	target, err := skillURL(card, skill)
-	if err != nil {
+	if err := ValidateSkillID(skill); err != nil {
 		return nil, err
 	}
 	hdr := http.Header{}
 	if c.APIKey != "" {
 		hdr.Set(HeaderAPIKey, c.APIKey)
 	}
-	resp, b, err := c.do(ctx, card, http.MethodPost, target, input, hdr)
+	resp, b, err := c.post(ctx, card, skill, input, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +262,7 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 		return nil, &PaymentError{Challenge: ch, Signature: sig.String(), Nonce: offer.Nonce,
 			Reason: fmt.Errorf("paying %d lamports to %s (the transaction may still land): %w", offer.Lamports, offer.PayTo, err)}
 	}
-	res, err := c.sendProof(ctx, card, target, input, sig.String(), offer.Nonce, ch)
+	res, err := c.sendProof(ctx, card, skill, input, sig.String(), offer.Nonce, ch)
 	if res != nil {
 		res.Lamports = offer.Lamports
 	}
@@ -279,24 +302,30 @@ func (c *Client) payInvoice(ctx context.Context, card *Card, res *Result) {
 // reads it from the memo). The payment is bound to the request it was
 // made for, so input and the client's Key must be those of that call.
 func (c *Client) CallWithProof(ctx context.Context, card *Card, skill string, input []byte, sig, nonce string) (*Result, error) {
-	target, err := skillURL(card, skill)
-	if err != nil {
+	if err := ValidateSkillID(skill); err != nil {
 		return nil, err
 	}
-	return c.sendProof(ctx, card, target, input, sig, nonce, Challenge{})
+	return c.sendProof(ctx, card, skill, input, sig, nonce, Challenge{})
 }
 
-func skillURL(card *Card, skill string) (string, error) {
-	if err := ValidateSkillID(skill); err != nil {
-		return "", err
+// post sends a call of skill with input and hdr: over HTTP to
+// <url>/v1/<skill>, or over A2A when the card offers A2A and no HTTP skill
+// endpoint (contact.http). The answer is HTTP's either way.
+func (c *Client) post(ctx context.Context, card *Card, skill string, input []byte, hdr http.Header) (*http.Response, []byte, error) {
+	if endpoint, ok := card.OffersA2A(); ok && card.Contact.HTTP == "" {
+		return c.postA2A(ctx, card, endpoint, skill, input, hdr)
 	}
-	return strings.TrimRight(card.URL, "/") + "/v1/" + skill, nil
+	return c.do(ctx, card, http.MethodPost, skillURL(card, skill), input, hdr)
+}
+
+func skillURL(card *Card, skill string) string {
+	return strings.TrimRight(card.URL, "/") + "/v1/" + skill
 }
 
 // sendProof sends the request with the proof until it is served, refused
 // for good, or ProofWait has passed while the agent could not check it.
 // ch is the challenge that was paid, for errors.
-func (c *Client) sendProof(ctx context.Context, card *Card, target string, input []byte, sig, nonce string, ch Challenge) (*Result, error) {
+func (c *Client) sendProof(ctx context.Context, card *Card, skill string, input []byte, sig, nonce string, ch Challenge) (*Result, error) {
 	hdr := http.Header{}
 	hdr.Set(HeaderPaymentProof, sig)
 	if nonce != "" {
@@ -314,7 +343,7 @@ func (c *Client) sendProof(ctx context.Context, card *Card, target string, input
 	}
 	deadline := time.Now().Add(wait) // the wall clock: c.now may be a test's fixed clock
 	for {
-		resp, b, err := c.do(ctx, card, http.MethodPost, target, input, hdr)
+		resp, b, err := c.post(ctx, card, skill, input, hdr)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, fail(err)

@@ -164,7 +164,7 @@ func TestCardOfFreeAndPaidAgents(t *testing.T) {
 	}
 	var card Card
 	json.Unmarshal([]byte(r.raw), &card)
-	if card.URL != h.srv.URL || card.Contact.A2A != h.srv.URL+"/.well-known/agent.json" || card.Payment.Wallet != h.provider.Address() ||
+	if card.URL != h.srv.URL || card.Contact.A2A != h.srv.URL+"/.well-known/agent-card.json" || card.Payment.Wallet != h.provider.Address() ||
 		card.Payment.Deposit == nil || card.Skills[0].Pricing[0].Amount != testPrice || card.Skills[1].Pricing[0].Currency != CurrencyFree {
 		t.Fatalf("card %s", r.raw)
 	}
@@ -187,20 +187,21 @@ func TestAgentConfigRefuses(t *testing.T) {
 		return AgentConfig{Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: pc}
 	}
 	for name, cfg := range map[string]AgentConfig{
-		"no skills":         {Card: Card{Name: "a"}},
-		"reserved id":       {Card: Card{Name: "a"}, Skills: []Skill{{ID: "whoami", Handler: ok}}},
-		"reserved 2":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "agents", Handler: ok}}},
-		"bad id":            {Card: Card{Name: "a"}, Skills: []Skill{{ID: "Echo/x", Handler: ok}}},
-		"no handler":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s"}}},
-		"duplicate":         {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}, {ID: "s", Handler: ok}}},
-		"paid, no pay":      {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{Lamports(1, NetworkDevnet)}}}},
-		"no network":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{{Unit: "request", Amount: 1, Currency: "lamports"}}}}},
-		"poll too fast":     {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: &PaymentConfig{Network: NetworkDevnet, Wallet: addr, RPCURL: "http://x", PollInterval: time.Second}},
-		"unfunded per IP":   paying(func(pc *PaymentConfig) { pc.MaxUnfundedPerIP = -1 }),
-		"top-ups per key":   paying(func(pc *PaymentConfig) { pc.TopupsPerHourPerKey = -1 }),
-		"unfunded accounts": paying(func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = -1 }),
-		"account TTL":       paying(func(pc *PaymentConfig) { pc.UnfundedAccountTTL = time.Minute }),
-		"invoice retention": paying(func(pc *PaymentConfig) { pc.InvoiceRetention = time.Minute }),
+		"no skills":          {Card: Card{Name: "a"}},
+		"reserved id":        {Card: Card{Name: "a"}, Skills: []Skill{{ID: "whoami", Handler: ok}}},
+		"reserved 2":         {Card: Card{Name: "a"}, Skills: []Skill{{ID: "agents", Handler: ok}}},
+		"bad id":             {Card: Card{Name: "a"}, Skills: []Skill{{ID: "Echo/x", Handler: ok}}},
+		"no handler":         {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s"}}},
+		"duplicate":          {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}, {ID: "s", Handler: ok}}},
+		"paid, no pay":       {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{Lamports(1, NetworkDevnet)}}}},
+		"no network":         {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok, Pricing: Prices{{Unit: "request", Amount: 1, Currency: "lamports"}}}}},
+		"poll too fast":      {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, Payment: &PaymentConfig{Network: NetworkDevnet, Wallet: addr, RPCURL: "http://x", PollInterval: time.Second}},
+		"unfunded per IP":    paying(func(pc *PaymentConfig) { pc.MaxUnfundedPerIP = -1 }),
+		"negative A2A tasks": {Card: Card{Name: "a"}, Skills: []Skill{{ID: "s", Handler: ok}}, A2A: A2AConfig{MaxTasks: -1}},
+		"top-ups per key":    paying(func(pc *PaymentConfig) { pc.TopupsPerHourPerKey = -1 }),
+		"unfunded accounts":  paying(func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = -1 }),
+		"account TTL":        paying(func(pc *PaymentConfig) { pc.UnfundedAccountTTL = time.Minute }),
+		"invoice retention":  paying(func(pc *PaymentConfig) { pc.InvoiceRetention = time.Minute }),
 	} {
 		if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)

@@ -20,10 +20,10 @@ import (
 // Solana runtime in process).
 const litesvmDir = "testdata/litesvm-rpc"
 
-// startLiteSVM runs the shim and returns its URL and genesis hash. Without
-// node and npm the test is skipped, unless MESH_REQUIRE_TOOLS=1 (CI),
-// where it fails. Missing node_modules are installed with `npm ci`.
-func startLiteSVM(t *testing.T) (string, string) {
+// npmPackage makes sure node and npm are installed and dir's packages are
+// (`npm ci` when node_modules lacks module). Without node and npm the test
+// is skipped, unless MESH_REQUIRE_TOOLS=1 (CI), where it fails.
+func npmPackage(t *testing.T, dir, module string) {
 	t.Helper()
 	require := os.Getenv("MESH_REQUIRE_TOOLS") == "1"
 	for _, tool := range []string{"node", "npm"} {
@@ -31,15 +31,22 @@ func startLiteSVM(t *testing.T) (string, string) {
 			if require {
 				t.Fatalf("MESH_REQUIRE_TOOLS=1 but %s is not installed", tool)
 			}
-			t.Skipf("%s is not installed: skipping the LiteSVM end-to-end test (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool)
+			t.Skipf("%s is not installed: skipping the end-to-end test with %s (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool, module)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(litesvmDir, "node_modules", "litesvm")); err != nil {
-		out, err := exec.Command("npm", "ci", "--prefix", litesvmDir, "--no-audit", "--no-fund").CombinedOutput()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", module)); err != nil {
+		out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
 		if err != nil {
-			t.Fatalf("npm ci --prefix %s: %v\n%s", litesvmDir, err, out)
+			t.Fatalf("npm ci --prefix %s: %v\n%s", dir, err, out)
 		}
 	}
+}
+
+// startLiteSVM runs the shim and returns its URL and genesis hash (see
+// npmPackage for what it needs).
+func startLiteSVM(t *testing.T) (string, string) {
+	t.Helper()
+	npmPackage(t, litesvmDir, "litesvm")
 	cmd := exec.Command("node", "server.mjs")
 	cmd.Dir = litesvmDir
 	stdin, _ := cmd.StdinPipe() // the shim exits when this closes

@@ -49,7 +49,10 @@ A payment is bound to the request it paid for: the same SKILL, --data and
 in time, the call timed out or was interrupted), the transaction and nonce
 are printed: run the same command with --proof SIG --nonce NONCE to be
 served without paying again. Without --key the call is signed by a
-throw-away key, and such a payment cannot be retried.`,
+throw-away key, and such a payment cannot be retried.
+
+An agent whose card offers A2A and no HTTP skill endpoint is called over
+A2A (JSON-RPC message/send), and paid the same way.`,
 		Example: `  mesh call echo-1 echo --data '{"text":"hi"}' --max-lamports 10000 --key caller.key \
     --wallet-key ~/.config/solana/id.json --rpc https://api.devnet.solana.com
   mesh call echo-1 echo --data '{"text":"hi"}' --key caller.key --proof 5hG... --nonce x4_AQ...`,

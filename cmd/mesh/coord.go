@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -113,8 +113,6 @@ var coordEnv = map[string]string{
 }
 
 func runCoord(ctx context.Context, cfg coord.Config) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// Resolved now: once a release replaces it, the running file is gone.
 	exe, err := os.Executable()
 	if err != nil {
@@ -125,21 +123,14 @@ func runCoord(ctx context.Context, cfg coord.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := d.Start(ctx); err != nil {
+	err = runUntilSignal(ctx, d, func() {
+		fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
+	})
+	if !errors.Is(err, errRestart) {
 		return err
 	}
-	fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
-	select {
-	case <-ctx.Done():
-		fmt.Println("shutting down")
-		return d.Close()
-	case <-d.Restart():
-	}
-	fmt.Println("restarting into the new version")
-	if err := d.Close(); err != nil {
-		return err
-	}
-	// The same process, arguments and environment: the daemon takes its
-	// sticky (or explicit) port again.
+	// A new version replaced the executable: run it in this process, with
+	// the same arguments and environment, so that it takes the same
+	// (sticky or explicit) port again.
 	return syscall.Exec(exe, os.Args, os.Environ())
 }

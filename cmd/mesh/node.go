@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -71,22 +72,58 @@ var nodeEnv = map[string]string{
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := n.Start(ctx); err != nil {
+	return runUntilSignal(ctx, n, func() {
+		fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
+		for _, a := range n.P2PAddrs() {
+			fmt.Printf("  addr  %s\n", a)
+		}
+	})
+}
+
+// daemon is what `mesh node` and `mesh coord` run.
+type daemon interface {
+	Start(context.Context) error
+	Close() error
+}
+
+// restarter is a daemon that may ask to be started again (the coordination
+// daemon, once it installed a new version).
+type restarter interface {
+	Restart() <-chan struct{}
+}
+
+// errRestart: the daemon closed because it asked to be started again.
+var errRestart = errors.New("restart requested")
+
+// runUntilSignal starts d, prints its banner once it runs, and closes it
+// on SIGINT or SIGTERM (or when ctx ends), or when it asks for a restart
+// (then errRestart, once it is closed).
+func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := d.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
-	for _, a := range n.P2PAddrs() {
-		fmt.Printf("  addr  %s\n", a)
+	banner()
+	var restart <-chan struct{}
+	if r, ok := d.(restarter); ok {
+		restart = r.Restart()
 	}
-	<-ctx.Done()
-	fmt.Println("shutting down")
-	return n.Close()
+	select {
+	case <-ctx.Done():
+		fmt.Println("shutting down")
+		return d.Close()
+	case <-restart:
+	}
+	fmt.Println("restarting into the new version")
+	if err := d.Close(); err != nil {
+		return err
+	}
+	return errRestart
 }
 
 func newLogger(level string) (*slog.Logger, error) {

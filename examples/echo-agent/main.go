@@ -4,6 +4,12 @@
 //
 //	go run ./examples/echo-agent --id echo-1 --wallet <provider address> \
 //	    --rpc https://api.devnet.solana.com --bootstrap /ip4/.../p2p/...
+//
+// With --free the skill is free and the agent needs no wallet and no
+// Solana RPC: it runs offline. --card prints the card the agent serves
+// (GET /.well-known/agent-card.json) and exits.
+//
+//	go run ./examples/echo-agent --free --card
 package main
 
 import (
@@ -11,7 +17,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,8 +32,9 @@ import (
 
 // options are the example's flags.
 type options struct {
-	id, dataDir, httpAddr, bootstrap, wallet, rpc, network, genesis string
-	price                                                           uint64
+	id, dataDir, listen, bootstrap, wallet, rpc, network, genesis string
+	price                                                         uint64
+	free, card                                                    bool
 }
 
 // echo is the skill: it answers its input.
@@ -41,7 +50,7 @@ func config(o options) (node.Config, error) {
 		return node.Config{}, err
 	}
 	cfg := node.DefaultConfig()
-	cfg.DataDir, cfg.HTTPAddr, cfg.Key = o.dataDir, o.httpAddr, key
+	cfg.DataDir, cfg.HTTPAddr, cfg.Key = o.dataDir, o.listen, key
 	if o.bootstrap != "" {
 		cfg.Bootstrap = strings.Split(o.bootstrap, ",")
 	}
@@ -51,15 +60,18 @@ func config(o options) (node.Config, error) {
 			Card: interop.Card{Name: "Echo", Description: "Answers what it is sent."},
 			Skills: []interop.Skill{{
 				ID: "echo", Name: "Echo", Description: "Returns its JSON input.",
-				Examples: []string{`{"text":"hello"}`},
-				Pricing:  interop.Prices{interop.Lamports(o.price, o.network)},
-				Handler:  echo,
+				Examples: []string{`{"text":"hello"}`}, Tags: []string{"echo", "test"},
+				Pricing: interop.Prices{interop.Lamports(o.price, o.network)},
+				Handler: echo,
 			}},
 			Payment: &interop.PaymentConfig{
 				Network: o.network, Wallet: o.wallet, RPCURL: o.rpc, GenesisHash: o.genesis,
 				Modes: []string{interop.ModeX402, interop.ModeDeposit}, FreeCallsPerDay: 5,
 			},
 		},
+	}
+	if o.free {
+		cfg.Agent.Skills[0].Pricing, cfg.Agent.Payment = interop.Prices{interop.Free()}, nil
 	}
 	return cfg, nil
 }
@@ -68,13 +80,15 @@ func main() {
 	var o options
 	flag.StringVar(&o.id, "id", "echo-1", "agent id")
 	flag.StringVar(&o.dataDir, "data", "./echo-data", "data directory")
-	flag.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	flag.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0: any free port)")
 	flag.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap multiaddrs, comma-separated (empty: the node is its own directory)")
 	flag.StringVar(&o.wallet, "wallet", "", "provider wallet address (base58) that receives payments")
 	flag.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
 	flag.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
 	flag.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
 	flag.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
+	flag.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
+	flag.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "echo-agent:", err)
@@ -90,6 +104,9 @@ func run(o options) error {
 		return err
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if o.card {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
@@ -98,7 +115,28 @@ func run(o options) error {
 		return err
 	}
 	defer n.Close()
+	if o.card {
+		return printCard(ctx, os.Stdout, n.URL())
+	}
 	fmt.Printf("echo agent %s at %s (did %s)\n", o.id, n.URL(), n.DID())
 	<-ctx.Done()
 	return nil
+}
+
+// printCard prints the card the agent at url serves, as served.
+func printCard(ctx context.Context, w io.Writer, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/.well-known/agent-card.json", nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /.well-known/agent-card.json: %s", res.Status)
+	}
+	_, err = io.Copy(w, res.Body)
+	return err
 }

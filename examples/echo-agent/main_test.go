@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +23,7 @@ import (
 func TestEchoAgent(t *testing.T) {
 	chain := soltest.New(t)
 	provider := interop.NewWallet()
-	cfg, err := config(options{id: "echo-1", dataDir: t.TempDir(), httpAddr: "127.0.0.1:0", wallet: provider.Address(),
+	cfg, err := config(options{id: "echo-1", dataDir: t.TempDir(), listen: "127.0.0.1:0", wallet: provider.Address(),
 		rpc: chain.URL, network: interop.NetworkDevnet, price: 5000})
 	if err != nil {
 		t.Fatal(err)
@@ -50,5 +54,36 @@ func TestEchoAgent(t *testing.T) {
 	}
 	if got := chain.Balance(provider.PublicKey()); got != 5000 {
 		t.Fatalf("provider got %d", got)
+	}
+}
+
+// TestEchoAgentFree: with --free the agent starts without a wallet or an
+// RPC, prints its card (an A2A card) and answers an A2A message.
+func TestEchoAgentFree(t *testing.T) {
+	cfg, err := config(options{id: "echo-free", dataDir: t.TempDir(), listen: "127.0.0.1:0", free: true,
+		rpc: "http://127.0.0.1:1", network: interop.NetworkDevnet, price: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := agenttest.Start(t, cfg)
+	var out bytes.Buffer
+	if err := printCard(context.Background(), &out, n.URL()); err != nil {
+		t.Fatal(err)
+	}
+	var card interop.Card
+	if err := json.Unmarshal(out.Bytes(), &card); err != nil || card.Payment != nil || card.ProtocolVersion != interop.A2AVersion ||
+		!card.Skills[0].Pricing[0].IsFree() {
+		t.Fatalf("card %s (%v)", out.Bytes(), err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1",
+		"role":"user","parts":[{"kind":"text","text":"{\"text\":\"hi\"}"}]}}}`
+	res, err := http.Post(n.URL()+"/", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(b), `"state":"completed"`) || !strings.Contains(string(b), `"echo":{"text":"hi"}`) {
+		t.Fatalf("A2A echo: %s", b)
 	}
 }
