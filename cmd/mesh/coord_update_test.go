@@ -96,4 +96,3 @@ func waitVersion(t *testing.T, url, version string) {
 	}
 	t.Fatalf("%s/health: version %q, want %q", url, last, version)
 }
-
