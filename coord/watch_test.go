@@ -128,6 +128,11 @@ func TestInstructionFiles(t *testing.T) {
 	if got := h.read(".cursor/rules/agent-instructions.mdc"); !strings.HasPrefix(got, "---\n") || !strings.HasSuffix(got, "Run the tests twice.\n") {
 		t.Fatalf("mdc %q", got)
 	}
+	h.write("CLAUDE.md", "edited by hand\n")
+	h.clk.Advance(3 * time.Second)
+	if ev := ws.next("agent_instructions.rendered"); fmt.Sprint(ev["files"]) != "[CLAUDE.md]" || !strings.HasSuffix(h.read("CLAUDE.md"), "Run the tests twice.\n") {
+		t.Fatalf("hand edit: %v", ev)
+	}
 
 	s.set(func() { s.version, s.preamble = "20", "Be kind.\n" })
 	evs := ws.until("agent_instructions.rendered", func() { h.clk.Advance(10 * time.Second) })
