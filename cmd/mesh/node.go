@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -93,8 +94,18 @@ type daemon interface {
 	Close() error
 }
 
+// restarter is a daemon that may ask to be started again (the coordination
+// daemon, once it installed a new version).
+type restarter interface {
+	Restart() <-chan struct{}
+}
+
+// errRestart: the daemon closed because it asked to be started again.
+var errRestart = errors.New("restart requested")
+
 // runUntilSignal starts d, prints its banner once it runs, and closes it
-// on SIGINT or SIGTERM (or when ctx ends).
+// on SIGINT or SIGTERM (or when ctx ends), or when it asks for a restart
+// (then errRestart, once it is closed).
 func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -102,9 +113,21 @@ func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
 		return err
 	}
 	banner()
-	<-ctx.Done()
-	fmt.Println("shutting down")
-	return d.Close()
+	var restart <-chan struct{}
+	if r, ok := d.(restarter); ok {
+		restart = r.Restart()
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Println("shutting down")
+		return d.Close()
+	case <-restart:
+	}
+	fmt.Println("restarting into the new version")
+	if err := d.Close(); err != nil {
+		return err
+	}
+	return errRestart
 }
 
 func newLogger(level string) (*slog.Logger, error) {
