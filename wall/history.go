@@ -164,12 +164,33 @@ func (s *Service) reportEvents() {
 			}
 		}
 		for id, events := range batch {
-			if err := s.appendHistory(id, events); err != nil && s.ctx.Err() == nil {
+			if err := s.appendRetrying(id, events); err != nil && s.ctx.Err() == nil {
 				s.log.Warn("history events not recorded", "cluster", id, "n", len(events), "err", err)
 			}
 			for _, e := range events {
 				s.joins.done(e)
 			}
+		}
+	}
+}
+
+// historyRetries is how many times a batch the directory did not take is
+// sent again, 1 s then 2 s later: its check of this node's roster may have
+// timed out on a loaded node. A refusal, which this node cannot tell from
+// a failure, is sent again too; it costs the directory a bounded rate.
+const historyRetries = 2
+
+// appendRetrying is appendHistory, retried.
+func (s *Service) appendRetrying(id string, events []pendingEvent) error {
+	for attempt := 0; ; attempt++ {
+		err := s.appendHistory(id, events)
+		if err == nil || attempt == historyRetries {
+			return err
+		}
+		select {
+		case <-s.ctx.Done():
+			return err
+		case <-time.After(time.Second << attempt):
 		}
 	}
 }
