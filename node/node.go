@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/gate"
+	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
@@ -40,14 +41,18 @@ type Node struct {
 
 	host      *p2p.Host
 	role      string
-	dirPeer   peer.ID // the directory node (this node, for a bootstrap)
-	dirDID    string  // its did:key: the key that signs tokens and records
+	view      *dirView // who runs the directory: this node, its quorum, or what bootstrap nodes said
 	tokens    *registryapi.Tokens
 	validator registryapi.RecordValidator // of DHT records: attested by our directory
+	// orderer orders writes on a bootstrap node (the single writer, or the
+	// quorum while this member leads it); nil on other nodes. proposer is
+	// what the surfaces propose to: local, or the way to the directory.
+	orderer   cmdlog.Proposer
 	proposer  cmdlog.Proposer
-	replica   *cmdlog.Replica // nil on the directory node
+	quorum    *quorum.Quorum // nil unless this node is a member of a quorum
+	replica   follower       // nil on a single directory node
 	dirTopic  *p2p.Topic
-	publisher *publisher    // nil on replicas
+	publisher *publisher    // nil unless a bootstrap node
 	agent     *agentRuntime // nil unless an agent is embedded
 
 	baseFromHost bool // answers name the Host a client used (no public URL known)
@@ -77,6 +82,13 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ForwardTimeout == 0 {
+		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
+	if cfg.ForwardRetry == 0 {
+		cfg.ForwardRetry = DefaultForwardRetry
+	}
+	cfg.Raft.defaults()
 	return &Node{cfg: cfg, log: cfg.Logger}, nil
 }
 
@@ -227,6 +239,11 @@ func (n *Node) Close() error {
 			n.cancel()
 		}
 		n.wg.Wait()
+		if n.quorum != nil {
+			if err := n.quorum.Close(); err != nil {
+				n.log.Debug("leaving the quorum", "err", err)
+			}
+		}
 		n.closeAgent()
 		if n.host != nil {
 			if err := n.host.Close(); err != nil {

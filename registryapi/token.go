@@ -37,6 +37,10 @@ type Tokens struct {
 	key     ed25519.PrivateKey // nil on nodes that cannot issue
 	iss     string
 	trusted map[string]ed25519.PublicKey
+	// trusts, if set, decides which issuers (did:key) are trusted
+	// directories instead of the map: the set may change as the members
+	// of a quorum do.
+	trusts func(did string) bool
 }
 
 // NewTokens returns Tokens that issue with key (may be nil) and trust the
@@ -52,6 +56,28 @@ func NewTokens(key ed25519.PrivateKey, trusted ...ed25519.PublicKey) *Tokens {
 		t.trusted[identity.DIDFromPublicKey(p)] = p
 	}
 	return t
+}
+
+// NewTokensTrusting returns Tokens that issue with key (may be nil) and
+// trust the issuers that trusted accepts. An issuer is a did:key, so the
+// key that verifies its tokens comes from its name.
+func NewTokensTrusting(key ed25519.PrivateKey, trusted func(did string) bool) *Tokens {
+	t := NewTokens(key)
+	t.trusts = trusted
+	return t
+}
+
+// trustedKey is the key of iss, if iss is a trusted directory.
+func (t *Tokens) trustedKey(iss string) (ed25519.PublicKey, bool) {
+	if t.trusts == nil {
+		pub, ok := t.trusted[iss]
+		return pub, ok
+	}
+	if !t.trusts(iss) {
+		return nil, false
+	}
+	pub, err := identity.PublicKeyFromDID(iss)
+	return pub, err == nil
 }
 
 // Issue returns a token for registration reg of agent id, valid TokenTTL.
@@ -85,7 +111,7 @@ func (t *Tokens) Verify(tok string, now time.Time) (TokenClaims, error) {
 	if err != nil || json.Unmarshal(raw, &c) != nil || c.Sub == "" || c.Reg == 0 {
 		return c, ErrBadToken.With("bearer token claims are malformed")
 	}
-	pub, ok := t.trusted[c.Iss]
+	pub, ok := t.trustedKey(c.Iss)
 	if !ok {
 		return c, ErrBadToken.With("bearer token issuer is not a trusted directory")
 	}

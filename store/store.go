@@ -182,6 +182,25 @@ func (tx *Txn) Scan(prefix, start []byte, fn func(key, val []byte) (bool, error)
 	return nil
 }
 
+// Last returns a copy of the last key with the given prefix, in key order,
+// and of its value, or ErrNotFound when no key has the prefix.
+func (tx *Txn) Last(prefix []byte) (key, val []byte, err error) {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix, opts.Reverse, opts.PrefetchValues = prefix, true, false
+	it := tx.t.NewIterator(opts)
+	defer it.Close()
+	// Reverse iteration seeks to the last key <= the seek key: past every
+	// key with the prefix, unless one goes on with nine 0xff bytes, which
+	// no key of the mesh does (numbers in keys are 8 bytes).
+	it.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+	if !it.ValidForPrefix(prefix) {
+		return nil, nil, ErrNotFound
+	}
+	item := it.Item()
+	val, err = item.ValueCopy(nil)
+	return item.KeyCopy(nil), val, err
+}
+
 // Key joins parts with '/' into a key. Parts must not contain '/' where
 // prefix scans depend on the boundary.
 func Key(parts ...string) []byte {

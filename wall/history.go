@@ -179,12 +179,16 @@ func (s *Service) appendHistory(id string, events []pendingEvent) error {
 		q.sign(key, s.cfg.Host.ID(), s.cfg.Now())
 	}
 	req, _ := json.Marshal(q)
-	_, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, 64)
+	_, err := s.cfg.Host.Request(ctx, s.cfg.Directory(), historyProto, req, 64)
 	return err
 }
 
 func (s *Service) isDirectory() bool {
-	return s.cfg.Directory == "" || s.cfg.Directory == s.cfg.Host.ID()
+	if s.cfg.Directory == nil {
+		return true
+	}
+	d := s.cfg.Directory()
+	return d == s.cfg.Host.ID() || (d == "" && s.cfg.KeepsHistory)
 }
 
 // Key layout of the history on the directory node:
@@ -323,7 +327,7 @@ func (s *Service) fetchEvents(ctx context.Context, id, token string, limit int) 
 	req, _ := json.Marshal(q)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, maxHistoryResp)
+	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory(), historyProto, req, maxHistoryResp)
 	if err != nil {
 		return nil, ErrNoDirectory.With("the directory node, which keeps cluster histories, did not answer: %v", err)
 	}

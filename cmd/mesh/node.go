@@ -56,6 +56,14 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
 	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "messages a second one wall socket may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
+	f.StringSliceVar(&cfg.Quorum, "quorum", envList("MESH_QUORUM", nil), "bootstrap nodes only: full multiaddrs of the initial voters of the Raft quorum that runs the directory, this node's included, the same list on each (3 or 5); starting again with the same list is harmless (env MESH_QUORUM)")
+	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "quorum: a follower that has not heard from the leader for this long stands for election; writes stall about twice this when the leader dies (env MESH_RAFT_HEARTBEAT_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.ElectionTimeout, "raft-election-timeout", cfg.Raft.ElectionTimeout, "quorum: how long a candidate waits for votes; at least the heartbeat timeout (env MESH_RAFT_ELECTION_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.LeaderLease, "raft-leader-lease", cfg.Raft.LeaderLease, "quorum: a leader that has not heard from a majority for this long steps down; at most the heartbeat timeout (env MESH_RAFT_LEADER_LEASE)")
+	f.DurationVar(&cfg.Raft.CommitTimeout, "raft-commit-timeout", cfg.Raft.CommitTimeout, "quorum: the longest the leader waits before sending new entries (env MESH_RAFT_COMMIT_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.RPCTimeout, "raft-rpc-timeout", cfg.Raft.RPCTimeout, "quorum: bound of one Raft RPC between members (env MESH_RAFT_RPC_TIMEOUT)")
+	f.DurationVar(&cfg.ForwardTimeout, "forward-timeout", cfg.ForwardTimeout, "bound of a write forwarded to the directory's leader, retries included; then 503 directory_unavailable (env MESH_FORWARD_TIMEOUT)")
+	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader (env MESH_FORWARD_RETRY)")
 	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second all wall sockets of one cluster on this node may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	return c
 }
@@ -66,6 +74,14 @@ var nodeEnv = map[string]string{
 	"wall-socket-rate":   "MESH_WALL_SOCKET_RATE",
 	"wall-room-rate":     "MESH_WALL_ROOM_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
+
+	"raft-heartbeat-timeout": "MESH_RAFT_HEARTBEAT_TIMEOUT",
+	"raft-election-timeout":  "MESH_RAFT_ELECTION_TIMEOUT",
+	"raft-leader-lease":      "MESH_RAFT_LEADER_LEASE",
+	"raft-commit-timeout":    "MESH_RAFT_COMMIT_TIMEOUT",
+	"raft-rpc-timeout":       "MESH_RAFT_RPC_TIMEOUT",
+	"forward-timeout":        "MESH_FORWARD_TIMEOUT",
+	"forward-retry":          "MESH_FORWARD_RETRY",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {

@@ -1,0 +1,261 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// quorumMesh is a quorum of bootstrap nodes on loopback in this process,
+// plus ordinary nodes.
+type quorumMesh struct {
+	*mesh
+	members []*Node
+	cfgs    []Config
+	addrs   []string // the members' full multiaddrs (the --quorum list)
+}
+
+// fastRaft are timings for tests on loopback: elections in a few hundred
+// milliseconds.
+func fastRaft() RaftTimings {
+	return RaftTimings{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
+		LeaderLease: 200 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, RPCTimeout: 2 * time.Second}
+}
+
+// freePort returns a TCP port on loopback that was free a moment ago: the
+// members of a quorum must know each other's addresses before they start.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newQuorumMesh starts size members of a new quorum, tweak (if set)
+// editing each one's config, and waits for a leader.
+func newQuorumMesh(t *testing.T, size int, tweak func(i int, c *Config)) *quorumMesh {
+	t.Helper()
+	q := &quorumMesh{mesh: &mesh{t: t, clock: newTestClock()}}
+	keys := make([]ed25519.PrivateKey, size)
+	for i := range keys {
+		keys[i] = identity.GenerateKey()
+		id, _ := p2p.PeerID(keys[i].Public().(ed25519.PublicKey))
+		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freePort(t))+"/p2p/"+id.String())
+	}
+	for i := range size {
+		cfg := testConfig(t, t.TempDir())
+		cfg.Role, cfg.Now, cfg.Key = RoleBootstrap, q.clock.Now, keys[i]
+		cfg.Quorum, cfg.Raft = q.addrs, fastRaft()
+		cfg.Listen = []string{q.addrs[i][:len(q.addrs[i])-len("/p2p/")-len(q.peerID(i))]}
+		cfg.ForwardRetry = 20 * time.Millisecond
+		if tweak != nil {
+			tweak(i, &cfg)
+		}
+		q.cfgs = append(q.cfgs, cfg)
+		q.members = append(q.members, startNode(t, cfg))
+	}
+	q.boot = q.leader()
+	return q
+}
+
+func (q *quorumMesh) peerID(i int) string {
+	a := q.addrs[i]
+	return a[len(a)-len("12D3KooW")-44:]
+}
+
+// leader waits for a member to lead, and returns it.
+func (q *quorumMesh) leader() *Node {
+	q.t.Helper()
+	var l *Node
+	eventually(q.t, 10*time.Second, func() bool {
+		for _, m := range q.members {
+			if m != nil && m.quorum.IsLeader() {
+				l = m
+				return true
+			}
+		}
+		return false
+	}, "no member leads the quorum")
+	return l
+}
+
+// follower is a member that does not lead.
+func (q *quorumMesh) follower() *Node {
+	l := q.leader()
+	for _, m := range q.members {
+		if m != nil && m != l {
+			return m
+		}
+	}
+	q.t.Fatal("no follower")
+	return nil
+}
+
+// join starts an ordinary node that knows only the given members.
+func (q *quorumMesh) join(members ...int) *Node {
+	q.t.Helper()
+	cfg := testConfig(q.t, q.t.TempDir())
+	cfg.Role, cfg.Now, cfg.ForwardRetry = RoleNode, q.clock.Now, 20*time.Millisecond
+	for _, i := range members {
+		cfg.Bootstrap = append(cfg.Bootstrap, q.addrs[i])
+	}
+	n := startNode(q.t, cfg)
+	q.waitSame(n)
+	return n
+}
+
+// waitSame waits until every node given holds the leader's log.
+func (q *quorumMesh) waitSame(nodes ...*Node) {
+	q.t.Helper()
+	l := q.leader()
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		eventually(q.t, 15*time.Second, func() bool {
+			_, h := call(q.t, n, "GET", "/health", "")
+			d := h["directory"].(map[string]any)
+			return d["caught_up"] == true && n.clog.Seq() == l.clog.Seq()
+		}, "node %s never caught up with the leader (seq %d, leader %d)", n.URL(), n.clog.Seq(), l.clog.Seq())
+	}
+}
+
+func (q *quorumMesh) all(extra ...*Node) []*Node {
+	var out []*Node
+	for _, m := range q.members {
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return append(out, extra...)
+}
+
+// surface reads what a client sees of agents ids and cluster on n: the
+// whole registry surface, for comparing nodes.
+func surface(t *testing.T, n *Node, ids []string, clusters []string) string {
+	t.Helper()
+	out := ""
+	for _, id := range ids {
+		st, a := call(t, n, "GET", "/v1/agents/"+id, "")
+		_, rep := call(t, n, "GET", "/v1/agents/"+id+"/reputation", "")
+		_, ident := call(t, n, "GET", "/v1/agents/"+id+"/identity", "")
+		out += fmt.Sprintf("%s %d %v %v %v\n", id, st, a, rep, ident)
+	}
+	for _, c := range clusters {
+		st, v := call(t, n, "GET", "/v1/clusters/"+c, "")
+		out += fmt.Sprintf("%s %d %v\n", c, st, v)
+	}
+	// Addresses in answers name the node asked.
+	host := strings.TrimPrefix(n.URL(), "http://")
+	return strings.ReplaceAll(out, host, "NODE")
+}
+
+func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) {
+	q := newQuorumMesh(t, 3, nil)
+	leader := q.leader()
+	var follower *Node
+	for _, m := range q.members {
+		if m != leader {
+			follower = m
+		}
+	}
+	// An ordinary node that knows one member only, a follower: it finds
+	// the leader itself.
+	var fi int
+	for i, m := range q.members {
+		if m == follower {
+			fi = i
+		}
+	}
+	ord := q.join(fi)
+
+	keys := map[string]ed25519.PrivateKey{}
+	var ids []string
+	for i, n := range []*Node{leader, follower, ord} {
+		id := "agent-" + strconv.Itoa(i)
+		keys[id] = identity.GenerateKey()
+		q.register(n, id, keys[id])
+		ids = append(ids, id)
+	}
+	// An unsigned registration, its token and a heartbeat, through the
+	// ordinary node; feedback and a delete through the follower.
+	st, v := call(t, ord, "POST", "/v1/agents/register", `{"agent_id":"plain","capabilities":["x"],"endpoint":"https://plain.example"}`)
+	if st != 201 {
+		t.Fatalf("unsigned register through an ordinary node: %d %v", st, v)
+	}
+	ids = append(ids, "plain")
+	tok := q.token(ord, "plain", v["api_key"].(string))
+	if st, v := call(t, ord, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok); st != 200 {
+		t.Fatalf("heartbeat through an ordinary node: %d %v", st, v)
+	}
+	fb := `{"success":true,"latency_ms":12}`
+	if st, v := q.signedCall(follower, keys["agent-0"], "POST", "/v1/agents/agent-1/feedback", fb); st != 200 && st != 201 {
+		t.Fatalf("feedback through a follower: %d %v", st, v)
+	}
+	gone := q.register(follower, "gone", identity.GenerateKey())
+	q.deleteAgent(follower, "gone", gone)
+	ids = append(ids, "gone")
+	// A cluster made through the ordinary node and one through the follower.
+	var clusters []string
+	for _, n := range []*Node{ord, follower} {
+		st, v := call(t, n, "POST", "/v1/clusters", `{"visibility":"public","name":"room"}`)
+		if st != 201 {
+			t.Fatalf("cluster through %s: %d %v", n.URL(), st, v)
+		}
+		clusters = append(clusters, v["cluster_id"].(string))
+	}
+
+	// A stale view (the node believes the follower leads): the follower
+	// answers not_leader without applying anything, and the write goes
+	// on to the leader.
+	ord.view.mu.Lock()
+	ord.view.leader = follower.PeerID()
+	ord.view.mu.Unlock()
+	q.register(ord, "after-stale-view", identity.GenerateKey())
+	ids = append(ids, "after-stale-view")
+	if d := ord.view.directory(); d != leader.PeerID() {
+		t.Fatalf("after not_leader the node forwards to %s, not the leader %s", d, leader.PeerID())
+	}
+
+	nodes := q.all(ord)
+	q.waitSame(nodes...)
+	want := surface(t, leader, ids, clusters)
+	for _, n := range nodes {
+		if got := surface(t, n, ids, clusters); got != want {
+			t.Fatalf("%s differs from the leader:\n%s\nleader:\n%s", n.URL(), got, want)
+		}
+	}
+	// The heartbeat shows on every node; the token verifies everywhere.
+	for _, n := range nodes {
+		if _, a := call(t, n, "GET", "/v1/agents/plain", ""); a["online"] != true {
+			t.Fatalf("%s does not show the heartbeat: %v", n.URL(), a)
+		}
+	}
+	// /health names the same leader and members everywhere.
+	for _, n := range nodes {
+		eventually(t, 5*time.Second, func() bool {
+			_, h := call(t, n, "GET", "/health", "")
+			qv, _ := h["quorum"].(map[string]any)
+			ms, _ := qv["members"].([]any)
+			return qv != nil && qv["leader"] == leader.PeerID().String() && len(ms) == 3 && qv["lag"] == float64(0) &&
+				ms[0].(map[string]any)["voter"] == true && h["status"] == "ok"
+		}, "health of %s does not show the quorum", n.URL())
+	}
+	_, h := call(t, leader, "GET", "/health", "")
+	if qv := h["quorum"].(map[string]any); qv["term"].(float64) < 1 || qv["commit_index"].(float64) < float64(leader.clog.Seq()) {
+		t.Fatalf("leader's health: %v", qv)
+	}
+	if qv := h["quorum"].(map[string]any); qv["state"] != "Leader" {
+		t.Fatalf("leader's state: %v", qv)
+	}
+}
