@@ -78,6 +78,10 @@ type Config struct {
 	// while no leader is known. Zero means the defaults (10 s, 100 ms).
 	ForwardTimeout time.Duration `json:"forward_timeout"`
 	ForwardRetry   time.Duration `json:"forward_retry"`
+	// ChangesKept is how many of the latest entries the change log keeps
+	// (compacted every minute); a node further behind installs a snapshot
+	// of the directory. 0 means DefaultChangesKept.
+	ChangesKept uint64 `json:"changes_kept"`
 	// DHTServer forces a node to answer DHT queries. Bootstrap nodes always
 	// do; so do nodes with Reachability "public", and nodes with it unset
 	// while AutoNAT finds them publicly reachable.
@@ -130,6 +134,12 @@ type RaftTimings struct {
 	CommitTimeout time.Duration `json:"commit_timeout"`
 	// RPCTimeout bounds one Raft RPC between members.
 	RPCTimeout time.Duration `json:"rpc_timeout"`
+	// SnapshotInterval is how often a member checks whether to snapshot;
+	// it does once SnapshotThreshold entries were committed since the last
+	// one, and keeps TrailingLogs of Raft's log behind it.
+	SnapshotInterval  time.Duration `json:"snapshot_interval"`
+	SnapshotThreshold uint64        `json:"snapshot_threshold"`
+	TrailingLogs      uint64        `json:"trailing_logs"`
 }
 
 // DefaultRaftTimings are hashicorp/raft's defaults, fit for members on one
@@ -137,7 +147,8 @@ type RaftTimings struct {
 func DefaultRaftTimings() RaftTimings {
 	d := quorum.DefaultConfig()
 	return RaftTimings{HeartbeatTimeout: d.HeartbeatTimeout, ElectionTimeout: d.ElectionTimeout,
-		LeaderLease: d.LeaderLeaseTimeout, CommitTimeout: d.CommitTimeout, RPCTimeout: d.RPCTimeout}
+		LeaderLease: d.LeaderLeaseTimeout, CommitTimeout: d.CommitTimeout, RPCTimeout: d.RPCTimeout,
+		SnapshotInterval: d.SnapshotInterval, SnapshotThreshold: d.SnapshotThreshold, TrailingLogs: d.TrailingLogs}
 }
 
 func (t *RaftTimings) defaults() {
@@ -145,10 +156,17 @@ func (t *RaftTimings) defaults() {
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&t.HeartbeatTimeout, &d.HeartbeatTimeout}, {&t.ElectionTimeout, &d.ElectionTimeout},
 		{&t.LeaderLease, &d.LeaderLease}, {&t.CommitTimeout, &d.CommitTimeout}, {&t.RPCTimeout, &d.RPCTimeout},
+		{&t.SnapshotInterval, &d.SnapshotInterval},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
 		}
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = d.TrailingLogs
 	}
 }
 
@@ -172,6 +190,7 @@ func DefaultConfig() Config {
 		Raft:             DefaultRaftTimings(),
 		ForwardTimeout:   DefaultForwardTimeout,
 		ForwardRetry:     DefaultForwardRetry,
+		ChangesKept:      DefaultChangesKept,
 	}
 }
 

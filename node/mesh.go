@@ -152,6 +152,7 @@ func (n *Node) serveDirectory(ctx context.Context) {
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
 	n.host.HandleRequests(quorumProto, maxQuorumReq, n.serveQuorum)
+	n.host.HandleDownloads(snapshotProto, maxQuorumReq, n.serveSnapshot)
 	n.goroutine(func() { n.publisher.run(ctx, n.dirTopic) })
 	n.goroutine(func() { n.flushPresence(ctx) })
 }
@@ -164,6 +165,9 @@ type changesRequest struct {
 type changesResponse struct {
 	Head    uint64            `json:"head"`
 	Entries []json.RawMessage `json:"entries"`
+	// Snapshot: the changes asked for were compacted; install a snapshot
+	// (snapshotProto) and ask again from its seq.
+	Snapshot bool `json:"snapshot,omitempty"`
 	// Origin names whose log this is (cmdlog's origin); Quorum is the
 	// answering node's view of who runs the directory.
 	Origin string      `json:"origin,omitempty"`
@@ -180,7 +184,8 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 	}
 	head := n.clog.Seq()
 	cmds, err := n.clog.Changes(q.Since, q.Limit, changesMaxBytes)
-	if err != nil {
+	compacted := errors.Is(err, cmdlog.ErrCompacted)
+	if err != nil && !compacted {
 		return nil, err
 	}
 	origin, err := n.clog.Origin()
@@ -188,7 +193,7 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 		return nil, err
 	}
 	view := n.quorumView()
-	return json.Marshal(changesResponse{Head: head, Entries: cmds, Origin: origin, Quorum: &view})
+	return json.Marshal(changesResponse{Head: head, Entries: cmds, Snapshot: compacted, Origin: origin, Quorum: &view})
 }
 
 // startReplica makes this node a copy of the directory: commands arrive by
@@ -197,6 +202,7 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 func (n *Node) startReplica(ctx context.Context) error {
 	n.proposer = replicaProposer{n}
 	rep := cmdlog.NewReplica(n.clog, n.fetchChanges, n.log.With("component", "replica"))
+	rep.Install = n.installSnapshot
 	n.replica = rep
 	var err error
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
@@ -272,6 +278,9 @@ func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, 
 	}
 	if resp.Quorum != nil {
 		n.view.heard(src, *resp.Quorum)
+	}
+	if resp.Snapshot {
+		return nil, resp.Head, cmdlog.ErrCompacted
 	}
 	entries := make([]cmdlog.Entry, len(resp.Entries))
 	for i, c := range resp.Entries {

@@ -55,7 +55,8 @@ type Node struct {
 	publisher *publisher    // nil unless a bootstrap node
 	agent     *agentRuntime // nil unless an agent is embedded
 
-	baseFromHost bool // answers name the Host a client used (no public URL known)
+	baseFromHost bool          // answers name the Host a client used (no public URL known)
+	snapshots    chan struct{} // snapshots being served
 
 	wall     *wall.Service
 	handler  http.Handler
@@ -89,7 +90,10 @@ func New(cfg Config) (*Node, error) {
 		cfg.ForwardRetry = DefaultForwardRetry
 	}
 	cfg.Raft.defaults()
-	return &Node{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.ChangesKept == 0 {
+		cfg.ChangesKept = DefaultChangesKept
+	}
+	return &Node{cfg: cfg, log: cfg.Logger, snapshots: make(chan struct{}, snapshotsServed)}, nil
 }
 
 // Start opens the node's state and starts serving. When it returns nil the
@@ -158,6 +162,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
 	}
+	n.goroutine(func() { n.compactLog(ctx) })
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil
 }

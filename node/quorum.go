@@ -194,8 +194,14 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	}
 	qc.HeartbeatTimeout, qc.ElectionTimeout, qc.LeaderLeaseTimeout = t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLease
 	qc.CommitTimeout, qc.RPCTimeout = t.CommitTimeout, t.RPCTimeout
+	qc.SnapshotInterval, qc.SnapshotThreshold, qc.TrailingLogs = t.SnapshotInterval, t.SnapshotThreshold, t.TrailingLogs
 	qc.OnApply = n.quorumApplied
 	qc.OnLeader = n.leadershipChanged
+	qc.OnSnapshot = func(uint64) { // compact the change log behind it too
+		if err := n.clog.Compact(n.cfg.ChangesKept); err != nil {
+			n.log.Warn("compacting the change log failed", "err", err)
+		}
+	}
 	qc.Logger = n.log.With("component", "quorum")
 	if n.quorum, err = quorum.New(qc); err != nil {
 		return err

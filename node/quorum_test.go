@@ -259,3 +259,44 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) {
 		t.Fatalf("leader's state: %v", qv)
 	}
 }
+
+// TestLateJoinersInstallASnapshot: a node that joins after the change log
+// was compacted installs a snapshot of the directory and follows from its
+// seq, through an ordinary node's change feed as through Raft.
+func TestLateJoinersInstallASnapshot(t *testing.T) {
+	q := newQuorumMesh(t, 3, func(_ int, c *Config) { c.Raft.TrailingLogs = 5 })
+	leader := q.leader()
+	var ids []string
+	for i := range 30 {
+		id := "early-" + strconv.Itoa(i)
+		q.register(leader, id, identity.GenerateKey())
+		ids = append(ids, id)
+	}
+	st, v := call(t, leader, "POST", "/v1/clusters", `{"visibility":"public","name":"early"}`)
+	if st != 201 {
+		t.Fatalf("cluster: %d %v", st, v)
+	}
+	clusters := []string{v["cluster_id"].(string)}
+	q.waitSame(q.all()...)
+	for _, m := range q.members {
+		if err := m.quorum.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.clog.Compact(3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ord := q.join(1)
+	if ord.clog.First() <= 2 {
+		t.Fatalf("the late node replayed the log from %d instead of installing a snapshot", ord.clog.First())
+	}
+	q.register(ord, "late", identity.GenerateKey())
+	ids = append(ids, "late")
+	q.waitSame(q.all(ord)...)
+	want := surface(t, leader, ids, clusters)
+	for _, n := range q.all(ord) {
+		if got := surface(t, n, ids, clusters); got != want {
+			t.Fatalf("%s differs from the leader:\n%s\nleader:\n%s", n.URL(), got, want)
+		}
+	}
+}

@@ -107,3 +107,78 @@ func readFrame(r io.Reader, max int) ([]byte, error) {
 	}
 	return b, err
 }
+
+// DownloadHandler writes the answer to one request to w, as long as it
+// takes; an error resets the stream.
+type DownloadHandler func(ctx context.Context, from peer.ID, req []byte, w io.Writer) error
+
+// HandleDownloads serves proto for answers too large for one frame (a
+// snapshot): a request frame of at most maxReq bytes, then the answer as a
+// raw stream until the handler returns. Each read and write must progress
+// within streamTimeout; Close waits for the handlers running.
+func (h *Host) HandleDownloads(proto string, maxReq int, fn DownloadHandler) {
+	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
+		if !h.handlers.Enter() {
+			s.Reset()
+			return
+		}
+		defer h.handlers.Done()
+		defer context.AfterFunc(h.ctx, func() { s.Reset() })()
+		s.SetDeadline(time.Now().Add(streamTimeout))
+		req, err := readFrame(s, maxReq)
+		if err != nil {
+			h.countStreamDrop(err)
+			s.Reset()
+			return
+		}
+		if err := fn(h.ctx, s.Conn().RemotePeer(), req, idleWriter{s}); err != nil {
+			h.cfg.Logger.Debug("download handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
+			s.Reset()
+			return
+		}
+		s.Close()
+	})
+}
+
+// Download sends req to p on proto and hands the answer, at most max
+// bytes, to fn as it arrives.
+func (h *Host) Download(ctx context.Context, p peer.ID, proto string, req []byte, max int64, fn func(io.Reader) error) error {
+	h.addRelayAddrs(p)
+	s, err := h.h.NewStream(ctx, p, protocol.ID(proto))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
+	s.SetDeadline(time.Now().Add(streamTimeout))
+	if err := msgio.NewVarintWriter(s).WriteMsg(req); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := fn(io.LimitReader(idleReader{s}, max)); err != nil {
+		s.Reset()
+		return err
+	}
+	return nil
+}
+
+// idleReader and idleWriter give each read or write of a stream
+// streamTimeout to progress: a download takes as long as it needs while
+// bytes flow, and fails once they stop.
+type idleReader struct{ s network.Stream }
+
+func (r idleReader) Read(p []byte) (int, error) {
+	r.s.SetReadDeadline(time.Now().Add(streamTimeout))
+	return r.s.Read(p)
+}
+
+type idleWriter struct{ s network.Stream }
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	w.s.SetWriteDeadline(time.Now().Add(streamTimeout))
+	return w.s.Write(p)
+}

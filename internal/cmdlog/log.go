@@ -37,6 +37,13 @@ type Machine interface {
 	// Committed runs once the entry's transaction has committed, before the
 	// next entry is applied (to drop cached state, for example).
 	Committed(e *Entry)
+	// State lists the key prefixes that hold the machine's state: what a
+	// snapshot of the log carries and installing one replaces. Keys the
+	// machine keeps for this node alone must be outside them.
+	State() [][]byte
+	// Restored runs after a snapshot replaced the state (to drop cached
+	// state).
+	Restored()
 }
 
 // Log is the store's copy of the command log and the machines it feeds.
@@ -71,6 +78,9 @@ func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
 // Open loads the log's position from db.
 func Open(db *store.DB) (*Log, error) {
 	l := &Log{db: db, machines: map[string]Machine{}, advanced: make(chan struct{})}
+	if err := recoverRestore(db); err != nil {
+		return nil, fmt.Errorf("cmdlog: recovering an interrupted restore: %w", err)
+	}
 	err := db.View(func(tx *store.Txn) error {
 		seq, err := GetU64(tx, seqKey)
 		if err != nil {
@@ -194,6 +204,9 @@ func (l *Log) Wait(ctx context.Context, seq uint64) error {
 // Changes returns logged entries with seq > since, in order, encoded: at
 // most limit of them and, beyond the first, at most maxBytes in all.
 func (l *Log) Changes(since uint64, limit, maxBytes int) ([]json.RawMessage, error) {
+	if since+1 < l.First() && since < l.Seq() {
+		return nil, ErrCompacted
+	}
 	var out []json.RawMessage
 	size := 0
 	err := l.db.View(func(tx *store.Txn) error {

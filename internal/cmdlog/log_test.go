@@ -32,6 +32,8 @@ func (m *kv) Apply(tx *store.Txn, e *Entry) (any, error) {
 }
 
 func (m *kv) Committed(e *Entry) { m.committed = append(m.committed, e.Seq) }
+func (m *kv) State() [][]byte    { return [][]byte{[]byte("kv/")} }
+func (m *kv) Restored()          {}
 
 func (m *kv) get(t *testing.T, l *Log, k string) string {
 	t.Helper()

@@ -70,6 +70,9 @@ type Config struct {
 	// OnApply, if set, sees every entry this member appends to Log, in
 	// order, on Raft's FSM goroutine: it must not block.
 	OnApply func(e cmdlog.Entry)
+	// OnSnapshot, if set, learns the seq of each snapshot this member
+	// persisted (to compact the change log behind it).
+	OnSnapshot func(seq uint64)
 	// OnLeader, if set, learns when this member becomes leader (true) and
 	// when it stops being one (false).
 	OnLeader func(leader bool)

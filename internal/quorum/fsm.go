@@ -33,6 +33,8 @@ type fsm struct {
 	onApply func(cmdlog.Entry)
 	logger  *slog.Logger
 	done    <-chan struct{} // closed when the member shuts down
+	// onSnapshot, if set, learns the seq of each snapshot persisted.
+	onSnapshot func(seq uint64)
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -79,13 +81,45 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM: it captures the state as of the last
+// applied entry (Raft calls it between applies); Persist writes it out
+// while applying goes on.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	return nil, errors.New("quorum: snapshots are not supported yet")
+	s, err := f.log.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{s: s, onPersist: f.onSnapshot}, nil
 }
 
-// Restore implements raft.FSM.
+// Restore implements raft.FSM: the state becomes the snapshot's.
 func (f *fsm) Restore(rc io.ReadCloser) error {
-	rc.Close()
-	return errors.New("quorum: snapshots are not supported yet")
+	defer rc.Close()
+	h, err := f.log.Restore(rc)
+	if err != nil {
+		return err
+	}
+	f.logger.Info("installed a snapshot of the directory", "seq", h.Seq, "index", h.Index)
+	return nil
 }
+
+type fsmSnapshot struct {
+	s         *cmdlog.Snapshot
+	onPersist func(seq uint64)
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.s.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if s.onPersist != nil {
+		s.onPersist(s.s.Header.Seq)
+	}
+	return nil
+}
+
+func (s *fsmSnapshot) Release() { s.s.Close() }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -93,7 +94,7 @@ func (q *Quorum) Start() (err error) {
 	}
 
 	q.trans = newTransport(q.cfg.Host, q.isMember, q.cfg.RPCTimeout, q.log.With("component", "raft-transport"))
-	q.fsm = &fsm{log: q.cfg.Log, onApply: q.cfg.OnApply, logger: q.log, done: q.done}
+	q.fsm = &fsm{log: q.cfg.Log, onApply: q.cfg.OnApply, onSnapshot: q.cfg.OnSnapshot, logger: q.log, done: q.done}
 	notify := make(chan bool, 16)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(q.cfg.Host.ID().String())
@@ -108,6 +109,10 @@ func (q *Quorum) Start() (err error) {
 	rc.NotifyCh = notify
 	rc.Logger = hlog.Named("raft")
 	rc.NoLegacyTelemetry = true
+	// The state is on disk: restoring the last snapshot at every start
+	// would replace it with an older image. Only a state behind that
+	// snapshot (a restore cut short) needs it.
+	rc.NoSnapshotRestoreOnStart = q.stateCovers(snaps)
 	if q.r, err = raft.NewRaft(rc, q.fsm, q.logs, q.logs, snaps, q.trans); err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
@@ -132,6 +137,25 @@ func (q *Quorum) Start() (err error) {
 	}
 	return nil
 }
+
+// stateCovers reports whether the directory's state on disk is at least
+// as recent as Raft's latest snapshot.
+func (q *Quorum) stateCovers(snaps raft.SnapshotStore) bool {
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		return true
+	}
+	_, rc, err := snaps.Open(metas[0].ID)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	h, err := cmdlog.ReadSnapshotHeader(rc)
+	return err == nil && q.cfg.Log.Seq() >= h.Seq
+}
+
+// Snapshot makes Raft snapshot the state now and compact its log.
+func (q *Quorum) Snapshot() error { return q.r.Snapshot().Error() }
 
 // warnIfVotersDiffer tells the operator that a restarted member's list of
 // initial voters is not the quorum's configuration, which only `mesh

@@ -37,6 +37,8 @@ func (kv) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	return op.V, tx.Set(store.Key("kv", op.K), []byte(op.V))
 }
 func (kv) Committed(*cmdlog.Entry) {}
+func (kv) State() [][]byte         { return [][]byte{[]byte("kv/")} }
+func (kv) Restored()               {}
 
 func get(t *testing.T, l *cmdlog.Log, k string) string {
 	t.Helper()
@@ -79,6 +81,16 @@ func fastConfig() Config {
 // newQuorum starts n members on loopback that know each other.
 func newQuorum(t *testing.T, n int) []*member {
 	t.Helper()
+	ms, voters := newMembers(t, n)
+	for _, m := range ms {
+		m.q = start(t, m, voters, nil)
+	}
+	return ms
+}
+
+// newMembers makes n hosts and logs that know each other, not started.
+func newMembers(t *testing.T, n int) ([]*member, []peer.ID) {
+	t.Helper()
 	ms := make([]*member, n)
 	var voters []peer.ID
 	for i := range ms {
@@ -93,16 +105,16 @@ func newQuorum(t *testing.T, n int) []*member {
 			}
 		}
 	}
-	for _, m := range ms {
-		m.q = start(t, m, voters)
-	}
-	return ms
+	return ms, voters
 }
 
-func start(t *testing.T, m *member, voters []peer.ID) *Quorum {
+func start(t *testing.T, m *member, voters []peer.ID, tweak func(*Config)) *Quorum {
 	t.Helper()
 	cfg := fastConfig()
 	cfg.Host, cfg.Log, cfg.InMemory, cfg.Voters = m.h, m.log, true, voters
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	q, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -288,4 +300,35 @@ func TestMigrationNeedsAQuorumOfOne(t *testing.T) {
 	if err := q.Start(); !errors.Is(err, ErrMigrate) {
 		t.Fatalf("a directory joined a new quorum of two: %v", err)
 	}
+}
+
+func TestLateMemberInstallsASnapshot(t *testing.T) {
+	ms, voters := newMembers(t, 3)
+	small := func(c *Config) { c.TrailingLogs, c.SnapshotThreshold = 5, 1<<20 }
+	ms[0].q, ms[1].q = start(t, ms[0], voters, small), start(t, ms[1], voters, small)
+	l := leader(t, ms[:2])
+	ctx := context.Background()
+	for i := range 60 {
+		if _, err := l.q.Propose(ctx, "kv", int64(i), kvOp{fmt.Sprint("k", i), fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms[:2] {
+		eventually(t, "the two members applied everything", func() bool { return m.log.Seq() == 60 })
+		if err := m.q.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms[2].q = start(t, ms[2], voters, small)
+	eventually(t, "the late member caught up", func() bool { return ms[2].log.Seq() == 60 })
+	if ms[2].log.First() != 61 {
+		t.Fatalf("the late member replayed the log instead of installing a snapshot: first %d", ms[2].log.First())
+	}
+	if get(t, ms[2].log, "k0") != "0" || get(t, ms[2].log, "k59") != "59" {
+		t.Fatal("the installed state misses entries")
+	}
+	if _, err := l.q.Propose(ctx, "kv", 99, kvOp{"after", "x"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the late member follows the log", func() bool { return get(t, ms[2].log, "after") == "x" })
 }
