@@ -106,6 +106,7 @@ func (q *quorumMesh) join(members ...int) *Node {
 	q.t.Helper()
 	cfg := testConfig(q.t, q.t.TempDir())
 	cfg.Role, cfg.Now, cfg.ForwardRetry = RoleNode, q.clock.Now, 20*time.Millisecond
+	cfg.ForwardTimeout = q.cfgs[0].ForwardTimeout
 	for _, i := range members {
 		cfg.Bootstrap = append(cfg.Bootstrap, q.addrs[i])
 	}
