@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/ed25519"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,7 +26,7 @@ func (n *Node) buildHTTP() error {
 		Tokens:       n.tokens,
 		PublicURL:    n.cfg.PublicURL,
 		OnlineWindow: n.cfg.OnlineWindow,
-		Admins:       []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)},
+		IsAdmin:      n.isAdmin,
 		Now:          n.cfg.Now,
 		Logger:       n.log,
 	}

@@ -64,8 +64,8 @@ func (n *Node) startP2P(ctx context.Context) error {
 	if n.role == RoleBootstrap {
 		key = n.key
 	}
-	n.tokens = registryapi.NewTokensTrusting(key, n.view.trusted)
-	n.validator = registryapi.NewRecordValidator(n.view.trusted)
+	n.tokens = registryapi.NewTokensTrusting(key, n.view.trustedAt)
+	n.validator = registryapi.NewRecordValidatorAt(n.view.trustedAt)
 	var onDHTServer func(peer.ID)
 	if n.role == RoleBootstrap {
 		n.publisher = newPublisher(n)

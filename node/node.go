@@ -37,6 +37,7 @@ type Node struct {
 	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
 	dir     *registryapi.Directory
 	catalog *wall.Catalog
+	signers *quorum.Signers // the quorum's members as the log names them
 	metrics *prometheus.Registry
 
 	host      *p2p.Host
@@ -57,6 +58,7 @@ type Node struct {
 
 	baseFromHost bool          // answers name the Host a client used (no public URL known)
 	snapshots    chan struct{} // snapshots being served
+	signersDue   chan struct{} // the leader is to name the members in the log
 
 	wall     *wall.Service
 	handler  http.Handler
@@ -93,7 +95,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ChangesKept == 0 {
 		cfg.ChangesKept = DefaultChangesKept
 	}
-	return &Node{cfg: cfg, log: cfg.Logger, snapshots: make(chan struct{}, snapshotsServed)}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, snapshots: make(chan struct{}, snapshotsServed), signersDue: make(chan struct{}, 1)}, nil
 }
 
 // Start opens the node's state and starts serving. When it returns nil the
@@ -200,6 +202,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
+	n.signers = quorum.NewSigners(n.clog)
 	return nil
 }
 

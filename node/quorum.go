@@ -214,6 +214,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	n.replica = memberFollower{n}
 	n.serveDirectory(ctx)
 	n.goroutine(func() { n.followPresence(ctx) })
+	n.goroutine(func() { n.syncSigners(ctx) })
 	return nil
 }
 
@@ -234,6 +235,7 @@ func (n *Node) leadershipChanged(leader bool) {
 	// now; so are the DHT records, which it publishes anew.
 	n.dir.TakeOverPresence()
 	signal(n.publisher.resync)
+	signal(n.signersDue)
 }
 
 // followPresence copies the leader's heartbeats on a member that does not
@@ -412,6 +414,66 @@ func (v *dirView) trusted(did string) bool {
 	}
 	p, err := p2p.PeerID(ed25519.PublicKey(pub))
 	return err == nil && v.isDirectoryPeer(p)
+}
+
+// trustedAt reports whether did signed, at the given time, for the
+// directory (tokens, DHT attestations, catalog imports): a member of the
+// quorum then, as the log names them (Signers), so that a member's
+// signatures outlive its removal until they expire, and nothing it signs
+// after counts; the log's origin (a lone directory, or a quorum before
+// its first leader named the members); or, while this node's copy of the
+// log is not there yet, a member the bootstrap nodes name.
+func (v *dirView) trustedAt(did string, at time.Time) bool {
+	s := v.n.signers
+	switch {
+	case s.Trusted(did, at):
+		return true
+	case s.Removed(did):
+		return false
+	}
+	if origin, err := v.n.clog.Origin(); err == nil && origin == did {
+		return true
+	}
+	return v.trusted(did)
+}
+
+// isAdmin reports whether a catalog import signed by pub now comes from
+// the directory: a member's key (any member's, whichever leads).
+func (n *Node) isAdmin(pub ed25519.PublicKey) bool {
+	return n.view.trustedAt(identity.DIDFromPublicKey(pub), n.cfg.Now())
+}
+
+// syncSigners has the leader name the quorum's voters in the log whenever
+// they differ from the signers it names (at its election, after a
+// membership change), so that every node trusts the keys of the members.
+func (n *Node) syncSigners(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if n.quorum.IsLeader() {
+			var voters []string
+			for _, m := range n.quorum.Members() {
+				if m.Voter {
+					voters = append(voters, m.ID.String())
+				}
+			}
+			slices.Sort(voters)
+			if len(voters) > 0 && !slices.Equal(voters, n.signers.Current()) {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := n.orderer.Propose(pctx, quorum.MembersKind, n.cfg.Now().UnixNano(), quorum.SignersOp{Members: voters})
+				cancel()
+				if err != nil {
+					n.log.Debug("naming the quorum's members in the log failed", "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.signersDue:
+		}
+	}
 }
 
 // source is the bootstrap node to copy the log from: the leader when

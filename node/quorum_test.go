@@ -1,7 +1,10 @@
 package node
 
 import (
+	"context"
 	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/p2p"
+	"github.com/agentmesh/mesh/registryapi"
 )
 
 // quorumMesh is a quorum of bootstrap nodes on loopback in this process,
@@ -298,6 +302,93 @@ func TestLateJoinersInstallASnapshot(t *testing.T) {
 	for _, n := range q.all(ord) {
 		if got := surface(t, n, ids, clusters); got != want {
 			t.Fatalf("%s differs from the leader:\n%s\nleader:\n%s", n.URL(), got, want)
+		}
+	}
+}
+
+// reissue re-signs a token's claims with key, issued at iat: what a member
+// removed from the quorum could still sign.
+func reissue(t *testing.T, tok string, key ed25519.PrivateKey, iat time.Time) string {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c registryapi.TokenClaims
+	json.Unmarshal(raw, &c)
+	c.Iat, c.Exp = iat.Unix(), iat.Add(time.Hour).Unix()
+	c.Iss = identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
+	b, _ := json.Marshal(c)
+	signed := "mt1." + base64.RawURLEncoding.EncodeToString(b)
+	return signed + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(key, []byte(signed)))
+}
+
+// TestQuorumKeysOutliveAMember: tokens and DHT attestations signed by a
+// member verify on every node whichever member signed them, also after
+// that member was removed from the quorum; what its key signs after the
+// removal does not. A catalog import may be signed by any member's key.
+func TestQuorumKeysOutliveAMember(t *testing.T) {
+	q := newQuorumMesh(t, 3, nil)
+	leader := q.leader()
+	ord := q.join(0, 1, 2)
+	apiKey := q.register(ord, "keeper", identity.GenerateKey())
+	tok := q.token(ord, "keeper", apiKey) // signed by the leader
+	for _, n := range q.all(ord) {
+		eventually(t, 5*time.Second, func() bool { return len(n.signers.Current()) == 3 }, "%s does not know the 3 signers", n.URL())
+	}
+	// A catalog import signed by a member that does not lead.
+	follower := q.follower()
+	body := `{"listings":[{"agent_id":"listed","name":"L","description":"d","url":"https://l.example","capabilities":["x"]}]}`
+	if st, v := q.signedCall(ord, follower.key, "POST", "/v1/admin/catalog", body); st != 200 {
+		t.Fatalf("catalog import signed by a follower: %d %v", st, v)
+	}
+	if st, v := q.signedCall(ord, identity.GenerateKey(), "POST", "/v1/admin/catalog", body); st != 403 {
+		t.Fatalf("catalog import signed by a stranger: %d %v", st, v)
+	}
+	attested := q.clock.Now()
+	_, tomb, err := registryapi.NewTombstone(identity.DIDFromPublicKey(identity.GenerateKey().Public().(ed25519.PublicKey)), "ghost", 1, leader.key, attested)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader leaves the quorum for good: stopped, then removed.
+	oldKey := leader.key
+	leader.Close()
+	for i, m := range q.members {
+		if m == leader {
+			q.members[i] = nil
+		}
+	}
+	next := q.leader()
+	if err := next.quorum.RemoveServer(context.Background(), leader.PeerID()); err != nil {
+		t.Fatal(err)
+	}
+	oldDID := identity.DIDFromPublicKey(oldKey.Public().(ed25519.PublicKey))
+	for _, n := range q.all(ord) {
+		eventually(t, 5*time.Second, func() bool { return n.signers.Removed(oldDID) && len(n.signers.Current()) == 2 },
+			"%s does not know the member was removed", n.URL())
+	}
+	q.clock.Advance(time.Minute)
+	for _, n := range q.all(ord) {
+		// Its token still works everywhere, and its record still verifies.
+		if st, v := call(t, n, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok); st != 200 {
+			t.Fatalf("a token of the removed member on %s: %d %v", n.URL(), st, v)
+		}
+		if _, err := n.validator.Parse(registryapi.IDRecordKey("ghost"), tomb); err != nil {
+			t.Fatalf("a record the removed member attested on %s: %v", n.URL(), err)
+		}
+		// What its key signs after the removal counts nowhere.
+		late := reissue(t, tok, oldKey, q.clock.Now())
+		if st, v := call(t, n, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+late); st != 401 {
+			t.Fatalf("a token signed after the removal on %s: %d %v", n.URL(), st, v)
+		}
+		_, lateTomb, _ := registryapi.NewTombstone(identity.DIDFromPublicKey(identity.GenerateKey().Public().(ed25519.PublicKey)), "ghost", 2, oldKey, q.clock.Now())
+		if _, err := n.validator.Parse(registryapi.IDRecordKey("ghost"), lateTomb); err == nil {
+			t.Fatalf("%s accepts a record attested after the removal", n.URL())
+		}
+		if st, _ := q.signedCall(n, oldKey, "POST", "/v1/admin/catalog", body); st != 403 {
+			t.Fatalf("a catalog import signed by the removed member on %s: %d", n.URL(), st)
 		}
 	}
 }
