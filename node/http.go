@@ -53,6 +53,7 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall.Routes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
+	n.quorumRoutes(mux.ServeMux)
 	n.agentRoutes(mux.ServeMux)
 
 	reg := n.metrics

@@ -50,6 +50,8 @@ type quorumView struct {
 	Members     []memberView `json:"members"`
 	// Seq is the answering node's last applied entry of the directory log.
 	Seq uint64 `json:"seq"`
+	// Origin names whose log it is (see cmdlog's origin).
+	Origin string `json:"origin,omitempty"`
 }
 
 type memberView struct {
@@ -131,7 +133,36 @@ func voters(ms []quorum.Member) int {
 }
 
 func (n *Node) serveQuorum(context.Context, peer.ID, []byte) ([]byte, error) {
-	return json.Marshal(n.quorumView())
+	v := n.quorumView()
+	v.Origin, _ = n.clog.Origin()
+	return json.Marshal(v)
+}
+
+// adoptQuorumOrigin has a member that joins a running quorum take the
+// quorum's origin from the members it knows, unless its state came with
+// one (a snapshot carries it).
+func (n *Node) adoptQuorumOrigin(ctx context.Context, known []peer.ID) {
+	for ctx.Err() == nil {
+		if o, err := n.clog.Origin(); err == nil && o != "" {
+			return
+		}
+		for _, p := range known {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			raw, err := n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
+			cancel()
+			var v quorumView
+			if err == nil && json.Unmarshal(raw, &v) == nil && v.Origin != "" {
+				if err := n.clog.AdoptOrigin(v.Origin); err != nil {
+					n.log.Error("the quorum this node joins keeps another directory than its store", "err", err)
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // bindQuorumOrigin names whose log a new quorum keeps: the did of the
@@ -191,6 +222,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 		qc.Voters = ids
 	} else {
 		qc.Known = ids
+		n.goroutine(func() { n.adoptQuorumOrigin(ctx, ids) })
 	}
 	qc.HeartbeatTimeout, qc.ElectionTimeout, qc.LeaderLeaseTimeout = t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLease
 	qc.CommitTimeout, qc.RPCTimeout = t.CommitTimeout, t.RPCTimeout

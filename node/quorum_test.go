@@ -392,3 +392,72 @@ func TestQuorumKeysOutliveAMember(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectoryMovesIntoAQuorum: a lone directory with data becomes a
+// quorum of one, takes in two members through the admin API (Mesh-Sig by
+// its key) and loses nothing; a member is removed the same way.
+func TestDirectoryMovesIntoAQuorum(t *testing.T) {
+	m := &mesh{t: t, clock: newTestClock()}
+	keyA := identity.GenerateKey()
+	idA, _ := p2p.PeerID(keyA.Public().(ed25519.PublicKey))
+	listenA := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freePort(t))
+	addrA := listenA + "/p2p/" + idA.String()
+	cfgA := testConfig(t, t.TempDir())
+	cfgA.Role, cfgA.Key, cfgA.Listen, cfgA.Now, cfgA.Raft = RoleBootstrap, keyA, []string{listenA}, m.clock.Now, fastRaft()
+	m.boot = startNode(t, cfgA)
+	var ids []string
+	for i := range 5 {
+		id := "old-" + strconv.Itoa(i)
+		m.register(m.boot, id, identity.GenerateKey())
+		ids = append(ids, id)
+	}
+	want := surface(t, m.boot, ids, nil)
+	m.boot.Close()
+
+	// The same node, same data, now a quorum of one.
+	cfgA.Quorum = []string{addrA}
+	a := startNode(t, cfgA)
+	eventually(t, 10*time.Second, a.quorum.IsLeader, "the quorum of one does not lead")
+	if got := surface(t, a, ids, nil); got != want {
+		t.Fatalf("the directory changed moving into a quorum:\n%s\nbefore:\n%s", got, want)
+	}
+	// Two members start to join it, and are added.
+	var joiners []*Node
+	for range 2 {
+		cfg := testConfig(t, t.TempDir())
+		cfg.Role, cfg.Quorum, cfg.Now, cfg.Raft = RoleBootstrap, []string{addrA}, m.clock.Now, fastRaft()
+		j := startNode(t, cfg)
+		joiners = append(joiners, j)
+		body := `{"addr":"` + j.P2PAddrs()[0] + `"}`
+		if st, v := m.signedCall(a, identity.GenerateKey(), "POST", "/v1/admin/quorum/members", body); st != 403 {
+			t.Fatalf("a stranger added a member: %d %v", st, v)
+		}
+		if st, v := m.signedCall(a, keyA, "POST", "/v1/admin/quorum/members", body); st != 200 {
+			t.Fatalf("adding a member: %d %v", st, v)
+		}
+	}
+	_, list := call(t, a, "GET", "/v1/admin/quorum", "")
+	if ms := list["members"].([]any); len(ms) != 3 {
+		t.Fatalf("members after two adds: %v", list)
+	}
+	for _, j := range joiners {
+		eventually(t, 10*time.Second, func() bool { return j.clog.Seq() == a.clog.Seq() }, "a new member did not catch up")
+		if got := surface(t, j, ids, nil); got != want {
+			t.Fatalf("a new member's directory:\n%s\nwant:\n%s", got, want)
+		}
+		if o, _ := j.clog.Origin(); o != a.DID() {
+			t.Fatalf("a new member's origin %q, want %q", o, a.DID())
+		}
+	}
+	// Writes through a new member; then it is removed (through the other).
+	m.boot = a
+	m.register(joiners[0], "new", identity.GenerateKey())
+	st, v := m.signedCall(joiners[1], keyA, "DELETE", "/v1/admin/quorum/members/"+joiners[0].PeerID().String(), "")
+	if st != 200 || len(v["members"].([]any)) != 2 {
+		t.Fatalf("removing a member: %d %v", st, v)
+	}
+	if st, _ := m.signedCall(a, keyA, "DELETE", "/v1/admin/quorum/members/"+joiners[0].PeerID().String(), ""); st != 404 {
+		t.Fatalf("removing a member twice: %d", st)
+	}
+	m.register(joiners[1], "after-removal", identity.GenerateKey())
+}

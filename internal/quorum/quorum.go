@@ -130,6 +130,11 @@ func (q *Quorum) Start() (err error) {
 			return fmt.Errorf("quorum: bootstrap: %w", err)
 		}
 		q.log.Info("quorum bootstrapped", "voters", q.cfg.Voters)
+		if q.cfg.Log.Seq() > 0 {
+			if err := q.seed(); err != nil {
+				return err
+			}
+		}
 	}
 	q.refreshMembers()
 	if has && len(q.cfg.Voters) > 0 {
@@ -152,6 +157,41 @@ func (q *Quorum) stateCovers(snaps raft.SnapshotStore) bool {
 	defer rc.Close()
 	h, err := cmdlog.ReadSnapshotHeader(rc)
 	return err == nil && q.cfg.Log.Seq() >= h.Seq
+}
+
+// seed makes a directory moved into a quorum of one the snapshot every
+// member added later starts from: its state predates Raft's log, so a new
+// member must install it rather than replay the log, which holds none of
+// it. Raft snapshots once elected, keeping no log behind.
+func (q *Quorum) seed() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for q.r.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			return errors.New("quorum: a quorum of one elected no leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A barrier gives the FSM an entry to snapshot at (the bootstrap
+	// configuration and the leader's no-op do not reach it).
+	if err := q.r.Barrier(enqueueTimeout).Error(); err != nil {
+		return fmt.Errorf("quorum: barrier: %w", err)
+	}
+	rc := q.r.ReloadableConfig()
+	keep := rc.TrailingLogs
+	rc.TrailingLogs = 0
+	if err := q.r.ReloadConfig(rc); err != nil {
+		return err
+	}
+	err := q.r.Snapshot().Error()
+	rc.TrailingLogs = keep
+	if rerr := q.r.ReloadConfig(rc); rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return fmt.Errorf("quorum: snapshot of the directory moved into the quorum: %w", err)
+	}
+	q.log.Info("the directory moved into a quorum of one; add members with mesh quorum add", "seq", q.cfg.Log.Seq())
+	return nil
 }
 
 // Snapshot makes Raft snapshot the state now and compact its log.

@@ -332,3 +332,31 @@ func TestLateMemberInstallsASnapshot(t *testing.T) {
 	}
 	eventually(t, "the late member follows the log", func() bool { return get(t, ms[2].log, "after") == "x" })
 }
+
+func TestDirectoryMovedIntoAQuorum(t *testing.T) {
+	ms, _ := newMembers(t, 2)
+	// A lone directory's log, before any quorum.
+	for i := range 10 {
+		if _, err := cmdlog.NewLocal(ms[0].log).Propose(context.Background(), "kv", 1, kvOp{fmt.Sprint("pre", i), "v"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms[0].q = start(t, ms[0], []peer.ID{ms[0].h.ID()}, nil)
+	eventually(t, "the quorum of one leads", ms[0].q.IsLeader)
+	// A member started to join it, then added.
+	ms[1].q = start(t, ms[1], nil, func(c *Config) { c.Known = []peer.ID{ms[0].h.ID()} })
+	if err := ms[0].q.AddVoter(context.Background(), ms[1].h.ID()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new member installed the moved directory", func() bool { return ms[1].log.Seq() == 10 })
+	if get(t, ms[1].log, "pre0") != "v" || get(t, ms[1].log, "pre9") != "v" {
+		t.Fatal("the new member misses the directory's state from before the quorum")
+	}
+	if _, err := ms[0].q.Propose(context.Background(), "kv", 2, kvOp{"post", "w"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both apply new entries", func() bool { return get(t, ms[1].log, "post") == "w" })
+	if len(ms[0].q.Members()) != 2 {
+		t.Fatalf("members: %v", ms[0].q.Members())
+	}
+}
