@@ -35,7 +35,7 @@ func fastRaft() RaftTimings {
 
 // freePort returns a TCP port on loopback that was free a moment ago: the
 // members of a quorum must know each other's addresses before they start.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
