@@ -277,7 +277,7 @@ func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, 
 		}
 	}
 	if resp.Quorum != nil {
-		n.view.heard(src, *resp.Quorum)
+		n.view.heard(*resp.Quorum)
 	}
 	if resp.Snapshot {
 		return nil, resp.Head, cmdlog.ErrCompacted

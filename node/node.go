@@ -215,6 +215,20 @@ func (n *Node) goroutine(fn func()) {
 	}()
 }
 
+// every runs fn every d until ctx is done.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
 // requestDrain bounds the wait, in Close, for requests under way that
 // came otherwise than through the HTTP server (which gives its own 5 s).
 const requestDrain = 5 * time.Second

@@ -82,9 +82,6 @@ func (n *Node) quorumView() quorumView {
 	}
 	st := n.quorum.Status()
 	v := quorumView{Leader: st.Leader.String(), Term: st.Term, CommitIndex: st.CommitIndex, Seq: n.clog.Seq()}
-	if st.Leader == "" {
-		v.Leader = ""
-	}
 	ps := n.host.Libp2p().Peerstore()
 	for _, m := range st.Members {
 		mv := memberView{PeerID: m.ID.String(), Voter: m.Voter}
@@ -176,7 +173,7 @@ func (n *Node) bindQuorumOrigin(voters []peer.AddrInfo) error {
 	for i, v := range voters {
 		ids[i] = v.ID
 	}
-	if !slices.Contains(ids, n.host0()) {
+	if !slices.Contains(ids, n.selfPeer()) {
 		return nil
 	}
 	if cur, err := n.clog.Origin(); err != nil || (cur != "" && n.clog.Seq() > 0) {
@@ -189,9 +186,6 @@ func (n *Node) bindQuorumOrigin(voters []peer.AddrInfo) error {
 	}
 	return n.clog.BindOrigin(identity.DIDFromPublicKey(pub))
 }
-
-// host0 is this node's peer id, before the host runs.
-func (n *Node) host0() peer.ID { return n.selfPeer() }
 
 // startQuorum makes this node a member of the directory's quorum.
 func (n *Node) startQuorum(ctx context.Context) error {
@@ -273,18 +267,11 @@ func (n *Node) leadershipChanged(leader bool) {
 // followPresence copies the leader's heartbeats on a member that does not
 // lead, so that it holds them when it takes over.
 func (n *Node) followPresence(ctx context.Context) {
-	t := time.NewTicker(presencePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := n.fetchPresence(ctx); err != nil {
-				n.log.Debug("copying the leader's heartbeats failed", "err", err)
-			}
+	every(ctx, presencePoll, func() {
+		if err := n.fetchPresence(ctx); err != nil {
+			n.log.Debug("copying the leader's heartbeats failed", "err", err)
 		}
-	}
+	})
 }
 
 // quorumProposer proposes to the quorum, on its leader, with the quorum's
@@ -541,10 +528,10 @@ func (v *dirView) candidates() []peer.ID {
 	return out
 }
 
-// heard records what bootstrap node from said of the directory. Members'
+// heard records what a bootstrap node said of the directory. Members'
 // addresses go to the peerstore, so that this node reaches a leader it
 // was not configured with.
-func (v *dirView) heard(from peer.ID, q quorumView) {
+func (v *dirView) heard(q quorumView) {
 	if v.n.quorum != nil || v.n.role == RoleBootstrap {
 		return
 	}
@@ -579,7 +566,6 @@ func (v *dirView) heard(from peer.ID, q quorumView) {
 	for id := range members {
 		v.members[id] = true
 	}
-	_ = from
 }
 
 // last is the view last heard (ordinary nodes), naming the leader this
@@ -670,7 +656,7 @@ func (v *dirView) refresh(ctx context.Context) bool {
 			continue
 		}
 		answered = true
-		v.heard(p, q)
+		v.heard(q)
 		if q.Leader != "" {
 			if id, err := peer.Decode(q.Leader); err == nil && v.n.host.Connected(id) {
 				return true

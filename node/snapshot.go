@@ -69,16 +69,9 @@ func (n *Node) installSnapshot(ctx context.Context) error {
 
 // compactLog keeps the last ChangesKept entries of the change log.
 func (n *Node) compactLog(ctx context.Context) {
-	t := time.NewTicker(compactEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := n.clog.Compact(n.cfg.ChangesKept); err != nil {
-				n.log.Warn("compacting the change log failed", "err", err)
-			}
+	every(ctx, compactEvery, func() {
+		if err := n.clog.Compact(n.cfg.ChangesKept); err != nil {
+			n.log.Warn("compacting the change log failed", "err", err)
 		}
-	}
+	})
 }

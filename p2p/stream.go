@@ -27,13 +27,30 @@ type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte,
 // longer than maxReq are refused without reading them. Close waits for the
 // handlers running.
 func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
+	h.serveFramed(proto, maxReq, streamTimeout, func(ctx context.Context, s network.Stream, req []byte) error {
+		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
+		if err != nil {
+			return err
+		}
+		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
+			s.Reset()
+		}
+		return nil
+	})
+}
+
+// serveFramed serves proto: it admits a stream while the host runs, reads
+// its request frame (at most maxReq bytes) and hands it to fn, whose ctx
+// ends after limit or when the host closes (resetting the stream). An
+// error of fn is counted as a refusal and resets the stream.
+func (h *Host) serveFramed(proto string, maxReq int, limit time.Duration, fn func(ctx context.Context, s network.Stream, req []byte) error) {
 	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
 		if !h.handlers.Enter() {
 			s.Reset()
 			return
 		}
 		defer h.handlers.Done()
-		ctx, cancel := context.WithTimeout(h.ctx, streamTimeout)
+		ctx, cancel := context.WithTimeout(h.ctx, limit)
 		defer cancel()
 		// Closing the host or the timeout unblocks reads and writes.
 		defer context.AfterFunc(ctx, func() { s.Reset() })()
@@ -45,14 +62,9 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 			s.Reset()
 			return
 		}
-		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
-		if err != nil {
+		if err := fn(ctx, s, req); err != nil {
 			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
 			h.dropped(SurfaceStream, DropRefused)
-			s.Reset()
-			return
-		}
-		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
 			s.Reset()
 		}
 	})
@@ -117,26 +129,9 @@ type DownloadHandler func(ctx context.Context, from peer.ID, req []byte, w io.Wr
 // raw stream until the handler returns. Each read and write must progress
 // within streamTimeout; Close waits for the handlers running.
 func (h *Host) HandleDownloads(proto string, maxReq int, fn DownloadHandler) {
-	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
-		if !h.handlers.Enter() {
-			s.Reset()
-			return
-		}
-		defer h.handlers.Done()
-		defer context.AfterFunc(h.ctx, func() { s.Reset() })()
-		s.SetDeadline(time.Now().Add(streamTimeout))
-		req, err := readFrame(s, maxReq)
-		if err != nil {
-			h.countStreamDrop(err)
-			s.Reset()
-			return
-		}
-		if err := fn(h.ctx, s.Conn().RemotePeer(), req, idleWriter{s}); err != nil {
-			h.cfg.Logger.Debug("download handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
-			s.Reset()
-			return
-		}
-		s.Close()
+	// No bound on the whole exchange: idleWriter bounds each write.
+	h.serveFramed(proto, maxReq, 1<<62, func(ctx context.Context, s network.Stream, req []byte) error {
+		return fn(ctx, s.Conn().RemotePeer(), req, idleWriter{s})
 	})
 }
 
