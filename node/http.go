@@ -44,8 +44,8 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall, err = wall.New(wall.Config{
 		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.view.directory, PublicURL: n.cfg.PublicURL, Refresh: refresh,
-		KeepsHistory: n.role == RoleBootstrap,
-		SocketRate:   n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate,
+		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
+		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate,
 		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
 	if err != nil {

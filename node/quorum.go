@@ -495,6 +495,34 @@ func (n *Node) syncSigners(ctx context.Context) {
 	}
 }
 
+// keepers are the nodes that keep cluster histories: every member of the
+// quorum (a lone directory: itself; before a node heard of the members:
+// none, the directory then takes them).
+func (v *dirView) keepers() []peer.ID {
+	if v.n.quorum != nil {
+		var out []peer.ID
+		for _, m := range v.n.quorum.Members() {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	if v.n.role == RoleBootstrap {
+		return []peer.ID{v.n.selfPeer()}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.told {
+		return nil
+	}
+	var out []peer.ID
+	for _, m := range v.view.Members {
+		if id, err := peer.Decode(m.PeerID); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // source is the bootstrap node to copy the log from: the leader when
 // connected, else any connected member; empty when none is.
 func (v *dirView) source() peer.ID {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/store"
 )
 
 // cut is a connection gater that refuses every connection, direct or
@@ -178,4 +180,50 @@ func TestQuorumWithoutMajority(t *testing.T) {
 		qv := h["quorum"].(map[string]any)
 		return qv["leader"] == "" && qv["error"] != nil && h["status"] == "degraded"
 	}, "the survivor's health does not say there is no leader")
+}
+
+// TestQuorumHistorySurvivesTheLeader: a cluster's history is kept by every
+// member, so the member that leads after the leader is lost serves it.
+func TestQuorumHistorySurvivesTheLeader(t *testing.T) {
+	q := newQuorumMesh(t, 3, nil)
+	ord := q.join(0, 1, 2)
+	cl := createCluster(t, ord, `{"visibility":"public","name":"kept"}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	history := func(n *Node) int {
+		st, v := call(t, n, "GET", "/v1/clusters/"+id+"/history?limit=100", "", "X-Cluster-Token", tok)
+		if st != 200 {
+			return -1
+		}
+		return len(v["events"].([]any))
+	}
+	ws := enterWall(t, ord, id, url.Values{"agent": {"ann"}})
+	ws.conn.CloseNow()
+	kept := func(m *Node) int {
+		n := 0
+		m.db.View(func(tx *store.Txn) error {
+			return tx.Scan([]byte("w/h/"+id+"/"), nil, func(_, _ []byte) (bool, error) { n++; return true, nil })
+		})
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, m := range q.members {
+		for kept(m) != 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("member %s keeps %d events, not the join and the leave (leader: %v)", m.URL(), kept(m), m.quorum.IsLeader())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if got := history(ord); got != 2 {
+		t.Fatalf("history through the ordinary node: %d events", got)
+	}
+	old := q.leader()
+	old.Close()
+	for i, m := range q.members {
+		if m == old {
+			q.members[i] = nil
+		}
+	}
+	q.leader()
+	eventually(t, 10*time.Second, func() bool { return history(ord) == 2 }, "the new leader does not serve the history")
 }

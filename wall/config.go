@@ -111,6 +111,11 @@ type Config struct {
 	// KeepsHistory serves cluster histories to other nodes (bootstrap
 	// nodes): those of the directory whenever this node is it.
 	KeepsHistory bool
+	// HistoryKeepers, if set, names every node that keeps cluster
+	// histories (the members of the directory's quorum): history events
+	// go to each, so that whichever leads next holds them. Nil: the
+	// Directory alone.
+	HistoryKeepers func() []peer.ID
 	// PublicURL is the base URL clients reach this node at.
 	PublicURL string
 	// Refresh, if set, brings the catalog up to date with the directory;

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -169,18 +170,46 @@ func (s *Service) appendHistory(id string, events []pendingEvent) error {
 	for i, e := range events {
 		bodies[i] = e.body
 	}
-	if s.isDirectory() {
-		return s.storeEvents(id, s.cfg.Host.ID(), bodies)
+	self := s.cfg.Host.ID()
+	var keepers []peer.ID
+	if s.cfg.HistoryKeepers != nil {
+		keepers = s.cfg.HistoryKeepers()
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
+	if len(keepers) == 0 && !s.isDirectory() {
+		keepers = []peer.ID{s.cfg.Directory()}
+	}
+	var stored error
+	if s.isDirectory() || (s.cfg.KeepsHistory && slices.Contains(keepers, self)) {
+		if stored = s.storeEvents(id, self, bodies); len(keepers) == 0 {
+			return stored
+		}
+	}
 	q := historyRequest{Op: historyAppend, Cluster: id, Events: bodies}
 	if key := events[0].key; key != nil {
-		q.sign(key, s.cfg.Host.ID(), s.cfg.Now())
+		q.sign(key, self, s.cfg.Now())
 	}
 	req, _ := json.Marshal(q)
-	_, err := s.cfg.Host.Request(ctx, s.cfg.Directory(), historyProto, req, 64)
-	return err
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	// Each keeper keeps its own copy: the one that leads next must hold
+	// the events too. A keeper that misses some has a shorter history.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := []error{stored}
+	for _, k := range keepers {
+		if k == self {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := s.cfg.Host.Request(ctx, k, historyProto, req, 64); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *Service) isDirectory() bool {
@@ -280,12 +309,14 @@ func (s *Service) dropHistory(id string) {
 var errHistoryRefused = errors.New("wall: history request refused")
 
 // serveHistory is the directory's side of historyProto.
-func (s *Service) serveHistory(_ context.Context, from peer.ID, raw []byte) ([]byte, error) {
+func (s *Service) serveHistory(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	var q historyRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
 	}
-	cl, err := s.cfg.Catalog.Get(q.Cluster)
+	// A keeper that is not the directory may not have applied a cluster
+	// created a moment ago: it asks the directory before refusing.
+	cl, err := s.cluster(ctx, q.Cluster, false)
 	if err != nil {
 		return nil, err
 	}
