@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -90,7 +92,32 @@ func (n *Node) addMember(w http.ResponseWriter, r *http.Request) error {
 		return httpx.ErrInvalid.With("addr: %v", err)
 	}
 	n.host.Libp2p().Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.PermanentAddrTTL)
-	return n.changeMembers(w, r, func(ctx context.Context) error { return n.quorum.AddVoter(ctx, info.ID) })
+	return n.changeMembers(w, r, func(ctx context.Context) error { return n.addVoter(ctx, info.ID) })
+}
+
+// addVoter takes p in first as a nonvoter, and makes it a voter once it
+// holds the directory as of the leader's log when it was added: a member
+// that never catches up (not started, unreachable) never counts in the
+// majority, so adding it cannot stop the quorum.
+func (n *Node) addVoter(ctx context.Context, p peer.ID) error {
+	if err := n.quorum.AddNonvoter(ctx, p); err != nil {
+		return err
+	}
+	want := n.clog.Seq()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		raw, err := n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
+		cancel()
+		var v quorumView
+		if err == nil && json.Unmarshal(raw, &v) == nil && v.Seq >= want {
+			return n.quorum.AddVoter(ctx, p)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not catch up with the directory (it stays a nonvoter; remove it or retry): %w", p, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (n *Node) removeMember(w http.ResponseWriter, r *http.Request) error {

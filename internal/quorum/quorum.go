@@ -391,6 +391,16 @@ func (q *Quorum) AddVoter(ctx context.Context, p peer.ID) error {
 	return q.change(ctx, q.r.AddVoter(raft.ServerID(p.String()), raft.ServerAddress(p.String()), 0, enqueueTimeout))
 }
 
+// AddNonvoter adds p to the quorum as a member that receives the log but
+// does not vote (on the leader): a new member catches up so, without
+// counting in the majority, before AddVoter promotes it.
+func (q *Quorum) AddNonvoter(ctx context.Context, p peer.ID) error {
+	q.mu.Lock()
+	q.known[p] = true
+	q.mu.Unlock()
+	return q.change(ctx, q.r.AddNonvoter(raft.ServerID(p.String()), raft.ServerAddress(p.String()), 0, enqueueTimeout))
+}
+
 // RemoveServer removes p from the quorum (on the leader).
 func (q *Quorum) RemoveServer(ctx context.Context, p peer.ID) error {
 	return q.change(ctx, q.r.RemoveServer(raft.ServerID(p.String()), 0, enqueueTimeout))
