@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,65 @@ func TestVerifyRejects(t *testing.T) {
 		if _, err := Verify(c.hdr, c.method, c.path, c.body, c.now); !errors.Is(err, c.want) {
 			t.Errorf("%s: error %v, want %v", c.name, err, c.want)
 		}
+	}
+}
+
+// TestBoundSignatures: a v1-bound signature verifies only for the
+// receiver and api_key it names, never where only v1 is taken (Verify),
+// and its signed string is v1's under another tag plus those two lines.
+func TestBoundSignatures(t *testing.T) {
+	key := GenerateKey()
+	body := []byte(`{"x":1}`)
+	at := Binding{Receiver: "https://a.example", APIKey: "tk_a"}
+	hdr := SignBound(key, "POST", "/v1/echo", body, testNow, at)
+	if !strings.HasPrefix(hdr, SigVersionBound+" ") {
+		t.Fatalf("bound header %q", hdr)
+	}
+	h, err := VerifyBound(hdr, "POST", "/v1/echo", body, testNow, at)
+	if err != nil || !h.Bound {
+		t.Fatalf("VerifyBound: %+v %v", h, err)
+	}
+	for name, bd := range map[string]Binding{
+		"another receiver": {Receiver: "https://b.example", APIKey: "tk_a"},
+		"another api_key":  {Receiver: "https://a.example", APIKey: "tk_b"},
+		"no api_key":       {Receiver: "https://a.example"},
+	} {
+		if _, err := VerifyBound(hdr, "POST", "/v1/echo", body, testNow, bd); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Verify(hdr, "POST", "/v1/echo", body, testNow); !errors.Is(err, ErrBadSigHeader) {
+		t.Errorf("Verify took a bound signature: %v", err)
+	}
+	// A v1 signature still verifies where bound ones are taken, unbound.
+	if h, err := VerifyBound(Sign(key, "POST", "/v1/echo", body, testNow), "POST", "/v1/echo", body, testNow, at); err != nil || h.Bound {
+		t.Errorf("v1 under VerifyBound: %+v %v", h, err)
+	}
+	// A v1 signature relabelled bound does not verify.
+	if _, err := VerifyBound(strings.Replace(Sign(key, "POST", "/v1/echo", body, testNow), SigVersion, SigVersionBound, 1), "POST", "/v1/echo", body, testNow, at); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("v1 relabelled bound: %v", err)
+	}
+	got := string(BoundSigningString("GET", "/v1/balance", nil, 1700000000, "abc", Binding{Receiver: "http://127.0.0.1:8080", APIKey: "tk_1"}))
+	want := "MESH1-BOUND\nGET\n/v1/balance\n" +
+		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n1700000000\nabc\nhttp://127.0.0.1:8080\ntk_1"
+	if got != want {
+		t.Fatalf("bound signing string\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestSigOf: one Mesh-Sig header is read, two are refused.
+func TestSigOf(t *testing.T) {
+	h := http.Header{}
+	if v, err := SigOf(h); v != "" || err != nil {
+		t.Fatalf("no header: %q %v", v, err)
+	}
+	h.Add(SigHeaderName, "a")
+	if v, err := SigOf(h); v != "a" || err != nil {
+		t.Fatalf("one header: %q %v", v, err)
+	}
+	h.Add("mesh-sig", "b")
+	if _, err := SigOf(h); !errors.Is(err, ErrAmbiguousSig) {
+		t.Fatalf("two headers: %v", err)
 	}
 }
 

@@ -119,8 +119,9 @@ type Agent struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu  sync.RWMutex
-	url string
+	mu     sync.RWMutex
+	url    string
+	origin string // Origin(url): what a v1-bound signature must name
 }
 
 // AgentDeps are what an Agent is handed by its host (node).
@@ -129,6 +130,11 @@ type AgentDeps struct {
 	Registry Registry // may be nil: no whoami agent ids, no post-pay
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// ID and Key are the agent's registry id and the key it registered:
+	// paid calls are answered with a receipt signed by Key (header
+	// X-Mesh-Receipt). A nil Key signs none.
+	ID  string
+	Key ed25519.PrivateKey
 }
 
 // NewAgent checks cfg; it starts nothing.
@@ -155,6 +161,9 @@ func NewAgent(cfg AgentConfig, deps AgentDeps) (*Agent, error) {
 			return nil, err
 		}
 		a.paywall, a.ledger = pw, pw.ledger
+		if deps.Key != nil {
+			pw.receipts = &receipts{agent: deps.ID, key: deps.Key}
+		}
 		a.cfg.Payment = &pw.cfg
 	} else {
 		a.ledger = newLedger(deps.DB)
@@ -183,8 +192,16 @@ func (a *Agent) Paywall() *Paywall { return a.paywall }
 // SetURL sets the base URL the agent is reached at (card url, contact).
 func (a *Agent) SetURL(u string) {
 	a.mu.Lock()
-	a.url = strings.TrimRight(u, "/")
+	a.url, a.origin = strings.TrimRight(u, "/"), Origin(u)
 	a.mu.Unlock()
+}
+
+// Origin is what a v1-bound signature sent to the agent must name as its
+// receiver: Origin of its url, "" before SetURL.
+func (a *Agent) Origin() string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.origin
 }
 
 // SkillIDs lists the agent's skill ids (its capabilities in the registry).
@@ -200,14 +217,14 @@ func (a *Agent) SkillIDs() []string {
 func (a *Agent) Routes(mux *http.ServeMux) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
 	h("GET /.well-known/agent.json", a.card)
-	h("GET /v1/whoami", signed(a.ledger, a.now, a.cfg.MaxBody, true, a.whoami))
+	h("GET /v1/whoami", signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, true, a.whoami))
 	for _, s := range a.cfg.Skills {
 		price, _ := a.cfg.price(s)
 		var next http.Handler = httpx.Handle(a.log, a.skill(s))
 		if price > 0 {
 			next = a.paywall.Guard(s.ID, price, next)
 		}
-		mux.Handle("POST /v1/"+s.ID, httpx.Handle(a.log, signed(a.ledger, a.now, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
+		mux.Handle("POST /v1/"+s.ID, httpx.Handle(a.log, signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
 			// Refuse bad input before anyone pays for it.
 			if body := rereadBody(r); len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
 				return httpx.ErrBadJSON.With("request body of skill %s is not valid JSON", s.ID)
@@ -217,18 +234,22 @@ func (a *Agent) Routes(mux *http.ServeMux) {
 		})))
 	}
 	if a.paywall != nil && a.paywall.cfg.has(ModeDeposit) {
-		h("POST /v1/topup", signed(a.ledger, a.now, 4<<10, true, a.paywall.topup))
-		h("GET /v1/balance", signed(a.ledger, a.now, 4<<10, true, a.paywall.balance))
+		h("POST /v1/topup", signed(a.ledger, a.now, a.Origin, 4<<10, true, a.paywall.topup))
+		h("GET /v1/balance", signed(a.ledger, a.now, a.Origin, 4<<10, true, a.paywall.balance))
 	}
 }
 
 // Card is the agent's full public card.
 func (a *Agent) Card() Card {
 	a.mu.RLock()
-	base := a.url
+	base, origin := a.url, a.origin
 	a.mu.RUnlock()
 	c := a.cfg.Card
 	c.URL = base
+	c.MeshSig = []string{identity.SigVersion}
+	if origin != "" {
+		c.MeshSig = append(c.MeshSig, identity.SigVersionBound)
+	}
 	c.Contact = Contact{HTTP: base + "/v1", A2A: base + "/.well-known/agent.json"}
 	if c.Version == "" {
 		c.Version = "1.0.0"

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
@@ -18,6 +20,9 @@ import (
 type Caller struct {
 	// Pubkey is the verified Mesh-Sig key; nil for an unsigned call.
 	Pubkey ed25519.PublicKey
+	// Bound is set when the Mesh-Sig was v1-bound: it named this agent
+	// and the request's X-Api-Key, so it cannot be replayed elsewhere.
+	Bound bool
 	// IP is the address of the client the request came from
 	// (httpx.ClientIP: behind a trusted proxy, the client it names).
 	IP string
@@ -47,18 +52,22 @@ func withPaidBy(w http.ResponseWriter, r *http.Request, how string) (http.Respon
 // signed reads the body (at most maxBody), verifies a Mesh-Sig when one is
 // present (required when require is set), claims its nonce, and hands next
 // a request whose context carries the Caller and whose body can be read
-// again.
-func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next httpx.HandlerFunc) httpx.HandlerFunc {
+// again. A v1-bound signature must name origin (the agent's own, "" when
+// it has none: then only v1 verifies) and the request's X-Api-Key.
+func signed(l *ledger, now func() time.Time, origin func() string, maxBody int64, require bool, next httpx.HandlerFunc) httpx.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		body, err := httpx.ReadBody(w, r, maxBody)
 		if err != nil {
 			return err
 		}
 		c := Caller{IP: httpx.ClientIP(r)}
-		hdr := r.Header.Get(identity.SigHeaderName)
+		hdr, err := identity.SigOf(r.Header)
+		if err != nil {
+			return ErrBadSig.With("%v", err)
+		}
 		switch {
 		case hdr != "":
-			h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, now())
+			h, err := identity.VerifyBound(hdr, r.Method, identity.RequestPath(r.URL), body, now(), sigBinding(r, origin()))
 			switch {
 			case errors.Is(err, identity.ErrStaleSig):
 				return ErrStaleSig.With("%v", err)
@@ -68,7 +77,7 @@ func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next h
 			if err := l.claimMeshNonce(hex.EncodeToString(h.Pubkey), h.Nonce); err != nil {
 				return err
 			}
-			c.Pubkey = h.Pubkey
+			c.Pubkey, c.Bound = h.Pubkey, h.Bound
 		case require:
 			return ErrNoSig
 		}
@@ -77,6 +86,37 @@ func signed(l *ledger, now func() time.Time, maxBody int64, require bool, next h
 		r.ContentLength = int64(len(body))
 		return next(w, r)
 	}
+}
+
+// sigBinding is what a v1-bound signature of r names when it is sent to
+// the agent at origin: the caller signs it, the agent checks it.
+func sigBinding(r *http.Request, origin string) identity.Binding {
+	return identity.Binding{Receiver: origin, APIKey: r.Header.Get(HeaderAPIKey)}
+}
+
+// Origin is the receiver a v1-bound signature names for an agent whose
+// card declares url u: "scheme://host[:port]", scheme and host in lower
+// case, without the scheme's default port; "" when u is not an absolute
+// http(s) URL.
+func Origin(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return ""
+	}
+	scheme, host, port := strings.ToLower(p.Scheme), strings.ToLower(p.Hostname()), p.Port()
+	if scheme != "http" && scheme != "https" {
+		return ""
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host
 }
 
 // rereadBody returns the request body, already read and bounded by

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/agentmesh/mesh/identity"
 )
 
 // Card is the full public card an agent serves at /.well-known/agent.json
@@ -23,6 +25,17 @@ type Card struct {
 	Availability       Availability  `json:"availability"`
 	Contact            Contact       `json:"contact"`
 	Skills             []SkillCard   `json:"skills"`
+	// MeshSig lists the Mesh-Sig schemes the agent verifies: "v1" (spec
+	// 5) and, on this project's agents, "v1-bound" (a signature that also
+	// names the agent and the X-Api-Key; see docs/api.md). This project's
+	// extension of the card; absent means v1 only.
+	MeshSig []string `json:"mesh_sig,omitempty"`
+}
+
+// AcceptsBoundSig reports whether the card says the agent verifies
+// v1-bound signatures.
+func (c *Card) AcceptsBoundSig() bool {
+	return slices.Contains(c.MeshSig, identity.SigVersionBound)
 }
 
 // Availability is the card's availability block.

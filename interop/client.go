@@ -68,6 +68,11 @@ type Result struct {
 	Signature string
 	// Lamports is what the client paid on chain for this call.
 	Lamports uint64
+	// Receipt is the agent's signed receipt of a paid call (x402 or a
+	// balance debit), "" when it sent none: cite it as "receipt" in a
+	// reputation report about the agent, which then weighs as a paying
+	// customer's.
+	Receipt string
 	// Invoice is the invoice of an answer served on credit (post-pay)
 	// that the client did not pay, and InvoiceReason why: the caller owes
 	// it by Invoice.ExpiresAt (transfer plus memo = Invoice.Nonce).
@@ -117,7 +122,11 @@ func (c *Client) now() time.Time {
 }
 
 // do sends a signed request and reads the whole answer (at most 8 MiB).
-func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, hdr http.Header) (*http.Response, []byte, error) {
+// A request to the agent of card is signed v1-bound when the card lists
+// it (naming the origin the request goes to and its X-Api-Key, so that
+// the agent cannot replay it to another), v1 otherwise; card is nil for a
+// request to a mesh node.
+func (c *Client) do(ctx context.Context, card *Card, method, rawURL string, body []byte, hdr http.Header) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
@@ -128,7 +137,11 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, hdr
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Key != nil {
+	switch {
+	case c.Key == nil:
+	case card != nil && card.AcceptsBoundSig():
+		identity.SignRequestBound(req, c.Key, body, c.now(), sigBinding(req, Origin(rawURL)))
+	default:
 		identity.SignRequest(req, c.Key, body, c.now())
 	}
 	resp, err := c.http().Do(req)
@@ -142,8 +155,8 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, hdr
 
 // doJSON sends a signed request and decodes the answer into out, which
 // must come with status want; what names the step in errors.
-func (c *Client) doJSON(ctx context.Context, what, method, rawURL string, body []byte, hdr http.Header, want int, out any) error {
-	resp, b, err := c.do(ctx, method, rawURL, body, hdr)
+func (c *Client) doJSON(ctx context.Context, card *Card, what, method, rawURL string, body []byte, hdr http.Header, want int, out any) error {
+	resp, b, err := c.do(ctx, card, method, rawURL, body, hdr)
 	if err != nil {
 		return err
 	}
@@ -162,7 +175,7 @@ func (c *Client) Resolve(ctx context.Context, nodeURL, id string) (string, error
 		Endpoint *string `json:"endpoint"`
 	}
 	u := strings.TrimRight(nodeURL, "/") + "/v1/agents/" + url.PathEscape(id)
-	if err := c.doJSON(ctx, "resolving "+id, http.MethodGet, u, nil, nil, http.StatusOK, &v); err != nil {
+	if err := c.doJSON(ctx, nil, "resolving "+id, http.MethodGet, u, nil, nil, http.StatusOK, &v); err != nil {
 		return "", err
 	}
 	if v.Endpoint == nil || *v.Endpoint == "" {
@@ -174,7 +187,7 @@ func (c *Client) Resolve(ctx context.Context, nodeURL, id string) (string, error
 // Card fetches an agent's card from its endpoint.
 func (c *Client) Card(ctx context.Context, endpoint string) (*Card, error) {
 	var card Card
-	if err := c.doJSON(ctx, "card", http.MethodGet, strings.TrimRight(endpoint, "/")+"/.well-known/agent.json", nil, nil, http.StatusOK, &card); err != nil {
+	if err := c.doJSON(ctx, nil, "card", http.MethodGet, strings.TrimRight(endpoint, "/")+"/.well-known/agent.json", nil, nil, http.StatusOK, &card); err != nil {
 		return nil, err
 	}
 	if card.URL == "" {
@@ -194,7 +207,7 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 	if c.APIKey != "" {
 		hdr.Set(HeaderAPIKey, c.APIKey)
 	}
-	resp, b, err := c.do(ctx, http.MethodPost, target, input, hdr)
+	resp, b, err := c.do(ctx, card, http.MethodPost, target, input, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +239,7 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 		return nil, &PaymentError{Challenge: ch, Signature: sig.String(), Nonce: offer.Nonce,
 			Reason: fmt.Errorf("paying %d lamports to %s (the transaction may still land): %w", offer.Lamports, offer.PayTo, err)}
 	}
-	res, err := c.sendProof(ctx, target, input, sig.String(), offer.Nonce, ch)
+	res, err := c.sendProof(ctx, card, target, input, sig.String(), offer.Nonce, ch)
 	if res != nil {
 		res.Lamports = offer.Lamports
 	}
@@ -270,7 +283,7 @@ func (c *Client) CallWithProof(ctx context.Context, card *Card, skill string, in
 	if err != nil {
 		return nil, err
 	}
-	return c.sendProof(ctx, target, input, sig, nonce, Challenge{})
+	return c.sendProof(ctx, card, target, input, sig, nonce, Challenge{})
 }
 
 func skillURL(card *Card, skill string) (string, error) {
@@ -283,7 +296,7 @@ func skillURL(card *Card, skill string) (string, error) {
 // sendProof sends the request with the proof until it is served, refused
 // for good, or ProofWait has passed while the agent could not check it.
 // ch is the challenge that was paid, for errors.
-func (c *Client) sendProof(ctx context.Context, target string, input []byte, sig, nonce string, ch Challenge) (*Result, error) {
+func (c *Client) sendProof(ctx context.Context, card *Card, target string, input []byte, sig, nonce string, ch Challenge) (*Result, error) {
 	hdr := http.Header{}
 	hdr.Set(HeaderPaymentProof, sig)
 	if nonce != "" {
@@ -301,7 +314,7 @@ func (c *Client) sendProof(ctx context.Context, target string, input []byte, sig
 	}
 	deadline := time.Now().Add(wait) // the wall clock: c.now may be a test's fixed clock
 	for {
-		resp, b, err := c.do(ctx, http.MethodPost, target, input, hdr)
+		resp, b, err := c.do(ctx, card, http.MethodPost, target, input, hdr)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, fail(err)
@@ -384,7 +397,7 @@ func (c *Client) choose(card *Card, ch Challenge) (Offer, error) {
 }
 
 func result(resp *http.Response, b []byte) (*Result, error) {
-	r := &Result{Status: resp.StatusCode, Body: b, Header: resp.Header}
+	r := &Result{Status: resp.StatusCode, Body: b, Header: resp.Header, Receipt: resp.Header.Get(identity.ReceiptHeaderName)}
 	if resp.StatusCode >= 300 {
 		return r, fmt.Errorf("%w: %d %s", ErrCall, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
@@ -399,7 +412,7 @@ func (c *Client) Topup(ctx context.Context, card *Card, lamports uint64) (*Topup
 	}
 	body, _ := json.Marshal(map[string]any{"payer_address": c.Wallet.Address(), "lamports": lamports})
 	var t TopupResponse
-	if err := c.doJSON(ctx, "topup", http.MethodPost, strings.TrimRight(card.URL, "/")+"/v1/topup", body, nil, http.StatusCreated, &t); err != nil {
+	if err := c.doJSON(ctx, card, "topup", http.MethodPost, strings.TrimRight(card.URL, "/")+"/v1/topup", body, nil, http.StatusCreated, &t); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -437,7 +450,7 @@ func (c *Client) Balance(ctx context.Context, card *Card, apiKey string) (*Balan
 	hdr := http.Header{}
 	hdr.Set(HeaderAPIKey, apiKey)
 	var v BalanceResponse
-	if err := c.doJSON(ctx, "balance", http.MethodGet, strings.TrimRight(card.URL, "/")+"/v1/balance", nil, hdr, http.StatusOK, &v); err != nil {
+	if err := c.doJSON(ctx, card, "balance", http.MethodGet, strings.TrimRight(card.URL, "/")+"/v1/balance", nil, hdr, http.StatusOK, &v); err != nil {
 		return nil, err
 	}
 	return &v, nil

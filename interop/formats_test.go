@@ -267,6 +267,14 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s %s %.40q: %d %.200s, want %d with code and detail", c.method, c.path, c.body, r.status, r.raw, c.status)
 		}
 	}
+	// Two Mesh-Sig headers, each valid on its own: which signed the call
+	// is ambiguous, so neither is taken.
+	sigOf := func(key ed25519.PrivateKey) string {
+		return identity.Sign(key, "GET", "/v1/whoami", nil, h.clock.Now())
+	}
+	if r := h.call(nil, "GET", "/v1/whoami", "", identity.SigHeaderName, sigOf(k), identity.SigHeaderName, sigOf(identity.GenerateKey())); r.status != 401 || r.body["code"] != "invalid_signature" {
+		t.Fatalf("whoami with two Mesh-Sig headers: %d %s", r.status, r.raw)
+	}
 	r := h.call(k, "GET", "/v1/whoami", "")
 	if r.status != 200 || r.body["verified"] != true || r.body["did"] != identity.DIDFromPublicKey(k.Public().(ed25519.PublicKey)) || r.body["agent_id"] != nil {
 		t.Fatalf("whoami: %s", r.raw)

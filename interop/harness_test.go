@@ -94,6 +94,8 @@ type harness struct {
 	agent    *Agent
 	srv      *httptest.Server
 	reg      *fakeRegistry
+	// agentKey signs the agent's receipts (as agent "echo-1").
+	agentKey ed25519.PrivateKey
 	served   atomic.Int64
 	fail     atomic.Bool
 	// slow makes the paid skill take this long: a wide window for races.
@@ -177,7 +179,10 @@ func (h *harness) start(pc *PaymentConfig) {
 		},
 		Payment: pc,
 	}
-	a, err := NewAgent(cfg, AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now})
+	if h.agentKey == nil {
+		h.agentKey = identity.GenerateKey()
+	}
+	a, err := NewAgent(cfg, AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -210,7 +215,7 @@ func (h *harness) call(key ed25519.PrivateKey, method, path, body string, hdr ..
 	h.t.Helper()
 	req, _ := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	if key != nil {
 		identity.SignRequest(req, key, []byte(body), h.clock.Now())

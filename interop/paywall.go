@@ -87,6 +87,14 @@ type PaymentConfig struct {
 	// never paid is then removed too. Meanwhile a late payment of a default
 	// still settles it and its caller is not served on credit again.
 	InvoiceRetention time.Duration `json:"invoice_retention"`
+	// DepositRequiresBoundSig refuses to debit a prepaid balance for a
+	// call signed v1 (401 bound_signature_required): only a v1-bound
+	// signature, which names this agent and the X-Api-Key, spends it. A v1
+	// signature a caller sent to another agent could otherwise be replayed
+	// here within 120 s, with the caller's api_key at this agent (public in
+	// the deposit memo). Callers with this project's client sign bound
+	// whenever the card lists v1-bound, which this agent's card does.
+	DepositRequiresBoundSig bool `json:"deposit_requires_bound_sig"`
 }
 
 // Defaults of PaymentConfig.
@@ -188,6 +196,9 @@ func (c *PaymentConfig) has(mode string) bool { return slices.Contains(c.Modes, 
 type Registry interface {
 	// AgentByKey returns the registered agent bound to pub and its
 	// reputation score (nil when it has none); id "" when there is none.
+	// The score is the registry's weighted view, in which reports from
+	// keys that paid the agent weigh fully and others little: post-pay
+	// trust must not be raised by keys that cost nothing.
 	AgentByKey(ctx context.Context, pub ed25519.PublicKey) (id string, score *float64, err error)
 	// Report files a reputation report about agent id, signed by this
 	// agent. An error wrapping a *RegistryError whose Final says so means
@@ -237,6 +248,8 @@ type Paywall struct {
 	topups   topupLimits              // top-ups per caller key
 	running  sync.Map                 // nonces of post-pay invoices whose call is running
 	checking sync.Mutex               // one invoice check at a time (checkInvoices)
+
+	receipts *receipts // nil: the agent signs no receipts
 
 	pollMu sync.Mutex // one poll at a time
 	noLoop bool       // tests: Start runs no poll loop
@@ -383,6 +396,9 @@ func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key strin
 	if _, err := p.ownedAccount(r, key); err != nil {
 		return false, err
 	}
+	if p.cfg.DepositRequiresBoundSig && !CallerFrom(r.Context()).Bound {
+		return false, ErrUnboundSig
+	}
 	credits := lamports / p.cfg.CreditDivisor
 	remaining, ok, err := p.ledger.debit(key, credits)
 	if err != nil || !ok {
@@ -397,6 +413,7 @@ func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key strin
 			debited, remaining = 0, remaining+credits
 		}
 	}
+	p.receipts.attach(rec.header, r, rec.status, "balance", debitRef(), lamports, p.now().Unix())
 	rec.header.Set(HeaderDebitedLamports, strconv.FormatUint(debited, 10))
 	rec.header.Set(HeaderBalanceRemaining, strconv.FormatUint(remaining*p.cfg.CreditDivisor, 10))
 	rec.flush(w)

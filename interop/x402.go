@@ -85,7 +85,7 @@ func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, pc *paidCal
 		return p.refuse(w, pc, err)
 	}
 	p.log.Info("x402 payment accepted", "skill", pc.skill, "signature", sig.String(), "lamports", v.paid.Lamports)
-	return p.serveClaimed(w, r, sig.String(), next)
+	return p.serveClaimed(w, r, sig.String(), v.paid.Lamports, next)
 }
 
 // serveClaim answers a signature already claimed: only the request it paid
@@ -102,9 +102,10 @@ func (p *Paywall) serveClaim(w http.ResponseWriter, r *http.Request, pc *paidCal
 		return ErrAnswerGone.With("the answer paid by %s was too large to keep and has been served %d times", sig, c.Runs)
 	}
 	if !c.Served {
-		return p.serveClaimed(w, r, sig, next) // its answer failed or was too large to keep: serve again
+		return p.serveClaimed(w, r, sig, c.Lamports, next) // its answer failed or was too large to keep: serve again
 	}
 	h := w.Header()
+	p.receipts.attach(h, r, c.Status, ModeX402, sig, c.Lamports, c.At/int64(time.Second))
 	h.Set(HeaderPaymentReplay, "true")
 	h.Set(HeaderPaymentProof, sig)
 	if c.Type != "" {
@@ -199,8 +200,9 @@ func (p *Paywall) openNonce(nonce string, pc *paidCall) (nonceTerms, error) {
 // nor is one over maxCachedBody: a replay of it runs the skill again (for
 // the same request, which the binding ensures) rather than serve less, up
 // to maxUncachedRuns runs in all.
-func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, next http.Handler) error {
+func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, lamports uint64, next http.Handler) error {
 	rec := runPaid(r, "x402", next)
+	p.receipts.attach(rec.header, r, rec.status, ModeX402, sig, lamports, p.now().Unix())
 	if rec.status < 500 {
 		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
 			p.log.Error("caching a paid answer", "signature", sig, "err", err)

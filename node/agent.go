@@ -86,6 +86,7 @@ func (n *Node) openAgent() error {
 	}
 	api, err := interop.NewAgent(cfg.AgentConfig, interop.AgentDeps{
 		DB: n.db, Registry: agentRegistry{n}, Logger: n.log.With("component", "agent"), Now: n.cfg.Now,
+		ID: cfg.ID, Key: cfg.Key,
 	})
 	if err != nil {
 		return err
@@ -350,7 +351,7 @@ func (r agentRegistry) AgentByKey(_ context.Context, pub ed25519.PublicKey) (str
 	if err != nil {
 		return "", nil, err
 	}
-	return id, roll.Score, nil
+	return id, roll.Weighted.Score, nil
 }
 
 func (r agentRegistry) Report(ctx context.Context, id string, rep interop.Report) error {

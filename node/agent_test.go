@@ -90,6 +90,29 @@ func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
 		t.Fatalf("whoami: %d %v", st, v)
 	}
 
+	// The paid call's receipt, cited in a report, weighs as a paying
+	// customer's in the weighted view.
+	report := `{"success":true,"latency_ms":300,"quality":5,"receipt":"` + res.Receipt + `"}`
+	if st, v := m.signedCall(m.boot, caller, "POST", "/v1/agents/echo-1/feedback", report); st != 200 ||
+		v["weighted_reputation"].(map[string]any)["paid"] != 1.0 {
+		t.Fatalf("feedback citing the receipt: %d %v", st, v)
+	}
+	// Post-pay trust (whoami's reputation is what post-pay reads) is the
+	// weighted view: three fresh keys praising caller-1 do not make it
+	// trusted, though the spec's score is perfect.
+	for range 3 {
+		m.signedCall(m.boot, identity.GenerateKey(), "POST", "/v1/agents/caller-1/feedback", `{"success":true,"latency_ms":300,"quality":5}`)
+	}
+	eventually(t, 10*time.Second, func() bool {
+		_, v := call(t, n, "GET", "/v1/agents/caller-1/reputation", "")
+		return v["n"] == 3.0
+	}, "replica never saw the reports on caller-1")
+	_, rp := call(t, n, "GET", "/v1/agents/caller-1/reputation", "")
+	st, v = m.signedCall(n, caller, "GET", "/v1/whoami", "")
+	if weighted := rp["weighted"].(map[string]any)["score"]; st != 200 || rp["score"] != 1.0 || v["reputation"] != weighted || weighted.(float64) > 0.3 {
+		t.Fatalf("whoami reputation %v; spec score %v, weighted %v", v["reputation"], rp["score"], weighted)
+	}
+
 	// A restart at the same address reuses the stored api_key: no new
 	// registration. (A node that moved re-registers: its endpoint changed.)
 	seq := m.boot.clog.Seq()

@@ -94,6 +94,11 @@ type Config struct {
 	// past it the peer's oldest messages are dropped. 0 means
 	// p2p.DefaultGossipQueueBytes (see p2p.Config.GossipQueueBytes).
 	GossipQueueBytes int `json:"gossip_queue_bytes"`
+	// ShutdownGrace bounds each wait of Close: for the HTTP requests under
+	// way, for the requests that came otherwise (forwarded by other nodes,
+	// the embedded agent's), and for the gossip queued for peers (a wall's
+	// goodbye among it). 0 means DefaultShutdownGrace.
+	ShutdownGrace time.Duration `json:"shutdown_grace"`
 	// Gater, if set, vets libp2p connections (tests simulate NATs with it).
 	Gater connmgr.ConnectionGater `json:"-"`
 	// Key is the node's identity key. Nil means load or create
@@ -191,8 +196,12 @@ func DefaultConfig() Config {
 		ForwardTimeout:   DefaultForwardTimeout,
 		ForwardRetry:     DefaultForwardRetry,
 		ChangesKept:      DefaultChangesKept,
+		ShutdownGrace:    DefaultShutdownGrace,
 	}
 }
+
+// DefaultShutdownGrace is Config.ShutdownGrace's default.
+const DefaultShutdownGrace = 5 * time.Second
 
 // Roles of a node.
 const (
@@ -262,6 +271,9 @@ func (c *Config) Validate() error {
 		if !(r >= 0) || math.IsInf(r, 0) {
 			return fmt.Errorf("node: wall rate %v: want a finite number of messages a second, or 0 for unlimited", r)
 		}
+	}
+	if c.ShutdownGrace < 0 {
+		return errors.New("node: ShutdownGrace must not be negative")
 	}
 	if c.GossipQueueBytes != 0 && c.GossipQueueBytes < p2p.MinGossipQueueBytes {
 		return fmt.Errorf("node: GossipQueueBytes %d: want at least %d", c.GossipQueueBytes, p2p.MinGossipQueueBytes)

@@ -89,6 +89,7 @@ func (n *Node) startP2P(ctx context.Context) error {
 		Logger:       n.log.With("component", "p2p"),
 
 		GossipQueueBytes: n.cfg.GossipQueueBytes,
+		FlushTimeout:     n.grace(),
 	}
 	return n.startHost(ctx, cfg)
 }

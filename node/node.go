@@ -229,21 +229,26 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 	}
 }
 
-// requestDrain bounds the wait, in Close, for requests under way that
-// came otherwise than through the HTTP server (which gives its own 5 s).
-const requestDrain = 5 * time.Second
+// grace is Config.ShutdownGrace, or its default when unset.
+func (n *Node) grace() time.Duration {
+	if n.cfg.ShutdownGrace == 0 {
+		return DefaultShutdownGrace
+	}
+	return n.cfg.ShutdownGrace
+}
 
-// Close stops the node: the HTTP server first (in-flight requests get a
-// few seconds to finish), the wall's sockets, then every other way into
-// the bridge (requests forwarded by other nodes and the embedded agent's
-// are refused from then on, and waited for, up to requestDrain, if under
-// way), then background work (the directory flushes its heartbeats a last
-// time, so every beat it answered is kept), then the p2p host and the
+// Close stops the node: the HTTP server first (in-flight requests get up
+// to ShutdownGrace to finish), the wall's sockets, then every other way
+// into the bridge (requests forwarded by other nodes and the embedded
+// agent's are refused from then on, and waited for, up to ShutdownGrace,
+// if under way), then background work (the directory flushes its
+// heartbeats a last time, so every beat it answered is kept), then the p2p
+// host (after up to ShutdownGrace for the gossip queued for peers) and the
 // store. It is safe to call more than once and after a failed Start.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		if n.srv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), n.grace())
 			if err := n.srv.Shutdown(ctx); err != nil {
 				n.srv.Close() // the requests still running lose their connections
 			}
@@ -254,8 +259,8 @@ func (n *Node) Close() error {
 		if n.wall != nil {
 			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown
 		}
-		if !n.requests.CloseWithin(requestDrain) {
-			n.log.Warn("requests still running after the shutdown grace: the store closes under them", "grace", requestDrain)
+		if !n.requests.CloseWithin(n.grace()) {
+			n.log.Warn("requests still running after the shutdown grace: the store closes under them", "grace", n.grace())
 		}
 		if n.cancel != nil {
 			n.cancel()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
@@ -63,6 +64,10 @@ type Config struct {
 	// subscriptions and control messages are always kept. 0 means
 	// DefaultGossipQueueBytes; the least is MinGossipQueueBytes.
 	GossipQueueBytes int
+	// FlushTimeout bounds how long Close waits for the gossip queued for
+	// peers to be written before it closes their streams. 0 means
+	// DefaultFlushTimeout.
+	FlushTimeout time.Duration
 	// Registerer receives libp2p's metrics; nil disables them.
 	Registerer prometheus.Registerer
 	// Logger receives the layer's logs; nil discards them.
@@ -80,6 +85,9 @@ const (
 // burst for a peer on a slow link, and all that a stalled peer pins (the
 // count bound alone let 1,024 messages wait for it, up to a GiB).
 const DefaultGossipQueueBytes = 4 << 20
+
+// DefaultFlushTimeout is Config.FlushTimeout's default.
+const DefaultFlushTimeout = time.Second
 
 // MinGossipQueueBytes holds one RPC of the largest size with its length
 // prefix: with less, a peer that keeps up could never be sent such an RPC.
@@ -115,6 +123,9 @@ func (c *Config) validate() error {
 	}
 	if c.ConnHigh <= c.ConnLow {
 		c.ConnHigh = 4 * c.ConnLow
+	}
+	if c.FlushTimeout == 0 {
+		c.FlushTimeout = DefaultFlushTimeout
 	}
 	if c.GossipQueueBytes == 0 {
 		c.GossipQueueBytes = DefaultGossipQueueBytes

@@ -206,6 +206,11 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 func (h *Host) Close() error {
 	var err error
 	h.once.Do(func() {
+		if h.ps != nil { // what the node said last (a wall's goodbye) reaches its peers
+			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.FlushTimeout)
+			h.out.flush(ctx)
+			cancel()
+		}
 		if h.cancel != nil {
 			h.cancel()
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -42,6 +43,7 @@ const rpcPublishField protowire.Number = 2
 // all of them, what they hold and drop.
 type outbound struct {
 	limit        int                // GossipQueueBytes
+	held         atomic.Int64       // bytes queued or being written, all peers
 	queued       prometheus.Gauge   // bytes queued or being written, all peers
 	dropped      prometheus.Counter // messages dropped from the queues
 	droppedBytes prometheus.Counter // and their bytes
@@ -166,12 +168,38 @@ func (s *outboundStream) drop(rpc queuedRPC) {
 
 func (s *outboundStream) hold(n int) {
 	s.held += n
+	s.out.held.Add(int64(n))
 	s.out.queued.Add(float64(n))
 }
 
 func (s *outboundStream) release(n int) {
 	s.held -= n
+	s.out.held.Add(-int64(n))
 	s.out.queued.Sub(float64(n))
+}
+
+// flushSettle is how long the queues must stay empty before flush counts
+// the gossip as written: pubsub hands a message to the peers' streams a
+// few goroutine hops after Publish returns.
+const flushSettle = 50 * time.Millisecond
+
+// flush waits until the gossip accepted for every peer is written and no
+// more has come for flushSettle, or until ctx ends.
+func (o *outbound) flush(ctx context.Context) {
+	const tick = 5 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for quiet := time.Duration(0); quiet < flushSettle; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		quiet += tick
+		if o.held.Load() != 0 {
+			quiet = 0
+		}
+	}
 }
 
 // run is the drain goroutine: it writes the queue to the peer until the

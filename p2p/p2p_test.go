@@ -476,6 +476,18 @@ func publish(t *testing.T, tp *Topic, data string) {
 func TestPubsub(t *testing.T) {
 	t.Parallel()
 
+	t.Run("last words before Close", func(t *testing.T) {
+		t.Parallel()
+		var got inbox
+		pub, _, pt, _ := pubsubPair(t, "last-words", TopicConfig{}, TopicConfig{Deliver: got.deliver})
+		const n = 20
+		for i := range n {
+			publish(t, pt, fmt.Sprint("word ", i))
+		}
+		pub.Close() // right after publishing: what was published is flushed first
+		waitFor(t, 10*time.Second, "every word published before Close", func() bool { return len(got.all()) == n })
+	})
+
 	t.Run("deliver", func(t *testing.T) {
 		t.Parallel()
 		var got, own inbox

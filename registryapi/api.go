@@ -132,7 +132,10 @@ func (a *API) bearer(r *http.Request) (TokenClaims, error) {
 // signer verifies the request's Mesh-Sig over body; it returns nil, nil
 // when the header is absent. The nonce is claimed when the command applies.
 func (a *API) signer(r *http.Request, body []byte) (*SigClaim, error) {
-	hdr := r.Header.Get(identity.SigHeaderName)
+	hdr, err := identity.SigOf(r.Header)
+	if err != nil {
+		return nil, ErrBadSig.With("%v", err)
+	}
 	if hdr == "" {
 		return nil, nil
 	}

@@ -122,6 +122,10 @@ func acceptsAnyBody(path string) bool { return strings.HasSuffix(path, "/heartbe
 func TestSpecificBadInputs(t *testing.T) {
 	h := newHarness(t)
 	_, tok := h.registerPlain("target")
+	signedBy := func(key ed25519.PrivateKey) []string {
+		return []string{identity.SigHeaderName, identity.Sign(key, "POST", "/v1/agents/target/feedback", []byte(goodReport), h.clock.Now())}
+	}
+	const badCap = "{\"success\":true,\"latency_ms\":1,\"capability\":\"\xff\"}"
 	cases := []struct {
 		method, path, body string
 		hdr                []string
@@ -132,6 +136,9 @@ func TestSpecificBadInputs(t *testing.T) {
 		{"POST", "/v1/agents/register", `{"agent_id":5}`, nil, 400, "invalid_json"},
 		{"POST", "/v1/agents/register", `{"capabilities":[]}`, nil, 400, "invalid_request"},
 		{"POST", "/v1/agents/register", `{"agent_id":"x","pubkey":"AAAA"}`, nil, 400, "invalid_request"},
+		{"POST", "/v1/agents/register", "{\"agent_id\":\"x\",\"capabilities\":[\"ech\xf6\"]}", nil, 400, "invalid_json"},
+		{"POST", "/v1/agents/register", `{"agent_id":"x","capabilities":["\ud800"]}`, nil, 400, "invalid_json"},
+		{"POST", "/v1/agents/target/feedback", badCap, []string{identity.SigHeaderName, identity.Sign(identity.GenerateKey(), "POST", "/v1/agents/target/feedback", []byte(badCap), h.clock.Now())}, 400, "invalid_json"},
 		{"POST", "/v1/agents/register", `{"agent_id":"x","pubkey":"%%%"}`, nil, 400, "invalid_request"},
 		{"POST", "/v1/agents/register", `{"agent_id":"` + strings.Repeat("x", 70<<10) + `"}`, nil, 413, "body_too_large"},
 		{"POST", "/v1/agents/token", `{"agent_id":"target"}`, nil, 400, "invalid_request"},
@@ -141,6 +148,7 @@ func TestSpecificBadInputs(t *testing.T) {
 		{"POST", "/v1/agents/me/heartbeat", "", []string{"Authorization", "Bearer mt1.x.y.z"}, 401, "invalid_token"},
 		{"POST", "/v1/agents/target/feedback", goodReport, []string{identity.SigHeaderName, "v1 a b c d"}, 401, "invalid_signature"},
 		{"POST", "/v1/agents/target/feedback", goodReport, []string{identity.SigHeaderName, "v2"}, 401, "invalid_signature"},
+		{"POST", "/v1/agents/target/feedback", goodReport, append(signedBy(identity.GenerateKey()), signedBy(identity.GenerateKey())...), 401, "invalid_signature"},
 		{"GET", "/v1/agents/" + strings.Repeat("a", 200), "", nil, 404, "agent_not_found"},
 		{"GET", "/v1/agents/a%20b", "", nil, 404, "agent_not_found"},
 		{"PUT", "/v1/agents/target", "", nil, 405, "method_not_allowed"},

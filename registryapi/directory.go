@@ -48,6 +48,9 @@ type storedReport struct {
 	Reporter string    `json:"reporter"`
 	Report   Report    `json:"report"`
 	Signed   Signed    `json:"signed"`
+	// PaidRef names the payment the report's receipt proves ("by:ref"),
+	// "" when it cites none: what the weighted view weighs.
+	PaidRef string `json:"paid_ref,omitempty"`
 }
 
 // NewDirectory returns the directory kept in db and registers it with log,
@@ -284,6 +287,10 @@ func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) 
 		return Result{}, ErrSelfRating
 	}
 	now := cmd.Time()
+	paidRef, err := receiptRef(a, cmd.Sig.Pubkey, op.Report.Receipt, now)
+	if err != nil {
+		return Result{}, err
+	}
 	day := dayKey(a.ID, a.Reg, pubHex(cmd.Sig.Pubkey), now.Format("20060102"))
 	n, err := cmdlog.GetU64(tx, day)
 	if err != nil {
@@ -294,7 +301,7 @@ func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) 
 		if err := tx.SetTTL(day, []byte(store.U64(n+1)), 48*time.Hour); err != nil {
 			return Result{}, err
 		}
-		rep, _ := json.Marshal(storedReport{Seq: cmd.Seq, At: now, Reporter: cmd.Sig.Pubkey, Report: op.Report, Signed: op.Signed})
+		rep, _ := json.Marshal(storedReport{Seq: cmd.Seq, At: now, Reporter: cmd.Sig.Pubkey, Report: op.Report, Signed: op.Signed, PaidRef: paidRef})
 		// Past the window a report counts nowhere; the TTL only collects it
 		// (and the reports of registrations since deleted).
 		if err := tx.SetTTL(reportKey(a.ID, a.Reg, cmd.At, cmd.Seq), rep, reportTTL); err != nil {
@@ -324,6 +331,32 @@ func applyCatalog(tx *store.Txn, op *CatalogOp) (Result, error) {
 	return Result{Imported: len(op.Listings)}, nil
 }
 
+// receiptRef checks the payment receipt a report by reporter (base64 key)
+// on agent a cites, and returns the payment it names ("" for no receipt).
+// It must be signed by a's key, name a and the reporter, and date from
+// the reputation window ending at now.
+func receiptRef(a *Agent, reporter, receipt string, now time.Time) (string, error) {
+	if receipt == "" {
+		return "", nil
+	}
+	pub, err := identity.DecodePublicKey(a.Pubkey)
+	if err != nil {
+		return "", ErrBadReceipt.With("agent %s has no key to sign receipts with", a.ID)
+	}
+	r, err := identity.OpenReceipt(receipt, pub)
+	switch {
+	case err != nil:
+		return "", ErrBadReceipt.With("%v", err)
+	case r.Agent != a.ID:
+		return "", ErrBadReceipt.With("the receipt is for agent %q, not %s", r.Agent, a.ID)
+	case r.Payer != reporter:
+		return "", ErrBadReceipt.With("the receipt was issued to another key than the report's signer")
+	case r.Time().After(now.Add(identity.ClockTolerance)) || r.Time().Before(now.Add(-ReputationWindow)):
+		return "", ErrBadReceipt.With("the receipt is not from the %d-day reputation window", int(ReputationWindow/(24*time.Hour)))
+	}
+	return r.By + ":" + r.Ref, nil
+}
+
 // rollupIn computes the rollup of a's counted reports in the window ending at now.
 func rollupIn(tx *store.Txn, a *Agent, now time.Time) (Rollup, error) {
 	var b rollupBuilder
@@ -338,7 +371,7 @@ func rollupIn(tx *store.Txn, a *Agent, now time.Time) (Rollup, error) {
 		if rep.At.After(now) {
 			return false, nil
 		}
-		b.add(rep.Report, rep.At)
+		b.add(rep.Report, rep.At, rep.PaidRef)
 		return true, nil
 	})
 	return b.rollup(), err

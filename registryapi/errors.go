@@ -22,6 +22,7 @@ var (
 	ErrReplay         = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
 	ErrSigKeyMismatch = httpx.E(http.StatusUnauthorized, "signature_key_mismatch", "Mesh-Sig must be made with the key being bound")
 	ErrSelfRating     = httpx.E(http.StatusForbidden, "self_rating", "an agent cannot rate itself")
+	ErrBadReceipt     = httpx.E(http.StatusBadRequest, "invalid_receipt", "the report's payment receipt does not check")
 	ErrNotAdmin       = httpx.E(http.StatusForbidden, "not_admin", "Mesh-Sig key is not a directory administrator")
 	ErrReadOnly       = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "this node cannot accept directory writes")
 )

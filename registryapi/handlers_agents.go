@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"time"
 
@@ -213,6 +214,10 @@ type agentView struct {
 	LastSeen     time.Time `json:"last_seen"`
 	RegisteredAt time.Time `json:"registered_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
+	// Both views of the agent's reputation, as identity shows them (n = 0
+	// on a node that does not hold the agent yet).
+	Reputation         specReputation `json:"reputation"`
+	WeightedReputation Weighted       `json:"weighted_reputation"`
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
@@ -225,7 +230,12 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	online := a.cfg.Directory.Online(ag, a.now(), a.cfg.OnlineWindow)
+	_, roll, err := a.cfg.Directory.Reputation(id, a.now())
+	if err != nil && !errors.Is(err, ErrAgentNotFound) {
+		return err
+	}
 	httpx.WriteJSON(w, http.StatusOK, agentView{
+		Reputation: specOf(roll), WeightedReputation: roll.Weighted,
 		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
 		Handle: a.handle(r, ag.ID), Registered: 1, Live: b2i(online), Online: online,

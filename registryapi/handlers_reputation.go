@@ -43,7 +43,8 @@ func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"status": "recorded", "counted": res.Counted,
-		"reputation": flatRollup{N: res.Rollup.N, Dims: res.Rollup.Dims, Score: res.Rollup.Score},
+		"reputation":          flatRollup{N: res.Rollup.N, Dims: res.Rollup.Dims, Score: res.Rollup.Score},
+		"weighted_reputation": res.Rollup.Weighted,
 	})
 	return nil
 }
@@ -55,6 +56,8 @@ type reputationView struct {
 	Score     *float64   `json:"score"`
 	Dims      Dims       `json:"dims"`
 	UpdatedAt *time.Time `json:"updated_at"`
+	// Weighted is the weighted view, beside the spec's.
+	Weighted Weighted `json:"weighted"`
 }
 
 func (a *API) reputation(w http.ResponseWriter, r *http.Request) error {
@@ -66,7 +69,7 @@ func (a *API) reputation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := reputationView{Agent: ag.ID, N: roll.N, Score: roll.Score, Dims: roll.Dims}
+	v := reputationView{Agent: ag.ID, N: roll.N, Score: roll.Score, Dims: roll.Dims, Weighted: roll.Weighted}
 	if !roll.UpdatedAt.IsZero() {
 		v.UpdatedAt = &roll.UpdatedAt
 	}
@@ -76,20 +79,26 @@ func (a *API) reputation(w http.ResponseWriter, r *http.Request) error {
 
 // identityView is the attestation of spec 2.2.
 type identityView struct {
-	AgentID    string  `json:"agent_id"`
-	Handle     string  `json:"handle"`
-	Pubkey     *string `json:"pubkey"`
-	DID        *string `json:"did"`
-	Verified   bool    `json:"verified"`
-	Endpoint   *string `json:"endpoint"`
-	Registered bool    `json:"registered"`
-	Online     bool    `json:"online"`
-	Reputation struct {
-		N     int      `json:"n"`
-		Score *float64 `json:"score"`
-		Dims  Dims     `json:"dims"`
-	} `json:"reputation"`
+	AgentID            string         `json:"agent_id"`
+	Handle             string         `json:"handle"`
+	Pubkey             *string        `json:"pubkey"`
+	DID                *string        `json:"did"`
+	Verified           bool           `json:"verified"`
+	Endpoint           *string        `json:"endpoint"`
+	Registered         bool           `json:"registered"`
+	Online             bool           `json:"online"`
+	Reputation         specReputation `json:"reputation"`
+	WeightedReputation Weighted       `json:"weighted_reputation"`
 }
+
+// specReputation is the reputation of spec 2.2: {n, score, dims}.
+type specReputation struct {
+	N     int      `json:"n"`
+	Score *float64 `json:"score"`
+	Dims  Dims     `json:"dims"`
+}
+
+func specOf(r Rollup) specReputation { return specReputation{N: r.N, Score: r.Score, Dims: r.Dims} }
 
 func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
@@ -109,7 +118,7 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 		Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow),
 	}
-	v.Reputation.N, v.Reputation.Score, v.Reputation.Dims = roll.N, roll.Score, roll.Dims
+	v.Reputation, v.WeightedReputation = specOf(roll), roll.Weighted
 	httpx.WriteJSON(w, http.StatusOK, v)
 	return nil
 }

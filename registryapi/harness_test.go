@@ -95,7 +95,7 @@ func (h *harness) do(method, path, body string, hdr ...string) reply {
 		h.t.Fatal(err)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	resp, err := h.srv.Client().Do(req)
 	if err != nil {

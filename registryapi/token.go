@@ -13,6 +13,11 @@ import (
 // TokenTTL is the lifetime of a bearer token (spec section 8).
 const TokenTTL = 24 * time.Hour
 
+// TokenClockSkew is how far ahead of this node's clock a token's iat may
+// be: the clocks of two directory nodes differ a little, never by more
+// than a Mesh-Sig may (identity.ClockTolerance).
+const TokenClockSkew = identity.ClockTolerance
+
 // tokenPrefix versions the token format: "mt1.<claims>.<signature>", both
 // parts unpadded base64url, the signature an Ed25519 signature by the
 // issuing directory over "mt1.<claims>".
@@ -119,6 +124,15 @@ func (t *Tokens) Verify(tok string, now time.Time) (TokenClaims, error) {
 	}
 	if !ed25519.Verify(pub, []byte(signed), sig) {
 		return c, ErrBadToken
+	}
+	// A trusted key signed it, but the node never issues a token dated
+	// ahead of its clock or living longer than TokenTTL: such a token
+	// comes from a leaked or misused key, or a clock gone wrong.
+	if c.Iat > now.Add(TokenClockSkew).Unix() {
+		return c, ErrBadToken.With("bearer token is issued in the future")
+	}
+	if life := c.Exp - c.Iat; life <= 0 || life > int64(TokenTTL/time.Second) {
+		return c, ErrBadToken.With("bearer token lives longer than the %s a directory issues", TokenTTL)
 	}
 	if now.Unix() >= c.Exp {
 		return c, ErrTokenExpired

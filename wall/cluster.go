@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/agentmesh/mesh/internal/httpx"
 )
 
 // Credential prefixes (spec 2.1).
@@ -203,6 +205,9 @@ func (s Signed) verify(pub ed25519.PublicKey, tag string) bool {
 // its admin key, which signed it, and its fields are well formed.
 func OpenRecord(s Signed) (*Record, error) {
 	var r Record
+	if !httpx.ValidText([]byte(s.Body)) {
+		return nil, ErrBadRecord.With("cluster record: not valid UTF-8 text")
+	}
 	if err := json.Unmarshal([]byte(s.Body), &r); err != nil {
 		return nil, ErrBadRecord.With("cluster record: %v", err)
 	}

@@ -1,7 +1,11 @@
 package wall
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -45,6 +49,15 @@ func TestRecordsAreSelfCertifying(t *testing.T) {
 	tampered.Body = strings.Replace(signed.Body, `"private"`, `"public"`, 1)
 	if _, err := OpenRecord(tampered); !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("tampered record: %v", err)
+	}
+	// A name that is not UTF-8, signed by the admin: refused rather than
+	// opened with U+FFFD in its place.
+	pubRec, _, _, pubAdmin, _ := newCluster(Public, Meta{Name: "ok"}, 1)
+	body, _ := json.Marshal(pubRec)
+	body = bytes.Replace(body, []byte(`"name":"ok"`), []byte("\"name\":\"o\xffk\""), 1)
+	badText := Signed{Body: string(body), Sig: base64.StdEncoding.EncodeToString(ed25519.Sign(adminKey(pubAdmin), append([]byte(recordTag), body...)))}
+	if _, err := OpenRecord(badText); !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("record whose name is not UTF-8: %v", err)
 	}
 	other, otherSigned, _, _, _ := newCluster(Public, Meta{Name: "x"}, 1)
 	swapped := otherSigned

@@ -33,13 +33,13 @@ import (
 // holders: the reading node signs its request with the member key (the
 // record's verifier is its public half), binding the operation, the
 // cluster, its own peer id and the time. It takes appends only from nodes
-// that plausibly serve the cluster (for a private one, a signature by the
-// member key; for a public one, a registration at the rendezvous, which
-// the directory runs, now or lately), at most historyRate events a second
-// per node and cluster, so that no peer floods real events out. A v1
+// that serve the cluster (for a private one, a signature by the member
+// key; for a public one, a roster the node answers, and then only events
+// about its own sockets: historyscreen.go), at most historyRate events a
+// second per node and cluster, and each node within its share of the
+// window (appendEvents), so that no peer floods real events out. A v1
 // record names no member key: its history is read only through the
-// directory's own HTTP surface, and its appends are taken as a public
-// cluster's.
+// directory's own HTTP surface (takeAppend says what it takes).
 const (
 	historyProto     = p2p.ProtocolPrefix + "/wall/history/1.0.0"
 	historyKeep      = 1000
@@ -123,6 +123,7 @@ type pendingEvent struct {
 	cluster string
 	key     ed25519.PrivateKey // a private cluster's member key, else nil
 	body    []byte
+	join    *member // a public cluster's join: the member (pendingJoins)
 }
 
 // record queues an event of socket sk for the directory; it never blocks.
@@ -131,9 +132,15 @@ func (r *room) record(event string, sk *socket) {
 		return
 	}
 	body := encodeWire(r.seal, sealHistory, eventBody{Event: event, Agent: sk.handle, DID: sk.did, Vis: sk.vis})
+	e := pendingEvent{cluster: r.cl.ID, key: r.memberKey, body: body}
+	if event == "join" && r.cl.Public() {
+		e.join = &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}
+		r.svc.joins.add(e.cluster, *e.join, 1)
+	}
 	select {
-	case r.svc.events <- pendingEvent{cluster: r.cl.ID, key: r.memberKey, body: body}:
+	case r.svc.events <- e:
 	default:
+		r.svc.joins.done(e)
 		r.svc.log.Warn("history queue full: event dropped", "cluster", r.cl.ID)
 	}
 }
@@ -160,6 +167,9 @@ func (s *Service) reportEvents() {
 		for id, events := range batch {
 			if err := s.appendHistory(id, events); err != nil && s.ctx.Err() == nil {
 				s.log.Warn("history events not recorded", "cluster", id, "n", len(events), "err", err)
+			}
+			for _, e := range events {
+				s.joins.done(e)
 			}
 		}
 	}
@@ -222,55 +232,132 @@ func (s *Service) isDirectory() bool {
 
 // Key layout of the history on the directory node:
 //
-//	w/h/<id>/<n 8B>  storedEvent, the n-th of the cluster
-//	w/hn/<id>        n of the newest event
+//	w/h/<id>/<n 8B>            storedEvent, the n-th of the cluster
+//	w/hn/<id>                  n of the newest event
+//	w/hp/<id>/<node>/<n 8B>    the n-th event was reported by node
+//	w/hj/<id>/<node>/<handle>  joins of handle node reported, less its leaves (historyscreen.go)
 func eventKey(id string, n uint64) []byte { return store.Key("w", "h", id, store.U64(n)) }
 func eventCountKey(id string) []byte      { return store.Key("w", "hn", id) }
+func heldKey(id string, node string, n uint64) []byte {
+	return store.Key("w", "hp", id, node, store.U64(n))
+}
 
-// storeEvents appends events reported by node from, dropping the oldest
-// beyond historyKeep.
+// storeEvents appends events reported by node from.
 func (s *Service) storeEvents(id string, from peer.ID, bodies [][]byte) error {
+	return s.storeEventsWith(id, from, func(*store.Txn) ([][]byte, error) { return bodies, nil })
+}
+
+// storeEventsWith appends the events pick returns, in the transaction
+// that stores them.
+func (s *Service) storeEventsWith(id string, from peer.ID, pick func(*store.Txn) ([][]byte, error)) error {
 	if _, err := s.cfg.Catalog.Get(id); err != nil {
 		return err
 	}
 	at := s.cfg.Now().UnixMilli()
 	return s.cfg.Catalog.db.Update(func(tx *store.Txn) error {
-		n, err := cmdlog.GetU64(tx, eventCountKey(id))
+		bodies, err := pick(tx)
 		if err != nil {
 			return err
 		}
-		for _, b := range bodies {
-			if len(b) > maxHistoryBody {
-				continue
-			}
-			n++
-			v, _ := json.Marshal(storedEvent{At: at, Node: from.String(), Body: b})
-			if err := tx.SetTTL(eventKey(id, n), v, historyRetention); err != nil {
+		return appendEvents(tx, id, from.String(), bodies, at)
+	})
+}
+
+// appendEvents appends events reported by node, keeping historyKeep in
+// all. Each node has its share of the window: when it is full, the event
+// that goes is the oldest of the node that holds the most (the appending
+// node among equals). A node flooding the history so evicts only its own
+// events once it holds the most, and a node holding no more than any
+// other loses none to it: of K nodes, each keeps its newest historyKeep/K
+// at least.
+func appendEvents(tx *store.Txn, id, node string, bodies [][]byte, at int64) error {
+	n, err := cmdlog.GetU64(tx, eventCountKey(id))
+	if err != nil {
+		return err
+	}
+	held, total, err := heldEvents(tx, id)
+	if err != nil {
+		return err
+	}
+	for _, b := range bodies {
+		if len(b) > maxHistoryBody {
+			continue
+		}
+		n++
+		v, _ := json.Marshal(storedEvent{At: at, Node: node, Body: b})
+		if err := tx.SetTTL(eventKey(id, n), v, historyRetention); err != nil {
+			return err
+		}
+		if err := tx.SetTTL(heldKey(id, node, n), nil, historyRetention); err != nil {
+			return err
+		}
+		held[node] = append(held[node], n)
+		if total++; total > historyKeep {
+			if err := evictEvent(tx, id, held, node); err != nil {
 				return err
 			}
-			if n > historyKeep {
-				if err := tx.Delete(eventKey(id, n-historyKeep)); err != nil {
-					return err
-				}
-			}
+			total--
 		}
-		return tx.Set(eventCountKey(id), []byte(store.U64(n)))
+	}
+	return tx.Set(eventCountKey(id), []byte(store.U64(n)))
+}
+
+// evictEvent deletes the oldest event of the node that holds the most:
+// node among equals, else the one whose oldest is oldest.
+func evictEvent(tx *store.Txn, id string, held map[string][]uint64, node string) error {
+	victim := node
+	for p, ns := range held {
+		top := len(held[victim])
+		if len(ns) > top || (len(ns) == top && victim != node && ns[0] < held[victim][0]) {
+			victim = p
+		}
+	}
+	oldest := held[victim][0]
+	if held[victim] = held[victim][1:]; len(held[victim]) == 0 {
+		delete(held, victim)
+	}
+	if err := tx.Delete(eventKey(id, oldest)); err != nil {
+		return err
+	}
+	return tx.Delete(heldKey(id, victim, oldest))
+}
+
+// heldEvents returns, for each node, the events of id it reported, oldest
+// first, and their total. A history stored before nodes' events were
+// indexed is indexed now, once.
+func heldEvents(tx *store.Txn, id string) (map[string][]uint64, int, error) {
+	held, total := map[string][]uint64{}, 0
+	prefix := store.Key("w", "hp", id, "")
+	err := tx.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
+		if len(k) >= len(prefix)+9 {
+			n, _ := store.ParseU64(string(k[len(k)-8:]))
+			node := string(k[len(prefix) : len(k)-9])
+			held[node] = append(held[node], n)
+			total++
+		}
+		return true, nil
 	})
+	if err != nil || total > 0 {
+		return held, total, err
+	}
+	err = tx.Scan(store.Key("w", "h", id, ""), nil, func(k, v []byte) (bool, error) {
+		var e storedEvent
+		n, ok := store.ParseU64(string(k[len(k)-8:]))
+		if json.Unmarshal(v, &e) != nil || !ok {
+			return true, nil
+		}
+		held[e.Node] = append(held[e.Node], n)
+		total++
+		return true, tx.SetTTL(heldKey(id, e.Node, n), nil, historyRetention)
+	})
+	return held, total, err
 }
 
 // readEvents returns up to limit of the newest stored events of id.
 func (s *Service) readEvents(id string, limit int) ([]storedEvent, error) {
 	var out []storedEvent
 	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
-		n, err := cmdlog.GetU64(tx, eventCountKey(id))
-		if err != nil {
-			return err
-		}
-		from := uint64(1)
-		if n > uint64(limit) {
-			from = n - uint64(limit) + 1
-		}
-		return tx.Scan(store.Key("w", "h", id, ""), eventKey(id, from), func(_, v []byte) (bool, error) {
+		return tx.Scan(store.Key("w", "h", id, ""), nil, func(_, v []byte) (bool, error) {
 			var e storedEvent
 			if json.Unmarshal(v, &e) == nil {
 				out = append(out, e)
@@ -278,6 +365,7 @@ func (s *Service) readEvents(id string, limit int) ([]storedEvent, error) {
 			return true, nil
 		})
 	})
+	out = out[max(0, len(out)-limit):]
 	slices.Reverse(out)
 	return out, err
 }
@@ -285,14 +373,16 @@ func (s *Service) readEvents(id string, limit int) ([]storedEvent, error) {
 // dropHistory forgets a deleted cluster's history.
 func (s *Service) dropHistory(id string) {
 	err := s.cfg.Catalog.db.Update(func(tx *store.Txn) error {
-		var keys [][]byte
-		if err := tx.Scan(store.Key("w", "h", id, ""), nil, func(k, _ []byte) (bool, error) {
-			keys = append(keys, append([]byte(nil), k...))
-			return true, nil
-		}); err != nil {
-			return err
+		keys := [][]byte{eventCountKey(id)}
+		for _, prefix := range [][]byte{store.Key("w", "h", id, ""), store.Key("w", "hp", id, ""), store.Key("w", "hj", id, "")} {
+			if err := tx.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
+				keys = append(keys, append([]byte(nil), k...))
+				return true, nil
+			}); err != nil {
+				return err
+			}
 		}
-		for _, k := range append(keys, eventCountKey(id)) {
+		for _, k := range keys {
 			if err := tx.Delete(k); err != nil {
 				return err
 			}
@@ -323,17 +413,7 @@ func (s *Service) serveHistory(ctx context.Context, from peer.ID, raw []byte) ([
 	now := s.cfg.Now()
 	switch q.Op {
 	case historyAppend:
-		// A v1 record names no member key: its appends are taken like a
-		// public cluster's.
-		serving := s.cfg.Host.Served(topicName(cl.ID), from)
-		if !cl.Public() && cl.memberPub() != nil {
-			serving = q.signedBy(cl, from, now)
-		}
-		if !serving || cl.ID == LobbyID {
-			return nil, fmt.Errorf("%w: append from %s, which does not serve %s", errHistoryRefused, from, cl.ID)
-		}
-		events := q.Events[:min(len(q.Events), historyBatch)]
-		return []byte{}, s.storeEvents(cl.ID, from, events[:s.appendLimits.take(from, cl.ID, len(events))])
+		return []byte{}, s.takeAppend(ctx, cl, from, &q, now)
 	case historyRead:
 		if !q.signedBy(cl, from, now) {
 			return nil, fmt.Errorf("%w: read from %s without the member key's signature", errHistoryRefused, from)
@@ -345,6 +425,35 @@ func (s *Service) serveHistory(ctx context.Context, from peer.ID, raw []byte) ([
 		return json.Marshal(historyResponse{Events: events})
 	}
 	return nil, httpx.ErrInvalid
+}
+
+// takeAppend stores what the directory takes of an append from node from
+// (see the top of this file and historyscreen.go): from a private
+// cluster's member-key holder, its events; from a node serving a public
+// cluster, those about its own sockets; for a v1 private cluster, which
+// names no member key and whose roster the directory cannot read, the
+// events of a node registered at the rendezvous for it (its id is known
+// only to its members). Always at most historyRate a second.
+func (s *Service) takeAppend(ctx context.Context, cl *Cluster, from peer.ID, q *historyRequest, now time.Time) error {
+	switch {
+	case cl.ID == LobbyID:
+		return fmt.Errorf("%w: the lobby keeps no history", errHistoryRefused)
+	case !cl.Public() && cl.memberPub() != nil && !q.signedBy(cl, from, now):
+		return fmt.Errorf("%w: append from %s without the member key's signature", errHistoryRefused, from)
+	case !cl.Public() && cl.memberPub() == nil && !s.cfg.Host.Served(topicName(cl.ID), from):
+		return fmt.Errorf("%w: append from %s, which does not serve %s", errHistoryRefused, from, cl.ID)
+	}
+	events := q.Events[:min(len(q.Events), historyBatch)]
+	events = events[:s.appendLimits.take(from, cl.ID, len(events))]
+	if !cl.Public() || len(events) == 0 {
+		return s.storeEvents(cl.ID, from, events)
+	}
+	sc, need, joins := decodeAppend(events)
+	members, err := s.servingMembers(ctx, cl.ID, from, need, joins)
+	if err != nil {
+		return err
+	}
+	return s.storeEventsWith(cl.ID, from, func(tx *store.Txn) ([][]byte, error) { return sc.keep(tx, cl.ID, from, members) })
 }
 
 // fetchEvents gets a cluster's stored events from the directory, proving

@@ -3,6 +3,8 @@ package wall
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,13 +109,18 @@ func TestHistoryStreamAuth(t *testing.T) {
 	if appendN(pubID, 1, "") == nil || appendN(LobbyID, 1, "") == nil {
 		t.Fatal("an append from a peer that serves no cluster was taken")
 	}
-	// Registered at the rendezvous, the peer plausibly serves the public
-	// cluster; the private one wants the member key's signature.
+	// Registered at the rendezvous, the peer still serves neither: issue
+	// 19's forgery (a fresh identity registered under the public cluster's
+	// topic appending invented joins) is refused. The private cluster
+	// wants the member key's signature.
 	if _, err := raw.Rendezvous(ctx, topicName(pubID), true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := raw.Rendezvous(ctx, topicName(privID), true); err != nil {
 		t.Fatal(err)
+	}
+	if appendN(pubID, 1, "") == nil {
+		t.Fatal("an append from a peer registered at the rendezvous, which runs no room, was taken")
 	}
 	if appendN(privID, 1, "") == nil {
 		t.Fatal("an unsigned append to a private cluster was taken")
@@ -121,17 +128,114 @@ func TestHistoryStreamAuth(t *testing.T) {
 	if err := appendN(privID, 1, privTok); err != nil {
 		t.Fatalf("a signed append to a private cluster: %v", err)
 	}
-	for range 5 {
-		if err := appendN(pubID, historyBatch, ""); err != nil {
-			t.Fatalf("append from a registered peer: %v", err)
+	if events := h.historyOf(pubID, pubTok); len(events) != 1 || events[0]["agent"] != "ann" {
+		t.Fatalf("the public history holds %v, want ann's join alone", events)
+	}
+}
+
+// servingPeer is a raw peer that answers roster peeks of cluster id with
+// members: a node that runs a room for the cluster, as far as anyone can
+// tell (it may make its members up, as a client picks its handles).
+func servingPeer(t *testing.T, h *harness, id string, members ...string) (*p2p.Host, func([]eventBody) error) {
+	t.Helper()
+	raw := rawPeer(t, h)
+	ro := roster{Epoch: 1, Rev: 1}
+	for _, m := range members {
+		ro.Members = append(ro.Members, member{Agent: m, Vis: VisPublic})
+	}
+	raw.HandleRequests(rosterProto, maxRosterReq, func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		return encodeWire(nil, sealRosterResp, ro), nil
+	})
+	send := func(events []eventBody) error {
+		q := historyRequest{Op: historyAppend, Cluster: id}
+		for _, e := range events {
+			q.Events = append(q.Events, encodeWire(nil, sealHistory, e))
+		}
+		b, _ := json.Marshal(q)
+		_, err := raw.Request(context.Background(), h.host.ID(), historyProto, b, 64)
+		return err
+	}
+	return raw, send
+}
+
+// TestHistoryTakesOnlyANodesOwnSockets: a node that serves a public
+// cluster appends joins of the members its roster lists (or of a visit
+// that ended within the batch) and leaves of the joins it appended; events
+// about anyone else are dropped.
+func TestHistoryTakesOnlyANodesOwnSockets(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.create(`{"visibility":"public"}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	raw, send := servingPeer(t, h, id, "mallory")
+	ev := func(event, agent string) eventBody { return eventBody{Event: event, Agent: agent, Vis: VisPublic} }
+	for _, batch := range [][]eventBody{
+		{ev("join", "mallory"), ev("join", "eve")}, // eve is not its socket
+		{ev("leave", "zed")},                       // never joined there
+		{ev("join", "visit"), ev("leave", "visit")},
+		{ev("leave", "mallory"), ev("leave", "mallory")}, // one join, one leave
+	} {
+		if err := send(batch); err != nil {
+			t.Fatalf("append %v: %v", batch, err)
 		}
 	}
-	events := h.historyOf(pubID, pubTok)
-	if n := len(events) - 1; n < historyBurst || n > historyBurst+historyRate*5 {
-		t.Fatalf("%d forged events taken from one peer, want about %d (the burst)", n, historyBurst)
+	var got []string
+	for _, e := range h.historyOf(id, tok) {
+		if e["node"] != raw.ID().String() {
+			t.Fatalf("event %v names node %v", e, e["node"])
+		}
+		got = append([]string{e["event"].(string) + " " + e["agent"].(string)}, got...)
 	}
-	if last := events[len(events)-1]; last["agent"] != "ann" {
-		t.Fatalf("the real event was pushed out: %v", last)
+	if want := []string{"join mallory", "join visit", "leave visit", "leave mallory"}; !slices.Equal(got, want) {
+		t.Fatalf("history %v, want %v", got, want)
+	}
+}
+
+// TestHistoryShares: when the window is full, an append evicts the oldest
+// event of the node that holds the most; so a node flooding the history
+// evicts its own events, never those of a node holding fewer.
+func TestHistoryShares(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.create(`{"visibility":"public"}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	body := func(agent string) [][]byte {
+		return [][]byte{encodeWire(nil, sealHistory, eventBody{Event: "join", Agent: agent, Vis: VisPublic})}
+	}
+	quiet, loud := peer.ID("quiet-node"), peer.ID("loud-node")
+	for i := range 30 {
+		if err := h.svc.storeEvents(id, quiet, body(fmt.Sprint("q", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 * historyKeep {
+		if err := h.svc.storeEvents(id, loud, body(fmt.Sprint("l", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := map[string]int{}
+	events := h.historyOf(id, tok)
+	for _, e := range events {
+		count[e["node"].(string)]++
+	}
+	if len(events) != historyKeep || count[quiet.String()] != 30 || count[loud.String()] != historyKeep-30 {
+		t.Fatalf("%d events kept: %v; want the quiet node's 30 and the rest the loud node's newest", len(events), count)
+	}
+	if events[0]["agent"] != fmt.Sprint("l", 3*historyKeep-1) {
+		t.Fatalf("the newest event is %v", events[0])
+	}
+	// A third node joins the flood: the two loud ones end at half the
+	// window each, less what the quiet one holds.
+	louder := peer.ID("louder-node")
+	for i := range 2 * historyKeep {
+		if err := h.svc.storeEvents(id, louder, body(fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clear(count)
+	for _, e := range h.historyOf(id, tok) {
+		count[e["node"].(string)]++
+	}
+	if count[quiet.String()] != 30 || count[loud.String()] != (historyKeep-30)/2 || count[louder.String()] != historyKeep-30-(historyKeep-30)/2 {
+		t.Fatalf("shares %v", count)
 	}
 }
 
@@ -168,5 +272,33 @@ func TestLobbyKeepsNoHistory(t *testing.T) {
 	eventually(t, func() bool { return len(h.historyOf(cl["cluster_id"].(string), cl["token"].(string))) == 1 }, "the later join never recorded")
 	if events, err := h.svc.readEvents(LobbyID, historyKeep); err != nil || len(events) != 0 {
 		t.Fatalf("the lobby's history: %v, %v", events, err)
+	}
+}
+
+// TestPendingJoinsAnswerPeeks: a node whose room closed before the
+// directory, checking a join it was sent, peeked at its roster answers
+// the member whose join is on its way, and nothing once it is answered.
+func TestPendingJoinsAnswerPeeks(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	other := newHarness(t, nil)
+	at := peer.AddrInfo{ID: h.host.ID(), Addrs: h.host.Libp2p().Addrs()}
+	if err := other.host.Connect(context.Background(), at); err != nil {
+		t.Fatal(err)
+	}
+	peek := func() (roster, error) {
+		return other.svc.askRoster(context.Background(), h.host.ID(), id, nil, roster{}, true)
+	}
+	if _, err := peek(); err == nil {
+		t.Fatal("a node with no room and no pending join answered a roster")
+	}
+	e := pendingEvent{cluster: id, join: &member{Agent: "quick", Vis: VisPublic}}
+	h.svc.joins.add(id, *e.join, 1)
+	if ro, err := peek(); err != nil || len(ro.Members) != 1 || ro.Members[0].Agent != "quick" {
+		t.Fatalf("peek with a join pending: %+v %v", ro, err)
+	}
+	h.svc.joins.done(e)
+	if _, err := peek(); err == nil {
+		t.Fatal("a join answered by the directory is still answered")
 	}
 }

@@ -49,6 +49,8 @@ type Service struct {
 	receipts     receiptQueues     // receipts waiting for other nodes
 	events       chan pendingEvent // history events for the directory
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
+	served       servedViews       // on the directory: rosters of nodes that append
+	joins        pendingJoins      // joins queued for the directory, not answered yet
 }
 
 // nextEpoch returns the epoch of a new room: the time in microseconds, and
@@ -358,6 +360,11 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	}
 	r := s.room(q.Cluster)
 	if r == nil {
+		if ms := s.joins.members(q.Cluster); q.Peek && len(ms) > 0 {
+			// The room closed before the directory, checking the joins it
+			// is sent, peeked (historyscreen.go). Only public clusters'.
+			return encodeWire(nil, sealRosterResp, roster{Members: ms}), nil
+		}
 		return []byte{}, nil
 	}
 	var theirs roster

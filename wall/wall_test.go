@@ -362,6 +362,25 @@ func TestClusterAnswersShape(t *testing.T) {
 	}
 }
 
+// TestClusterTextMustBeUTF8: a name, topic or description that is not
+// UTF-8 is refused with 400, not stored with U+FFFD in its place.
+func TestClusterTextMustBeUTF8(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, body := range []string{
+		"{\"visibility\":\"public\",\"name\":\"caf\xe9\"}",
+		"{\"visibility\":\"public\",\"name\":\"n\",\"topic\":\"#\xff\"}",
+		`{"name":"n","description":"\udc00"}`,
+	} {
+		if st, v := h.call("POST", "/v1/clusters", body); st != 400 || v["code"] != "invalid_json" {
+			t.Fatalf("create %q: %d %v", body, st, v)
+		}
+	}
+	_, v := h.call("GET", "/v1/clusters", "")
+	if n := len(v["clusters"].([]any)); n != 1 {
+		t.Fatalf("the catalog holds %d clusters, want only the lobby: %v", n, v)
+	}
+}
+
 func TestHistoryIsOwnerOnly(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, vis := range []string{Public, Private} {

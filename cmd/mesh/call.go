@@ -35,7 +35,9 @@ func callCmd() *cobra.Command {
 		Use:   "call AGENT-ID SKILL",
 		Short: "Call an agent's skill, paying on 402 within --max-lamports",
 		Long: `Resolve AGENT-ID through a mesh node, fetch its card, and call SKILL with
---data signed by --key (Mesh-Sig). When the agent answers 402 the call is
+--data signed by --key (Mesh-Sig; v1-bound, naming the agent and the
+--api-key, when the agent's card lists it, so that the agent cannot replay
+the call to another). When the agent answers 402 the call is
 paid from the wallet (--wallet-key FILE or the MESH_WALLET_KEY environment
 variable) on the card's network, to the card's wallet, if the price is at
 most --max-lamports and the --rpc endpoint serves that network; then it is
@@ -141,6 +143,9 @@ func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, s
 	}
 	if d := res.Header.Get(interop.HeaderDebitedLamports); d != "" {
 		fmt.Fprintf(stderr, "debited %s lamports from the balance, %s left\n", d, res.Header.Get(interop.HeaderBalanceRemaining))
+	}
+	if res.Receipt != "" {
+		fmt.Fprintf(stderr, "receipt: %s (cite it as \"receipt\" in a feedback report on %s: the report then weighs as a paying customer's)\n", res.Receipt, id)
 	}
 	fmt.Fprint(stdout, string(res.Body))
 	return nil

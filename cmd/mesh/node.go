@@ -53,6 +53,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.BoolVar(&cfg.DHTServer, "dht-server", env("MESH_DHT_SERVER", "") != "", "always answer DHT queries; without it bootstrap nodes, --reachability public and nodes AutoNAT finds reachable do (env MESH_DHT_SERVER)")
 	f.StringVar(&cfg.Reachability, "reachability", env("MESH_REACHABILITY", ""), "public, private (behind NAT: use the bootstrap relays) or empty to detect; bootstrap nodes default to public (env MESH_REACHABILITY)")
 	f.IntVar(&cfg.GossipQueueBytes, "gossip-queue-bytes", cfg.GossipQueueBytes, "bytes of gossip that may wait for one peer; past it its oldest messages are dropped (env MESH_GOSSIP_QUEUE_BYTES)")
+	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "on SIGTERM, how long the requests under way and the gossip queued for peers each get to finish (env MESH_SHUTDOWN_GRACE)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	f.BoolVar(&noSync, "no-sync", env("MESH_NO_SYNC", "") != "", "do not fsync each write: faster, but a power loss may drop the last writes (env MESH_NO_SYNC)")
 	f.Float64Var(&cfg.WallSocketRate, "wall-socket-rate", cfg.WallSocketRate, "messages a second one wall socket may send, in bursts of twice that; 0 is unlimited (env MESH_WALL_SOCKET_RATE)")
@@ -78,6 +79,7 @@ var nodeEnv = map[string]string{
 	"wall-socket-rate":   "MESH_WALL_SOCKET_RATE",
 	"wall-room-rate":     "MESH_WALL_ROOM_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
+	"shutdown-grace":     "MESH_SHUTDOWN_GRACE",
 
 	"raft-heartbeat-timeout":  "MESH_RAFT_HEARTBEAT_TIMEOUT",
 	"raft-election-timeout":   "MESH_RAFT_ELECTION_TIMEOUT",
@@ -93,22 +95,36 @@ var nodeEnv = map[string]string{
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := n.Start(ctx); err != nil {
+	return runUntilSignal(ctx, n, func() {
+		fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
+		for _, a := range n.P2PAddrs() {
+			fmt.Printf("  addr  %s\n", a)
+		}
+	})
+}
+
+// daemon is what `mesh node` and `mesh coord` run.
+type daemon interface {
+	Start(context.Context) error
+	Close() error
+}
+
+// runUntilSignal starts d, prints its banner once it runs, and closes it
+// on SIGINT or SIGTERM (or when ctx ends).
+func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := d.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("mesh node %s (%s)\n  http  %s\n  did   %s\n  peer  %s\n  data  %s\n", node.Version, n.Role(), n.URL(), n.DID(), n.PeerID(), cfg.DataDir)
-	for _, a := range n.P2PAddrs() {
-		fmt.Printf("  addr  %s\n", a)
-	}
+	banner()
 	<-ctx.Done()
 	fmt.Println("shutting down")
-	return n.Close()
+	return d.Close()
 }
 
 func newLogger(level string) (*slog.Logger, error) {

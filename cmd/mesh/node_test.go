@@ -30,6 +30,8 @@ func TestNodeWallRateFlags(t *testing.T) {
 		{name: "flag over env", env: map[string]string{"MESH_WALL_SOCKET_RATE": "120"}, args: []string{"--wall-socket-rate=7"}, socket: 7, room: wall.DefaultRoomRate},
 		{name: "bad env", env: map[string]string{"MESH_WALL_ROOM_RATE": "fast"}, err: "MESH_WALL_ROOM_RATE"},
 		{name: "bad gossip env", env: map[string]string{"MESH_GOSSIP_QUEUE_BYTES": "4MiB"}, err: "MESH_GOSSIP_QUEUE_BYTES"},
+		{name: "bad grace env", env: map[string]string{"MESH_SHUTDOWN_GRACE": "5"}, err: "MESH_SHUTDOWN_GRACE"},
+		{name: "negative grace", args: []string{"--shutdown-grace", "-1s", "--data", t.TempDir()}, err: "ShutdownGrace"},
 		{name: "bad flag", args: []string{"--wall-socket-rate", "lots"}, err: "wall-socket-rate"},
 		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
 	} {

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // HandlerFunc is an HTTP handler that returns an error instead of writing it.
@@ -105,6 +107,9 @@ func DecodeJSON(body []byte, v any) error {
 		}
 		return ErrBadJSON.With("request body is not JSON; a JSON object is required")
 	}
+	if !ValidText(body) {
+		return ErrBadJSON.With("request body is not valid UTF-8 text; invalid bytes or lone surrogate escapes are refused, not replaced")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -113,6 +118,60 @@ func DecodeJSON(body []byte, v any) error {
 		return ErrBadJSON.With("request body has data after the JSON object")
 	}
 	return nil
+}
+
+// ValidText reports whether JSON text b is valid UTF-8 and holds no
+// escaped lone surrogate (a "\ud800" not followed by its low half).
+// encoding/json silently turns both into U+FFFD, so a name or capability
+// would be stored other than sent: callers refuse such text instead.
+func ValidText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // skip the escaped character, which may be a backslash
+			continue
+		}
+		r, ok := hex4(b, i+2)
+		switch {
+		case !ok || !utf16.IsSurrogate(r):
+		case r >= 0xdc00:
+			return false // a low half with no high half before it
+		default:
+			lo, ok := hex4(b, i+8)
+			if !ok || b[i+6] != '\\' || b[i+7] != 'u' || lo < 0xdc00 || lo > 0xdfff {
+				return false
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return true
+}
+
+// hex4 reads four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func jsonError(err error) error {

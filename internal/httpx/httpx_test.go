@@ -195,6 +195,7 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "unknown fields ignored", body: `{"a":"x","extra":1,"more":{"z":[1,2]}}`, ok: true},
 		{name: "trailing whitespace", body: "{\"a\":\"x\"}\n\t ", ok: true},
 		{name: "leading whitespace", body: "\n {\"a\":\"x\"}", ok: true},
+		{name: "surrogate pair and escapes", body: `{"a":"x","z":"\ud83d\ude00 \\ud800 \u00e9 \"\\"}`, ok: true},
 		{name: "wrong type string", body: `{"a":5}`, detail: []string{`"a"`, "a string", "number"}},
 		{name: "wrong type int", body: `{"n":"five"}`, detail: []string{`"n"`, "an integer", "string"}},
 		{name: "wrong type nested", body: `{"s":{"b":"yes"}}`, detail: []string{`"s.b"`, "a boolean"}},
@@ -210,6 +211,12 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "truncated mid string", body: `{"a":"x`, detail: []string{"truncated"}},
 		{name: "syntax error", body: `{"a" "x"}`, detail: []string{"malformed", "byte"}},
 		{name: "form encoded", body: `a=x&n=3`, detail: []string{"not JSON"}},
+		{name: "invalid UTF-8", body: "{\"a\":\"x\xffy\"}", detail: []string{"UTF-8"}},
+		{name: "overlong UTF-8", body: "{\"a\":\"\xc0\xafx\"}", detail: []string{"UTF-8"}},
+		{name: "lone high surrogate", body: `{"a":"\ud800x"}`, detail: []string{"UTF-8"}},
+		{name: "lone low surrogate", body: `{"a":"\udc00"}`, detail: []string{"UTF-8"}},
+		{name: "reversed surrogates", body: `{"a":"\udc00\ud800"}`, detail: []string{"UTF-8"}},
+		{name: "high surrogate at end", body: `{"a":"\ud83d"}`, detail: []string{"UTF-8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,6 +245,26 @@ func TestDecodeJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzValidText: whatever text a client sends, a string that DecodeJSON
+// accepts holds U+FFFD only where the client wrote one; nothing is
+// replaced behind its back.
+func FuzzValidText(f *testing.F) {
+	for _, s := range []string{`"x"`, `"\ud83d\ude00"`, `"\ud800"`, `"\\ud800"`, "\"\xff\"", `"\ufffd"`, "\"\xef\xbf\xbd\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var v struct{ A string }
+		body := `{"A":` + s + `}`
+		if DecodeJSON([]byte(body), &v) != nil {
+			return
+		}
+		sent := strings.Contains(s, "\ufffd") || strings.Contains(strings.ToLower(s), `\ufffd`)
+		if strings.ContainsRune(v.A, '\ufffd') && !sent {
+			t.Fatalf("%q decoded to %q: a replacement character the client did not send", body, v.A)
+		}
+	})
 }
 
 func TestReadBody(t *testing.T) {

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/coord"
+)
+
+// TestCoordFlags: mesh coord's settings come from the flags, else from the
+// environment, else the defaults; a malformed value names where it came
+// from.
+func TestCoordFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want func(coord.Config) bool
+		err  string
+	}{
+		{name: "defaults", want: func(c coord.Config) bool {
+			return c.Dir == "." && c.Port == 0 && c.Poll == 1500*time.Millisecond && c.SendTimeout == 5*time.Second && c.DeviceID != ""
+		}},
+		{name: "flags", args: []string{"--dir", "/p", "--port", "5575", "--registry", "/r.json", "--device-id", "box", "--poll", "3s"},
+			want: func(c coord.Config) bool {
+				return c.Dir == "/p" && c.Port == 5575 && c.Registry == "/r.json" && c.DeviceID == "box" && c.Poll == 3*time.Second
+			}},
+		{name: "env", env: map[string]string{"MESH_COORD_DIR": "/e", "MESH_COORD_PORT": "5580", "MESH_COORD_REGISTRY": "/er.json", "MESH_DEVICE_ID": "envbox", "MESH_COORD_HEARTBEAT": "1m"},
+			want: func(c coord.Config) bool {
+				return c.Dir == "/e" && c.Port == 5580 && c.Registry == "/er.json" && c.DeviceID == "envbox" && c.Heartbeat == time.Minute
+			}},
+		{name: "flag over env", env: map[string]string{"MESH_COORD_PORT": "5580"}, args: []string{"--port", "5581"},
+			want: func(c coord.Config) bool { return c.Port == 5581 }},
+		{name: "bad env", env: map[string]string{"MESH_COORD_PORT": "high"}, err: "MESH_COORD_PORT"},
+		{name: "bad flag", args: []string{"--poll", "often"}, err: "poll"},
+		{name: "bad port", args: []string{"--port", "70000"}, err: "port 70000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var got coord.Config
+			c := newCoordCmd(func(_ context.Context, cfg coord.Config) error {
+				got = cfg
+				return cfg.Validate()
+			})
+			c.SetArgs(tc.args)
+			c.SetOut(io.Discard)
+			c.SetErr(io.Discard)
+			err := c.Execute()
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %q", err, tc.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case !tc.want(got):
+				t.Fatalf("config %+v", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,209 @@
+package coord
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/mesh/coord/cluster"
+	"github.com/agentmesh/mesh/coord/cron"
+	"github.com/agentmesh/mesh/coord/debuglog"
+	"github.com/agentmesh/mesh/coord/portreg"
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// Daemon is a running coordination daemon.
+type Daemon struct {
+	cfg    Config
+	log    *slog.Logger
+	events *hub
+	crons  *cron.Scheduler
+	mux    *httpx.Mux
+
+	// writeMu serialises what writes the roadmap: rebuilds (which
+	// reconcile) and reorders.
+	writeMu sync.Mutex
+	mu      sync.RWMutex
+	state   *snapshot
+
+	dlog      *debuglog.Log
+	srv       *http.Server
+	ln        net.Listener
+	clusterID string
+	endpoint  string
+	reason    string
+	started   time.Time
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New checks cfg and prepares a daemon; it starts nothing.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	cfg.Dir = dir
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(dir, ".coord")
+	}
+	if cfg.TLSBundle == "" {
+		cfg.TLSBundle = filepath.Join(cfg.StateDir, "tls.pem")
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux()}
+	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
+	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
+		Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
+	d.routes()
+	return d, nil
+}
+
+// Start reads the project, chooses the port and starts serving. A project
+// folder without cluster.yaml is an error: it is not a project.
+func (d *Daemon) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if _, err := os.Stat(filepath.Join(d.cfg.Dir, cluster.FileName)); err != nil {
+		return fmt.Errorf("coord: %s has no %s (is it the project folder?): %w", d.cfg.Dir, cluster.FileName, err)
+	}
+	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, "debug.jsonl"),
+		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock}); err != nil {
+		return fmt.Errorf("coord: debug log: %w", err)
+	}
+	if _, err := d.rebuild(); err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	if err := d.listen(); err != nil {
+		return err
+	}
+	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.started = d.cfg.Clock.Now().UTC()
+	d.srv = &http.Server{Handler: httpx.Recover(d.log, cors(d.cfg.AllowedOrigins, d.mux)), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
+	ln := d.ln
+	d.wg.Go(func() {
+		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("serve", "err", err)
+		}
+	})
+	// Tickers are made here, not in their goroutines, so that a test's
+	// clock cannot move before they exist.
+	poll, beat := d.cfg.Clock.NewTicker(d.cfg.Poll), d.cfg.Clock.NewTicker(d.cfg.Heartbeat)
+	d.wg.Go(func() { onTick(ctx, poll, d.poll) })
+	d.wg.Go(func() { onTick(ctx, beat, func() { d.events.publish("heartbeat", nil) }) })
+	d.crons.Start()
+	d.debug("info", "daemon", "started", map[string]any{"endpoint": d.endpoint, "port_reason": d.reason})
+	return nil
+}
+
+// listen takes the configured listener or chooses a port, and wraps it in
+// TLS when a certificate bundle is there.
+func (d *Daemon) listen() error {
+	st := d.current()
+	d.clusterID = st.cluster.ID
+	if d.cfg.Listener != nil {
+		d.ln, d.reason = d.cfg.Listener, "listener given by the caller"
+	} else {
+		ch, err := portreg.Choose(d.cfg.Registry, portreg.Request{Cluster: st.cluster.ID, Dir: d.cfg.Dir, Host: d.cfg.Host,
+			Explicit: d.cfg.Port, Preferred: st.cluster.Port, Min: d.cfg.PortMin, Max: d.cfg.PortMax})
+		for _, s := range ch.Skipped {
+			d.log.Info("port passed over", "port", s)
+		}
+		if err != nil {
+			return fmt.Errorf("coord: %w", err)
+		}
+		d.ln, d.reason = ch.Listener, ch.Reason
+	}
+	host := d.cfg.Host
+	scheme := "http"
+	cert, name, err := loadBundle(d.cfg.TLSBundle)
+	switch {
+	case err != nil:
+		return fmt.Errorf("coord: TLS bundle %s: %w", d.cfg.TLSBundle, err)
+	case cert != nil:
+		d.ln = tls.NewListener(d.ln, &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+		if name != "" {
+			host = name
+		}
+	}
+	port := d.ln.Addr().(*net.TCPAddr).Port
+	d.endpoint = scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
+	return nil
+}
+
+// URL is the address the daemon serves at, e.g. http://127.0.0.1:5570.
+func (d *Daemon) URL() string { return d.endpoint }
+
+// PortReason says why the daemon took its port.
+func (d *Daemon) PortReason() string { return d.reason }
+
+// Close stops serving (listener and sockets first), then the loops and the
+// crons (runs under way are killed), and releases the port in the
+// registry. It is safe to call twice and after a failed Start.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() {
+		if d.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			d.closeErr = d.srv.Shutdown(ctx)
+			cancel()
+		} else if d.ln != nil {
+			d.ln.Close()
+		}
+		d.events.close()
+		if d.cancel != nil {
+			d.cancel()
+		}
+		d.wg.Wait()
+		d.crons.Close()
+		if d.dlog != nil {
+			d.dlog.Close()
+		}
+		if d.ln != nil && d.cfg.Listener == nil {
+			if err := portreg.Release(d.cfg.Registry, d.clusterID); err != nil {
+				d.log.Warn("port registry", "err", err)
+			}
+		}
+	})
+	return d.closeErr
+}
+
+// debug appends a daemon event to the debug log when debug is enabled.
+func (d *Daemon) debug(lvl, tag, msg string, data map[string]any) {
+	st := d.current()
+	if d.dlog == nil || st == nil || !st.cluster.DebugEnabled {
+		return
+	}
+	var v any
+	if data != nil {
+		v = data
+	}
+	if err := d.dlog.Append(debuglog.Event{Src: "daemon", Lvl: lvl, Tag: tag, Msg: msg, Data: v}); err != nil {
+		d.log.Warn("debug log", "err", err)
+	}
+}
+
+// cronEvent publishes a scheduler event and logs run ends.
+func (d *Daemon) cronEvent(typ string, fields map[string]any) {
+	d.events.publish(typ, fields)
+	if typ != "cron.run.started" {
+		d.debug("info", "cron", typ, fields)
+	}
+}

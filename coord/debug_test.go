@@ -1,0 +1,134 @@
+package coord_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/coord"
+)
+
+type tail struct {
+	Events []struct {
+		TS      time.Time
+		Src     string
+		Lvl     string
+		Tag     string
+		Msg     string
+		Conv    string
+		AgentID string `json:"agent_id"`
+		Data    map[string]any
+	}
+	Retained float64 `json:"retained_secs"`
+}
+
+// TestDebugLogRedactsNestedSecrets: secret-like keys at any depth, in any
+// spelling, are replaced before the event is stored, in memory and on
+// disk; other values are kept.
+func TestDebugLogRedactsNestedSecrets(t *testing.T) {
+	h := start(t, project(t), nil)
+	body := `{"src":"dashboard","lvl":"warn","tag":"chat","msg":"turn failed","conv":"c1","agent_id":"a1",
+		"data":{"Authorization":"Bearer abc","request":{"headers":[{"X-Api-Key":"k1"},{"accept":"json"}],
+		"user":{"password":"hunter2","name":"ann"},"session_token":"t","apikey":"k2","client secret":"s","bearer":"b"}}}`
+	var ok struct{ Stored bool }
+	if code := h.do("POST", "/debug/log", body, &ok); code != 202 || !ok.Stored {
+		t.Fatalf("POST /debug/log: %d %+v", code, ok)
+	}
+	var tl tail
+	h.get("/debug/tail?tags=chat", &tl)
+	if len(tl.Events) != 1 {
+		t.Fatalf("events %+v", tl.Events)
+	}
+	ev := tl.Events[0]
+	got := fmt.Sprint(ev.Data)
+	want := "map[Authorization:[REDACTED] request:map[apikey:[REDACTED] bearer:[REDACTED] client secret:[REDACTED] " +
+		"headers:[map[X-Api-Key:[REDACTED]] map[accept:json]] session_token:[REDACTED] user:map[name:ann password:[REDACTED]]]]"
+	if got != want || ev.Src != "dashboard" || ev.Lvl != "warn" || ev.Conv != "c1" || ev.AgentID != "a1" || !ev.TS.Equal(t0) {
+		t.Fatalf("event %+v\ndata %s\nwant %s", ev, got, want)
+	}
+	disk, err := os.ReadFile(filepath.Join(h.dir, ".coord", "debug.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"abc", "k1", "k2", "hunter2", `"t"`, `"s"`, `"b"`} {
+		if strings.Contains(string(disk), secret) {
+			t.Fatalf("the secret %s reached the disk: %s", secret, disk)
+		}
+	}
+	h.wantError("POST", "/debug/log", `{"lvl":"loud","msg":"x"}`, 400, "invalid_level")
+	h.wantError("POST", "/debug/log", `{"ts":"yesterday","msg":"x"}`, 400, "invalid_request")
+	h.wantError("GET", "/debug/tail?min_level=chatty", "", 400, "invalid_level")
+	h.wantError("GET", "/debug/tail?last_secs=-1", "", 400, "invalid_request")
+}
+
+// TestDebugTailAndRetention: tail filters by age, tag and level; events
+// past the age limit are trimmed every 50 appends and at boot; a disabled
+// debug log stores nothing.
+func TestDebugTailAndRetention(t *testing.T) {
+	dir := project(t)
+	h := start(t, dir, nil)
+	post := func(lvl, tag, msg string) {
+		t.Helper()
+		if code := h.do("POST", "/debug/log", fmt.Sprintf(`{"lvl":%q,"tag":%q,"msg":%q}`, lvl, tag, msg), nil); code != 202 {
+			t.Fatalf("POST: %d", code)
+		}
+	}
+	post("debug", "ui", "old")
+	h.clk.Advance(10 * time.Minute)
+	post("info", "ui", "a")
+	post("error", "cron", "b")
+	post("warn", "ui", "c")
+	count := func(q string) int {
+		var tl tail
+		h.get("/debug/tail"+q, &tl)
+		return len(tl.Events)
+	}
+	for q, want := range map[string]int{"": 3, "?last_secs=3600": 5, "?tags=ui": 2, "?tags=ui,cron&min_level=warn": 2,
+		"?min_level=error&last_secs=3600": 1} {
+		if got := count(q); got != want {
+			t.Errorf("tail%s: %d events, want %d", q, got, want)
+		}
+	}
+	var tl tail
+	h.get("/debug/tail", &tl)
+	if tl.Retained != 600 {
+		t.Fatalf("retained %v s, want 600", tl.Retained)
+	}
+
+	// 25 minutes on, the first event is past 30 minutes: the 50th append
+	// trims it.
+	h.clk.Advance(25 * time.Minute)
+	for i := 0; count("?last_secs=100000") > 0 && i < 50; i++ {
+		post("debug", "fill", "x")
+		if count("?tags=ui&last_secs=100000&min_level=debug") == 2 {
+			break
+		}
+	}
+	if n := count("?tags=ui&last_secs=100000"); n != 2 {
+		t.Fatalf("%d ui events after the trim, want 2 (the old one gone)", n)
+	}
+	h.d.Close()
+
+	// At boot, with debug now off: 20 minutes on, a, b, c are past 30.
+	h.write("cluster.yaml", strings.Replace(h.read("cluster.yaml"), "enabled: true", "enabled: false", 1))
+	h2 := start(t, dir, func(c *coord.Config) { c.Clock = h.clk })
+	h.clk.Advance(20 * time.Minute)
+	h2.d.Close()
+	h3 := start(t, dir, func(c *coord.Config) { c.Clock = h.clk })
+	var ok struct {
+		Stored bool
+		Reason string
+	}
+	if code := h3.do("POST", "/debug/log", `{"msg":"dropped","data":{"token":"x"}}`, &ok); code != 202 || ok.Stored || ok.Reason == "" {
+		t.Fatalf("POST with debug off: %d %+v", code, ok)
+	}
+	h3.get("/debug/tail?last_secs=100000", &tl)
+	for _, ev := range tl.Events {
+		if ev.Tag == "ui" || ev.Tag == "cron" || ev.Msg == "dropped" {
+			t.Fatalf("kept %+v", ev)
+		}
+	}
+}

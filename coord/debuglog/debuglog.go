@@ -1,0 +1,262 @@
+// Package debuglog is the daemon's debug log: events from the daemon and
+// from the dashboard ({ts, src, lvl, tag, msg, conv?, agent_id?, data}),
+// with secret-like keys redacted before anything is stored, kept in
+// memory and in a JSON-lines file, and trimmed to a size and an age.
+package debuglog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/mesh/coord/clock"
+)
+
+// Levels, least severe first.
+var levels = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
+
+// ValidLevel reports whether lvl is debug, info, warn or error.
+func ValidLevel(lvl string) bool { _, ok := levels[lvl]; return ok }
+
+// Redacted replaces the value of every secret-like key.
+const Redacted = "[REDACTED]"
+
+// secretish are the key fragments that make a key secret-like, compared in
+// lower case with - and spaces read as _ (X-Api-Key, "Client Secret").
+var secretish = []string{"token", "authorization", "bearer", "api_key", "apikey", "secret", "password"}
+
+// Event is one debug record.
+type Event struct {
+	TS      time.Time `json:"ts"`
+	Src     string    `json:"src"`
+	Lvl     string    `json:"lvl"`
+	Tag     string    `json:"tag"`
+	Msg     string    `json:"msg"`
+	Conv    string    `json:"conv,omitempty"`
+	AgentID string    `json:"agent_id,omitempty"`
+	Data    any       `json:"data,omitempty"`
+}
+
+// Config sets the retention.
+type Config struct {
+	// Path is the JSON-lines file; empty keeps the log in memory only.
+	Path string
+	// MaxBytes and MaxAge bound what is kept (about: trims run every
+	// TrimEvery appends and at Open).
+	MaxBytes  int
+	MaxAge    time.Duration
+	TrimEvery int
+	Clock     clock.Clock
+}
+
+// Log is the debug log. It is safe for concurrent use.
+type Log struct {
+	cfg     Config
+	mu      sync.Mutex
+	events  []stored
+	bytes   int
+	appends int
+	file    *os.File
+}
+
+type stored struct {
+	ev   Event
+	line []byte
+}
+
+// Open loads the file at cfg.Path (lines that do not parse are dropped),
+// trims it and keeps it open for appends.
+func Open(cfg Config) (*Log, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.TrimEvery <= 0 {
+		cfg.TrimEvery = 50
+	}
+	l := &Log{cfg: cfg}
+	if cfg.Path == "" {
+		return l, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+		return nil, err
+	}
+	if f, err := os.Open(cfg.Path); err == nil {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			var ev Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				l.push(ev, append([]byte(nil), sc.Bytes()...))
+			}
+		}
+		f.Close()
+	}
+	l.trim(true)
+	return l, nil
+}
+
+// Close closes the file.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	err := l.file.Close()
+	l.file = nil
+	return err
+}
+
+// Append redacts ev's data, stamps it when it has no time, and stores it.
+func (l *Log) Append(ev Event) error {
+	if ev.TS.IsZero() {
+		ev.TS = l.cfg.Clock.Now()
+	}
+	ev.TS = ev.TS.UTC()
+	ev.Data = Redact(ev.Data)
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("debuglog: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.push(ev, line)
+	var werr error
+	if l.cfg.Path != "" {
+		werr = l.write(line)
+	}
+	if l.appends++; l.appends%l.cfg.TrimEvery == 0 {
+		l.trim(false)
+	}
+	return werr
+}
+
+func (l *Log) push(ev Event, line []byte) {
+	l.events = append(l.events, stored{ev, line})
+	l.bytes += len(line) + 1
+}
+
+func (l *Log) write(line []byte) error {
+	if l.file == nil {
+		f, err := os.OpenFile(l.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		l.file = f
+	}
+	_, err := l.file.Write(append(line, '\n'))
+	return err
+}
+
+// trim drops the oldest events past MaxAge and MaxBytes, and rewrites the
+// file when it dropped any (or always, at open).
+func (l *Log) trim(rewrite bool) {
+	cut := l.cfg.Clock.Now().Add(-l.cfg.MaxAge)
+	n := 0
+	for n < len(l.events) && ((l.cfg.MaxAge > 0 && l.events[n].ev.TS.Before(cut)) || (l.cfg.MaxBytes > 0 && l.bytes > l.cfg.MaxBytes)) {
+		l.bytes -= len(l.events[n].line) + 1
+		n++
+	}
+	if n == 0 && !rewrite {
+		return
+	}
+	l.events = append([]stored(nil), l.events[n:]...)
+	if l.cfg.Path != "" {
+		l.rewrite()
+	}
+}
+
+// rewrite replaces the file with what is kept, atomically.
+func (l *Log) rewrite() {
+	var buf bytes.Buffer
+	for _, s := range l.events {
+		buf.Write(s.line)
+		buf.WriteByte('\n')
+	}
+	if l.file != nil {
+		l.file.Close()
+		l.file = nil
+	}
+	tmp := l.cfg.Path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err == nil {
+		os.Rename(tmp, l.cfg.Path)
+	}
+}
+
+// Query selects events for Tail.
+type Query struct {
+	Since    time.Time
+	Tags     []string // any of them; none is all
+	MinLevel string
+}
+
+// Tail returns the events matching q, oldest first, and how many seconds
+// of history the log holds.
+func (l *Log) Tail(q Query) ([]Event, float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	min := levels[q.MinLevel]
+	out := []Event{}
+	for _, s := range l.events {
+		if s.ev.TS.Before(q.Since) || levels[s.ev.Lvl] < min || (len(q.Tags) > 0 && !contains(q.Tags, s.ev.Tag)) {
+			continue
+		}
+		out = append(out, s.ev)
+	}
+	retained := 0.0
+	if len(l.events) > 0 {
+		retained = max(0, l.cfg.Clock.Now().Sub(l.events[0].ev.TS).Seconds())
+	}
+	return out, retained
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Redact returns v with the value of every secret-like key, at any depth
+// of maps and lists, replaced by Redacted. v is decoded JSON (maps of
+// string to any, lists of any, scalars); it is copied, never changed.
+func Redact(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			if Secretish(k) {
+				out[k] = Redacted
+			} else {
+				out[k] = Redact(x)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = Redact(x)
+		}
+		return out
+	}
+	return v
+}
+
+// Secretish reports whether a key names a secret.
+func Secretish(key string) bool {
+	k := strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToLower(key))
+	for _, s := range secretish {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}

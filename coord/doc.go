@@ -1,0 +1,13 @@
+// Package coord is the local coordination daemon (mesh coord): it serves a
+// project's cluster.yaml, roadmap and walls of initiatives over HTTP(S)
+// and a WebSocket event stream to a dashboard, rebuilds its state when the
+// project's files change, reconciles initiatives with their tasks, runs the
+// cluster's crons and keeps a debug log. It needs no mesh node and is
+// imported only by cmd/mesh.
+//
+// The parts live in sub-packages: cluster (cluster.yaml), roadmap (the
+// files and their frontmatter), cron (schedules, jobs, runs), debuglog,
+// portreg (the machine-global port registry) and clock (the injectable
+// time source). This package wires them: Config, New, Start, Close, the
+// HTTP routes and the event hub.
+package coord

@@ -1,0 +1,212 @@
+package coord_test
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/coord/clock"
+)
+
+// TestTheExampleProject: the example project serves what its files say:
+// statuses normalised, walls by wall_order, the roadmap in chain order,
+// modules joined with their pages, docs with titles.
+func TestTheExampleProject(t *testing.T) {
+	h := start(t, project(t), nil)
+	s := h.state()
+	if s.Cluster.ID != "acme-shop" || s.Cluster.Name != "Acme Shop" || s.Cluster.Type != "dev" || !s.Cluster.DebugEnabled ||
+		s.Cluster.CheckInterval != 3600 || len(s.Cluster.Crons) != 1 {
+		t.Fatalf("cluster %+v", s.Cluster)
+	}
+	if len(s.Warnings) != 0 {
+		t.Fatalf("warnings %q", s.Warnings)
+	}
+	if got := ids(s.Roadmap.Initiatives); got != "auth,search,billing,onboarding" {
+		t.Fatalf("roadmap order %s", got)
+	}
+	if in := s.initiative("auth"); in.Status != "active" || in.Title != "Sign-in and sessions" || len(in.Tasks) != 2 {
+		t.Fatalf("auth %+v", in)
+	}
+	w := h.walls()
+	if ids(w["active"]) != "auth" || ids(w["next"]) != "search" || ids(w["backlog"]) != "billing" || ids(w["archived"]) != "onboarding" {
+		t.Fatalf("walls %v", w)
+	}
+	if len(s.Modules) != 2 || s.Modules[0].Name != "Shop API" || s.Modules[1].Name != "Dashboard" || s.Modules[1].Status != "next" {
+		t.Fatalf("modules %+v", s.Modules)
+	}
+	if len(s.Docs) != 1 || s.Docs[0].Path != "docs/overview.md" || s.Docs[0].Title != "Architecture overview" {
+		t.Fatalf("docs %+v", s.Docs)
+	}
+	var health struct {
+		OK        bool   `json:"ok"`
+		ClusterID string `json:"cluster_id"`
+		Endpoint  string
+		Standard  struct {
+			Version any
+			Latest  any
+			Drift   bool
+		}
+		Paused   []string        `json:"paused_agent_types"`
+		Features map[string]bool `json:"features"`
+	}
+	h.get("/health", &health)
+	if !health.OK || health.ClusterID != "acme-shop" || health.Endpoint != h.url || health.Paused == nil || !health.Features["walls"] {
+		t.Fatalf("health %+v", health)
+	}
+}
+
+// TestEditingATaskRebuildsAndReconciles: a task file edited on disk is
+// seen at the next poll (state.rebuilt on the socket, the new state on
+// GET); when it was the initiative's last open task the initiative becomes
+// done with completed_at, and reopening the task brings it back to active
+// without completed_at. The initiative's file keeps every other byte.
+func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
+	h := start(t, project(t), nil)
+	ws := h.socket()
+	before := h.read("roadmap/initiatives/auth.md")
+
+	h.write("roadmap/initiatives/auth/session-store.md", "---\nstatus: done\n---\n# Session store\n")
+	h.poll()
+	ev := ws.next("initiative.reconciled")
+	if ev["id"] != "auth" || ev["status"] != "done" {
+		t.Fatalf("reconciled %v", ev)
+	}
+	ws.next("state.rebuilt")
+	auth := h.state().initiative("auth")
+	if auth.Status != "done" || auth.Wall != "archived" || auth.CompletedAt != "2026-03-02T09:00:01Z" || auth.CommitSHA != "" {
+		t.Fatalf("auth after its last task is done: %+v", auth)
+	}
+	want := strings.Replace(before, "status: in_progress\n", "status: done\n", 1)
+	want = strings.Replace(want, "next: search\n", "next: search\ncompleted_at: \"2026-03-02T09:00:01Z\"\n", 1)
+	if got := h.read("roadmap/initiatives/auth.md"); got != want {
+		t.Fatalf("auth.md\n%s\nwant\n%s", got, want)
+	}
+	if ids(h.walls()["active"]) != "" {
+		t.Fatal("a done initiative stayed on the active wall")
+	}
+
+	h.write("roadmap/initiatives/auth/login-form.md", "---\nstatus: in-progress\n---\n# Login form\n")
+	h.poll()
+	ws.next("state.rebuilt")
+	auth = h.state().initiative("auth")
+	if auth.Status != "active" || auth.CompletedAt != "" || auth.Wall != "active" {
+		t.Fatalf("auth after a task reopened: %+v", auth)
+	}
+	if got, want := h.read("roadmap/initiatives/auth.md"), strings.Replace(before, "status: in_progress", "status: active", 1); got != want {
+		t.Fatalf("auth.md\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestReconcileRecordsTheGitHead: in a git repository, an initiative that
+// completes records the commit HEAD names.
+func TestReconcileRecordsTheGitHead(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := project(t)
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-qm", "start")
+	head := git("rev-parse", "HEAD")
+	h := start(t, dir, nil)
+	h.write("roadmap/initiatives/search/index.md", "---\nstatus: done\n---\n")
+	h.poll()
+	eventually(t, "search done", func() bool { return h.state().initiative("search").Status == "done" })
+	if got := h.state().initiative("search"); got.CommitSHA != head || len(head) != 40 {
+		t.Fatalf("search %+v, HEAD %s", got, head)
+	}
+}
+
+// TestReorderAndArchive: a move renumbers the wall 0, 1, 2... and is
+// announced on the socket; archiving sets done and archived; the files
+// keep every byte outside the keys moved; bad requests are refused with
+// their codes.
+func TestReorderAndArchive(t *testing.T) {
+	h := start(t, project(t), nil)
+	ws := h.socket()
+	searchBefore := h.read("roadmap/initiatives/search.md")
+
+	if code := h.do("POST", "/initiative/reorder", `{"id":"search","wall":"active","order":0}`, nil); code != http.StatusOK {
+		t.Fatalf("reorder: %d", code)
+	}
+	ev := ws.next("initiative.reordered")
+	if ev["id"] != "search" || ev["wall"] != "active" || ev["order"] != 0.0 {
+		t.Fatalf("event %v", ev)
+	}
+	w := h.walls()
+	if ids(w["active"]) != "search,auth" || *w["active"][0].WallOrder != 0 || *w["active"][1].WallOrder != 1 || ids(w["next"]) != "" {
+		t.Fatalf("walls after the move: %+v", w)
+	}
+	if got := h.read("roadmap/initiatives/search.md"); got != strings.Replace(searchBefore, "status: next", "status: active", 1) {
+		t.Fatalf("search.md:\n%s", got)
+	}
+	if got := h.read("roadmap/initiatives/auth.md"); !strings.Contains(got, "status: in_progress\nmodule: api\nwall_order: 1\nnext: search\n---\nCustomers") {
+		t.Fatalf("auth.md:\n%s", got)
+	}
+
+	// Past the end is the end; archiving.
+	h.do("POST", "/initiative/reorder", `{"id":"#Billing ","wall":"archived","order":99}`, nil)
+	if ev := ws.next("initiative.reordered"); ev["id"] != "billing" || ev["order"] != 1.0 {
+		t.Fatalf("event %v", ev)
+	}
+	w = h.walls()
+	if ids(w["archived"]) != "onboarding,billing" || w["archived"][1].Status != "done" || !w["archived"][1].Archived || ids(w["backlog"]) != "" {
+		t.Fatalf("walls after archiving: %+v", w)
+	}
+	if got := h.read("roadmap/initiatives/billing.md"); got != "---\nstatus: done\nmodule: api\nwall_order: 1\narchived: true\n---\n# Invoices and billing\n\nNo tasks yet.\n" {
+		t.Fatalf("billing.md:\n%s", got)
+	}
+
+	// Back out of the archive: not archived, not done.
+	h.do("POST", "/initiative/reorder", `{"id":"billing","wall":"backlog","order":0}`, nil)
+	if got := h.read("roadmap/initiatives/billing.md"); got != "---\nstatus: backlog\nmodule: api\nwall_order: 0\n---\n# Invoices and billing\n\nNo tasks yet.\n" {
+		t.Fatalf("billing.md:\n%s", got)
+	}
+
+	// The daemon's own writes are not announced again as a rebuild.
+	h.poll()
+	h.clk.Advance(20 * time.Second)
+	for _, ev := range ws.until("heartbeat", nil) {
+		if ev["type"] == "state.rebuilt" {
+			t.Fatal("the daemon's own reorder was announced as a rebuild")
+		}
+	}
+
+	h.wantError("POST", "/initiative/reorder", `{"id":"search","wall":"later","order":0}`, 400, "invalid_wall")
+	h.wantError("POST", "/initiative/reorder", `{"id":"nope","wall":"active","order":0}`, 404, "initiative_not_found")
+	h.wantError("POST", "/initiative/reorder", `{"id":"search","wall":"active","order":-1}`, 400, "invalid_request")
+	h.wantError("POST", "/initiative/reorder", `{"id":"search","wall":"active"}`, 400, "invalid_request")
+	h.wantError("POST", "/initiative/reorder", `{"id":"search","wall":"active","order":"first"}`, 400, "invalid_json")
+	h.wantError("POST", "/initiative/reorder", `[]`, 400, "invalid_json")
+	h.wantError("GET", "/initiative/reorder", ``, 405, "method_not_allowed")
+	h.write("roadmap/initiatives/broken.md", "---\nstatus: [active\n---\n")
+	h.wantError("POST", "/initiative/reorder", `{"id":"broken","wall":"active","order":0}`, 409, "frontmatter_malformed")
+	if got := h.read("roadmap/initiatives/broken.md"); got != "---\nstatus: [active\n---\n" {
+		t.Fatalf("a malformed file was rewritten: %q", got)
+	}
+}
+
+// TestTheRealClockPolls: with the system clock (a short poll), an edit is
+// picked up without anyone moving time.
+func TestTheRealClockPolls(t *testing.T) {
+	h := start(t, project(t), func(c *coord.Config) { c.Clock, c.Poll = clock.Real{}, 20*time.Millisecond })
+	ws := h.socket()
+	h.write("roadmap/initiatives/billing.md", "---\nstatus: next\n---\n")
+	ws.next("state.rebuilt")
+	if got := h.state().initiative("billing"); got.Status != "next" {
+		t.Fatalf("billing %+v", got)
+	}
+}
