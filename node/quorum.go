@@ -106,7 +106,7 @@ func (n *Node) healthQuorum(head uint64) *healthQuorum {
 			h.Lag = st.CommitIndex - st.Applied
 		}
 		if st.Leader == "" {
-			h.Error = fmt.Sprintf("no leader: this member is %s; writes answer 503 until a majority of the %d voters elect one", st.State, voters(st.Members))
+			h.Error = fmt.Sprintf("no leader: this member is %s; writes answer 503 until a majority of the %d voters elect one", st.State, quorum.Voters(st.Members))
 		}
 		return h
 	}
@@ -119,15 +119,6 @@ func (n *Node) healthQuorum(head uint64) *healthQuorum {
 	return h
 }
 
-func voters(ms []quorum.Member) int {
-	k := 0
-	for _, m := range ms {
-		if m.Voter {
-			k++
-		}
-	}
-	return k
-}
 
 func (n *Node) serveQuorum(context.Context, peer.ID, []byte) ([]byte, error) {
 	v := n.quorumView()

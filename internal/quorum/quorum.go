@@ -262,6 +262,17 @@ func (q *Quorum) refreshMembers() {
 	}
 }
 
+// Voters counts the voters among ms.
+func Voters(ms []Member) int {
+	k := 0
+	for _, m := range ms {
+		if m.Voter {
+			k++
+		}
+	}
+	return k
+}
+
 // Members are the servers of the quorum's latest configuration.
 func (q *Quorum) Members() []Member {
 	q.mu.Lock()
@@ -425,11 +436,25 @@ func (q *Quorum) change(ctx context.Context, f raft.IndexFuture) error {
 	return err
 }
 
-// Close leaves the quorum's work to the others: Raft stops (a leader
-// steps down without handing over), then the transport and Raft's log.
-// It is safe to call twice and after a failed Start.
+// Close leaves the quorum's work to the others: a leader hands its
+// leadership to an up-to-date member first (waiting an election timeout at
+// most), so writes stall for a round trip rather than a heartbeat timeout;
+// then Raft stops, then the transport and Raft's log. It is safe to call
+// twice and after a failed Start.
 func (q *Quorum) Close() error {
 	q.closeOnce.Do(func() {
+		if q.r != nil && q.IsLeader() && Voters(q.Members()) > 1 {
+			f := q.r.LeadershipTransfer()
+			done := make(chan error, 1)
+			go func() { done <- f.Error() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					q.log.Debug("handing over the leadership failed", "err", err)
+				}
+			case <-time.After(q.cfg.ElectionTimeout):
+			}
+		}
 		close(q.done)
 		if q.r != nil {
 			q.closeErr = q.r.Shutdown().Error()
