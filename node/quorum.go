@@ -119,7 +119,6 @@ func (n *Node) healthQuorum(head uint64) *healthQuorum {
 	return h
 }
 
-
 func (n *Node) serveQuorum(context.Context, peer.ID, []byte) ([]byte, error) {
 	v := n.quorumView()
 	v.Origin, _ = n.clog.Origin()
