@@ -191,4 +191,28 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged writes, all on every node", len(acked))
+
+	// mesh quorum list, through an ordinary node, names the leader and the
+	// three voters; remove takes a member's key.
+	out, err := exec.Command(bin, "quorum", "list", "--node", ordURL).CombinedOutput()
+	var view struct {
+		Leader  string `json:"leader"`
+		Members []struct {
+			PeerID string `json:"peer_id"`
+			Voter  bool   `json:"voter"`
+		} `json:"members"`
+	}
+	if err != nil || json.Unmarshal(out, &view) != nil || len(view.Members) != 3 || view.Leader == "" {
+		t.Fatalf("mesh quorum list: %v %s", err, out)
+	}
+	stranger := filepath.Join(t.TempDir(), "stranger.key")
+	identity.WriteKey(stranger, identity.GenerateKey())
+	victim := strings.Split(quorum[lead], "/p2p/")[1]
+	if out, err := exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", stranger).CombinedOutput(); err == nil || !strings.Contains(string(out), "not_admin") {
+		t.Fatalf("a stranger's key removed a member: %v %s", err, out)
+	}
+	out, err = exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", filepath.Join(dirs[newLead], "node.key")).CombinedOutput()
+	if err != nil || strings.Count(string(out), "peer_id") != 2 {
+		t.Fatalf("mesh quorum remove: %v %s", err, out)
+	}
 }
