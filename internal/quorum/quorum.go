@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -28,6 +29,9 @@ type Quorum struct {
 	trans *transport
 	r     *raft.Raft
 	fsm   *fsm
+	// running is r once NewRaft returned: Raft's goroutines (OnApply) may
+	// ask IsLeader before.
+	running atomic.Pointer[raft.Raft]
 
 	mu        sync.Mutex
 	members   []Member
@@ -116,6 +120,7 @@ func (q *Quorum) Start() (err error) {
 	if q.r, err = raft.NewRaft(rc, q.fsm, q.logs, q.logs, snaps, q.trans); err != nil {
 		return fmt.Errorf("quorum: %w", err)
 	}
+	q.running.Store(q.r)
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
@@ -319,7 +324,10 @@ func (q *Quorum) Leader() peer.ID {
 }
 
 // IsLeader reports whether this member leads the quorum.
-func (q *Quorum) IsLeader() bool { return q.r.State() == raft.Leader }
+func (q *Quorum) IsLeader() bool {
+	r := q.running.Load()
+	return r != nil && r.State() == raft.Leader
+}
 
 // Status is a member's view of the quorum.
 type Status struct {
