@@ -244,7 +244,11 @@ func (q *Quorum) watchLeadership(notify <-chan bool) {
 // refreshMembers reads the latest configuration (committed or not, as Raft
 // uses it).
 func (q *Quorum) refreshMembers() {
-	f := q.r.GetConfiguration()
+	r := q.running.Load()
+	if r == nil {
+		return
+	}
+	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return
 	}
@@ -294,7 +298,7 @@ func (q *Quorum) isMember(p peer.ID) bool {
 	q.mu.Lock()
 	ok, stale := q.known[p], time.Since(q.refreshed) > 200*time.Millisecond
 	q.mu.Unlock()
-	if ok || !stale || q.r == nil {
+	if ok || !stale || q.running.Load() == nil {
 		return ok
 	}
 	q.refreshMembers()
