@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"net/url"
 	"strconv"
 	"sync"
@@ -123,6 +124,11 @@ func TestQuorumPartitionedLeader(t *testing.T) {
 	// Heal: the former leader rejoins as a follower and catches up.
 	for _, g := range gaters {
 		g.set()
+	}
+	for _, p := range append(rest, ord) { // not waiting for the redial's backoff
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		old.host.Connect(ctx, peer.AddrInfo{ID: p.PeerID(), Addrs: p.host.Libp2p().Addrs()})
+		cancel()
 	}
 	eventually(t, 15*time.Second, func() bool {
 		return old.clog.Seq() == newLeader.clog.Seq() && !old.quorum.IsLeader() && old.quorum.Leader() == q.leader().PeerID()
