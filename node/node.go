@@ -32,13 +32,15 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	key     ed25519.PrivateKey
-	db      *store.DB
-	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
-	dir     *registryapi.Directory
-	catalog *wall.Catalog
-	signers *quorum.Signers // the quorum's members as the log names them
-	metrics *prometheus.Registry
+	key ed25519.PrivateKey
+	db  *store.DB
+
+	adminNonces nonceMemory // of quorum admin requests (quorum_admin.go)
+	clog        *cmdlog.Log // the canonical log: the directory's or a replica's copy
+	dir         *registryapi.Directory
+	catalog     *wall.Catalog
+	signers     *quorum.Signers // the quorum's members as the log names them
+	metrics     *prometheus.Registry
 
 	host      *p2p.Host
 	role      string

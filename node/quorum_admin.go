@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -48,7 +50,10 @@ func (n *Node) listQuorum(w http.ResponseWriter, r *http.Request) error {
 // operator checks the request's Mesh-Sig by a member's key, and that this
 // node can change the quorum.
 func (n *Node) operator(r *http.Request, body []byte) error {
-	hdr := r.Header.Get(identity.SigHeaderName)
+	hdr, err := identity.SigOf(r.Header)
+	if err != nil {
+		return registryapi.ErrBadSig.With("%v", err)
+	}
 	if hdr == "" {
 		return registryapi.ErrNoSig
 	}
@@ -64,8 +69,40 @@ func (n *Node) operator(r *http.Request, body []byte) error {
 		return errNotQuorum
 	case !n.quorum.IsLeader():
 		return errNotLeader
+	case !n.adminNonces.claim(h.Pubkey, h.Nonce, n.cfg.Now()):
+		return registryapi.ErrReplay
 	}
 	return nil
+}
+
+// nonceMemory remembers the Mesh-Sig nonces of the admin requests the
+// leader took, for as long as their signatures verify, so that a request
+// seen on the way cannot be made again. Only a member's key gets this far,
+// which bounds what it holds; a new leader starts afresh, and a replay to
+// it within the window is the one left open.
+type nonceMemory struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+// claim reports whether nonce is new for key, and remembers it.
+func (m *nonceMemory) claim(key ed25519.PublicKey, nonce string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, at := range m.seen {
+		if now.Sub(at) > 2*identity.ClockTolerance {
+			delete(m.seen, k)
+		}
+	}
+	k := string(key) + nonce
+	if _, ok := m.seen[k]; ok {
+		return false
+	}
+	if m.seen == nil {
+		m.seen = map[string]time.Time{}
+	}
+	m.seen[k] = now
+	return true
 }
 
 func (n *Node) addMember(w http.ResponseWriter, r *http.Request) error {

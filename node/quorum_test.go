@@ -433,8 +433,12 @@ func TestDirectoryMovesIntoAQuorum(t *testing.T) {
 		if st, v := m.signedCall(a, identity.GenerateKey(), "POST", "/v1/admin/quorum/members", body); st != 403 {
 			t.Fatalf("a stranger added a member: %d %v", st, v)
 		}
-		if st, v := m.signedCall(a, keyA, "POST", "/v1/admin/quorum/members", body); st != 200 {
+		sig := identity.Sign(keyA, "POST", "/v1/admin/quorum/members", []byte(body), m.clock.Now())
+		if st, v := call(t, a, "POST", "/v1/admin/quorum/members", body, identity.SigHeaderName, sig); st != 200 {
 			t.Fatalf("adding a member: %d %v", st, v)
+		}
+		if st, v := call(t, a, "POST", "/v1/admin/quorum/members", body, identity.SigHeaderName, sig); st != 401 || v["code"] != "nonce_reused" {
+			t.Fatalf("the same signed request again: %d %v", st, v)
 		}
 	}
 	_, list := call(t, a, "GET", "/v1/admin/quorum", "")
