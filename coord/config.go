@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/portreg"
@@ -57,6 +59,34 @@ type Config struct {
 	// DebugMaxBytes and DebugMaxAge bound the debug log (5 MB, 30 min).
 	DebugMaxBytes int
 	DebugMaxAge   time.Duration
+	// Chat is the agent command and the limits of chat turns, queues and
+	// attachments (chat.DefaultConfig); the daemon fills its folder,
+	// clock, logger and hooks.
+	Chat chat.Config
+	// ArchiveAfter is how long a conversation stays idle before its
+	// timeline is archived (90 days); ArchiveScan how often that is looked
+	// for (1 h); StorageCache how long a storage report is served again
+	// (30 s).
+	ArchiveAfter, ArchiveScan, StorageCache time.Duration
+	// SiteURL is where the standard (standard/version,
+	// standard/agent-instructions.md) and the releases
+	// (releases/mesh-<os>-<arch>) are published; empty turns the site
+	// watcher and self-update off.
+	SiteURL string
+	// SiteTimeout bounds one check of the site, download included (5 min).
+	SiteTimeout time.Duration
+	// UpdateCooldown is the least time between two update attempts of the
+	// watcher (5 min); UpdateMaxBytes bounds a release (256 MiB).
+	UpdateCooldown time.Duration
+	UpdateMaxBytes int64
+	// Executable is the file a release replaces (the running executable).
+	Executable string
+	// InstructionsWatch is how often the instruction source is compared
+	// with the rendered files (3 s).
+	InstructionsWatch time.Duration
+	// RunsKept is how many ended story runs are kept (100); RunsMax how
+	// many may run at once (16).
+	RunsKept, RunsMax int
 	// Clock is the time source (the system clock).
 	Clock clock.Clock
 	// Logger receives the daemon's logs (discarded when nil).
@@ -68,7 +98,9 @@ func DefaultConfig() Config {
 	return Config{Dir: ".", Host: "127.0.0.1", PortMin: portreg.DefaultMin, PortMax: portreg.DefaultMax,
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
-		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute}
+		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16,
+		ArchiveAfter: 90 * 24 * time.Hour, ArchiveScan: time.Hour, StorageCache: 30 * time.Second,
+		SiteTimeout: 5 * time.Minute, UpdateCooldown: 5 * time.Minute, UpdateMaxBytes: 256 << 20, InstructionsWatch: 3 * time.Second}
 }
 
 // ErrConfig is an unusable configuration.
@@ -87,6 +119,18 @@ func (c *Config) Validate() error {
 	fill(&c.SendTimeout, d.SendTimeout)
 	fill(&c.CronTick, d.CronTick)
 	fill(&c.DebugMaxAge, d.DebugMaxAge)
+	fill(&c.ArchiveAfter, d.ArchiveAfter)
+	fill(&c.ArchiveScan, d.ArchiveScan)
+	fill(&c.StorageCache, d.StorageCache)
+	fill(&c.SiteTimeout, d.SiteTimeout)
+	fill(&c.UpdateCooldown, d.UpdateCooldown)
+	fill(&c.InstructionsWatch, d.InstructionsWatch)
+	if c.UpdateMaxBytes == 0 {
+		c.UpdateMaxBytes = d.UpdateMaxBytes
+	}
+	if c.Executable == "" {
+		c.Executable, _ = os.Executable()
+	}
 	if c.Dir == "" {
 		c.Dir = d.Dir
 	}
@@ -95,6 +139,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PortMin == 0 && c.PortMax == 0 {
 		c.PortMin, c.PortMax = d.PortMin, d.PortMax
+	}
+	if c.RunsKept == 0 {
+		c.RunsKept = d.RunsKept
+	}
+	if c.RunsMax == 0 {
+		c.RunsMax = d.RunsMax
 	}
 	if c.DebugMaxBytes == 0 {
 		c.DebugMaxBytes = d.DebugMaxBytes
@@ -113,7 +163,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: port %d", ErrConfig, c.Port)
 	case c.PortMin < 1 || c.PortMax > 65535 || c.PortMin > c.PortMax:
 		return fmt.Errorf("%w: port range %d..%d", ErrConfig, c.PortMin, c.PortMax)
-	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.DebugMaxBytes < 0:
+	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.ArchiveAfter < 0 || c.ArchiveScan < 0 || c.StorageCache < 0 ||
+		c.SiteTimeout < 0 || c.UpdateCooldown < 0 || c.InstructionsWatch < 0 || c.UpdateMaxBytes < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
 		return fmt.Errorf("%w: durations and sizes must be positive", ErrConfig)
 	}
 	return nil

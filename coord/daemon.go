@@ -14,10 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/portreg"
+	"github.com/agentmesh/mesh/coord/runs"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -27,6 +29,8 @@ type Daemon struct {
 	log    *slog.Logger
 	events *hub
 	crons  *cron.Scheduler
+	chat   *chat.Engine
+	runs   *runs.Manager
 	mux    *httpx.Mux
 
 	// writeMu serialises what writes the roadmap: rebuilds (which
@@ -35,17 +39,19 @@ type Daemon struct {
 	mu      sync.RWMutex
 	state   *snapshot
 
-	dlog      *debuglog.Log
-	srv       *http.Server
-	ln        net.Listener
-	clusterID string
-	endpoint  string
-	reason    string
-	started   time.Time
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	storageCache storageCache
+	watch        watchState
+	dlog         *debuglog.Log
+	srv          *http.Server
+	ln           net.Listener
+	clusterID    string
+	endpoint     string
+	reason       string
+	started      time.Time
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // New checks cfg and prepares a daemon; it starts nothing.
@@ -64,10 +70,14 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.TLSBundle == "" {
 		cfg.TLSBundle = filepath.Join(cfg.StateDir, "tls.pem")
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux()}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux(), watch: watchState{restart: make(chan struct{})}}
 	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
 	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
 		Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
+	if d.chat, err = d.newChat(); err != nil {
+		return nil, err
+	}
+	d.runs = d.newRuns()
 	d.routes()
 	return d, nil
 }
@@ -90,6 +100,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if _, err := d.rebuild(); err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}
+	// Runs first: a turn the chat starts again may end at once.
+	if err := d.runs.Load(); err != nil {
+		return fmt.Errorf("coord: runs: %w", err)
+	}
+	if err := d.chat.Start(); err != nil {
+		return fmt.Errorf("coord: conversations: %w", err)
+	}
+	d.runs.Resume()
 	if err := d.listen(); err != nil {
 		return err
 	}
@@ -106,7 +124,16 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// Tickers are made here, not in their goroutines, so that a test's
 	// clock cannot move before they exist.
 	poll, beat := d.cfg.Clock.NewTicker(d.cfg.Poll), d.cfg.Clock.NewTicker(d.cfg.Heartbeat)
+	archive := d.cfg.Clock.NewTicker(d.cfg.ArchiveScan)
 	d.wg.Go(func() { onTick(ctx, poll, d.poll) })
+	d.wg.Go(func() { onTick(ctx, archive, d.archiveScan) })
+	d.syncInstructions()
+	instr := d.cfg.Clock.NewTicker(d.cfg.InstructionsWatch)
+	d.wg.Go(func() { onTick(ctx, instr, d.syncInstructions) })
+	if d.cfg.SiteURL != "" {
+		first := d.cfg.Clock.After(time.Duration(d.current().cluster.CheckIntervalSec) * time.Second)
+		d.wg.Go(func() { d.watchSite(ctx, first) })
+	}
 	d.wg.Go(func() { onTick(ctx, beat, func() { d.events.publish("heartbeat", nil) }) })
 	d.crons.Start()
 	d.debug("info", "daemon", "started", map[string]any{"endpoint": d.endpoint, "port_reason": d.reason})
@@ -172,6 +199,7 @@ func (d *Daemon) Close() error {
 			d.cancel()
 		}
 		d.wg.Wait()
+		d.chat.Close()
 		d.crons.Close()
 		if d.dlog != nil {
 			d.dlog.Close()
@@ -187,15 +215,21 @@ func (d *Daemon) Close() error {
 
 // debug appends a daemon event to the debug log when debug is enabled.
 func (d *Daemon) debug(lvl, tag, msg string, data map[string]any) {
-	st := d.current()
-	if d.dlog == nil || st == nil || !st.cluster.DebugEnabled {
-		return
-	}
 	var v any
 	if data != nil {
 		v = data
 	}
-	if err := d.dlog.Append(debuglog.Event{Src: "daemon", Lvl: lvl, Tag: tag, Msg: msg, Data: v}); err != nil {
+	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: tag, Msg: msg, Data: v})
+}
+
+// debugEvent appends ev, from the daemon, when debug is enabled.
+func (d *Daemon) debugEvent(ev debuglog.Event) {
+	st := d.current()
+	if d.dlog == nil || st == nil || !st.cluster.DebugEnabled {
+		return
+	}
+	ev.Src = "daemon"
+	if err := d.dlog.Append(ev); err != nil {
 		d.log.Warn("debug log", "err", err)
 	}
 }

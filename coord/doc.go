@@ -2,12 +2,16 @@
 // project's cluster.yaml, roadmap and walls of initiatives over HTTP(S)
 // and a WebSocket event stream to a dashboard, rebuilds its state when the
 // project's files change, reconciles initiatives with their tasks, runs the
-// cluster's crons and keeps a debug log. It needs no mesh node and is
-// imported only by cmd/mesh.
+// cluster's crons, chat turns with a coding agent and story runs, keeps the
+// agent instruction files in sync, updates itself and keeps a debug log.
+// It needs no mesh node and is imported only by cmd/mesh.
 //
 // The parts live in sub-packages: cluster (cluster.yaml), roadmap (the
-// files and their frontmatter), cron (schedules, jobs, runs), debuglog,
-// portreg (the machine-global port registry) and clock (the injectable
-// time source). This package wires them: Config, New, Start, Close, the
-// HTTP routes and the event hub.
+// files and their frontmatter), cron (schedules, jobs, runs), chat
+// (conversations and their agent turns), runs (story runs), instructions
+// (the agent instruction files), update (the published standard and
+// releases), debuglog, portreg (the machine-global port registry) and
+// clock (the injectable time source), with tailbuf and atomicfile as small
+// helpers. This package wires them: Config, New, Start, Close, the HTTP
+// routes and the event hub.
 package coord

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/debuglog"
+	"github.com/agentmesh/mesh/coord/instructions"
 	"github.com/agentmesh/mesh/coord/roadmap"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
@@ -36,6 +37,15 @@ func (d *Daemon) routes() {
 	h("POST /debug/log", d.debugLog)
 	h("GET /crons", d.cronList)
 	h("GET /crons/{id}/runs", d.cronRuns)
+	h("POST /chat/dispatch", d.dispatch)
+	h("GET /chat/snapshot", d.chatSnapshot)
+	h("GET /chat/conv/{id}/messages", d.convMessages)
+	h("GET /chat/conv/{id}/queue", d.convQueue)
+	h("GET /storage", d.storage)
+	h("POST /self-update", d.postSelfUpdate)
+	h("GET /runs", d.listRuns)
+	h("POST /runs", d.createRun)
+	h("POST /runs/{id}/cancel", d.cancelRun)
 	d.mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
 		d.events.serve(w, r, d.cfg.AllowedOrigins)
 	})
@@ -46,11 +56,9 @@ func (d *Daemon) health(w http.ResponseWriter, _ *http.Request) error {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"ok": true, "cluster_id": st.cluster.ID, "cluster_name": st.cluster.Name, "endpoint": d.endpoint,
 		"version": Version, "device_id": d.cfg.DeviceID, "port_reason": d.reason, "started_at": d.started,
-		// The published standard is watched by the update checker (part
-		// of the chat and self-update work); until then latest is null.
-		"standard":           map[string]any{"version": standardVersion(d.cfg.Dir), "latest": nil, "drift": false},
+		"standard":           d.standardView(),
 		"paused_agent_types": []string{},
-		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": false, "chat": false},
+		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": instructions.HasSource(d.cfg.Dir), "chat": d.chat.Enabled()},
 		"event_clients":      d.events.count(),
 	})
 	return nil

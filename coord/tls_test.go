@@ -70,20 +70,23 @@ func TestHTTPSWithABundle(t *testing.T) {
 	}
 }
 
-// TestCloseLeavesNoGoroutines: a daemon with sockets open and a cron
-// running stops everything it started.
+// TestCloseLeavesNoGoroutines: a daemon with sockets open, a cron running,
+// a chat turn under way and its site watcher waiting stops everything it
+// started.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "test-box", 1))
-	h := start(t, dir, nil)
+	h := start(t, dir, withSite("http://127.0.0.1:1", filepath.Join(t.TempDir(), "mesh")))
 	h.socket()
-	h.socket()
+	ws := h.socket()
 	h.advanceUntil("stuck to run", func() bool {
 		var r runs
 		h.get("/crons/stuck/runs", &r)
 		return len(r.Runs) > 0
 	})
+	h.send("c1", "hang", http.StatusOK)
+	ws.next("conv.stream.delta")
 	if err := h.d.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,10 @@
 // and for agents that embed a node.
 //
 // It holds no business logic: it owns the directory's protocols between
-// nodes (change feed, write forwarding, proposals), where the write
+// nodes (change feed and snapshots, write forwarding, proposals, who leads
+// a quorum of bootstrap nodes and the quorum's admin API), where the write
 // budgets (internal/admission) sit on them, the clock of the directory's
 // expiry sweeps, /health and /metrics, and hands each surface what it
-// needs; the surfaces live in their own packages.
+// needs; the surfaces live in their own packages (the quorum's Raft in
+// internal/quorum).
 package node

@@ -35,13 +35,17 @@ func (n *Node) sweepExpired(ctx context.Context) {
 	}
 }
 
-// sweepOnce logs the expiries due at the node's clock. They are the
-// directory's own housekeeping: no write budget holds them back.
+// sweepOnce logs the expiries due at the node's clock, on the node that
+// orders the log (the single directory, or the quorum's leader). They are
+// the directory's own housekeeping: no write budget holds them back.
 func (n *Node) sweepOnce(ctx context.Context) {
+	if !n.view.isDirectory() {
+		return
+	}
 	ctx = admission.Unmetered(ctx)
 	agents, clusters := 0, 0
 	for range sweepRounds {
-		a, err := n.dir.SweepExpired(ctx, n.proposer, n.cfg.Now())
+		a, err := n.dir.SweepExpired(ctx, n.orderer, n.cfg.Now())
 		if err != nil {
 			n.log.Warn("expiring unused registrations failed", "err", err)
 		}

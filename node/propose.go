@@ -88,6 +88,9 @@ func (n *Node) proposeRemote(ctx context.Context, from peer.ID, p proposal) (any
 	if !remoteKinds[p.Kind] {
 		return nil, httpx.E(http.StatusForbidden, "not_proposable", "%q operations are not accepted from other nodes", p.Kind)
 	}
+	if !n.view.isDirectory() {
+		return nil, errNotLeader.With("%s leader %s", errNotLeader.Detail, n.view.directory())
+	}
 	now := n.cfg.Now()
 	op, err := n.wall.Proposed(p.Op, now)
 	if err != nil {
@@ -102,21 +105,19 @@ func (n *Node) proposeRemote(ctx context.Context, from peer.ID, p proposal) (any
 	if err := n.admission.Admit(o.Surface, keys...); err != nil {
 		return nil, err
 	}
-	return n.proposer.Propose(admission.WithOrigin(ctx, o), p.Kind, now.UnixNano(), op)
+	return n.orderer.Propose(admission.WithOrigin(ctx, o), p.Kind, now.UnixNano(), op)
 }
 
-// replicaProposer is the Proposer of a node that is not the directory: it
-// sends proposals of remoteKinds to the directory node and waits until its
-// own replica has applied them, so a client reads its writes here.
+// replicaProposer is the Proposer of a node that does not order writes:
+// it sends proposals of remoteKinds to the node that does (trying the
+// leader of a quorum, as roundTrip does) and waits until its own copy of
+// the log has applied them, so a client reads its writes here.
 type replicaProposer struct{ n *Node }
 
 func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op any) (any, error) {
 	n := rp.n
 	if !remoteKinds[kind] {
 		return nil, registryapi.ErrReadOnly
-	}
-	if !n.host.Connected(n.dirPeer) {
-		return nil, errNoDirectory
 	}
 	b, err := json.Marshal(op)
 	if err != nil {
@@ -127,15 +128,26 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op 
 		q.Client = o.Client
 	}
 	req, _ := json.Marshal(q)
-	rctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	rctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
 	defer cancel()
-	raw, err := n.host.Request(rctx, n.dirPeer, proposeProto, req, maxProposalRes)
-	if err != nil {
-		return nil, errNoDirectory.With("the directory node did not answer: %v", err)
-	}
 	var res proposalResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, fmt.Errorf("proposal result: %w", err)
+	for {
+		dir, why := n.view.directoryFor(rctx)
+		if dir == "" {
+			return nil, why
+		}
+		raw, err := n.host.Request(rctx, dir, proposeProto, req, maxProposalRes)
+		if err != nil {
+			return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+		}
+		res = proposalResult{}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("proposal result: %w", err)
+		}
+		if e := res.Error; e == nil || e.Code != errNotLeader.Code {
+			break
+		}
+		n.view.notLeader(dir, "")
 	}
 	if e := res.Error; e != nil {
 		if e.Code == admission.ErrDirectoryBusy.Code {

@@ -28,19 +28,42 @@ type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte,
 // requests and the bytes of its answers are budgeted (streamlimits.go).
 // Close waits for the handlers running.
 func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
+	h.serveFramed(proto, maxReq, streamTimeout, func(ctx context.Context, s network.Stream, req []byte) error {
+		from := s.Conn().RemotePeer()
+		resp, err := fn(ctx, from, req)
+		if err != nil {
+			return err
+		}
+		if err := h.streams.answer(ctx, from, len(resp)); err != nil {
+			h.cfg.Logger.Debug("answer over the peer's budget", "proto", proto, "peer", from, "bytes", len(resp))
+			h.dropped(SurfaceStream, DropRate)
+			s.Reset()
+			return nil
+		}
+		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
+			s.Reset()
+		}
+		return nil
+	})
+}
+
+// serveFramed serves proto: it admits a stream while the host runs, reads
+// its request frame (at most maxReq bytes) and hands it to fn, whose ctx
+// ends after limit or when the host closes (resetting the stream). An
+// error of fn is counted as a refusal and resets the stream.
+func (h *Host) serveFramed(proto string, maxReq int, limit time.Duration, fn func(ctx context.Context, s network.Stream, req []byte) error) {
 	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
 		if !h.handlers.Enter() {
 			s.Reset()
 			return
 		}
 		defer h.handlers.Done()
-		from := s.Conn().RemotePeer()
-		if !h.streams.request(from, proto) {
+		if !h.streams.request(s.Conn().RemotePeer(), proto) {
 			h.dropped(SurfaceStream, DropRate)
 			s.Reset()
 			return
 		}
-		ctx, cancel := context.WithTimeout(h.ctx, streamTimeout)
+		ctx, cancel := context.WithTimeout(h.ctx, limit)
 		defer cancel()
 		// Closing the host or the timeout unblocks reads and writes.
 		defer context.AfterFunc(ctx, func() { s.Reset() })()
@@ -52,20 +75,9 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 			s.Reset()
 			return
 		}
-		resp, err := fn(ctx, from, req)
-		if err != nil {
-			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", from, "err", err)
+		if err := fn(ctx, s, req); err != nil {
+			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
 			h.dropped(SurfaceStream, DropRefused)
-			s.Reset()
-			return
-		}
-		if err := h.streams.answer(ctx, from, len(resp)); err != nil {
-			h.cfg.Logger.Debug("answer over the peer's budget", "proto", proto, "peer", from, "bytes", len(resp))
-			h.dropped(SurfaceStream, DropRate)
-			s.Reset()
-			return
-		}
-		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
 			s.Reset()
 		}
 	})
@@ -119,4 +131,91 @@ func readFrame(r io.Reader, max int) ([]byte, error) {
 		return nil, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)
 	}
 	return b, err
+}
+
+// DownloadHandler writes the answer to one request to w, as long as it
+// takes; an error resets the stream.
+type DownloadHandler func(ctx context.Context, from peer.ID, req []byte, w io.Writer) error
+
+// HandleDownloads serves proto for answers too large for one frame (a
+// snapshot): a request frame of at most maxReq bytes, then the answer as a
+// raw stream until the handler returns. Each read and write must progress
+// within streamTimeout, and the answer's bytes come out of the peer's
+// answer budget as they are written (streamlimits.go): a large download
+// goes at the budget's rate. Close waits for the handlers running.
+func (h *Host) HandleDownloads(proto string, maxReq int, fn DownloadHandler) {
+	// No bound on the whole exchange: idleWriter bounds each write.
+	h.serveFramed(proto, maxReq, 1<<62, func(ctx context.Context, s network.Stream, req []byte) error {
+		from := s.Conn().RemotePeer()
+		return fn(ctx, from, req, budgetWriter{ctx: ctx, l: h.streams, p: from, w: idleWriter{s}})
+	})
+}
+
+// budgetWriter takes what it writes out of peer p's answer budget, in
+// pieces well under the budget's burst.
+type budgetWriter struct {
+	ctx context.Context
+	l   *streamLimits
+	p   peer.ID
+	w   io.Writer
+}
+
+func (b budgetWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		piece := p[:min(len(p), 1<<20)]
+		if err := b.l.answer(b.ctx, b.p, len(piece)); err != nil {
+			return n, err
+		}
+		k, err := b.w.Write(piece)
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p = p[len(piece):]
+	}
+	return n, nil
+}
+
+// Download sends req to p on proto and hands the answer, at most max
+// bytes, to fn as it arrives.
+func (h *Host) Download(ctx context.Context, p peer.ID, proto string, req []byte, max int64, fn func(io.Reader) error) error {
+	h.addRelayAddrs(p)
+	s, err := h.h.NewStream(ctx, p, protocol.ID(proto))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
+	s.SetDeadline(time.Now().Add(streamTimeout))
+	if err := msgio.NewVarintWriter(s).WriteMsg(req); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := fn(io.LimitReader(idleReader{s}, max)); err != nil {
+		s.Reset()
+		return err
+	}
+	return nil
+}
+
+// idleReader and idleWriter give each read or write of a stream
+// streamTimeout to progress: a download takes as long as it needs while
+// bytes flow, and fails once they stop.
+type idleReader struct{ s network.Stream }
+
+func (r idleReader) Read(p []byte) (int, error) {
+	r.s.SetReadDeadline(time.Now().Add(streamTimeout))
+	return r.s.Read(p)
+}
+
+type idleWriter struct{ s network.Stream }
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	w.s.SetWriteDeadline(time.Now().Add(streamTimeout))
+	return w.s.Write(p)
 }

@@ -113,6 +113,20 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 
 }
 
+// State implements cmdlog.Machine: the registry's keys (see keys.go);
+// heartbeats (p/) are this node's own.
+func (d *Directory) State() [][]byte {
+	return [][]byte{[]byte("a/"), []byte("k/"), []byte("t/"), []byte("n/"), []byte("r/"), []byte("d/"), []byte("e/"), agentCountKey}
+}
+
+// Restored implements cmdlog.Machine: every cached row may be stale.
+func (d *Directory) Restored() {
+	d.cacheMu.Lock()
+	clear(d.cache)
+	d.gen.Add(1)
+	d.cacheMu.Unlock()
+}
+
 // apply runs one command against state; delta is the change in the number
 // of registered agents.
 func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {

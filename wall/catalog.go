@@ -178,6 +178,16 @@ func (c *Catalog) Committed(e *cmdlog.Entry) {
 	}
 }
 
+// State implements cmdlog.Machine: records, slugs, tombstones and the
+// join deadlines of public clusters; histories (w/h/, w/hn/) are kept by
+// bootstrap nodes for themselves.
+func (c *Catalog) State() [][]byte {
+	return [][]byte{[]byte("w/c/"), []byte("w/s/"), []byte("w/t/"), []byte("w/u/")}
+}
+
+// Restored implements cmdlog.Machine; the catalog caches nothing.
+func (c *Catalog) Restored() {}
+
 func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed, joinBy int64) (Result, error) {
 	r, err := OpenRecord(s)
 	if err != nil {

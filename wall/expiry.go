@@ -160,13 +160,15 @@ func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
 	return op, nil
 }
 
-// registeredAt learns, on the directory, of a new registration at its
+// registeredAt learns, on a bootstrap node, of a new registration at its
 // rendezvous under ns: a node now serves the cluster of a wall topic.
+// Rooms register at every bootstrap node, so the one that orders the log
+// logs it.
 // It must not block: a cluster still awaiting its first member is
 // logged as joined in the background.
 func (s *Service) registeredAt(ns string) {
 	id, ok := strings.CutPrefix(ns, topicPrefix)
-	if !ok {
+	if !ok || !s.isDirectory() { // another member of a quorum: the leader's rendezvous saw it too
 		return
 	}
 	cl, err := s.cfg.Catalog.Get(id)

@@ -10,8 +10,11 @@ import (
 // sent before it. Gossipsub validates messages on several goroutines, and
 // a message may come by another path than the one before it, so messages
 // from one node arrive slightly out of order; a message still missing
-// after orderWindow is taken as lost, and the ones after it go on.
-const orderWindow = 250 * time.Millisecond
+// after orderWindow is taken as lost, and the ones after it go on. A
+// second: on a loaded node, validation may hold one message a few hundred
+// milliseconds behind the next, and a message given up on is lost for
+// good, while the wait costs only when a message really is lost (rare).
+const orderWindow = time.Second
 
 // maxHeld bounds the messages waiting for a missing one; past it, the
 // oldest go on without waiting.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -24,8 +26,10 @@ func newCoordCmd(run func(context.Context, coord.Config) error) *cobra.Command {
 		Short: "Run the coordination daemon of a project folder",
 		Long: `Run the local coordination daemon of a project folder (one with a cluster.yaml):
 it serves the cluster, the roadmap and the walls of initiatives over HTTP and a
-WebSocket event stream, rebuilds them when files change, runs the cluster's crons
-and keeps a debug log. It needs no mesh node.`,
+WebSocket event stream, rebuilds them when files change, runs the cluster's crons,
+chat turns with a coding agent (--agent-cmd) and story runs, keeps the agent
+instruction files in sync, updates itself (--site-url) and keeps a debug log. It
+needs no mesh node.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagsFromEnv(cmd.Flags(), coordEnv); err != nil {
@@ -54,6 +58,26 @@ and keeps a debug log. It needs no mesh node.`,
 	f.DurationVar(&cfg.CronTick, "cron-tick", cfg.CronTick, "cron scheduler tick (env MESH_COORD_CRON_TICK)")
 	f.IntVar(&cfg.DebugMaxBytes, "debug-max-bytes", cfg.DebugMaxBytes, "bytes of debug log kept (env MESH_COORD_DEBUG_MAX_BYTES)")
 	f.DurationVar(&cfg.DebugMaxAge, "debug-max-age", cfg.DebugMaxAge, "age of debug events kept (env MESH_COORD_DEBUG_MAX_AGE)")
+	f.StringVar(&cfg.Chat.AgentCmd, "agent-cmd", env("MESH_COORD_AGENT_CMD", ""), "coding-agent command of chat turns, run by /bin/sh -c with the message on stdin; empty: chat is off (env MESH_COORD_AGENT_CMD)")
+	f.DurationVar(&cfg.Chat.TurnTimeout, "turn-timeout", cfg.Chat.TurnTimeout, "time one attempt of a chat turn may take before the agent is killed (env MESH_COORD_TURN_TIMEOUT)")
+	f.IntVar(&cfg.Chat.MaxRetries, "turn-retries", cfg.Chat.MaxRetries, "retries of a chat turn after transient upstream errors (env MESH_COORD_TURN_RETRIES)")
+	f.IntVar(&cfg.Chat.QueueMax, "chat-queue-max", cfg.Chat.QueueMax, "messages that may wait in one conversation (env MESH_COORD_CHAT_QUEUE_MAX)")
+	f.IntVar(&cfg.Chat.MaxConvs, "chat-max-convs", cfg.Chat.MaxConvs, "conversations kept (env MESH_COORD_CHAT_MAX_CONVS)")
+	f.IntVar(&cfg.Chat.MaxText, "chat-max-text", cfg.Chat.MaxText, "bytes of an operator message (env MESH_COORD_CHAT_MAX_TEXT)")
+	f.IntVar(&cfg.Chat.MaxOutput, "chat-max-output", cfg.Chat.MaxOutput, "bytes of an answer kept (env MESH_COORD_CHAT_MAX_OUTPUT)")
+	f.Int64Var(&cfg.Chat.MaxTimeline, "chat-max-timeline", cfg.Chat.MaxTimeline, "bytes of a conversation's timeline file; past it the timeline is archived and starts anew (env MESH_COORD_CHAT_MAX_TIMELINE)")
+	f.IntVar(&cfg.Chat.AttachmentMax, "attachment-max-bytes", cfg.Chat.AttachmentMax, "decoded bytes of one attachment; larger ones are skipped as too_large (env MESH_COORD_ATTACHMENT_MAX_BYTES)")
+	f.IntVar(&cfg.Chat.MaxAttachments, "max-attachments", cfg.Chat.MaxAttachments, "attachments of one message; more are skipped as too_large (env MESH_COORD_MAX_ATTACHMENTS)")
+	f.IntVar(&cfg.RunsMax, "runs-max", cfg.RunsMax, "story runs running at once (env MESH_COORD_RUNS_MAX)")
+	f.IntVar(&cfg.RunsKept, "runs-kept", cfg.RunsKept, "ended story runs kept (env MESH_COORD_RUNS_KEPT)")
+	f.DurationVar(&cfg.ArchiveAfter, "archive-after", cfg.ArchiveAfter, "idle time after which a conversation's timeline is archived with gzip (env MESH_COORD_ARCHIVE_AFTER)")
+	f.DurationVar(&cfg.ArchiveScan, "archive-scan", cfg.ArchiveScan, "how often idle conversations and old archives are looked for (env MESH_COORD_ARCHIVE_SCAN)")
+	f.DurationVar(&cfg.StorageCache, "storage-cache", cfg.StorageCache, "how long a storage report is served before it is measured again (env MESH_COORD_STORAGE_CACHE)")
+	f.StringVar(&cfg.SiteURL, "site-url", env("MESH_COORD_SITE_URL", ""), "base URL of the published standard and releases; empty: no site watcher, no self-update (env MESH_COORD_SITE_URL)")
+	f.DurationVar(&cfg.SiteTimeout, "site-timeout", cfg.SiteTimeout, "time one check of the site (a download included) may take (env MESH_COORD_SITE_TIMEOUT)")
+	f.DurationVar(&cfg.UpdateCooldown, "update-cooldown", cfg.UpdateCooldown, "least time between two update attempts of the watcher (env MESH_COORD_UPDATE_COOLDOWN)")
+	f.Int64Var(&cfg.UpdateMaxBytes, "update-max-bytes", cfg.UpdateMaxBytes, "largest release downloaded (env MESH_COORD_UPDATE_MAX_BYTES)")
+	f.DurationVar(&cfg.InstructionsWatch, "instructions-watch", cfg.InstructionsWatch, "how often the agent instruction files are compared with their source (env MESH_COORD_INSTRUCTIONS_WATCH)")
 	f.StringVar(&logLevel, "log-level", env("MESH_LOG_LEVEL", "info"), "debug, info, warn or error (env MESH_LOG_LEVEL)")
 	return c
 }
@@ -61,21 +85,52 @@ and keeps a debug log. It needs no mesh node.`,
 // coordEnv names the environment variables of the typed `mesh coord`
 // flags, which flagsFromEnv parses as the flags do.
 var coordEnv = map[string]string{
-	"port":            "MESH_COORD_PORT",
-	"poll":            "MESH_COORD_POLL",
-	"heartbeat":       "MESH_COORD_HEARTBEAT",
-	"send-timeout":    "MESH_COORD_SEND_TIMEOUT",
-	"cron-tick":       "MESH_COORD_CRON_TICK",
-	"debug-max-bytes": "MESH_COORD_DEBUG_MAX_BYTES",
-	"debug-max-age":   "MESH_COORD_DEBUG_MAX_AGE",
+	"port":                 "MESH_COORD_PORT",
+	"poll":                 "MESH_COORD_POLL",
+	"heartbeat":            "MESH_COORD_HEARTBEAT",
+	"send-timeout":         "MESH_COORD_SEND_TIMEOUT",
+	"cron-tick":            "MESH_COORD_CRON_TICK",
+	"debug-max-bytes":      "MESH_COORD_DEBUG_MAX_BYTES",
+	"debug-max-age":        "MESH_COORD_DEBUG_MAX_AGE",
+	"turn-timeout":         "MESH_COORD_TURN_TIMEOUT",
+	"turn-retries":         "MESH_COORD_TURN_RETRIES",
+	"chat-queue-max":       "MESH_COORD_CHAT_QUEUE_MAX",
+	"chat-max-convs":       "MESH_COORD_CHAT_MAX_CONVS",
+	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",
+	"chat-max-timeline":    "MESH_COORD_CHAT_MAX_TIMELINE",
+	"chat-max-output":      "MESH_COORD_CHAT_MAX_OUTPUT",
+	"attachment-max-bytes": "MESH_COORD_ATTACHMENT_MAX_BYTES",
+	"archive-after":        "MESH_COORD_ARCHIVE_AFTER",
+	"archive-scan":         "MESH_COORD_ARCHIVE_SCAN",
+	"storage-cache":        "MESH_COORD_STORAGE_CACHE",
+	"site-timeout":         "MESH_COORD_SITE_TIMEOUT",
+	"update-cooldown":      "MESH_COORD_UPDATE_COOLDOWN",
+	"update-max-bytes":     "MESH_COORD_UPDATE_MAX_BYTES",
+	"instructions-watch":   "MESH_COORD_INSTRUCTIONS_WATCH",
+	"runs-max":             "MESH_COORD_RUNS_MAX",
+	"runs-kept":            "MESH_COORD_RUNS_KEPT",
+	"max-attachments":      "MESH_COORD_MAX_ATTACHMENTS",
 }
 
 func runCoord(ctx context.Context, cfg coord.Config) error {
+	// Resolved now: once a release replaces it, the running file is gone.
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.Executable = exe
 	d, err := coord.New(cfg)
 	if err != nil {
 		return err
 	}
-	return runUntilSignal(ctx, d, func() {
+	err = runUntilSignal(ctx, d, func() {
 		fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
 	})
+	if !errors.Is(err, errRestart) {
+		return err
+	}
+	// A new version replaced the executable: run it in this process, with
+	// the same arguments and environment, so that it takes the same
+	// (sticky or explicit) port again.
+	return syscall.Exec(exe, os.Args, os.Environ())
 }

@@ -32,6 +32,14 @@ func TestCoordFlags(t *testing.T) {
 			want: func(c coord.Config) bool {
 				return c.Dir == "/e" && c.Port == 5580 && c.Registry == "/er.json" && c.DeviceID == "envbox" && c.Heartbeat == time.Minute
 			}},
+		{name: "part 2 settings", env: map[string]string{"MESH_COORD_AGENT_CMD": "my-agent --print", "MESH_COORD_TURN_TIMEOUT": "2m",
+			"MESH_COORD_ARCHIVE_AFTER": "48h", "MESH_COORD_UPDATE_MAX_BYTES": "1000", "MESH_COORD_RUNS_MAX": "3"},
+			args: []string{"--site-url", "http://site", "--turn-retries", "4"},
+			want: func(c coord.Config) bool {
+				return c.Chat.AgentCmd == "my-agent --print" && c.Chat.TurnTimeout == 2*time.Minute && c.Chat.MaxRetries == 4 &&
+					c.ArchiveAfter == 48*time.Hour && c.UpdateMaxBytes == 1000 && c.RunsMax == 3 && c.SiteURL == "http://site" &&
+					c.Chat.QueueMax == 32 && c.InstructionsWatch == 3*time.Second
+			}},
 		{name: "flag over env", env: map[string]string{"MESH_COORD_PORT": "5580"}, args: []string{"--port", "5581"},
 			want: func(c coord.Config) bool { return c.Port == 5581 }},
 		{name: "bad env", env: map[string]string{"MESH_COORD_PORT": "high"}, err: "MESH_COORD_PORT"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,6 +62,18 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second the node takes from all wall sockets of one cluster together, in bursts of twice that, pacing them likewise; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	f.Int64Var(&cfg.Wall.SendMemory, "wall-send-memory", cfg.Wall.SendMemory, "bytes of frames that may wait for all wall sockets of the node together; past it a socket that has frames waiting is closed as a slow consumer (env MESH_WALL_SEND_MEMORY)")
 	f.Float64Var(&cfg.Wall.ControlRate, "wall-control-rate", cfg.Wall.ControlRate, "control frames (pings, pongs, closes) a second one wall socket may send, in bursts of twice that; past it the socket is closed (env MESH_WALL_CONTROL_RATE)")
+	f.StringSliceVar(&cfg.Quorum, "quorum", envList("MESH_QUORUM", nil), "bootstrap nodes only: full multiaddrs of the initial voters of the Raft quorum that runs the directory, this node's included, the same list on each (3 or 5); starting again with the same list is harmless (env MESH_QUORUM)")
+	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "quorum: a follower that has not heard from the leader for this long stands for election; writes stall about twice this when the leader dies (env MESH_RAFT_HEARTBEAT_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.ElectionTimeout, "raft-election-timeout", cfg.Raft.ElectionTimeout, "quorum: how long a candidate waits for votes; at least the heartbeat timeout (env MESH_RAFT_ELECTION_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.LeaderLease, "raft-leader-lease", cfg.Raft.LeaderLease, "quorum: a leader that has not heard from a majority for this long steps down; at most the heartbeat timeout (env MESH_RAFT_LEADER_LEASE)")
+	f.DurationVar(&cfg.Raft.CommitTimeout, "raft-commit-timeout", cfg.Raft.CommitTimeout, "quorum: the longest the leader waits before sending new entries (env MESH_RAFT_COMMIT_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.RPCTimeout, "raft-rpc-timeout", cfg.Raft.RPCTimeout, "quorum: bound of one Raft RPC between members (env MESH_RAFT_RPC_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.SnapshotInterval, "raft-snapshot-interval", cfg.Raft.SnapshotInterval, "quorum: how often a member checks whether to snapshot the directory and compact Raft's log (env MESH_RAFT_SNAPSHOT_INTERVAL)")
+	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "raft-snapshot-threshold", cfg.Raft.SnapshotThreshold, "quorum: entries committed since the last snapshot that make a member take one (env MESH_RAFT_SNAPSHOT_THRESHOLD)")
+	f.Uint64Var(&cfg.Raft.TrailingLogs, "raft-trailing-logs", cfg.Raft.TrailingLogs, "quorum: entries of Raft's log kept behind a snapshot; a member less far behind catches up from the log (env MESH_RAFT_TRAILING_LOGS)")
+	f.Uint64Var(&cfg.ChangesKept, "changes-kept", cfg.ChangesKept, "latest entries of the directory's change log kept (compacted every minute); a node further behind installs a snapshot (env MESH_CHANGES_KEPT)")
+	f.DurationVar(&cfg.ForwardTimeout, "forward-timeout", cfg.ForwardTimeout, "bound of a write forwarded to the directory's leader, retries included; then 503 directory_unavailable (env MESH_FORWARD_TIMEOUT)")
+	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader (env MESH_FORWARD_RETRY)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Client), "budget-client", "writes a second one client address (IPv4 address, IPv6 /64) may make without an agent's credential, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CLIENT)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Credential), "budget-credential", "writes a second one registered agent (bearer token, or Mesh-Sig by its bound key) may make, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CREDENTIAL)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Node), "budget-node", "directory only: requests a second the directory takes from each node forwarding to it, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_NODE)")
@@ -92,10 +105,22 @@ var nodeEnv = map[string]string{
 	"wall-control-rate":  "MESH_WALL_CONTROL_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
 	"shutdown-grace":     "MESH_SHUTDOWN_GRACE",
-	"budget-client":      "MESH_BUDGET_CLIENT",
-	"budget-credential":  "MESH_BUDGET_CREDENTIAL",
-	"budget-node":        "MESH_BUDGET_NODE",
-	"budget-directory":   "MESH_BUDGET_DIRECTORY",
+
+	"raft-heartbeat-timeout":  "MESH_RAFT_HEARTBEAT_TIMEOUT",
+	"raft-election-timeout":   "MESH_RAFT_ELECTION_TIMEOUT",
+	"raft-leader-lease":       "MESH_RAFT_LEADER_LEASE",
+	"raft-commit-timeout":     "MESH_RAFT_COMMIT_TIMEOUT",
+	"raft-rpc-timeout":        "MESH_RAFT_RPC_TIMEOUT",
+	"raft-snapshot-interval":  "MESH_RAFT_SNAPSHOT_INTERVAL",
+	"raft-snapshot-threshold": "MESH_RAFT_SNAPSHOT_THRESHOLD",
+	"raft-trailing-logs":      "MESH_RAFT_TRAILING_LOGS",
+	"changes-kept":            "MESH_CHANGES_KEPT",
+	"forward-timeout":         "MESH_FORWARD_TIMEOUT",
+	"forward-retry":           "MESH_FORWARD_RETRY",
+	"budget-client":           "MESH_BUDGET_CLIENT",
+	"budget-credential":       "MESH_BUDGET_CREDENTIAL",
+	"budget-node":             "MESH_BUDGET_NODE",
+	"budget-directory":        "MESH_BUDGET_DIRECTORY",
 
 	"agent-activation-window": "MESH_AGENT_ACTIVATION_WINDOW",
 	"cluster-join-window":     "MESH_CLUSTER_JOIN_WINDOW",
@@ -120,8 +145,18 @@ type daemon interface {
 	Close() error
 }
 
+// restarter is a daemon that may ask to be started again (the coordination
+// daemon, once it installed a new version).
+type restarter interface {
+	Restart() <-chan struct{}
+}
+
+// errRestart: the daemon closed because it asked to be started again.
+var errRestart = errors.New("restart requested")
+
 // runUntilSignal starts d, prints its banner once it runs, and closes it
-// on SIGINT or SIGTERM (or when ctx ends).
+// on SIGINT or SIGTERM (or when ctx ends), or when it asks for a restart
+// (then errRestart, once it is closed).
 func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -129,9 +164,21 @@ func runUntilSignal(ctx context.Context, d daemon, banner func()) error {
 		return err
 	}
 	banner()
-	<-ctx.Done()
-	fmt.Println("shutting down")
-	return d.Close()
+	var restart <-chan struct{}
+	if r, ok := d.(restarter); ok {
+		restart = r.Restart()
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Println("shutting down")
+		return d.Close()
+	case <-restart:
+	}
+	fmt.Println("restarting into the new version")
+	if err := d.Close(); err != nil {
+		return err
+	}
+	return errRestart
 }
 
 func newLogger(level string) (*slog.Logger, error) {

@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentmesh/mesh/coord/tailbuf"
 )
 
 // Run statuses.
@@ -47,7 +48,7 @@ func (s *Scheduler) run(job Job, due time.Time, attempt int) Run {
 	start := s.cfg.Clock.Now().UTC()
 	r := Run{ID: fmt.Sprintf("%020d-%d", start.UnixNano(), attempt), JobID: job.ID, Attempt: attempt,
 		ScheduledFor: due.UTC(), StartedAt: start, Status: StatusRunning}
-	out := &tail{}
+	out := tailbuf.New(MaxOutput)
 	cmd := exec.Command("/bin/sh", "-c", job.Cmd)
 	cmd.Dir = s.cfg.Project
 	if job.Cwd != "" {
@@ -163,28 +164,4 @@ func (s *Scheduler) Runs(id string) []Run {
 		}
 	}
 	return out
-}
-
-// tail keeps the last MaxOutput bytes written to it.
-type tail struct {
-	mu    sync.Mutex
-	buf   []byte
-	total int
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.total += len(p)
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > MaxOutput {
-		t.buf = append(t.buf[:0:0], t.buf[len(t.buf)-MaxOutput:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() (string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.ToValidUTF8(string(t.buf), "\uFFFD"), t.total > len(t.buf)
 }

@@ -1,0 +1,83 @@
+package chat
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Upload is an attachment of a dispatched message, base64-encoded.
+type Upload struct {
+	Name string `json:"name"`
+	Data string `json:"data"`
+}
+
+// Skipped is an attachment left out of a message, with why: decode_failed
+// (not base64), empty, too_large (over AttachmentMax, or past
+// MaxAttachments).
+type Skipped struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Reasons an attachment is skipped.
+const (
+	SkipDecode   = "decode_failed"
+	SkipEmpty    = "empty"
+	SkipTooLarge = "too_large"
+)
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// saveUploads decodes ups and writes the usable ones under the
+// conversation's uploads folder, named after the item.
+func (e *Engine) saveUploads(c *conv, item string, ups []Upload) (names []string, skipped []Skipped, err error) {
+	for i, u := range ups {
+		reason := ""
+		var data []byte
+		switch {
+		case i >= e.cfg.MaxAttachments || base64.StdEncoding.DecodedLen(len(u.Data)) > e.cfg.AttachmentMax+2:
+			reason = SkipTooLarge
+		default:
+			if data, err = base64.StdEncoding.DecodeString(u.Data); err != nil {
+				reason, err = SkipDecode, nil
+			}
+		}
+		switch {
+		case reason != "":
+		case len(data) == 0:
+			reason = SkipEmpty
+		case len(data) > e.cfg.AttachmentMax:
+			reason = SkipTooLarge
+		}
+		if reason != "" {
+			skipped = append(skipped, Skipped{Name: u.Name, Reason: reason})
+			continue
+		}
+		name := fmt.Sprintf("%s-%d-%s", item, i, safeName(u.Name))
+		if err := os.MkdirAll(filepath.Join(c.dir, uploadsDir), 0o755); err != nil {
+			return nil, nil, err
+		}
+		if err := os.WriteFile(filepath.Join(c.dir, uploadsDir, name), data, 0o644); err != nil {
+			return nil, nil, err
+		}
+		names = append(names, name)
+	}
+	return names, skipped, nil
+}
+
+// safeName keeps a file name usable and harmless: no folders, no dots in
+// front, at most 100 characters.
+func safeName(s string) string {
+	s = strings.TrimLeft(unsafeName.ReplaceAllString(filepath.Base(s), "_"), ".")
+	if len(s) > 100 {
+		s = s[len(s)-100:]
+	}
+	if s == "" {
+		s = "file"
+	}
+	return s
+}
