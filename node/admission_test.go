@@ -19,7 +19,6 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
-	"github.com/agentmesh/mesh/registryapi"
 )
 
 // callFull sends a request to n and returns its status, headers and JSON
@@ -337,7 +336,7 @@ func TestForwardedRoutesAreDocumented(t *testing.T) {
 		got = append(got, m[1])
 	}
 	slices.Sort(got)
-	want := registryapi.ForwardedRoutes()
+	want := forwardedRoutes()
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("docs/architecture.md lists the forwarded routes %q, the code serves %q", got, want)

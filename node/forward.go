@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -60,10 +62,26 @@ var errNotLeader = httpx.E(http.StatusServiceUnavailable, "not_leader",
 // the leader's peer id when known.
 const notLeaderHeader = "X-Mesh-Not-Leader"
 
+// forwardedRoutes are the routes a node forwards to the one that orders
+// the directory's writes, the only ones served over the forward stream:
+// the registry's (registryapi.ForwardedRoutes: its writes and the lookup
+// of a node still catching up) and the quorum's member changes.
+func forwardedRoutes() []string {
+	return append(registryapi.ForwardedRoutes(), slices.Sorted(maps.Keys(quorumWrites))...)
+}
+
+// isForwardedWrite reports whether r is a write that only the node
+// ordering the directory's writes serves: a registry write, or a change of
+// the quorum's members.
+func (n *Node) isForwardedWrite(r *http.Request) bool {
+	name, _ := n.forwarded.Match(r)
+	return name != ""
+}
+
 // forwardWrites sends directory writes to the node that orders them.
 func (n *Node) forwardWrites(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.view.isDirectory() || !registryapi.IsDirectoryWrite(r) {
+		if n.view.isDirectory() || !n.isForwardedWrite(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -169,7 +187,7 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 }
 
 // serveForward serves, on the directory, a request another node
-// forwarded: exactly the routes nodes forward (registryapi.ForwardedRoutes),
+// forwarded: exactly the routes nodes forward (forwardedRoutes),
 // through this node's own bridge as if the client had sent it here, with
 // the forwarding node's budgets (see serveForwarded). Whatever the peer
 // sends, the answer is an HTTP response: never a 500 for bad input, never
@@ -180,7 +198,7 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 	switch {
 	case err != nil:
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
-	case registryapi.IsDirectoryWrite(r) && !n.view.isDirectory():
+	case n.isForwardedWrite(r) && !n.view.isDirectory():
 		httpx.WriteJSON(rec, errNotLeader.Status, errNotLeader)
 		rec.header.Set(notLeaderHeader, n.view.directory().String())
 	default:

@@ -77,13 +77,14 @@ func (n *Node) buildHTTP() error {
 	// Handlers that hand on a copy of the request (with a context value)
 	// sit outside the metrics: inside, they would hide from m.wrap the
 	// route the mux records in the request.
-	n.surfaces = admission.NewSurfaces(registryapi.WriteRoutes(), wall.WriteRoutes())
+	n.surfaces = admission.NewSurfaces(registryapi.WriteRoutes(), wall.WriteRoutes(), quorumWrites)
+	n.forwarded = admission.NewSurfaces(registryapi.WriteRoutes(), quorumWrites)
 	admit := func(next http.Handler) http.Handler {
 		return n.admission.Writes(n.surfaces, api.Credential, n.log, next)
 	}
 	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(admit(m.wrap(n.gated(n.forwardWrites(mux)))))))
 	n.forwardMux = httpx.NewMux()
-	for _, pattern := range registryapi.ForwardedRoutes() {
+	for _, pattern := range forwardedRoutes() {
 		n.forwardMux.Handle(pattern, n.handler)
 	}
 	return nil

@@ -67,6 +67,7 @@ type Node struct {
 	wall       *wall.Service
 	admission  *admission.Admitter // the write budgets
 	surfaces   *admission.Surfaces // the write routes, by surface
+	forwarded  *admission.Surfaces // the writes only the directory's orderer serves
 	forwardMux *httpx.Mux          // on the directory: the routes other nodes forward
 	handler    http.Handler
 	requests   gate.Gate // of handler (gated)

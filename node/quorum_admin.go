@@ -36,6 +36,14 @@ type addMemberRequest struct {
 	Addr string `json:"addr"` // full multiaddr of the member to add
 }
 
+// quorumWrites are the quorum admin API's changes, by route: forwarded to
+// the leader like the registry's writes (forward.go), and metered like
+// them (internal/admission).
+var quorumWrites = map[string]string{
+	"POST /v1/admin/quorum/members":          "quorum_add",
+	"DELETE /v1/admin/quorum/members/{peer}": "quorum_remove",
+}
+
 func (n *Node) quorumRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /v1/admin/quorum", httpx.Handle(n.log, n.listQuorum))
 	mux.Handle("POST /v1/admin/quorum/members", httpx.Handle(n.log, n.addMember))
