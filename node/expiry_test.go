@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
 )
@@ -100,5 +102,49 @@ func TestWhatIsNeverUsedExpires(t *testing.T) {
 	}
 	if _, err := m.boot.wall.Proposed(json.RawMessage(`{"expire":["`+busy["cluster_id"].(string)+`"]}`), m.clock.Now()); err == nil {
 		t.Error("the directory takes an expiry proposed by another node")
+	}
+}
+
+// TestQuorumExpiresOnTheLeader: on a quorum, the leader sweeps and every
+// member and node applies the same expiries; a follower's sweep logs
+// nothing; the log's budget refuses, on the leader, a write that came
+// through an ordinary node, with 503 directory_busy passed on unchanged.
+func TestQuorumExpiresOnTheLeader(t *testing.T) {
+	q := newQuorumMesh(t, 3, func(_ int, c *Config) {
+		c.Budgets.Directory = admission.Budget{Rate: 0.001, Burst: 6}
+	})
+	n := q.join(0, 1, 2)
+	q.register(n, "idle", identity.GenerateKey())
+	q.token(n, "used", q.register(n, "used", identity.GenerateKey())) // 3 entries: register, register, activate
+	seq := q.leader().clog.Seq()
+	q.clock.Advance(registryapi.DefaultActivationWindow + time.Minute)
+	q.follower().sweepOnce(context.Background())
+	if got := q.leader().clog.Seq(); got != seq {
+		t.Fatalf("a follower's sweep logged %d entries", got-seq)
+	}
+	q.leader().sweepOnce(context.Background())
+	if got := q.leader().clog.Seq(); got != seq+1 {
+		t.Fatalf("the leader's sweep logged %d entries, want 1", got-seq)
+	}
+	q.waitSame(q.all(n)...)
+	for _, node := range q.all(n) {
+		for id, want := range map[string]int{"idle": 404, "used": 200} {
+			if st, _ := call(t, node, "GET", "/v1/agents/"+id, ""); st != want {
+				t.Errorf("%s on %s: %d, want %d", id, node.URL(), st, want)
+			}
+		}
+	}
+	// Three writes and the unmetered sweep so far: three more fit.
+	for i := range 3 {
+		if st, v := call(t, n, "POST", "/v1/agents/register", anonymous(fmt.Sprint("fill-", i))); st != 201 {
+			t.Fatalf("write %d within the log's budget: %d %v", i, st, v)
+		}
+	}
+	st, hdr, v := callFull(t, n, "POST", "/v1/agents/register", anonymous("one-too-many"))
+	if st != 503 || v["code"] != "directory_busy" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("a write past the log's budget, through an ordinary node: %d %v %v", st, hdr, v)
+	}
+	if a := healthAdmission(t, q.leader()); a["directory_shedding"] != true {
+		t.Errorf("the leader's health: %v", a)
 	}
 }
