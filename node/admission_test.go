@@ -21,27 +21,6 @@ import (
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
-// callFull sends a request to n and returns its status, headers and JSON
-// answer.
-func callFull(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(body))
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var v map[string]any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("%s %s: %d non-JSON %q", method, path, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, resp.Header, v
-}
-
 // anonymous is the body of a registration with no key.
 func anonymous(id string) string { return `{"agent_id":"` + id + `","capabilities":["echo"]}` }
 

@@ -43,6 +43,14 @@ func startNode(t testing.TB, cfg Config) *Node {
 // call sends a request to n and decodes the JSON answer.
 func call(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, map[string]any) {
 	t.Helper()
+	st, _, v := callFull(t, n, method, path, body, hdr...)
+	return st, v
+}
+
+// callFull sends a request to n and returns its status, headers and JSON
+// answer.
+func callFull(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
+	t.Helper()
 	req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
@@ -57,7 +65,7 @@ func call(t *testing.T, n *Node, method, path, body string, hdr ...string) (int,
 	if err := json.Unmarshal(raw, &v); err != nil {
 		t.Fatalf("%s %s: %d non-JSON %q", method, path, resp.StatusCode, raw)
 	}
-	return resp.StatusCode, v
+	return resp.StatusCode, resp.Header, v
 }
 
 func TestRestartKeepsEverything(t *testing.T) {

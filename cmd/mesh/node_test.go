@@ -47,18 +47,7 @@ func TestNodeWallRateFlags(t *testing.T) {
 		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			var got node.Config
-			c := newNodeCmd(func(_ context.Context, cfg node.Config) error {
-				got = cfg
-				return cfg.Validate()
-			})
-			c.SetArgs(tc.args)
-			c.SetOut(io.Discard)
-			c.SetErr(io.Discard)
-			err := c.Execute()
+			got, err := nodeConfigOf(t, tc.env, tc.args)
 			switch {
 			case tc.err != "":
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -109,6 +98,24 @@ func TestNodeTrustedProxyFlag(t *testing.T) {
 	}
 }
 
+// nodeConfigOf runs `mesh node` with env and args up to the
+// configuration it would start with, and returns it with its validation.
+func nodeConfigOf(t *testing.T, env map[string]string, args []string) (node.Config, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var got node.Config
+	c := newNodeCmd(func(_ context.Context, cfg node.Config) error {
+		got = cfg
+		return cfg.Validate()
+	})
+	c.SetArgs(args)
+	c.SetOut(io.Discard)
+	c.SetErr(io.Discard)
+	return got, c.Execute()
+}
+
 // TestNodeBudgetFlags: the write budgets and expiry windows come from the
 // flags, else from the environment, else the defaults; 0 is unlimited (or
 // never); a malformed value names where it came from.
@@ -133,18 +140,7 @@ func TestNodeBudgetFlags(t *testing.T) {
 		{name: "negative window", args: []string{"--cluster-join-window", "-1h", "--data", t.TempDir()}, err: "ClusterJoinWindow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			var got node.Config
-			c := newNodeCmd(func(_ context.Context, cfg node.Config) error {
-				got = cfg
-				return cfg.Validate()
-			})
-			c.SetArgs(tc.args)
-			c.SetOut(io.Discard)
-			c.SetErr(io.Discard)
-			err := c.Execute()
+			got, err := nodeConfigOf(t, tc.env, tc.args)
 			switch {
 			case tc.err != "":
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
