@@ -34,6 +34,8 @@ type Agent struct {
 	// Listing is catalog metadata imported from an existing directory; it
 	// survives deregistration (spec 3.1, catalog-only).
 	Listing *Listing `json:"listing,omitempty"`
+	// Card is the discovery card sent with the registration, if any.
+	Card *DiscoveryCard `json:"card,omitempty"`
 }
 
 // Registered reports whether the id currently has an owner.

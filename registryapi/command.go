@@ -64,6 +64,8 @@ type RegisterOp struct {
 	// Signed is the request as its author signed it, when it carried a
 	// Mesh-Sig: the agent's own proof of its record in the DHT.
 	Signed *Signed `json:"signed,omitempty"`
+	// Card is the registration's discovery card, if it sent one.
+	Card *DiscoveryCard `json:"card,omitempty"`
 }
 
 // HeartbeatOp is a heartbeat as logs written before Presence carried it.

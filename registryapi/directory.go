@@ -30,6 +30,7 @@ type Directory struct {
 	gen     atomic.Uint64
 
 	presence *Presence // who heartbeats: soft state, outside the log
+	index    *searchIndex
 }
 
 var _ cmdlog.Machine = (*Directory)(nil)
@@ -56,9 +57,13 @@ type storedReport struct {
 // NewDirectory returns the directory kept in db and registers it with log,
 // which must use the same store.
 func NewDirectory(log *cmdlog.Log) (*Directory, error) {
-	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano()))}
+	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano())),
+		index: newSearchIndex()}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
+	}
+	if err := d.index.rebuild(d.db); err != nil {
+		return nil, fmt.Errorf("registry: building the search index: %w", err)
 	}
 	log.Handle(Kind, d)
 	return d, nil
@@ -109,6 +114,15 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	d.cacheMu.Unlock()
 	if cmd.Delete != nil {
 		d.presence.forget(cmd.Delete.AgentID)
+	}
+	ids := cmd.agentIDs()
+	if cmd.Feedback != nil {
+		ids = append(ids, cmd.Feedback.Target)
+	}
+	if d.index.reindex(d.db, ids) != nil {
+		for _, id := range ids { // a row that cannot be read is not offered
+			d.index.remove(id)
+		}
 	}
 }
 
@@ -179,7 +193,7 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 			return Result{}, 0, err
 		}
 	}
-	a.Capabilities, a.Endpoint, a.APIKeyHash = op.Capabilities, op.Endpoint, op.APIKeyHash
+	a.Capabilities, a.Endpoint, a.APIKeyHash, a.Card = op.Capabilities, op.Endpoint, op.APIKeyHash, op.Card
 	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
 		a.Record, a.RecordSeq = op.Signed, cmd.Seq
 	}

@@ -20,6 +20,8 @@ type registerRequest struct {
 	Capabilities []string `json:"capabilities"`
 	Pubkey       string   `json:"pubkey"`
 	Endpoint     string   `json:"endpoint"`
+	// Card is this project's extension: the discovery card the oracle indexes.
+	Card *DiscoveryCard `json:"card"`
 }
 
 func (q *registerRequest) validate() error {
@@ -38,6 +40,11 @@ func (q *registerRequest) validate() error {
 			return httpx.ErrInvalid.With("pubkey: %v", err)
 		}
 		q.Pubkey = identity.EncodePublicKey(pub)
+	}
+	if q.Card != nil {
+		if err := q.Card.validate(); err != nil {
+			return err
+		}
 	}
 	return validateEndpoint("endpoint", q.Endpoint)
 }
@@ -88,7 +95,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	apiKey := newAPIKey()
 	op := &RegisterOp{
 		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
-		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg,
+		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg, Card: req.Card,
 	}
 	if sig != nil {
 		op.Signed = signedRequest(r, body)

@@ -50,7 +50,7 @@ func newHarness(t testing.TB) *harness {
 	return newHarnessOn(t, storetest.DB(t))
 }
 
-func newHarnessOn(t testing.TB, db *store.DB) *harness {
+func newHarnessOn(t testing.TB, db *store.DB, opts ...func(*Config)) *harness {
 	t.Helper()
 	log, err := cmdlog.Open(db)
 	if err != nil {
@@ -62,11 +62,15 @@ func newHarnessOn(t testing.TB, db *store.DB) *harness {
 	}
 	h := &harness{t: t, dir: dir, log: log, admin: identity.GenerateKey(), tokens: NewTokens(identity.GenerateKey()),
 		clock: &clock{now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}}
-	api, err := NewAPI(Config{
+	cfg := Config{
 		Directory: dir, Log: cmdlog.NewLocal(log), Tokens: h.tokens,
 		PublicURL: "https://mesh.test", Now: h.clock.Now,
 		Admins: []ed25519.PublicKey{h.admin.Public().(ed25519.PublicKey)},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	api, err := NewAPI(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
