@@ -30,6 +30,9 @@ func (n *Node) buildHTTP() error {
 		Admins:       []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)},
 		Now:          n.cfg.Now,
 		Logger:       n.log,
+		SearchRate:   n.cfg.SearchRate,
+		SearchBurst:  n.cfg.SearchBurst,
+		SolUSD:       n.solUSD,
 	}
 	if n.replica != nil {
 		cfg.Fallback = n.fallbackAgent

@@ -49,6 +49,7 @@ type Node struct {
 	dirTopic  *p2p.Topic
 	publisher *publisher    // nil on replicas
 	agent     *agentRuntime // nil unless an agent is embedded
+	solUSD    *registryapi.SolUSD
 
 	baseFromHost bool // answers name the Host a client used (no public URL known)
 
@@ -119,6 +120,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.openAgent(); err != nil {
 		return err
 	}
+	n.solUSD = registryapi.NewSolUSD(registryapi.SolUSDConfig{Fixed: n.cfg.SolUSD, URL: n.cfg.SolUSDURL,
+		Interval: n.cfg.SolUSDInterval, Timeout: n.cfg.SolUSDTimeout, Logger: n.log})
+	n.goroutine(func() { n.solUSD.Run(ctx) })
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}

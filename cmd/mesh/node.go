@@ -61,6 +61,12 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second the node takes from all wall sockets of one cluster together, in bursts of twice that, pacing them likewise; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	f.Int64Var(&cfg.Wall.SendMemory, "wall-send-memory", cfg.Wall.SendMemory, "bytes of frames that may wait for all wall sockets of the node together; past it a socket that has frames waiting is closed as a slow consumer (env MESH_WALL_SEND_MEMORY)")
 	f.Float64Var(&cfg.Wall.ControlRate, "wall-control-rate", cfg.Wall.ControlRate, "control frames (pings, pongs, closes) a second one wall socket may send, in bursts of twice that; past it the socket is closed (env MESH_WALL_CONTROL_RATE)")
+	f.IntVar(&cfg.SearchRate, "search-rate", cfg.SearchRate, "searches (POST /v1/search) one client address may make a minute (env MESH_SEARCH_RATE)")
+	f.IntVar(&cfg.SearchBurst, "search-burst", cfg.SearchBurst, "searches one client address may make at once (env MESH_SEARCH_BURST)")
+	f.Float64Var(&cfg.SolUSD, "sol-usd", cfg.SolUSD, "a fixed SOL/USD rate for the search's max_price_usd filter (env MESH_SOL_USD)")
+	f.StringVar(&cfg.SolUSDURL, "sol-usd-url", env("MESH_SOL_USD_URL", ""), `URL polled for the SOL/USD rate instead: it answers a JSON number or {"usd": number} (env MESH_SOL_USD_URL)`)
+	f.DurationVar(&cfg.SolUSDInterval, "sol-usd-interval", cfg.SolUSDInterval, "how often --sol-usd-url is polled (env MESH_SOL_USD_INTERVAL)")
+	f.DurationVar(&cfg.SolUSDTimeout, "sol-usd-timeout", cfg.SolUSDTimeout, "how long one poll of --sol-usd-url may take (env MESH_SOL_USD_TIMEOUT)")
 	return c
 }
 
@@ -73,6 +79,11 @@ var nodeEnv = map[string]string{
 	"wall-control-rate":  "MESH_WALL_CONTROL_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
 	"shutdown-grace":     "MESH_SHUTDOWN_GRACE",
+	"search-rate":        "MESH_SEARCH_RATE",
+	"search-burst":       "MESH_SEARCH_BURST",
+	"sol-usd":            "MESH_SOL_USD",
+	"sol-usd-interval":   "MESH_SOL_USD_INTERVAL",
+	"sol-usd-timeout":    "MESH_SOL_USD_TIMEOUT",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {
