@@ -121,7 +121,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.solUSD = registryapi.NewSolUSD(registryapi.SolUSDConfig{Fixed: n.cfg.SolUSD, URL: n.cfg.SolUSDURL,
-		Interval: n.cfg.SolUSDInterval, Timeout: n.cfg.SolUSDTimeout, Logger: n.log})
+		Interval: n.cfg.SolUSDInterval, Timeout: n.cfg.SolUSDTimeout, Logger: n.log, Now: n.cfg.Now})
 	n.goroutine(func() { n.solUSD.Run(ctx) })
 	if err := n.buildHTTP(); err != nil {
 		return err

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/interop/soltest"
 )
 
 // ranking is what a search answers, less what names the node asked (the
@@ -65,5 +68,34 @@ func TestSearchSameOnEveryNode(t *testing.T) {
 	_, v = call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`)
 	if r := v["sol_usd"].(map[string]any); r["rate"] != 150.0 {
 		t.Fatalf("sol_usd %v", r)
+	}
+}
+
+// TestSearchFindsEmbeddedAgentByCard: an embedded agent registers its
+// discovery card, so the directory finds it by its description and
+// filters it by its price.
+func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
+	n := m.start(cfg)
+	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	// 5,000 lamports at 150 USD a SOL: 0.00075 USD a request.
+	for body, want := range map[string]int{
+		`{"query":"echoes input"}`:                        1,
+		`{"query":"echoes","max_price_usd":0.001}`:        1,
+		`{"query":"echoes","max_price_usd":0.0007}`:       0,
+		`{"query":"echoes","capabilities":["echo"]}`:      1,
+		`{"query":"echoes","capabilities":["translate"]}`: 0,
+	} {
+		st, v := call(t, m.boot, "POST", "/v1/search", body)
+		if st != 200 || len(v["results"].([]any)) != want {
+			t.Fatalf("%s: %d %v, want %d results", body, st, v, want)
+		}
+		if want == 1 {
+			if r := v["results"].([]any)[0].(map[string]any); r["price_lamports"] != 5000.0 || r["name"] != "Echo" {
+				t.Fatalf("%s: %v", body, r)
+			}
+		}
 	}
 }

@@ -221,6 +221,8 @@ type agentView struct {
 	LastSeen     time.Time `json:"last_seen"`
 	RegisteredAt time.Time `json:"registered_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
+	// Card is the discovery card of the registration, null without one.
+	Card *DiscoveryCard `json:"card"`
 	// Both views of the agent's reputation, as identity shows them (n = 0
 	// on a node that does not hold the agent yet).
 	Reputation         specReputation `json:"reputation"`
@@ -247,6 +249,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
 		Handle: a.handle(r, ag.ID), Registered: 1, Live: b2i(online), Online: online,
 		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
+		Card: ag.Card,
 	})
 	return nil
 }

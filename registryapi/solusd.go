@@ -26,6 +26,7 @@ type SolUSDConfig struct {
 	Timeout  time.Duration
 	Client   *http.Client // nil: http.DefaultClient
 	Logger   *slog.Logger
+	Now      func() time.Time // nil: time.Now
 }
 
 // SolUSDRate is a known rate and when it was read.
@@ -51,6 +52,9 @@ func NewSolUSD(cfg SolUSDConfig) *SolUSD {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &SolUSD{cfg: cfg}
 }
@@ -115,7 +119,7 @@ func (s *SolUSD) poll(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	s.rate = &SolUSDRate{USD: usd, At: time.Now(), Source: "url"}
+	s.rate = &SolUSDRate{USD: usd, At: s.cfg.Now(), Source: "url"}
 	s.mu.Unlock()
 	return nil
 }
