@@ -31,7 +31,8 @@ const maxTermLen = 64
 
 // searchDoc is one indexed row.
 type searchDoc struct {
-	num   uint32 // posting number; a changed row gets a new one
+	num   uint64 // posting number; a changed row gets a new one
+	dead  bool   // removed; its postings wait for compaction
 	id    string
 	terms map[string]uint16 // term frequency
 	len   int
@@ -45,27 +46,27 @@ type searchDoc struct {
 	price      *uint64 // cheapest lamports per request; nil when unknown
 }
 
+// posting names a document holding a term; a list is in num order (rows
+// are appended as numbered), which the ranking's merge relies on.
 type posting struct {
-	num uint32
-	tf  uint16
+	d  *searchDoc
+	tf uint16
 }
 
 // searchIndex is safe for concurrent use.
 type searchIndex struct {
 	mu       sync.RWMutex
 	docs     map[string]*searchDoc
-	byNum    map[uint32]*searchDoc
-	postings map[string][]posting // may hold dead numbers; compacted
+	postings map[string][]posting // may hold dead documents; compacted
 	df       map[string]int       // live documents holding the term
-	next     uint32
+	next     uint64
 	totalLen int
 	dead     int // dead postings, for compaction
 	live     int // live postings
 }
 
 func newSearchIndex() *searchIndex {
-	return &searchIndex{docs: map[string]*searchDoc{}, byNum: map[uint32]*searchDoc{},
-		postings: map[string][]posting{}, df: map[string]int{}}
+	return &searchIndex{docs: map[string]*searchDoc{}, postings: map[string][]posting{}, df: map[string]int{}}
 }
 
 // tokens splits s into lower-case runs of letters and digits.
@@ -132,10 +133,10 @@ func (x *searchIndex) put(d *searchDoc) {
 	x.removeLocked(d.id)
 	d.num = x.next
 	x.next++
-	x.docs[d.id], x.byNum[d.num] = d, d
+	x.docs[d.id] = d
 	x.totalLen += d.len
 	for t, tf := range d.terms {
-		x.postings[t] = append(x.postings[t], posting{d.num, tf})
+		x.postings[t] = append(x.postings[t], posting{d, tf})
 		x.df[t]++
 		x.live++
 	}
@@ -154,7 +155,7 @@ func (x *searchIndex) removeLocked(id string) {
 		return
 	}
 	delete(x.docs, id)
-	delete(x.byNum, d.num)
+	d.dead = true
 	x.totalLen -= d.len
 	for t := range d.terms {
 		if x.df[t]--; x.df[t] == 0 {
@@ -175,7 +176,7 @@ func (x *searchIndex) removeLocked(id string) {
 // compactLocked drops the postings of rows no longer indexed.
 func (x *searchIndex) compactLocked() {
 	for t, ps := range x.postings {
-		x.postings[t] = slices.DeleteFunc(ps, func(p posting) bool { return x.byNum[p.num] == nil })
+		x.postings[t] = slices.DeleteFunc(ps, func(p posting) bool { return p.d.dead })
 	}
 	x.dead = 0
 }

@@ -44,13 +44,11 @@ func (h hit) before(o hit) bool {
 func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	rel := x.relevance(q.terms)
 	top := &hitHeap{}
 	k := offset + n + 1
-	for num, r := range rel {
-		d := x.byNum[num]
+	x.relevance(q.terms, func(d *searchDoc, r float64) {
 		if !q.passes(d) {
-			continue
+			return
 		}
 		h := hit{doc: d, relevance: r, boost: ReputationBoost * d.rep}
 		if top.Len() < k {
@@ -59,7 +57,7 @@ func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 			(*top)[0] = h
 			heap.Fix(top, 0)
 		}
-	}
+	})
 	hits := slices.SortedFunc(slices.Values(*top), func(a, b hit) int {
 		if a.before(b) {
 			return -1
@@ -74,31 +72,52 @@ func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 	return hits[:min(n, len(hits))], more
 }
 
-// relevance is the BM25 score of every live document holding a term.
-// Terms are summed in query order, so every node adds the same floats alike.
-func (x *searchIndex) relevance(terms []string) map[uint32]float64 {
-	out := map[uint32]float64{}
+// termCursor walks one query term's postings.
+type termCursor struct {
+	ps  []posting
+	i   int
+	idf float64
+}
+
+// relevance calls fn with the BM25 score of every live document holding
+// a term. It merges the terms' postings (each in num order) a document at
+// a time, adding the terms in query order, so every node adds the same
+// floats alike and no table of scores is built.
+func (x *searchIndex) relevance(terms []string, fn func(*searchDoc, float64)) {
 	n := float64(len(x.docs))
 	if n == 0 {
-		return out
+		return
 	}
 	avgdl := float64(x.totalLen) / n
+	var cs []termCursor
 	for _, t := range terms {
-		df := float64(x.df[t])
-		if df == 0 {
-			continue
-		}
-		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-		for _, p := range x.postings[t] {
-			d := x.byNum[p.num]
-			if d == nil {
-				continue
-			}
-			tf := float64(p.tf)
-			out[p.num] += idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*float64(d.len)/avgdl))
+		if df := float64(x.df[t]); df > 0 {
+			cs = append(cs, termCursor{ps: x.postings[t], idf: math.Log(1 + (n-df+0.5)/(df+0.5))})
 		}
 	}
-	return out
+	for {
+		var d *searchDoc
+		for i := range cs {
+			if c := &cs[i]; c.i < len(c.ps) && (d == nil || c.ps[c.i].d.num < d.num) {
+				d = c.ps[c.i].d
+			}
+		}
+		if d == nil {
+			return
+		}
+		var r float64
+		norm := bm25K1 * (1 - bm25B + bm25B*float64(d.len)/avgdl)
+		for i := range cs {
+			if c := &cs[i]; c.i < len(c.ps) && c.ps[c.i].d == d {
+				tf := float64(c.ps[c.i].tf)
+				r += c.idf * tf * (bm25K1 + 1) / (tf + norm)
+				c.i++
+			}
+		}
+		if !d.dead {
+			fn(d, r)
+		}
+	}
 }
 
 func (q *searchQuery) passes(d *searchDoc) bool {
