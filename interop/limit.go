@@ -1,14 +1,12 @@
 package interop
 
 import (
-	"math"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
@@ -62,28 +60,9 @@ func (t topupLimits) take(key string, now time.Time) (giveBack func(), wait time
 }
 
 // addrKey is the client address that per-address counts and limits are
-// kept under (free tier, proof checks, accounts awaiting a deposit): an
-// IPv4 address whole, an IPv6 address by its /64, the block one host (one
-// home or VM) is normally given and can rotate its address through at will.
-// Anything else (a request over libp2p names its peer) is its own key.
-func addrKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	switch {
-	case ip == "":
-		return "unknown"
-	case err != nil:
-		return ip
-	}
-	if a = a.Unmap().WithZone(""); a.Is4() {
-		return a.String()
-	}
-	return netip.PrefixFrom(a, 64).Masked().String()
-}
+// kept under (free tier, proof checks, accounts awaiting a deposit); see
+// httpx.AddrKey.
+func addrKey(ip string) string { return httpx.AddrKey(ip) }
 
-// retryAfter tells a client refused with 429 to retry after d, in whole
-// seconds (at least one, rounded up), and returns them for the detail.
-func retryAfter(w http.ResponseWriter, d time.Duration) int64 {
-	s := max(1, int64(math.Ceil(d.Seconds())))
-	w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
-	return s
-}
+// retryAfter is httpx.RetryAfter.
+func retryAfter(w http.ResponseWriter, d time.Duration) int64 { return httpx.RetryAfter(w, d) }

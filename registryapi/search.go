@@ -148,8 +148,11 @@ func newSearchLimits(perMinute, burst int) *ratelimit.Keyed[string] {
 
 func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	now := a.now()
-	if b := a.searchLimits.Bucket(httpx.ClientIP(r), now); !b.AllowN(now, 1) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(max(time.Second, time.Minute/time.Duration(a.cfg.SearchRate))/time.Second)))
+	// Per client address (an IPv6 host by its /64), before the body is read.
+	res := a.searchLimits.Bucket(httpx.AddrKey(httpx.ClientIP(r)), now).ReserveN(now, 1)
+	if wait := res.DelayFrom(now); wait > 0 {
+		res.CancelAt(now)
+		httpx.RetryAfter(w, wait)
 		return ErrSearchRateLimited
 	}
 	body, err := httpx.ReadBody(w, r, maxSearchBody)
