@@ -48,9 +48,13 @@ type searchDoc struct {
 
 // posting names a document holding a term; a list is in num order (rows
 // are appended as numbered), which the ranking's merge relies on.
+// It carries what relevance needs (num, tf, the row's length), so that a
+// document that cannot rank is passed over without reading it.
 type posting struct {
-	d  *searchDoc
-	tf uint16
+	d   *searchDoc
+	num uint64
+	tf  uint16
+	len uint16
 }
 
 // searchIndex is safe for concurrent use.
@@ -63,6 +67,9 @@ type searchIndex struct {
 	totalLen int
 	dead     int // dead postings, for compaction
 	live     int // live postings
+	// maxRep bounds every row's rep (it may stay above the true maximum
+	// after removals): the most a boost can add.
+	maxRep float64
 }
 
 func newSearchIndex() *searchIndex {
@@ -135,8 +142,9 @@ func (x *searchIndex) put(d *searchDoc) {
 	x.next++
 	x.docs[d.id] = d
 	x.totalLen += d.len
+	x.maxRep = max(x.maxRep, d.rep)
 	for t, tf := range d.terms {
-		x.postings[t] = append(x.postings[t], posting{d, tf})
+		x.postings[t] = append(x.postings[t], posting{d: d, num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
 		x.df[t]++
 		x.live++
 	}

@@ -46,8 +46,14 @@ func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 	defer x.mu.RUnlock()
 	top := &hitHeap{}
 	k := offset + n + 1
-	x.relevance(q.terms, func(d *searchDoc, r float64) {
-		if !q.passes(d) {
+	x.relevance(q.terms, func(p posting, r float64) {
+		// A row whose relevance plus the largest boost cannot beat the
+		// worst kept hit is not read at all.
+		if top.Len() == k && r+ReputationBoost*x.maxRep < (*top)[0].score() {
+			return
+		}
+		d := p.d
+		if d.dead || !q.passes(d) {
 			return
 		}
 		h := hit{doc: d, relevance: r, boost: ReputationBoost * d.rep}
@@ -79,11 +85,11 @@ type termCursor struct {
 	idf float64
 }
 
-// relevance calls fn with the BM25 score of every live document holding
-// a term. It merges the terms' postings (each in num order) a document at
+// relevance calls fn with the BM25 score of every document holding a
+// term (removed ones among them: fn checks), and one of its postings. It merges the terms' postings (each in num order) a document at
 // a time, adding the terms in query order, so every node adds the same
 // floats alike and no table of scores is built.
-func (x *searchIndex) relevance(terms []string, fn func(*searchDoc, float64)) {
+func (x *searchIndex) relevance(terms []string, fn func(posting, float64)) {
 	n := float64(len(x.docs))
 	if n == 0 {
 		return
@@ -96,27 +102,26 @@ func (x *searchIndex) relevance(terms []string, fn func(*searchDoc, float64)) {
 		}
 	}
 	for {
-		var d *searchDoc
+		var p posting
+		found := false
 		for i := range cs {
-			if c := &cs[i]; c.i < len(c.ps) && (d == nil || c.ps[c.i].d.num < d.num) {
-				d = c.ps[c.i].d
+			if c := &cs[i]; c.i < len(c.ps) && (!found || c.ps[c.i].num < p.num) {
+				p, found = c.ps[c.i], true
 			}
 		}
-		if d == nil {
+		if !found {
 			return
 		}
 		var r float64
-		norm := bm25K1 * (1 - bm25B + bm25B*float64(d.len)/avgdl)
+		norm := bm25K1 * (1 - bm25B + bm25B*float64(p.len)/avgdl)
 		for i := range cs {
-			if c := &cs[i]; c.i < len(c.ps) && c.ps[c.i].d == d {
+			if c := &cs[i]; c.i < len(c.ps) && c.ps[c.i].num == p.num {
 				tf := float64(c.ps[c.i].tf)
 				r += c.idf * tf * (bm25K1 + 1) / (tf + norm)
 				c.i++
 			}
 		}
-		if !d.dead {
-			fn(d, r)
-		}
+		fn(p, r)
 	}
 }
 
