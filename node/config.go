@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
@@ -55,9 +56,32 @@ type Config struct {
 	// Listen are the libp2p multiaddrs to listen on.
 	Listen []string `json:"listen"`
 	// Bootstrap are full multiaddrs (ending in /p2p/<peer id>) of bootstrap
-	// nodes. The first one's peer is the directory this node replicates and
-	// forwards writes to; all of them are kept connected.
+	// nodes; all of them are kept connected. A node that is not a
+	// bootstrap node replicates the directory they run and forwards writes
+	// to whichever of them orders writes (the leader of a quorum): it
+	// starts with the first one and learns the leader from them.
 	Bootstrap []string `json:"bootstrap"`
+	// Quorum, on a bootstrap node, are the full multiaddrs of the initial
+	// voters of a Raft quorum of bootstrap nodes running the directory
+	// together, this node's among them: the same list on each. A member
+	// whose Raft log is empty bootstraps the quorum with them; one that
+	// has a log keeps the quorum's own members (change them with `mesh
+	// quorum add|remove`), so starting again with the same list is
+	// harmless. Empty: the node alone is the directory, as before quorums.
+	Quorum []string `json:"quorum"`
+	// Raft tunes the quorum's timings; zero fields take
+	// DefaultRaftTimings'.
+	Raft RaftTimings `json:"raft"`
+	// ForwardTimeout bounds a write this node forwards to the directory
+	// (the leader of a quorum), retries included: past it the client gets
+	// 503 directory_unavailable. ForwardRetry is the pause between tries
+	// while no leader is known. Zero means the defaults (10 s, 100 ms).
+	ForwardTimeout time.Duration `json:"forward_timeout"`
+	ForwardRetry   time.Duration `json:"forward_retry"`
+	// ChangesKept is how many of the latest entries the change log keeps
+	// (compacted every minute); a node further behind installs a snapshot
+	// of the directory. 0 means DefaultChangesKept.
+	ChangesKept uint64 `json:"changes_kept"`
 	// DHTServer forces a node to answer DHT queries. Bootstrap nodes always
 	// do; so do nodes with Reachability "public", and nodes with it unset
 	// while AutoNAT finds them publicly reachable.
@@ -113,6 +137,64 @@ type Config struct {
 	SolUSDTimeout  time.Duration `json:"sol_usd_timeout"`
 }
 
+// RaftTimings are the timings of a quorum member (see quorum.Config).
+type RaftTimings struct {
+	// HeartbeatTimeout: a follower that has not heard from the leader for
+	// this long stands for election. It bounds how long writes stall when
+	// the leader dies (about twice it, elections on a LAN included).
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// ElectionTimeout: how long a candidate waits for votes.
+	ElectionTimeout time.Duration `json:"election_timeout"`
+	// LeaderLease: a leader that has not heard from a majority for this
+	// long steps down (at most HeartbeatTimeout).
+	LeaderLease time.Duration `json:"leader_lease"`
+	// CommitTimeout: the longest a leader waits before it sends new
+	// entries to the followers (it sends at once when it has work).
+	CommitTimeout time.Duration `json:"commit_timeout"`
+	// RPCTimeout bounds one Raft RPC between members.
+	RPCTimeout time.Duration `json:"rpc_timeout"`
+	// SnapshotInterval is how often a member checks whether to snapshot;
+	// it does once SnapshotThreshold entries were committed since the last
+	// one, and keeps TrailingLogs of Raft's log behind it.
+	SnapshotInterval  time.Duration `json:"snapshot_interval"`
+	SnapshotThreshold uint64        `json:"snapshot_threshold"`
+	TrailingLogs      uint64        `json:"trailing_logs"`
+}
+
+// DefaultRaftTimings are hashicorp/raft's defaults, fit for members on one
+// continent.
+func DefaultRaftTimings() RaftTimings {
+	d := quorum.DefaultConfig()
+	return RaftTimings{HeartbeatTimeout: d.HeartbeatTimeout, ElectionTimeout: d.ElectionTimeout,
+		LeaderLease: d.LeaderLeaseTimeout, CommitTimeout: d.CommitTimeout, RPCTimeout: d.RPCTimeout,
+		SnapshotInterval: d.SnapshotInterval, SnapshotThreshold: d.SnapshotThreshold, TrailingLogs: d.TrailingLogs}
+}
+
+func (t *RaftTimings) defaults() {
+	d := DefaultRaftTimings()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&t.HeartbeatTimeout, &d.HeartbeatTimeout}, {&t.ElectionTimeout, &d.ElectionTimeout},
+		{&t.LeaderLease, &d.LeaderLease}, {&t.CommitTimeout, &d.CommitTimeout}, {&t.RPCTimeout, &d.RPCTimeout},
+		{&t.SnapshotInterval, &d.SnapshotInterval},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = d.TrailingLogs
+	}
+}
+
+// Defaults of forwarding.
+const (
+	DefaultForwardTimeout = 10 * time.Second
+	DefaultForwardRetry   = 100 * time.Millisecond
+)
+
 // DefaultConfig returns the configuration of `mesh node` without flags.
 func DefaultConfig() Config {
 	return Config{
@@ -125,6 +207,10 @@ func DefaultConfig() Config {
 		WallRoomRate:     wall.DefaultRoomRate,
 		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
 		Wall:             wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate},
+		Raft:             DefaultRaftTimings(),
+		ForwardTimeout:   DefaultForwardTimeout,
+		ForwardRetry:     DefaultForwardRetry,
+		ChangesKept:      DefaultChangesKept,
 		ShutdownGrace:    DefaultShutdownGrace,
 		SearchRate:       registryapi.DefaultSearchRate,
 		SearchBurst:      registryapi.DefaultSearchBurst,
@@ -147,7 +233,7 @@ func (c *Config) role() string {
 	if c.Role != "" {
 		return c.Role
 	}
-	if len(c.Bootstrap) > 0 {
+	if len(c.Bootstrap) > 0 && len(c.Quorum) == 0 {
 		return RoleNode
 	}
 	return RoleBootstrap
@@ -166,6 +252,22 @@ func (c *Config) Validate() error {
 	}
 	if _, err := p2p.ParseAddrs(c.Bootstrap); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if len(c.Quorum) > 0 {
+		if c.role() != RoleBootstrap {
+			return errors.New("node: --quorum is for bootstrap nodes (--role bootstrap)")
+		}
+		if _, err := p2p.ParseAddrs(c.Quorum); err != nil {
+			return fmt.Errorf("node: quorum: %w", err)
+		}
+	}
+	if c.ForwardTimeout < 0 || c.ForwardRetry < 0 {
+		return errors.New("node: forward timeout and retry must not be negative")
+	}
+	for _, d := range []time.Duration{c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLease, c.Raft.CommitTimeout, c.Raft.RPCTimeout} {
+		if d < 0 {
+			return errors.New("node: Raft timings must not be negative")
+		}
 	}
 	if c.DataDir == "" && !c.InMemory {
 		return errors.New("node: DataDir is required unless InMemory is set")

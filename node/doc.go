@@ -6,7 +6,8 @@
 // and for agents that embed a node.
 //
 // It holds no business logic: it owns the directory's protocols between
-// nodes (change feed, write forwarding, proposals), /health and /metrics,
-// and hands each surface what it needs; the surfaces live in their own
-// packages.
+// nodes (change feed and snapshots, write forwarding, proposals, who leads
+// a quorum of bootstrap nodes and the quorum's admin API), /health and
+// /metrics, and hands each surface what it needs; the surfaces live in
+// their own packages (the quorum's Raft in internal/quorum).
 package node

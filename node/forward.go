@@ -28,7 +28,6 @@ import (
 const (
 	maxForwardReq  = 2 << 20
 	maxForwardResp = 2 << 20
-	forwardTimeout = 10 * time.Second
 	// seqHeader tells the forwarding node which directory seq the answer
 	// reflects; it waits until its replica has applied that much, so a
 	// client reads its own writes on the node it talks to.
@@ -45,10 +44,20 @@ var forwardedHeaders = []string{"Content-Type", "Authorization", "Mesh-Sig", "Ac
 var errNoDirectory = httpx.E(http.StatusServiceUnavailable, "directory_unavailable",
 	"this node has no connection to the directory node; retry later")
 
-// forwardWrites sends directory writes to the directory node.
+// errNotLeader answers a write sent to a member of a quorum that does not
+// lead it (any more): nothing was applied, the forwarding node tries the
+// leader (notLeaderHeader names it when known).
+var errNotLeader = httpx.E(http.StatusServiceUnavailable, "not_leader",
+	"this bootstrap node does not lead the directory's quorum; retry on the leader")
+
+// notLeaderHeader marks, between nodes, an answer of errNotLeader, with
+// the leader's peer id when known.
+const notLeaderHeader = "X-Mesh-Not-Leader"
+
+// forwardWrites sends directory writes to the node that orders them.
 func (n *Node) forwardWrites(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.role != RoleNode || !registryapi.IsDirectoryWrite(r) {
+		if n.view.isDirectory() || !registryapi.IsDirectoryWrite(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -97,27 +106,39 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// roundTrip sends req to the directory node and reads its response.
+// roundTrip sends req to the node that orders writes and reads its
+// response. A member of a quorum that answers that it does not lead (the
+// request was not applied) sends it on to the leader; while no leader is
+// known but a member is reachable (an election), it tries again every
+// ForwardRetry, for ForwardTimeout in all. A request that may have
+// reached the directory is never sent twice.
 func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
-	if !n.host.Connected(n.dirPeer) {
-		return nil, errNoDirectory
-	}
 	var buf bytes.Buffer
 	if err := req.Write(&buf); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
 	defer cancel()
-	raw, err := n.host.Request(ctx, n.dirPeer, forwardProto, buf.Bytes(), maxForwardResp)
-	if err != nil {
-		n.log.Warn("forwarding to the directory failed", "err", err)
-		return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+	for {
+		dir, why := n.view.directoryFor(ctx)
+		if dir == "" {
+			return nil, why
+		}
+		raw, err := n.host.Request(ctx, dir, forwardProto, buf.Bytes(), maxForwardResp)
+		if err != nil {
+			n.log.Warn("forwarding to the directory failed", "peer", dir, "err", err)
+			return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
+		if err != nil {
+			return nil, fmt.Errorf("directory response: %w", err)
+		}
+		if _, ok := resp.Header[notLeaderHeader]; !ok {
+			return resp, nil
+		}
+		resp.Body.Close()
+		n.view.notLeader(dir, resp.Header.Get(notLeaderHeader))
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
-	if err != nil {
-		return nil, fmt.Errorf("directory response: %w", err)
-	}
-	return resp, nil
 }
 
 // serveForward runs a forwarded request through this (directory) node's
@@ -125,15 +146,22 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
-	if err != nil {
+	switch {
+	case err != nil:
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
-	} else {
+	case registryapi.IsDirectoryWrite(r) && !n.view.isDirectory():
+		httpx.WriteJSON(rec, errNotLeader.Status, errNotLeader)
+		rec.header.Set(notLeaderHeader, n.view.directory().String())
+	default:
 		if u := r.Header.Get(originHeader); u != "" {
 			ctx = httpx.WithBaseURL(ctx, u)
 		}
 		r = r.WithContext(ctx)
 		r.RemoteAddr = "p2p/" + from.String()
 		n.handler.ServeHTTP(rec, r)
+		if isNotLeader(rec) { // leadership lost under the request
+			rec.header.Set(notLeaderHeader, n.view.directory().String())
+		}
 	}
 	rec.header.Set(seqHeader, strconv.FormatUint(n.clog.Seq(), 10))
 	resp := &http.Response{
@@ -143,6 +171,17 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 	var out bytes.Buffer
 	err = resp.Write(&out)
 	return out.Bytes(), err
+}
+
+// isNotLeader reports whether rec holds an errNotLeader answer.
+func isNotLeader(rec *recorder) bool {
+	if rec.status != errNotLeader.Status {
+		return false
+	}
+	var e struct {
+		Code string `json:"code"`
+	}
+	return json.Unmarshal(rec.body.Bytes(), &e) == nil && e.Code == errNotLeader.Code
 }
 
 // recorder is the ResponseWriter of a forwarded request.

@@ -48,10 +48,11 @@ func FuzzServeForward(f *testing.F) {
 func FuzzValidateCommand(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"at":1,"heartbeat":{"agent_id":"a","reg":1}}`))
 	f.Add([]byte(`{"seq":-1}`))
-	n := &Node{}
+	n := &Node{role: RoleNode}
 	n.clog = storetest.Log(f)
+	n.view = newDirView(n, []peer.AddrInfo{{ID: "directory"}}, nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n.validateCommand(n.dirPeer, data)
+		n.validateCommand(n.view.directory(), data)
 		n.validateCommand(peer.ID("other"), data)
 	})
 }

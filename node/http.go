@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/ed25519"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,14 +26,14 @@ func (n *Node) buildHTTP() error {
 		Tokens:       n.tokens,
 		PublicURL:    n.cfg.PublicURL,
 		OnlineWindow: n.cfg.OnlineWindow,
-		Admins:       []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)},
+		IsAdmin:      n.isAdmin,
 		Now:          n.cfg.Now,
 		Logger:       n.log,
 		SearchRate:   n.cfg.SearchRate,
 		SearchBurst:  n.cfg.SearchBurst,
 		SolUSD:       n.solUSD,
 	}
-	if n.replica != nil {
+	if n.role == RoleNode {
 		cfg.Fallback = n.fallbackAgent
 	}
 	api, err := registryapi.NewAPI(cfg)
@@ -47,7 +46,8 @@ func (n *Node) buildHTTP() error {
 		refresh = n.replica.Sync
 	}
 	n.wall, err = wall.New(wall.Config{
-		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.dirPeer, PublicURL: n.cfg.PublicURL, Refresh: refresh,
+		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.view.directory, PublicURL: n.cfg.PublicURL, Refresh: refresh,
+		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
 		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate,
 		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
@@ -56,6 +56,7 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall.Routes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
+	n.quorumRoutes(mux.ServeMux)
 	n.agentRoutes(mux.ServeMux)
 
 	reg := n.metrics
@@ -135,6 +136,7 @@ type healthView struct {
 		CaughtUp  bool   `json:"caught_up"`
 		Error     string `json:"error,omitempty"`
 	} `json:"directory"`
+	Quorum *healthQuorum `json:"quorum"`
 }
 
 func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
@@ -145,16 +147,18 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 		StartedAt: n.started.UTC(), UptimeS: int64(now.Sub(n.started) / time.Second),
 	}
 	d := &v.Directory
-	d.Peer, d.Seq, d.Agents = n.dirPeer.String(), n.clog.Seq(), n.dir.AgentCount()
+	dir := n.view.directory()
+	d.Peer, d.Seq, d.Agents = dir.String(), n.clog.Seq(), n.dir.AgentCount()
 	d.Head, d.CaughtUp, d.Connected = d.Seq, true, true
 	if n.replica != nil {
 		var err error
 		d.Head, d.CaughtUp, err = n.replica.Status()
-		d.Connected = n.host.Connected(n.dirPeer)
+		d.Connected = dir == n.host.ID() || (dir != "" && n.host.Connected(dir))
 		if err != nil {
 			d.Error = err.Error()
 		}
 	}
+	v.Quorum = n.healthQuorum(d.Head)
 	// A node without its directory still serves reads, so it stays 200
 	// (a load balancer keeps it); "degraded" tells an operator that writes
 	// answer 503 and reads may be stale.

@@ -13,7 +13,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -43,32 +42,40 @@ func (n *Node) startP2P(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.role = n.cfg.role()
-	n.dirPeer = n.selfPeer()
-	if n.role == RoleNode {
-		n.dirPeer = boots[0].ID
-	}
-	dirPub, err := p2p.PublicKey(n.dirPeer)
+	voters, err := p2p.ParseAddrs(n.cfg.Quorum)
 	if err != nil {
-		return fmt.Errorf("node: directory peer %s: %w", n.dirPeer, err)
-	}
-	n.dirDID = identity.DIDFromPublicKey(dirPub)
-	if err := n.clog.BindOrigin(n.dirDID); err != nil {
 		return err
 	}
-	n.tokens = registryapi.NewTokens(nil, dirPub)
-	if n.role == RoleBootstrap {
-		n.tokens = registryapi.NewTokens(n.key)
+	n.role = n.cfg.role()
+	n.view = newDirView(n, boots, voters)
+	switch {
+	case n.role == RoleBootstrap && len(voters) == 0:
+		if err := n.clog.BindOrigin(n.DID()); err != nil {
+			return err
+		}
+	case n.role == RoleBootstrap:
+		if err := n.bindQuorumOrigin(voters); err != nil {
+			return err
+		}
 	}
-	n.validator = registryapi.NewRecordValidator(func(did string) bool { return did == n.dirDID })
+	// Ordinary nodes learn whose log they follow from the directory (see
+	// fetchChanges).
+	var key ed25519.PrivateKey
+	if n.role == RoleBootstrap {
+		key = n.key
+	}
+	n.tokens = registryapi.NewTokensTrusting(key, n.view.trustedAt)
+	n.validator = registryapi.NewRecordValidatorAt(n.view.trustedAt)
 	var onDHTServer func(peer.ID)
 	if n.role == RoleBootstrap {
 		n.publisher = newPublisher(n)
 		onDHTServer = n.publisher.dhtServerConnected
 	}
 	cfg := p2p.Config{
-		Key:       n.key,
-		Bootstrap: boots,
+		Key: n.key,
+		// The members of a quorum keep each other connected, as they keep
+		// the other bootstrap nodes.
+		Bootstrap: append(voters, boots...),
 		DHTServer: n.role == RoleBootstrap || n.cfg.DHTServer,
 		// Bootstrap nodes relay for nodes behind NAT and are the rendezvous
 		// of wall topics.
@@ -104,7 +111,10 @@ func (n *Node) selfPeer() peer.ID {
 
 // startRegistry wires the directory for the node's role.
 func (n *Node) startRegistry(ctx context.Context) error {
-	if n.role == RoleBootstrap {
+	switch {
+	case n.role == RoleBootstrap && len(n.cfg.Quorum) > 0:
+		return n.startQuorum(ctx)
+	case n.role == RoleBootstrap:
 		return n.startDirectory(ctx)
 	}
 	return n.startReplica(ctx)
@@ -129,14 +139,23 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	}
 	local := cmdlog.NewLocal(n.clog)
 	local.OnCommit = n.publisher.committed
-	n.proposer = local
+	n.orderer, n.proposer = local, local
+	n.serveDirectory(ctx)
+	return nil
+}
+
+// serveDirectory serves what a bootstrap node serves other nodes: the
+// change log, forwarded writes and proposals, heartbeats, and the quorum's
+// state; and publishes what the directory commits.
+func (n *Node) serveDirectory(ctx context.Context) {
 	n.host.HandleRequests(changesProto, maxChangesReq, n.serveChanges)
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
+	n.host.HandleRequests(quorumProto, maxQuorumReq, n.serveQuorum)
+	n.host.HandleDownloads(snapshotProto, maxQuorumReq, n.serveSnapshot)
 	n.goroutine(func() { n.publisher.run(ctx, n.dirTopic) })
 	n.goroutine(func() { n.flushPresence(ctx) })
-	return nil
 }
 
 type changesRequest struct {
@@ -147,6 +166,13 @@ type changesRequest struct {
 type changesResponse struct {
 	Head    uint64            `json:"head"`
 	Entries []json.RawMessage `json:"entries"`
+	// Snapshot: the changes asked for were compacted; install a snapshot
+	// (snapshotProto) and ask again from its seq.
+	Snapshot bool `json:"snapshot,omitempty"`
+	// Origin names whose log this is (cmdlog's origin); Quorum is the
+	// answering node's view of who runs the directory.
+	Origin string      `json:"origin,omitempty"`
+	Quorum *quorumView `json:"quorum,omitempty"`
 }
 
 func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
@@ -159,54 +185,62 @@ func (n *Node) serveChanges(_ context.Context, _ peer.ID, req []byte) ([]byte, e
 	}
 	head := n.clog.Seq()
 	cmds, err := n.clog.Changes(q.Since, q.Limit, changesMaxBytes)
+	compacted := errors.Is(err, cmdlog.ErrCompacted)
+	if err != nil && !compacted {
+		return nil, err
+	}
+	origin, err := n.clog.Origin()
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(changesResponse{Head: head, Entries: cmds})
+	view := n.quorumView()
+	return json.Marshal(changesResponse{Head: head, Entries: cmds, Snapshot: compacted, Origin: origin, Quorum: &view})
 }
 
 // startReplica makes this node a copy of the directory: commands arrive by
-// gossip and are fetched from the directory node whenever the replica is
+// gossip and are fetched from the directory whenever the replica is
 // behind; writes are forwarded (see forward.go).
 func (n *Node) startReplica(ctx context.Context) error {
 	n.proposer = replicaProposer{n}
-	n.replica = cmdlog.NewReplica(n.clog, n.fetchChanges, n.log.With("component", "replica"))
+	rep := cmdlog.NewReplica(n.clog, n.fetchChanges, n.log.With("component", "replica"))
+	rep.Install = n.installSnapshot
+	n.replica = rep
 	var err error
 	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
 		MaxSize:  maxCommandSize,
 		Validate: n.validateCommand,
-		Deliver:  func(m p2p.Message) { n.replica.Offer(*m.Value.(*cmdlog.Entry)) },
+		Deliver:  func(m p2p.Message) { rep.Offer(*m.Value.(*cmdlog.Entry)) },
 	})
 	if err != nil {
 		return err
 	}
-	// Catch up as soon as the directory node is (re)connected, and tell the
-	// operator when it comes and goes.
+	// Catch up as soon as a bootstrap node is (re)connected, and tell the
+	// operator when the directory comes and goes.
 	var linked atomic.Bool
 	n.host.Libp2p().Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
-			if c.RemotePeer() == n.dirPeer {
-				n.replica.Kick()
+			if p := c.RemotePeer(); n.view.isDirectoryPeer(p) {
+				rep.Kick()
 				if !linked.Swap(true) {
-					n.log.Info("connected to the directory node", "peer", n.dirPeer)
+					n.log.Info("connected to the directory", "peer", p)
 				}
 			}
 		},
 		DisconnectedF: func(_ network.Network, c network.Conn) {
-			if c.RemotePeer() == n.dirPeer && !n.host.Connected(n.dirPeer) && linked.Swap(false) {
-				n.log.Warn("lost the directory node: reads are served from this node's copy, writes answer 503 until it is back", "peer", n.dirPeer)
+			if p := c.RemotePeer(); n.view.isDirectoryPeer(p) && !n.host.Connected(p) && n.view.source() == "" && linked.Swap(false) {
+				n.log.Warn("lost the directory: reads are served from this node's copy, writes answer 503 until it is back", "peer", p)
 			}
 		},
 	})
-	n.goroutine(func() { n.replica.Run(ctx) })
+	n.goroutine(func() { rep.Run(ctx) })
 	return nil
 }
 
-// validateCommand accepts directory commands only from the directory node,
-// well formed, and not already applied.
+// validateCommand accepts directory commands only from a node that runs
+// the directory, well formed, and not already applied.
 func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
-	if origin != n.dirPeer {
-		return nil, errors.New("directory change from a peer that is not the directory")
+	if !n.view.isDirectoryPeer(origin) {
+		return nil, errors.New("directory change from a peer that does not run the directory")
 	}
 	var e cmdlog.Entry
 	if err := json.Unmarshal(data, &e); err != nil || e.Seq == 0 || e.Kind == "" {
@@ -218,20 +252,36 @@ func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
 	return &e, nil
 }
 
+// fetchChanges asks a bootstrap node that runs the directory for the
+// changes after since: the leader when one is known and reachable, any
+// member otherwise (a member's log is the leader's, committed so far).
 func (n *Node) fetchChanges(ctx context.Context, since uint64) ([]cmdlog.Entry, uint64, error) {
-	if !n.host.Connected(n.dirPeer) {
-		return nil, 0, errors.New("not connected to the directory node")
+	src := n.view.source()
+	if src == "" {
+		return nil, 0, errors.New("not connected to any node that runs the directory")
 	}
 	req, _ := json.Marshal(changesRequest{Since: since, Limit: changesBatch})
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	raw, err := n.host.Request(ctx, n.dirPeer, changesProto, req, maxChangesResp)
+	raw, err := n.host.Request(ctx, src, changesProto, req, maxChangesResp)
 	if err != nil {
 		return nil, 0, err
 	}
 	var resp changesResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return nil, 0, fmt.Errorf("changes response: %w", err)
+	}
+	if resp.Origin != "" {
+		if err := n.clog.AdoptOrigin(resp.Origin); err != nil {
+			n.log.Error("the bootstrap nodes run another directory than the one this node's store holds", "peer", src, "err", err)
+			return nil, 0, err
+		}
+	}
+	if resp.Quorum != nil {
+		n.view.heard(*resp.Quorum)
+	}
+	if resp.Snapshot {
+		return nil, resp.Head, cmdlog.ErrCompacted
 	}
 	entries := make([]cmdlog.Entry, len(resp.Entries))
 	for i, c := range resp.Entries {

@@ -58,7 +58,7 @@ func TestMeshWithoutDirectory(t *testing.T) {
 	bootCfg := m.boot.cfg
 	bootAddr := strings.Split(m.boot.P2PAddrs()[0], "/p2p/")[0]
 	m.boot.Close()
-	eventually(t, 10*time.Second, func() bool { return !b.host.Connected(b.dirPeer) }, "b still sees the directory")
+	eventually(t, 10*time.Second, func() bool { return !b.host.Connected(b.view.directory()) }, "b still sees the directory")
 
 	// Reads are served from the local index.
 	if st, v := call(t, b, "GET", "/v1/agents/survivor", ""); st != 200 {
@@ -228,7 +228,7 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 	// A change from the directory that the node already applied (a replay,
 	// or gossip late behind the catch-up) is ignored and counted.
 	applied, _ := json.Marshal(cmdlog.Entry{Seq: b.clog.Seq(), Kind: registryapi.Kind, Op: json.RawMessage(`{}`)})
-	if _, err := b.validateCommand(b.dirPeer, applied); !errors.Is(err, p2p.ErrReplay) {
+	if _, err := b.validateCommand(b.view.directory(), applied); !errors.Is(err, p2p.ErrReplay) {
 		t.Fatalf("an applied change: %v, want ErrReplay", err)
 	}
 }

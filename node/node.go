@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/gate"
+	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/store"
@@ -31,27 +32,36 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	key     ed25519.PrivateKey
-	db      *store.DB
-	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
-	dir     *registryapi.Directory
-	catalog *wall.Catalog
-	metrics *prometheus.Registry
+	key ed25519.PrivateKey
+	db  *store.DB
+
+	adminNonces nonceMemory // of quorum admin requests (quorum_admin.go)
+	clog        *cmdlog.Log // the canonical log: the directory's or a replica's copy
+	dir         *registryapi.Directory
+	catalog     *wall.Catalog
+	signers     *quorum.Signers // the quorum's members as the log names them
+	metrics     *prometheus.Registry
 
 	host      *p2p.Host
 	role      string
-	dirPeer   peer.ID // the directory node (this node, for a bootstrap)
-	dirDID    string  // its did:key: the key that signs tokens and records
+	view      *dirView // who runs the directory: this node, its quorum, or what bootstrap nodes said
 	tokens    *registryapi.Tokens
 	validator registryapi.RecordValidator // of DHT records: attested by our directory
+	// orderer orders writes on a bootstrap node (the single writer, or the
+	// quorum while this member leads it); nil on other nodes. proposer is
+	// what the surfaces propose to: local, or the way to the directory.
+	orderer   cmdlog.Proposer
 	proposer  cmdlog.Proposer
-	replica   *cmdlog.Replica // nil on the directory node
+	quorum    *quorum.Quorum // nil unless this node is a member of a quorum
+	replica   follower       // nil on a single directory node
 	dirTopic  *p2p.Topic
-	publisher *publisher    // nil on replicas
+	publisher *publisher    // nil unless a bootstrap node
 	agent     *agentRuntime // nil unless an agent is embedded
 	solUSD    *registryapi.SolUSD
 
-	baseFromHost bool // answers name the Host a client used (no public URL known)
+	baseFromHost bool          // answers name the Host a client used (no public URL known)
+	snapshots    chan struct{} // snapshots being served
+	signersDue   chan struct{} // the leader is to name the members in the log
 
 	wall     *wall.Service
 	handler  http.Handler
@@ -78,7 +88,17 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Node{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.ForwardTimeout == 0 {
+		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
+	if cfg.ForwardRetry == 0 {
+		cfg.ForwardRetry = DefaultForwardRetry
+	}
+	cfg.Raft.defaults()
+	if cfg.ChangesKept == 0 {
+		cfg.ChangesKept = DefaultChangesKept
+	}
+	return &Node{cfg: cfg, log: cfg.Logger, snapshots: make(chan struct{}, snapshotsServed), signersDue: make(chan struct{}, 1)}, nil
 }
 
 // Start opens the node's state and starts serving. When it returns nil the
@@ -150,6 +170,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
 	}
+	n.goroutine(func() { n.compactLog(ctx) })
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil
 }
@@ -187,6 +208,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
+	n.signers = quorum.NewSigners(n.clog)
 	return nil
 }
 
@@ -197,6 +219,20 @@ func (n *Node) goroutine(fn func()) {
 		defer n.wg.Done()
 		fn()
 	}()
+}
+
+// every runs fn every d until ctx is done.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }
 
 // grace is Config.ShutdownGrace, or its default when unset.
@@ -236,6 +272,11 @@ func (n *Node) Close() error {
 			n.cancel()
 		}
 		n.wg.Wait()
+		if n.quorum != nil {
+			if err := n.quorum.Close(); err != nil {
+				n.log.Debug("leaving the quorum", "err", err)
+			}
+		}
 		n.closeAgent()
 		if n.host != nil {
 			if err := n.host.Close(); err != nil {

@@ -45,11 +45,16 @@ func (n *Node) servePresence(_ context.Context, _ peer.ID, req []byte) ([]byte, 
 
 // fetchPresence copies the directory's new heartbeats.
 func (n *Node) fetchPresence(ctx context.Context) error {
+	// Only the node that orders writes records heartbeats.
+	dir := n.view.directory()
+	if dir == "" || dir == n.host.ID() || !n.host.Connected(dir) {
+		return nil
+	}
 	epoch, ver := n.dir.PresenceCursor()
 	req, _ := json.Marshal(presenceRequest{Epoch: epoch, Ver: ver})
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	raw, err := n.host.Request(ctx, n.dirPeer, presenceProto, req, maxPresenceResp)
+	raw, err := n.host.Request(ctx, dir, presenceProto, req, maxPresenceResp)
 	if err != nil {
 		return err
 	}

@@ -73,12 +73,16 @@ func (n *Node) proposeRemote(ctx context.Context, p proposal) (any, error) {
 	if !remoteKinds[p.Kind] {
 		return nil, httpx.E(http.StatusForbidden, "not_proposable", "%q operations are not accepted from other nodes", p.Kind)
 	}
-	return n.proposer.Propose(ctx, p.Kind, n.cfg.Now().UnixNano(), p.Op)
+	if !n.view.isDirectory() {
+		return nil, errNotLeader.With("%s leader %s", errNotLeader.Detail, n.view.directory())
+	}
+	return n.orderer.Propose(ctx, p.Kind, n.cfg.Now().UnixNano(), p.Op)
 }
 
-// replicaProposer is the Proposer of a node that is not the directory: it
-// sends proposals of remoteKinds to the directory node and waits until its
-// own replica has applied them, so a client reads its writes here.
+// replicaProposer is the Proposer of a node that does not order writes:
+// it sends proposals of remoteKinds to the node that does (trying the
+// leader of a quorum, as roundTrip does) and waits until its own copy of
+// the log has applied them, so a client reads its writes here.
 type replicaProposer struct{ n *Node }
 
 func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op any) (any, error) {
@@ -86,23 +90,31 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op 
 	if !remoteKinds[kind] {
 		return nil, registryapi.ErrReadOnly
 	}
-	if !n.host.Connected(n.dirPeer) {
-		return nil, errNoDirectory
-	}
 	b, err := json.Marshal(op)
 	if err != nil {
 		return nil, err
 	}
 	req, _ := json.Marshal(proposal{Kind: kind, Op: b})
-	rctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	rctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
 	defer cancel()
-	raw, err := n.host.Request(rctx, n.dirPeer, proposeProto, req, maxProposalRes)
-	if err != nil {
-		return nil, errNoDirectory.With("the directory node did not answer: %v", err)
-	}
 	var res proposalResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, fmt.Errorf("proposal result: %w", err)
+	for {
+		dir, why := n.view.directoryFor(rctx)
+		if dir == "" {
+			return nil, why
+		}
+		raw, err := n.host.Request(rctx, dir, proposeProto, req, maxProposalRes)
+		if err != nil {
+			return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+		}
+		res = proposalResult{}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("proposal result: %w", err)
+		}
+		if e := res.Error; e == nil || e.Code != errNotLeader.Code {
+			break
+		}
+		n.view.notLeader(dir, "")
 	}
 	if e := res.Error; e != nil {
 		return nil, &httpx.Error{Status: e.Status, Code: e.Code, Detail: e.Detail}

@@ -236,7 +236,12 @@ func (p *publisher) firstRetry() time.Duration {
 }
 
 // publish puts the current DHT values of ids, paced, and waits for them.
+// Only the node that orders writes publishes (the leader of a quorum,
+// which publishes everything again when it takes over).
 func (p *publisher) publish(ctx context.Context, ids []string) {
+	if !p.n.view.isDirectory() {
+		return
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	inFlight := make(chan struct{}, putsInFlight)

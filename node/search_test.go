@@ -28,7 +28,7 @@ func ranking(t *testing.T, n *Node, query string) string {
 }
 
 // TestSearchSameOnEveryNode: the directory, a replica, the replica after a
-// restart and a late joiner rank alike; a deleted agent vanishes from all.
+// restart and a late joiner (from a snapshot) rank alike; a deleted agent vanishes from all.
 func TestSearchSameOnEveryNode(t *testing.T) {
 	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
 	bCfg := m.config(t.TempDir(), RoleNode)
@@ -57,7 +57,14 @@ func TestSearchSameOnEveryNode(t *testing.T) {
 	if got := ranking(t, b, "translator echo"); got != want {
 		t.Fatalf("after a restart\n%s\nwant\n%s", got, want)
 	}
+	// The late joiner cannot replay the log: it installs a snapshot.
+	if err := m.boot.clog.Compact(1); err != nil {
+		t.Fatal(err)
+	}
 	c := m.join()
+	if c.clog.First() <= 2 {
+		t.Fatalf("the late joiner replayed the log from %d instead of installing a snapshot", c.clog.First())
+	}
 	if got := ranking(t, c, "translator echo"); got != want {
 		t.Fatalf("late joiner\n%s\nwant\n%s", got, want)
 	}

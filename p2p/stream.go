@@ -27,13 +27,30 @@ type RequestHandler func(ctx context.Context, from peer.ID, req []byte) ([]byte,
 // longer than maxReq are refused without reading them. Close waits for the
 // handlers running.
 func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
+	h.serveFramed(proto, maxReq, streamTimeout, func(ctx context.Context, s network.Stream, req []byte) error {
+		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
+		if err != nil {
+			return err
+		}
+		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
+			s.Reset()
+		}
+		return nil
+	})
+}
+
+// serveFramed serves proto: it admits a stream while the host runs, reads
+// its request frame (at most maxReq bytes) and hands it to fn, whose ctx
+// ends after limit or when the host closes (resetting the stream). An
+// error of fn is counted as a refusal and resets the stream.
+func (h *Host) serveFramed(proto string, maxReq int, limit time.Duration, fn func(ctx context.Context, s network.Stream, req []byte) error) {
 	h.h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
 		if !h.handlers.Enter() {
 			s.Reset()
 			return
 		}
 		defer h.handlers.Done()
-		ctx, cancel := context.WithTimeout(h.ctx, streamTimeout)
+		ctx, cancel := context.WithTimeout(h.ctx, limit)
 		defer cancel()
 		// Closing the host or the timeout unblocks reads and writes.
 		defer context.AfterFunc(ctx, func() { s.Reset() })()
@@ -45,14 +62,9 @@ func (h *Host) HandleRequests(proto string, maxReq int, fn RequestHandler) {
 			s.Reset()
 			return
 		}
-		resp, err := fn(ctx, s.Conn().RemotePeer(), req)
-		if err != nil {
+		if err := fn(ctx, s, req); err != nil {
 			h.cfg.Logger.Debug("request handler failed", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
 			h.dropped(SurfaceStream, DropRefused)
-			s.Reset()
-			return
-		}
-		if err := msgio.NewVarintWriter(s).WriteMsg(resp); err != nil {
 			s.Reset()
 		}
 	})
@@ -106,4 +118,62 @@ func readFrame(r io.Reader, max int) ([]byte, error) {
 		return nil, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)
 	}
 	return b, err
+}
+
+// DownloadHandler writes the answer to one request to w, as long as it
+// takes; an error resets the stream.
+type DownloadHandler func(ctx context.Context, from peer.ID, req []byte, w io.Writer) error
+
+// HandleDownloads serves proto for answers too large for one frame (a
+// snapshot): a request frame of at most maxReq bytes, then the answer as a
+// raw stream until the handler returns. Each read and write must progress
+// within streamTimeout; Close waits for the handlers running.
+func (h *Host) HandleDownloads(proto string, maxReq int, fn DownloadHandler) {
+	// No bound on the whole exchange: idleWriter bounds each write.
+	h.serveFramed(proto, maxReq, 1<<62, func(ctx context.Context, s network.Stream, req []byte) error {
+		return fn(ctx, s.Conn().RemotePeer(), req, idleWriter{s})
+	})
+}
+
+// Download sends req to p on proto and hands the answer, at most max
+// bytes, to fn as it arrives.
+func (h *Host) Download(ctx context.Context, p peer.ID, proto string, req []byte, max int64, fn func(io.Reader) error) error {
+	h.addRelayAddrs(p)
+	s, err := h.h.NewStream(ctx, p, protocol.ID(proto))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
+	s.SetDeadline(time.Now().Add(streamTimeout))
+	if err := msgio.NewVarintWriter(s).WriteMsg(req); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := fn(io.LimitReader(idleReader{s}, max)); err != nil {
+		s.Reset()
+		return err
+	}
+	return nil
+}
+
+// idleReader and idleWriter give each read or write of a stream
+// streamTimeout to progress: a download takes as long as it needs while
+// bytes flow, and fails once they stop.
+type idleReader struct{ s network.Stream }
+
+func (r idleReader) Read(p []byte) (int, error) {
+	r.s.SetReadDeadline(time.Now().Add(streamTimeout))
+	return r.s.Read(p)
+}
+
+type idleWriter struct{ s network.Stream }
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	w.s.SetWriteDeadline(time.Now().Add(streamTimeout))
+	return w.s.Write(p)
 }

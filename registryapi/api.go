@@ -40,6 +40,9 @@ type Config struct {
 	OnlineWindow time.Duration
 	// Admins may import catalog listings (Mesh-Sig by one of these keys).
 	Admins []ed25519.PublicKey
+	// IsAdmin, if set, decides instead of Admins (the keys of a quorum's
+	// members change).
+	IsAdmin func(ed25519.PublicKey) bool
 	// Fallback, if set, is asked for an agent this node does not hold (a
 	// replica still catching up): from the DHT or the directory node. It
 	// returns ErrAgentNotFound when it knows of none.

@@ -30,7 +30,8 @@ type Directory struct {
 	gen     atomic.Uint64
 
 	presence *Presence // who heartbeats: soft state, outside the log
-	index    *searchIndex
+	// index is the search's; a snapshot's install swaps in a new one.
+	index atomic.Pointer[searchIndex]
 }
 
 var _ cmdlog.Machine = (*Directory)(nil)
@@ -57,12 +58,11 @@ type storedReport struct {
 // NewDirectory returns the directory kept in db and registers it with log,
 // which must use the same store.
 func NewDirectory(log *cmdlog.Log) (*Directory, error) {
-	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano())),
-		index: newSearchIndex()}
+	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano()))}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
 	}
-	if err := d.index.rebuild(d.db); err != nil {
+	if err := d.rebuildIndex(); err != nil {
 		return nil, fmt.Errorf("registry: building the search index: %w", err)
 	}
 	log.Handle(Kind, d)
@@ -119,11 +119,39 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	if cmd.Feedback != nil {
 		ids = append(ids, cmd.Feedback.Target)
 	}
-	if d.index.reindex(d.db, ids) != nil {
+	if x := d.index.Load(); x.reindex(d.db, ids) != nil {
 		for _, id := range ids { // a row that cannot be read is not offered
-			d.index.remove(id)
+			x.remove(id)
 		}
 	}
+}
+
+// State implements cmdlog.Machine: the registry's keys (see keys.go);
+// heartbeats (p/) are this node's own.
+func (d *Directory) State() [][]byte {
+	return [][]byte{[]byte("a/"), []byte("k/"), []byte("t/"), []byte("n/"), []byte("r/"), []byte("d/"), agentCountKey}
+}
+
+// Restored implements cmdlog.Machine: every cached row may be stale.
+func (d *Directory) Restored() {
+	d.cacheMu.Lock()
+	clear(d.cache)
+	d.gen.Add(1)
+	d.cacheMu.Unlock()
+	// Searches go on with the old index until the new one is whole; one
+	// that cannot be built leaves the old one, whose results are checked
+	// against the rows anyway (searchResult).
+	_ = d.rebuildIndex()
+}
+
+// rebuildIndex builds the search index from the store and puts it in use.
+func (d *Directory) rebuildIndex() error {
+	x := newSearchIndex()
+	if err := x.rebuild(d.db); err != nil {
+		return err
+	}
+	d.index.Store(x)
+	return nil
 }
 
 // apply runs one command against state; delta is the change in the number

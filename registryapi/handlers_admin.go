@@ -66,6 +66,10 @@ func (a *API) importCatalog(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) isAdmin(pub string) bool {
+	if a.cfg.IsAdmin != nil {
+		k, err := identity.DecodePublicKey(pub)
+		return err == nil && a.cfg.IsAdmin(k)
+	}
 	for _, k := range a.cfg.Admins {
 		if identity.EncodePublicKey(k) == pub {
 			return true

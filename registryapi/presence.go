@@ -202,6 +202,20 @@ func (p *Presence) merge(c PresenceChanges) {
 	p.gen++
 }
 
+// takeOver makes these beats the directory's own, on a member of a quorum
+// that became its leader: a new epoch, so that every follower gets a full
+// copy (their cursors number the former leader's beats), new beats
+// numbered from there, and all of them written at the next flush.
+func (p *Presence) takeOver(epoch uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epoch, p.ver, p.recent = epoch, 0, nil
+	for id := range p.beats {
+		p.dirty[id] = true
+	}
+	p.gen++
+}
+
 // cursor is how far a follower has merged.
 func (p *Presence) cursor() (epoch, ver uint64) {
 	p.mu.Lock()
@@ -290,6 +304,10 @@ func (d *Directory) PresenceSince(epoch, ver uint64) ([]byte, error) {
 
 // MergePresence applies heartbeats copied from the directory node.
 func (d *Directory) MergePresence(c PresenceChanges) { d.presence.merge(c) }
+
+// TakeOverPresence makes the heartbeats this node copied its own: it became
+// the leader of the directory's quorum, and records beats from now on.
+func (d *Directory) TakeOverPresence() { d.presence.takeOver(uint64(time.Now().UnixNano())) }
 
 // PresenceCursor is how far this node has copied the directory's heartbeats.
 func (d *Directory) PresenceCursor() (epoch, ver uint64) { return d.presence.cursor() }

@@ -188,6 +188,11 @@ func PublishedAgent(e *cmdlog.Entry) (agentID string, ok bool) {
 type RecordValidator struct {
 	// Trusted reports whether did is a directory whose attestations count.
 	Trusted func(did string) bool
+	// TrustedAt, if set, decides instead of Trusted, knowing when the
+	// record was attested (its expiry less RecordTTL): a directory key
+	// retired since (a quorum member removed) still vouches for what it
+	// attested before.
+	TrustedAt func(did string, attested time.Time) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -201,6 +206,20 @@ type RecordValidator struct {
 // check would otherwise cost two Ed25519 verifications.
 func NewRecordValidator(trusted func(did string) bool) RecordValidator {
 	return RecordValidator{Trusted: trusted, verified: newVerifiedValues(verifiedValuesKept)}
+}
+
+// NewRecordValidatorAt is NewRecordValidator with a TrustedAt.
+func NewRecordValidatorAt(trustedAt func(did string, attested time.Time) bool) RecordValidator {
+	v := NewRecordValidator(nil)
+	v.TrustedAt = trustedAt
+	return v
+}
+
+func (v RecordValidator) trusts(r *AgentRecord) bool {
+	if v.TrustedAt != nil {
+		return v.TrustedAt(r.Directory, time.Unix(r.Expires, 0).Add(-RecordTTL))
+	}
+	return v.Trusted != nil && v.Trusted(r.Directory)
 }
 
 // Parse decodes and fully checks a record stored under key.
@@ -225,7 +244,7 @@ func (v RecordValidator) Parse(key string, value []byte) (*AgentRecord, error) {
 	if key != DIDRecordKey(r.DID) && key != IDRecordKey(r.AgentID) {
 		return nil, errors.New("record: stored under a key it does not name")
 	}
-	if v.Trusted == nil || !v.Trusted(r.Directory) {
+	if !v.trusts(&r) {
 		return nil, errors.New("record: not attested by a trusted directory")
 	}
 	if !v.verified.has(value) {

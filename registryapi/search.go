@@ -167,7 +167,7 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	if q.MaxPriceUSD != nil && !haveRate {
 		return ErrNoRate
 	}
-	hits, more := a.cfg.Directory.index.search(a.searchQuery(q, rt, now), q.offset, q.Limit)
+	hits, more := a.cfg.Directory.index.Load().search(a.searchQuery(q, rt, now), q.offset, q.Limit)
 	out := searchResponse{Results: make([]SearchResult, 0, len(hits))}
 	for _, h := range hits {
 		if res, ok := a.searchResult(r, h, now); ok {

@@ -42,6 +42,11 @@ type Tokens struct {
 	key     ed25519.PrivateKey // nil on nodes that cannot issue
 	iss     string
 	trusted map[string]ed25519.PublicKey
+	// trusts, if set, decides which issuers (did:key) are trusted
+	// directories instead of the map, knowing when a token was issued: the
+	// set changes as the members of a quorum do, and a member removed
+	// still vouches for the tokens it issued before.
+	trusts func(did string, issued time.Time) bool
 }
 
 // NewTokens returns Tokens that issue with key (may be nil) and trust the
@@ -57,6 +62,29 @@ func NewTokens(key ed25519.PrivateKey, trusted ...ed25519.PublicKey) *Tokens {
 		t.trusted[identity.DIDFromPublicKey(p)] = p
 	}
 	return t
+}
+
+// NewTokensTrusting returns Tokens that issue with key (may be nil) and
+// trust the issuers that trusted accepts. An issuer is a did:key, so the
+// key that verifies its tokens comes from its name.
+func NewTokensTrusting(key ed25519.PrivateKey, trusted func(did string, issued time.Time) bool) *Tokens {
+	t := NewTokens(key)
+	t.trusts = trusted
+	return t
+}
+
+// trustedKey is the key of iss, if iss is a trusted directory for a token
+// issued at iat.
+func (t *Tokens) trustedKey(iss string, iat int64) (ed25519.PublicKey, bool) {
+	if t.trusts == nil {
+		pub, ok := t.trusted[iss]
+		return pub, ok
+	}
+	if !t.trusts(iss, time.Unix(iat, 0)) {
+		return nil, false
+	}
+	pub, err := identity.PublicKeyFromDID(iss)
+	return pub, err == nil
 }
 
 // Issue returns a token for registration reg of agent id, valid TokenTTL.
@@ -90,7 +118,7 @@ func (t *Tokens) Verify(tok string, now time.Time) (TokenClaims, error) {
 	if err != nil || json.Unmarshal(raw, &c) != nil || c.Sub == "" || c.Reg == 0 {
 		return c, ErrBadToken.With("bearer token claims are malformed")
 	}
-	pub, ok := t.trusted[c.Iss]
+	pub, ok := t.trustedKey(c.Iss, c.Iat)
 	if !ok {
 		return c, ErrBadToken.With("bearer token issuer is not a trusted directory")
 	}

@@ -82,6 +82,38 @@ func (db *DB) Update(fn func(*Txn) error) error {
 	return err
 }
 
+// ReadTxn opens a read-only transaction that sees the store as of now,
+// whatever is written after, until Discard: for reading a consistent
+// image while writes go on (snapshots).
+func (db *DB) ReadTxn() *Txn { return &Txn{t: db.bdb.NewTransaction(false)} }
+
+// Discard ends a transaction from ReadTxn.
+func (tx *Txn) Discard() { tx.t.Discard() }
+
+// DropPrefix deletes every key with one of the prefixes. Writes wait
+// while it runs.
+func (db *DB) DropPrefix(prefixes ...[]byte) error { return db.bdb.DropPrefix(prefixes...) }
+
+// Batch writes many keys quickly, in as many transactions as they need:
+// for loading a snapshot, not for changes that must be atomic.
+type Batch struct{ wb *badger.WriteBatch }
+
+// NewBatch starts a Batch; Flush it, or Cancel it.
+func (db *DB) NewBatch() *Batch { return &Batch{wb: db.bdb.NewWriteBatch()} }
+
+// Set stores val at key; expiresAt (Unix seconds) 0 keeps it for ever.
+func (b *Batch) Set(key, val []byte, expiresAt uint64) error {
+	e := badger.NewEntry(key, val)
+	e.ExpiresAt = expiresAt
+	return b.wb.SetEntry(e)
+}
+
+// Flush writes what the batch holds and waits for it.
+func (b *Batch) Flush() error { return b.wb.Flush() }
+
+// Cancel drops the batch.
+func (b *Batch) Cancel() { b.wb.Cancel() }
+
 // RunGC reclaims space in the value log every interval until ctx is done.
 func (db *DB) RunGC(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
@@ -176,6 +208,41 @@ func (tx *Txn) Scan(prefix, start []byte, fn func(key, val []byte) (bool, error)
 			return err
 		})
 		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// Last returns a copy of the last key with the given prefix, in key order,
+// and of its value, or ErrNotFound when no key has the prefix.
+func (tx *Txn) Last(prefix []byte) (key, val []byte, err error) {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix, opts.Reverse, opts.PrefetchValues = prefix, true, false
+	it := tx.t.NewIterator(opts)
+	defer it.Close()
+	// Reverse iteration seeks to the last key <= the seek key: past every
+	// key with the prefix, unless one goes on with nine 0xff bytes, which
+	// no key of the mesh does (numbers in keys are 8 bytes).
+	it.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+	if !it.ValidForPrefix(prefix) {
+		return nil, nil, ErrNotFound
+	}
+	item := it.Item()
+	val, err = item.ValueCopy(nil)
+	return item.KeyCopy(nil), val, err
+}
+
+// ScanExpiry is Scan with each key's expiry (Unix seconds, 0 for none).
+func (tx *Txn) ScanExpiry(prefix []byte, fn func(key, val []byte, expiresAt uint64) error) error {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	it := tx.t.NewIterator(opts)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		err := item.Value(func(v []byte) error { return fn(item.Key(), v, item.ExpiresAt()) })
+		if err != nil {
 			return err
 		}
 	}

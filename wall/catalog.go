@@ -129,6 +129,15 @@ func (c *Catalog) Committed(e *cmdlog.Entry) {
 	}
 }
 
+// State implements cmdlog.Machine: records, slugs and tombstones;
+// histories (w/h/, w/hn/) are kept by bootstrap nodes for themselves.
+func (c *Catalog) State() [][]byte {
+	return [][]byte{[]byte("w/c/"), []byte("w/s/"), []byte("w/t/")}
+}
+
+// Restored implements cmdlog.Machine; the catalog caches nothing.
+func (c *Catalog) Restored() {}
+
 func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed) (Result, error) {
 	r, err := OpenRecord(s)
 	if err != nil {

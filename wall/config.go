@@ -126,9 +126,19 @@ type Config struct {
 	Catalog *Catalog        // required
 	Log     cmdlog.Proposer // required: creates and deletes clusters
 	Host    *p2p.Host       // required
-	// Directory is the directory node, which keeps cluster histories;
-	// empty means this node.
-	Directory peer.ID
+	// Directory names the node that orders the directory's writes, which
+	// keeps cluster histories (the leader of a quorum, which may change);
+	// nil, or an empty answer from a node keeping histories, means this
+	// node.
+	Directory func() peer.ID
+	// KeepsHistory serves cluster histories to other nodes (bootstrap
+	// nodes): those of the directory whenever this node is it.
+	KeepsHistory bool
+	// HistoryKeepers, if set, names every node that keeps cluster
+	// histories (the members of the directory's quorum): history events
+	// go to each, so that whichever leads next holds them. Nil: the
+	// Directory alone.
+	HistoryKeepers func() []peer.ID
 	// PublicURL is the base URL clients reach this node at.
 	PublicURL string
 	// Refresh, if set, brings the catalog up to date with the directory;

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -200,22 +201,54 @@ func (s *Service) appendHistory(id string, events []pendingEvent) error {
 	for i, e := range events {
 		bodies[i] = e.body
 	}
-	if s.isDirectory() {
-		return s.storeEvents(id, s.cfg.Host.ID(), bodies)
+	self := s.cfg.Host.ID()
+	var keepers []peer.ID
+	if s.cfg.HistoryKeepers != nil {
+		keepers = s.cfg.HistoryKeepers()
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
+	if len(keepers) == 0 && !s.isDirectory() {
+		keepers = []peer.ID{s.cfg.Directory()}
+	}
+	var stored error
+	if s.isDirectory() || (s.cfg.KeepsHistory && slices.Contains(keepers, self)) {
+		if stored = s.storeEvents(id, self, bodies); len(keepers) == 0 {
+			return stored
+		}
+	}
 	q := historyRequest{Op: historyAppend, Cluster: id, Events: bodies}
 	if key := events[0].key; key != nil {
-		q.sign(key, s.cfg.Host.ID(), s.cfg.Now())
+		q.sign(key, self, s.cfg.Now())
 	}
 	req, _ := json.Marshal(q)
-	_, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, 64)
-	return err
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	// Each keeper keeps its own copy: the one that leads next must hold
+	// the events too. A keeper that misses some has a shorter history.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := []error{stored}
+	for _, k := range keepers {
+		if k == self {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := s.cfg.Host.Request(ctx, k, historyProto, req, 64); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *Service) isDirectory() bool {
-	return s.cfg.Directory == "" || s.cfg.Directory == s.cfg.Host.ID()
+	if s.cfg.Directory == nil {
+		return true
+	}
+	d := s.cfg.Directory()
+	return d == s.cfg.Host.ID() || (d == "" && s.cfg.KeepsHistory)
 }
 
 // Key layout of the history on the directory node:
@@ -392,7 +425,9 @@ func (s *Service) serveHistory(ctx context.Context, from peer.ID, raw []byte) ([
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
 	}
-	cl, err := s.cfg.Catalog.Get(q.Cluster)
+	// A keeper that is not the directory may not have applied a cluster
+	// created a moment ago: it asks the directory before refusing.
+	cl, err := s.cluster(ctx, q.Cluster, false)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +488,7 @@ func (s *Service) fetchEvents(ctx context.Context, id, token string, limit int) 
 	req, _ := json.Marshal(q)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory, historyProto, req, maxHistoryResp)
+	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory(), historyProto, req, maxHistoryResp)
 	if err != nil {
 		return nil, ErrNoDirectory.With("the directory node, which keeps cluster histories, did not answer: %v", err)
 	}

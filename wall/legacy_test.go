@@ -100,7 +100,7 @@ func TestReplayV1Records(t *testing.T) {
 // admin token deletes it.
 func TestV1ClusterOnTheWall(t *testing.T) {
 	dir := newHarness(t, nil)
-	other := newHarness(t, func(c *Config) { c.Directory = dir.host.ID() })
+	other := newHarness(t, func(c *Config) { c.Directory = dir.host.ID })
 	s, id, tok, admin := newClusterV1(t, Private, Meta{Name: "old club"})
 	for _, h := range []*harness{dir, other} {
 		if _, err := h.svc.cfg.Log.Propose(context.Background(), Kind, time.Now().UnixNano(), Op{Create: &s}); err != nil {

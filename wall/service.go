@@ -84,7 +84,7 @@ func (s *Service) Start(context.Context) error {
 	h.HandleRequests(rosterProto, maxRosterReq, s.serveRoster)
 	h.HandleRequests(receiptProto, maxReceiptReq, s.serveReceipts)
 	h.HandleRequests(receiptProtoV1, 4096, s.serveReceipt)
-	if s.isDirectory() {
+	if s.cfg.Directory == nil || s.cfg.KeepsHistory {
 		h.HandleRequests(historyProto, maxHistoryReq, s.serveHistory)
 	}
 	s.cfg.Catalog.OnDelete(func(id string) {

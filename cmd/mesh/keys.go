@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
 )
 
 func keygenCmd() *cobra.Command {
@@ -33,10 +34,10 @@ func keygenCmd() *cobra.Command {
 
 func pubkeyCmd() *cobra.Command {
 	var keyFile string
-	var did bool
+	var did, peerID bool
 	c := &cobra.Command{
 		Use:   "pubkey",
-		Short: "Print the base64 public key (or, with --did, the did:key) of a key file",
+		Short: "Print the base64 public key (or, with --did, the did:key; with --peer-id, the libp2p peer id) of a key file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key, err := identity.LoadKey(keyFile)
@@ -44,6 +45,14 @@ func pubkeyCmd() *cobra.Command {
 				return err
 			}
 			pub := key.Public().(ed25519.PublicKey)
+			if peerID {
+				id, err := p2p.PeerID(pub)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+				return nil
+			}
 			if did {
 				fmt.Fprintln(cmd.OutOrStdout(), identity.DIDFromPublicKey(pub))
 			} else {
@@ -54,6 +63,7 @@ func pubkeyCmd() *cobra.Command {
 	}
 	c.Flags().StringVarP(&keyFile, "key", "k", env("MESH_KEY", "agent.key"), "key file (env MESH_KEY)")
 	c.Flags().BoolVar(&did, "did", false, "print the did:key instead")
+	c.Flags().BoolVar(&peerID, "peer-id", false, "print the libp2p peer id instead (of a node.key: the /p2p/ part of the node's addresses)")
 	return c
 }
 

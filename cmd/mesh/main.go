@@ -23,7 +23,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodeCmd(), coordCmd(), keygenCmd(), pubkeyCmd(), signCmd(), chatCmd(), callCmd(), benchCmd())
+	root.AddCommand(nodeCmd(), coordCmd(), keygenCmd(), pubkeyCmd(), signCmd(), chatCmd(), callCmd(), benchCmd(), quorumCmd())
 	return root
 }
 

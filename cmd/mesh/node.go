@@ -61,6 +61,18 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second the node takes from all wall sockets of one cluster together, in bursts of twice that, pacing them likewise; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	f.Int64Var(&cfg.Wall.SendMemory, "wall-send-memory", cfg.Wall.SendMemory, "bytes of frames that may wait for all wall sockets of the node together; past it a socket that has frames waiting is closed as a slow consumer (env MESH_WALL_SEND_MEMORY)")
 	f.Float64Var(&cfg.Wall.ControlRate, "wall-control-rate", cfg.Wall.ControlRate, "control frames (pings, pongs, closes) a second one wall socket may send, in bursts of twice that; past it the socket is closed (env MESH_WALL_CONTROL_RATE)")
+	f.StringSliceVar(&cfg.Quorum, "quorum", envList("MESH_QUORUM", nil), "bootstrap nodes only: full multiaddrs of the initial voters of the Raft quorum that runs the directory, this node's included, the same list on each (3 or 5); starting again with the same list is harmless (env MESH_QUORUM)")
+	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "quorum: a follower that has not heard from the leader for this long stands for election; writes stall about twice this when the leader dies (env MESH_RAFT_HEARTBEAT_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.ElectionTimeout, "raft-election-timeout", cfg.Raft.ElectionTimeout, "quorum: how long a candidate waits for votes; at least the heartbeat timeout (env MESH_RAFT_ELECTION_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.LeaderLease, "raft-leader-lease", cfg.Raft.LeaderLease, "quorum: a leader that has not heard from a majority for this long steps down; at most the heartbeat timeout (env MESH_RAFT_LEADER_LEASE)")
+	f.DurationVar(&cfg.Raft.CommitTimeout, "raft-commit-timeout", cfg.Raft.CommitTimeout, "quorum: the longest the leader waits before sending new entries (env MESH_RAFT_COMMIT_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.RPCTimeout, "raft-rpc-timeout", cfg.Raft.RPCTimeout, "quorum: bound of one Raft RPC between members (env MESH_RAFT_RPC_TIMEOUT)")
+	f.DurationVar(&cfg.Raft.SnapshotInterval, "raft-snapshot-interval", cfg.Raft.SnapshotInterval, "quorum: how often a member checks whether to snapshot the directory and compact Raft's log (env MESH_RAFT_SNAPSHOT_INTERVAL)")
+	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "raft-snapshot-threshold", cfg.Raft.SnapshotThreshold, "quorum: entries committed since the last snapshot that make a member take one (env MESH_RAFT_SNAPSHOT_THRESHOLD)")
+	f.Uint64Var(&cfg.Raft.TrailingLogs, "raft-trailing-logs", cfg.Raft.TrailingLogs, "quorum: entries of Raft's log kept behind a snapshot; a member less far behind catches up from the log (env MESH_RAFT_TRAILING_LOGS)")
+	f.Uint64Var(&cfg.ChangesKept, "changes-kept", cfg.ChangesKept, "latest entries of the directory's change log kept (compacted every minute); a node further behind installs a snapshot (env MESH_CHANGES_KEPT)")
+	f.DurationVar(&cfg.ForwardTimeout, "forward-timeout", cfg.ForwardTimeout, "bound of a write forwarded to the directory's leader, retries included; then 503 directory_unavailable (env MESH_FORWARD_TIMEOUT)")
+	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader (env MESH_FORWARD_RETRY)")
 	f.IntVar(&cfg.SearchRate, "search-rate", cfg.SearchRate, "searches (POST /v1/search) one client address may make a minute (env MESH_SEARCH_RATE)")
 	f.IntVar(&cfg.SearchBurst, "search-burst", cfg.SearchBurst, "searches one client address may make at once (env MESH_SEARCH_BURST)")
 	f.Float64Var(&cfg.SolUSD, "sol-usd", cfg.SolUSD, "a fixed SOL/USD rate for the search's max_price_usd filter (env MESH_SOL_USD)")
@@ -79,11 +91,23 @@ var nodeEnv = map[string]string{
 	"wall-control-rate":  "MESH_WALL_CONTROL_RATE",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
 	"shutdown-grace":     "MESH_SHUTDOWN_GRACE",
-	"search-rate":        "MESH_SEARCH_RATE",
-	"search-burst":       "MESH_SEARCH_BURST",
-	"sol-usd":            "MESH_SOL_USD",
-	"sol-usd-interval":   "MESH_SOL_USD_INTERVAL",
-	"sol-usd-timeout":    "MESH_SOL_USD_TIMEOUT",
+
+	"raft-heartbeat-timeout":  "MESH_RAFT_HEARTBEAT_TIMEOUT",
+	"raft-election-timeout":   "MESH_RAFT_ELECTION_TIMEOUT",
+	"raft-leader-lease":       "MESH_RAFT_LEADER_LEASE",
+	"raft-commit-timeout":     "MESH_RAFT_COMMIT_TIMEOUT",
+	"raft-rpc-timeout":        "MESH_RAFT_RPC_TIMEOUT",
+	"raft-snapshot-interval":  "MESH_RAFT_SNAPSHOT_INTERVAL",
+	"raft-snapshot-threshold": "MESH_RAFT_SNAPSHOT_THRESHOLD",
+	"raft-trailing-logs":      "MESH_RAFT_TRAILING_LOGS",
+	"changes-kept":            "MESH_CHANGES_KEPT",
+	"forward-timeout":         "MESH_FORWARD_TIMEOUT",
+	"forward-retry":           "MESH_FORWARD_RETRY",
+	"search-rate":             "MESH_SEARCH_RATE",
+	"search-burst":            "MESH_SEARCH_BURST",
+	"sol-usd":                 "MESH_SOL_USD",
+	"sol-usd-interval":        "MESH_SOL_USD_INTERVAL",
+	"sol-usd-timeout":         "MESH_SOL_USD_TIMEOUT",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {

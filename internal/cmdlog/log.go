@@ -1,6 +1,7 @@
 package cmdlog
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,13 @@ type Machine interface {
 	// Committed runs once the entry's transaction has committed, before the
 	// next entry is applied (to drop cached state, for example).
 	Committed(e *Entry)
+	// State lists the key prefixes that hold the machine's state: what a
+	// snapshot of the log carries and installing one replaces. Keys the
+	// machine keeps for this node alone must be outside them.
+	State() [][]byte
+	// Restored runs after a snapshot replaced the state (to drop cached
+	// state).
+	Restored()
 }
 
 // Log is the store's copy of the command log and the machines it feeds.
@@ -44,7 +52,12 @@ type Log struct {
 	db       *store.DB
 	mu       sync.Mutex // serialises Commit
 	seq      atomic.Uint64
+	index    atomic.Uint64
 	machines map[string]Machine
+
+	// advanced is closed, and replaced, each time seq moves: Wait's signal.
+	waitMu   sync.Mutex
+	advanced chan struct{}
 }
 
 // Key layout of the log in the store.
@@ -52,20 +65,30 @@ type Log struct {
 //	l/<seq 8B>   Entry (the change log)
 //	m/seq        last committed seq (8 bytes BE)
 //	m/origin     did of the directory whose log this is
+//	m/index      consensus index of the last committed entry (Append)
 var (
 	logPrefix = []byte("l/")
 	seqKey    = []byte("m/seq")
 	originKey = []byte("m/origin")
+	indexKey  = []byte("m/index")
 )
 
 func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
 
 // Open loads the log's position from db.
 func Open(db *store.DB) (*Log, error) {
-	l := &Log{db: db, machines: map[string]Machine{}}
+	l := &Log{db: db, machines: map[string]Machine{}, advanced: make(chan struct{})}
+	if err := recoverRestore(db); err != nil {
+		return nil, fmt.Errorf("cmdlog: recovering an interrupted restore: %w", err)
+	}
 	err := db.View(func(tx *store.Txn) error {
 		seq, err := GetU64(tx, seqKey)
+		if err != nil {
+			return err
+		}
+		index, err := GetU64(tx, indexKey)
 		l.seq.Store(seq)
+		l.index.Store(index)
 		return err
 	})
 	if err != nil {
@@ -96,32 +119,94 @@ func (l *Log) Commit(e *Entry) (any, error) {
 	if want := l.seq.Load() + 1; e.Seq != want {
 		return nil, fmt.Errorf("%w: seq %d, want %d", ErrOutOfOrder, e.Seq, want)
 	}
+	return l.commit(e, 0)
+}
+
+// Index is the consensus index of the last entry committed by Append: a
+// consensus engine that hands a restarted node entries it had already
+// applied skips those at or below it. 0 when entries came from Commit.
+func (l *Log) Index() uint64 { return l.index.Load() }
+
+// Append applies e as the next entry of the log (it gives e the next
+// sequence number) and records index, its place in the consensus engine's
+// own log, in the same transaction. An entry the machine refuses changes
+// nothing, and index is not recorded: applied again, it is refused again,
+// since the state it met has not changed either.
+func (l *Log) Append(e *Entry, index uint64) (any, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e.Seq = l.seq.Load() + 1
+	return l.commit(e, index)
+}
+
+// commit applies e under l.mu; index 0 leaves the consensus index alone.
+func (l *Log) commit(e *Entry, index uint64) (any, error) {
 	m, ok := l.machines[e.Kind]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, e.Kind)
 	}
 	var res any
+	var refused error
 	err := l.db.Update(func(tx *store.Txn) error {
-		var err error
-		if res, err = m.Apply(tx, e); err != nil {
-			return err
+		if res, refused = m.Apply(tx, e); refused != nil {
+			return refused
 		}
 		if err := tx.SetJSON(logKey(e.Seq), e); err != nil {
 			return err
 		}
+		if index != 0 {
+			if err := tx.Set(indexKey, []byte(store.U64(index))); err != nil {
+				return err
+			}
+		}
 		return tx.Set(seqKey, []byte(store.U64(e.Seq)))
 	})
+	if refused != nil {
+		return nil, refused
+	}
 	if err != nil {
-		return nil, err
+		return nil, &StoreError{err}
 	}
 	m.Committed(e)
+	if index != 0 {
+		l.index.Store(index)
+	}
 	l.seq.Store(e.Seq)
+	l.signal()
 	return res, nil
+}
+
+// signal wakes the callers of Wait.
+func (l *Log) signal() {
+	l.waitMu.Lock()
+	close(l.advanced)
+	l.advanced = make(chan struct{})
+	l.waitMu.Unlock()
+}
+
+// Wait blocks until the log holds seq, or ctx ends.
+func (l *Log) Wait(ctx context.Context, seq uint64) error {
+	for {
+		l.waitMu.Lock()
+		ch := l.advanced
+		l.waitMu.Unlock()
+		if l.Seq() >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Changes returns logged entries with seq > since, in order, encoded: at
 // most limit of them and, beyond the first, at most maxBytes in all.
 func (l *Log) Changes(since uint64, limit, maxBytes int) ([]json.RawMessage, error) {
+	if since+1 < l.First() && since < l.Seq() {
+		return nil, ErrCompacted
+	}
 	var out []json.RawMessage
 	size := 0
 	err := l.db.View(func(tx *store.Txn) error {
@@ -139,20 +224,53 @@ func (l *Log) Changes(since uint64, limit, maxBytes int) ([]json.RawMessage, err
 
 // BindOrigin records that this store holds the log of the directory named
 // by did, and refuses a store that already holds another directory's log:
-// two logs cannot be merged.
+// two logs cannot be merged. A store without changes is bound anew.
 func (l *Log) BindOrigin(did string) error {
 	return l.db.Update(func(tx *store.Txn) error {
 		cur, err := tx.Get(originKey)
 		switch {
+		case l.Seq() == 0 && (err == nil || errors.Is(err, store.ErrNotFound)):
+			return tx.Set(originKey, []byte(did))
 		case errors.Is(err, store.ErrNotFound):
-			if l.Seq() != 0 {
-				return fmt.Errorf("cmdlog: the store holds %d changes of unknown origin", l.Seq())
-			}
+			return fmt.Errorf("cmdlog: the store holds %d changes of unknown origin", l.Seq())
+		case err != nil:
+			return err
+		case string(cur) != did:
+			return fmt.Errorf("%w: the store holds the log of %s, not of %s; use a fresh data directory", ErrOtherOrigin, cur, did)
+		}
+		return nil
+	})
+}
+
+// Origin is the did of the directory whose log this store holds, empty
+// while none is bound.
+func (l *Log) Origin() (string, error) {
+	var did string
+	err := l.db.View(func(tx *store.Txn) error {
+		v, err := tx.Get(originKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		did = string(v)
+		return err
+	})
+	return did, err
+}
+
+// AdoptOrigin is BindOrigin for a replica that learns whose log it
+// follows from the directory itself: a store not bound yet is bound to did
+// even if it holds changes (fetched from that directory before it named
+// its origin); one bound to another directory is refused.
+func (l *Log) AdoptOrigin(did string) error {
+	return l.db.Update(func(tx *store.Txn) error {
+		cur, err := tx.Get(originKey)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
 			return tx.Set(originKey, []byte(did))
 		case err != nil:
 			return err
 		case string(cur) != did:
-			return fmt.Errorf("cmdlog: the store holds the log of %s, not of %s; use a fresh data directory", cur, did)
+			return fmt.Errorf("%w: the store holds the log of %s, not of %s; use a fresh data directory", ErrOtherOrigin, cur, did)
 		}
 		return nil
 	})

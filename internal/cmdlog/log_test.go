@@ -32,6 +32,8 @@ func (m *kv) Apply(tx *store.Txn, e *Entry) (any, error) {
 }
 
 func (m *kv) Committed(e *Entry) { m.committed = append(m.committed, e.Seq) }
+func (m *kv) State() [][]byte    { return [][]byte{[]byte("kv/")} }
+func (m *kv) Restored()          {}
 
 func (m *kv) get(t *testing.T, l *Log, k string) string {
 	t.Helper()
@@ -242,5 +244,64 @@ func TestReplicaSyncFetchesWhatGossipMissed(t *testing.T) {
 		if dm.get(t, dst, fmt.Sprintf("k%d", i)) != "v" {
 			t.Fatalf("Sync returned before k%d arrived", i)
 		}
+	}
+}
+
+func TestAppendRecordsTheConsensusIndex(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, store.Options{Dir: dir})
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- l.Wait(ctx, 2)
+	}()
+	e := Entry{At: 1, Kind: "kv", Op: []byte(`{"K":"a","V":"1"}`)}
+	if _, err := l.Append(&e, 7); err != nil || e.Seq != 1 || l.Index() != 7 {
+		t.Fatalf("append: %v seq %d index %d", err, e.Seq, l.Index())
+	}
+	// A refused entry takes no seq and leaves the index alone.
+	bad := Entry{At: 2, Kind: "kv", Op: []byte(`{"K":""}`)}
+	if _, err := l.Append(&bad, 8); !errors.Is(err, errEmptyKey) || l.Index() != 7 || l.Seq() != 1 {
+		t.Fatalf("refused append: %v index %d seq %d", err, l.Index(), l.Seq())
+	}
+	e2 := Entry{At: 3, Kind: "kv", Op: []byte(`{"K":"b","V":"2"}`)}
+	if _, err := l.Append(&e2, 9); err != nil || e2.Seq != 2 {
+		t.Fatalf("append: %v seq %d", err, e2.Seq)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	l.DB().Close()
+	l2, m2 := openLog(t, store.Options{Dir: dir})
+	if l2.Index() != 9 || l2.Seq() != 2 || m2.get(t, l2, "b") != "2" {
+		t.Fatalf("after reopening: index %d seq %d", l2.Index(), l2.Seq())
+	}
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := l2.Wait(short, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait for a seq never committed: %v", err)
+	}
+}
+
+func TestAdoptOrigin(t *testing.T) {
+	l, _ := memLog(t)
+	propose(t, NewLocal(l), "a", "1") // fetched before the directory named itself
+	if err := l.AdoptOrigin("did:key:q"); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := l.Origin(); o != "did:key:q" {
+		t.Fatalf("origin %q", o)
+	}
+	if err := l.AdoptOrigin("did:key:other"); !errors.Is(err, ErrOtherOrigin) {
+		t.Fatalf("another origin adopted: %v", err)
+	}
+	// An empty store is bound anew.
+	e, _ := memLog(t)
+	if err := e.BindOrigin("did:key:a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.BindOrigin("did:key:b"); err != nil {
+		t.Fatalf("an empty store keeps its first origin: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package cmdlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -24,6 +25,11 @@ type Replica struct {
 	logger *slog.Logger
 	// PollInterval is how often the replica checks the directory's head.
 	PollInterval time.Duration
+	// Install, if set, replaces the replica's state with a snapshot of the
+	// directory's, when fetch says the changes it needs were compacted
+	// (ErrCompacted): a replica far behind, or new, installs the
+	// directory's state rather than replaying the log from 1.
+	Install func(ctx context.Context) error
 
 	offers chan Entry
 	kick   chan struct{}
@@ -126,6 +132,13 @@ func (r *Replica) catchUp(ctx context.Context) {
 	}()
 	for ctx.Err() == nil {
 		entries, head, err := r.fetch(ctx, r.log.Seq())
+		if errors.Is(err, ErrCompacted) && r.Install != nil {
+			r.logger.Info("installing a snapshot of the directory", "seq", r.log.Seq())
+			if err = r.Install(ctx); err == nil {
+				r.logger.Info("installed a snapshot of the directory", "seq", r.log.Seq())
+				continue
+			}
+		}
 		if err != nil {
 			r.setFailure(err)
 			return

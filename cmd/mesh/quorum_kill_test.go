@@ -1,0 +1,218 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// getStatusJSON is GET url: its status and JSON body (0, nil when unreachable).
+func getStatusJSON(url string) (int, map[string]any) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	json.NewDecoder(resp.Body).Decode(&v)
+	return resp.StatusCode, v
+}
+
+// TestQuorumLeaderKilledUnderLoad: three `mesh node` processes run the
+// directory as a quorum, an ordinary node in front. Under a steady write
+// load the leader is killed (SIGKILL): writes resume with a new leader, no
+// acknowledged write is lost on any node, and the killed node, started
+// again, rejoins and catches up.
+func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
+	bin := buildMesh(t)
+	var quorum []string
+	var dirs []string
+	for range 3 {
+		dir := t.TempDir()
+		key := identity.GenerateKey()
+		if err := identity.WriteKey(filepath.Join(dir, "node.key"), key); err != nil {
+			t.Fatal(err)
+		}
+		id, _ := p2p.PeerID(key.Public().(ed25519.PublicKey))
+		dirs = append(dirs, dir)
+		quorum = append(quorum, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freeLoopbackPort(t))+"/p2p/"+id.String())
+	}
+	raft := []string{"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease", "250ms"}
+	memberArgs := func(i int) []string {
+		listen := strings.Split(quorum[i], "/p2p/")[0]
+		return append([]string{"--role", "bootstrap", "--data", dirs[i], "--listen", listen, "--quorum", strings.Join(quorum, ",")}, raft...)
+	}
+	urls := make([]string, 3)
+	procs := make([]*exec.Cmd, 3)
+	for i := range 3 {
+		urls[i], procs[i], _ = startMeshNode(t, bin, memberArgs(i)...)
+	}
+	ordURL, _, _ := startMeshNode(t, bin, "--listen", "/ip4/127.0.0.1/tcp/0", "--data", t.TempDir(),
+		"--bootstrap", quorum[0]+","+quorum[1]+","+quorum[2])
+
+	leader := func(among []int) int {
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, i := range among {
+				if _, h := getStatusJSON(urls[i] + "/health"); h != nil {
+					if q, _ := h["quorum"].(map[string]any); q != nil && q["state"] == "Leader" {
+						return i
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatal("no leader")
+		return -1
+	}
+	lead := leader([]int{0, 1, 2})
+
+	// A steady load through the ordinary node and through each member.
+	var mu sync.Mutex
+	var acked []string
+	var lastAck time.Time
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	load := func(name, base string) {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("%s-%d", name, i)
+			resp, err := http.Post(base+"/v1/agents/register", "application/json",
+				strings.NewReader(`{"agent_id":"`+id+`","capabilities":["x"],"endpoint":"https://`+id+`.example"}`))
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) // the killed member's own HTTP
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusCreated {
+				mu.Lock()
+				acked, lastAck = append(acked, id), time.Now()
+				mu.Unlock()
+			}
+		}
+	}
+	wg.Add(4)
+	go load("ord", ordURL)
+	for i := range 3 {
+		go load("m"+strconv.Itoa(i), urls[i])
+	}
+	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	deadline := time.Now().Add(20 * time.Second)
+	for countAcked() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the load made only %d writes", countAcked())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	procs[lead].Process.Kill()
+	procs[lead].Wait()
+	killed := time.Now()
+	var rest []int
+	for i := range 3 {
+		if i != lead {
+			rest = append(rest, i)
+		}
+	}
+	newLead := leader(rest)
+	before := countAcked()
+	for {
+		mu.Lock()
+		resumed := lastAck.After(killed) && len(acked) > before
+		mu.Unlock()
+		if resumed {
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatal("writes did not resume after the leader was killed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	t.Logf("leader %d killed; %d leads; writes resumed %s after the kill", lead, newLead, lastAck.Sub(killed).Round(time.Millisecond))
+	mu.Unlock()
+	target := countAcked() + 50
+	for countAcked() < target && time.Since(killed) < 30*time.Second {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+
+	// The killed member comes back with its data and catches up.
+	urls[lead], procs[lead], _ = startMeshNode(t, bin, memberArgs(lead)...)
+	_, h := getStatusJSON(urls[newLead] + "/health")
+	head := h["directory"].(map[string]any)["seq"].(float64)
+	for _, u := range append(urls, ordURL) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, h := getStatusJSON(u + "/health")
+			if h != nil && h["directory"].(map[string]any)["seq"].(float64) >= head {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never caught up to seq %v: %v", u, head, h)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Every acknowledged write is on every node.
+	for _, u := range append(urls, ordURL) {
+		for _, id := range acked {
+			if st, _ := getStatusJSON(u + "/v1/agents/" + id); st != http.StatusOK {
+				t.Fatalf("acknowledged write %s missing on %s: %d", id, u, st)
+			}
+		}
+	}
+	t.Logf("%d acknowledged writes, all on every node", len(acked))
+
+	// mesh quorum list, through an ordinary node, names the leader and the
+	// three voters; remove takes a member's key.
+	out, err := exec.Command(bin, "quorum", "list", "--node", ordURL).CombinedOutput()
+	var view struct {
+		Leader  string `json:"leader"`
+		Members []struct {
+			PeerID string `json:"peer_id"`
+			Voter  bool   `json:"voter"`
+		} `json:"members"`
+	}
+	if err != nil || json.Unmarshal(out, &view) != nil || len(view.Members) != 3 || view.Leader == "" {
+		t.Fatalf("mesh quorum list: %v %s", err, out)
+	}
+	stranger := filepath.Join(t.TempDir(), "stranger.key")
+	identity.WriteKey(stranger, identity.GenerateKey())
+	victim := strings.Split(quorum[lead], "/p2p/")[1]
+	if out, err := exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", stranger).CombinedOutput(); err == nil || !strings.Contains(string(out), "not_admin") {
+		t.Fatalf("a stranger's key removed a member: %v %s", err, out)
+	}
+	out, err = exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", filepath.Join(dirs[newLead], "node.key")).CombinedOutput()
+	if err != nil || strings.Count(string(out), "peer_id") != 2 {
+		t.Fatalf("mesh quorum remove: %v %s", err, out)
+	}
+}

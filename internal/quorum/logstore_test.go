@@ -1,0 +1,101 @@
+package quorum
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/agentmesh/mesh/store"
+)
+
+func TestLogStore(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*store.DB, *logStore) {
+		db, err := store.Open(store.Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := openLogStore(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db, s
+	}
+	db, s := open()
+	if f, _ := s.FirstIndex(); f != 0 {
+		t.Fatalf("empty store: first %d", f)
+	}
+	big := bytes.Repeat([]byte("x"), maxBatchBytes/2+1) // batches split
+	var logs []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		l := &raft.Log{Index: i, Term: 1 + i/5, Type: raft.LogCommand, Data: []byte{byte(i)}, AppendedAt: time.Unix(0, int64(i))}
+		if i%3 == 0 {
+			l.Data, l.Extensions = big, []byte("ext")
+		}
+		logs = append(logs, l)
+	}
+	if err := s.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	var got raft.Log
+	if err := s.GetLog(6, &got); err != nil || got.Term != 2 || !bytes.Equal(got.Data, big) || string(got.Extensions) != "ext" || got.AppendedAt.UnixNano() != 6 {
+		t.Fatalf("get 6: %v %+v", err, got.Index)
+	}
+	if err := s.GetLog(11, &got); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("missing entry: %v", err)
+	}
+	// Compaction behind a snapshot, then a conflicting suffix.
+	if err := s.DeleteRange(1, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(9, 10); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := s.FirstIndex(); f != 5 {
+		t.Fatalf("first %d", f)
+	}
+	if l, _ := s.LastIndex(); l != 8 {
+		t.Fatalf("last %d", l)
+	}
+	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Get([]byte("nothing")); v == nil || len(v) != 0 {
+		t.Fatalf("missing stable key: %v", v)
+	}
+	db.Close()
+	db, s = open()
+	defer db.Close()
+	if f, _ := s.FirstIndex(); f != 5 {
+		t.Fatalf("first after reopen %d", f)
+	}
+	if l, _ := s.LastIndex(); l != 8 {
+		t.Fatalf("last after reopen %d", l)
+	}
+	if v, _ := s.GetUint64([]byte("CurrentTerm")); v != 7 {
+		t.Fatalf("term after reopen %d", v)
+	}
+	if err := s.DeleteRange(5, 8); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := s.FirstIndex(); f != 0 {
+		t.Fatalf("emptied store: first %d", f)
+	}
+}
+
+func FuzzDecodeLog(f *testing.F) {
+	f.Add(encodeLog(&raft.Log{Index: 1, Term: 2, Data: []byte("d"), Extensions: []byte("e")}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var l, again raft.Log
+		if decodeLog(b, &l) != nil {
+			return
+		}
+		if err := decodeLog(encodeLog(&l), &again); err != nil || !bytes.Equal(again.Data, l.Data) ||
+			!bytes.Equal(again.Extensions, l.Extensions) || again.Index != l.Index || again.Term != l.Term {
+			t.Fatalf("an entry does not survive encoding: %v", err)
+		}
+	})
+}

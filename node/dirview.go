@@ -1,0 +1,331 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// dirView is what a node knows of who runs the directory. A bootstrap
+// node knows it itself (alone, or from its quorum); another node starts
+// with the first bootstrap peer and learns the quorum's members and
+// leader from the bootstrap nodes' answers.
+type dirView struct {
+	n      *Node
+	boots  []peer.AddrInfo
+	voters []peer.AddrInfo
+
+	mu      sync.Mutex
+	told    bool // some bootstrap node told who runs the directory
+	view    quorumView
+	leader  peer.ID
+	members map[peer.ID]bool // members heard of (their keys sign tokens and records)
+}
+
+// follower keeps this node's copy of the directory log current: a
+// cmdlog.Replica, or Raft on a member of a quorum.
+type follower interface {
+	WaitFor(ctx context.Context, seq uint64) error
+	Sync(ctx context.Context) error
+	Status() (head uint64, caughtUp bool, err error)
+}
+
+func newDirView(n *Node, boots, voters []peer.AddrInfo) *dirView {
+	v := &dirView{n: n, boots: boots, voters: voters, members: map[peer.ID]bool{}}
+	for _, m := range voters {
+		v.members[m.ID] = true
+	}
+	return v
+}
+
+// directory is the peer that orders writes: this node, alone; the leader
+// of its quorum, for a member (empty while there is none); for other
+// nodes, the leader last heard of (the first bootstrap peer until a
+// bootstrap node told).
+func (v *dirView) directory() peer.ID {
+	switch {
+	case v.n.role == RoleBootstrap && v.n.quorum == nil:
+		return v.n.selfPeer()
+	case v.n.quorum != nil:
+		return v.n.quorum.Leader()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.told && len(v.boots) > 0 {
+		return v.boots[0].ID
+	}
+	return v.leader
+}
+
+// isDirectory reports whether this node orders the directory's writes.
+func (v *dirView) isDirectory() bool { return v.directory() == v.n.selfPeer() }
+
+// isDirectoryPeer reports whether p runs the directory: a member of the
+// quorum (or the single directory node).
+func (v *dirView) isDirectoryPeer(p peer.ID) bool {
+	switch {
+	case v.n.role == RoleBootstrap && v.n.quorum == nil && len(v.n.cfg.Quorum) == 0:
+		return p == v.n.selfPeer()
+	case v.n.quorum != nil && v.n.quorum.IsMember(p):
+		return true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.told && v.n.role == RoleNode {
+		return len(v.boots) > 0 && p == v.boots[0].ID
+	}
+	return v.members[p]
+}
+
+// trusted reports whether did names a directory whose tokens and DHT
+// records this node accepts: a node that runs (or ran, since this node
+// started) the directory.
+func (v *dirView) trusted(did string) bool {
+	pub, err := identity.PublicKeyFromDID(did)
+	if err != nil {
+		return false
+	}
+	p, err := p2p.PeerID(ed25519.PublicKey(pub))
+	return err == nil && v.isDirectoryPeer(p)
+}
+
+// trustedAt reports whether did signed, at the given time, for the
+// directory (tokens, DHT attestations, catalog imports): a member of the
+// quorum then, as the log names them (Signers), so that a member's
+// signatures outlive its removal until they expire, and nothing it signs
+// after counts; the log's origin (a lone directory, or a quorum before
+// its first leader named the members); or, while this node's copy of the
+// log is not there yet, a member the bootstrap nodes name.
+func (v *dirView) trustedAt(did string, at time.Time) bool {
+	s := v.n.signers
+	switch {
+	case s.Trusted(did, at):
+		return true
+	case s.Removed(did):
+		return false
+	}
+	if origin, err := v.n.clog.Origin(); err == nil && origin == did {
+		return true
+	}
+	return v.trusted(did)
+}
+
+// isAdmin reports whether a catalog import signed by pub now comes from
+// the directory: a member's key (any member's, whichever leads).
+func (n *Node) isAdmin(pub ed25519.PublicKey) bool {
+	return n.view.trustedAt(identity.DIDFromPublicKey(pub), n.cfg.Now())
+}
+
+// keepers are the nodes that keep cluster histories: every member of the
+// quorum (a lone directory: itself; before a node heard of the members:
+// none, the directory then takes them).
+func (v *dirView) keepers() []peer.ID {
+	if v.n.quorum != nil {
+		var out []peer.ID
+		for _, m := range v.n.quorum.Members() {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	if v.n.role == RoleBootstrap {
+		return []peer.ID{v.n.selfPeer()}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.told {
+		return nil
+	}
+	var out []peer.ID
+	for _, m := range v.view.Members {
+		if id, err := peer.Decode(m.PeerID); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// source is the bootstrap node to copy the log from: the leader when
+// connected, else any connected member; empty when none is.
+func (v *dirView) source() peer.ID {
+	h := v.n.host
+	if d := v.directory(); d != "" && h.Connected(d) {
+		return d
+	}
+	for _, p := range v.candidates() {
+		if h.Connected(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// candidates are the nodes that may run the directory: the members heard
+// of, then the configured bootstrap peers.
+func (v *dirView) candidates() []peer.ID {
+	v.mu.Lock()
+	var out []peer.ID
+	for p := range v.members {
+		out = append(out, p)
+	}
+	v.mu.Unlock()
+	slices.Sort(out)
+	for _, b := range v.boots {
+		if !slices.Contains(out, b.ID) {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}
+
+// heard records what a bootstrap node said of the directory. Members'
+// addresses go to the peerstore, so that this node reaches a leader it
+// was not configured with.
+func (v *dirView) heard(q quorumView) {
+	if v.n.quorum != nil || v.n.role == RoleBootstrap {
+		return
+	}
+	members := map[peer.ID]bool{}
+	ps := v.n.host.Libp2p().Peerstore()
+	for _, m := range q.Members {
+		id, err := peer.Decode(m.PeerID)
+		if err != nil {
+			continue
+		}
+		members[id] = true
+		for _, s := range m.Addrs {
+			if a, err := ma.NewMultiaddr(s); err == nil {
+				if _, id2 := peer.SplitAddr(a); id2 == "" || id2 == id {
+					ps.AddAddr(id, a, peerstore.AddressTTL)
+				}
+			}
+		}
+	}
+	if len(members) == 0 {
+		return
+	}
+	leader, _ := peer.Decode(q.Leader)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// A term older than the one already heard is a member that has not
+	// heard of the last election yet.
+	if v.told && q.Term < v.view.Term && v.leader != "" {
+		return
+	}
+	v.told, v.view, v.leader = true, q, leader
+	for id := range members {
+		v.members[id] = true
+	}
+}
+
+// last is the view last heard (ordinary nodes), naming the leader this
+// node forwards to.
+func (v *dirView) last() quorumView {
+	v.mu.Lock()
+	out := v.view
+	v.mu.Unlock()
+	out.Leader = v.directory().String()
+	if v.directory() == "" {
+		out.Leader = ""
+	}
+	return out
+}
+
+// notLeader records that p answered it does not lead (hint: the leader it
+// knows, possibly empty).
+func (v *dirView) notLeader(p peer.ID, hint string) {
+	if v.n.quorum != nil {
+		return // Raft tells a member
+	}
+	h, _ := peer.Decode(hint)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.told = true
+	if v.leader == p || v.leader == "" {
+		v.leader = ""
+		if h != p && v.members[h] {
+			v.leader = h
+		}
+	}
+}
+
+// directoryFor returns the peer to send a write to, waiting (within ctx,
+// ForwardRetry between tries) while no leader is known but a node that
+// runs the directory is reachable: an election is under way. Without any
+// such node reachable, it fails at once: the client hears 503 now rather
+// than after the forward timeout.
+func (v *dirView) directoryFor(ctx context.Context) (peer.ID, error) {
+	self := v.n.selfPeer()
+	for {
+		d := v.directory()
+		if d != "" && d != self && v.n.host.Connected(d) {
+			return d, nil
+		}
+		if d == self {
+			return "", errNotLeader // became leader meanwhile: the client retries here
+		}
+		if v.n.quorum == nil && !v.refresh(ctx) {
+			return "", errNoDirectory
+		}
+		if d := v.directory(); d != "" && d != self && v.n.host.Connected(d) {
+			return d, nil
+		}
+		if v.n.quorum != nil && !v.anyMemberConnected() {
+			return "", errNoDirectory
+		}
+		select {
+		case <-ctx.Done():
+			return "", errNoDirectory.With("no leader of the directory's quorum was reachable: %v", context.Cause(ctx))
+		case <-time.After(v.n.cfg.ForwardRetry):
+		}
+	}
+}
+
+func (v *dirView) anyMemberConnected() bool {
+	for _, m := range v.n.quorum.Members() {
+		if m.ID != v.n.selfPeer() && v.n.host.Connected(m.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// refresh asks the connected bootstrap nodes who leads (an ordinary node);
+// it reports whether any answered.
+func (v *dirView) refresh(ctx context.Context) bool {
+	answered := false
+	for _, p := range v.candidates() {
+		if !v.n.host.Connected(p) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		raw, err := v.n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
+		cancel()
+		var q quorumView
+		if err != nil || json.Unmarshal(raw, &q) != nil {
+			continue
+		}
+		answered = true
+		v.heard(q)
+		if q.Leader != "" {
+			if id, err := peer.Decode(q.Leader); err == nil && v.n.host.Connected(id) {
+				return true
+			} else if err == nil {
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				v.n.host.Connect(cctx, peer.AddrInfo{ID: id})
+				cancel()
+				return true
+			}
+		}
+	}
+	return answered
+}

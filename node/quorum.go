@@ -1,0 +1,372 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/quorum"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// A quorum of bootstrap nodes runs the directory on Raft (internal/quorum):
+// the leader orders writes, every member applies the committed log. Other
+// nodes, and members that do not lead, forward writes to the leader; they
+// learn who leads from the bootstrap nodes (quorumProto, and the quorum's
+// state riding on every answer of the change feed).
+const (
+	// quorumProto tells who runs the directory: request {} → quorumView.
+	quorumProto  = p2p.ProtocolPrefix + "/directory/quorum/1.0.0"
+	maxQuorumReq = 1 << 10
+	maxQuorumRes = 64 << 10
+	// presencePoll is how often a member that does not lead copies the
+	// leader's heartbeats, so that it has them when it takes over.
+	presencePoll = time.Second
+)
+
+// quorumView is a node's view of who runs the directory, as it crosses
+// the wire and /health shows it.
+type quorumView struct {
+	// Leader is the peer id of the node ordering writes: the leader of a
+	// quorum, the directory node itself otherwise; empty while there is
+	// none.
+	Leader      string       `json:"leader"`
+	Term        uint64       `json:"term"`
+	CommitIndex uint64       `json:"commit_index"`
+	Members     []memberView `json:"members"`
+	// Seq is the answering node's last applied entry of the directory log.
+	Seq uint64 `json:"seq"`
+	// Origin names whose log it is (see cmdlog's origin).
+	Origin string `json:"origin,omitempty"`
+}
+
+type memberView struct {
+	PeerID string   `json:"peer_id"`
+	Voter  bool     `json:"voter"`
+	Addrs  []string `json:"addrs,omitempty"`
+}
+
+// healthQuorum is the quorum part of /health.
+type healthQuorum struct {
+	quorumView
+	// Lag is how many entries this node has yet to apply: of the quorum's
+	// committed log on a member, of the directory's head elsewhere.
+	Lag   uint64 `json:"lag"`
+	State string `json:"state,omitempty"` // a member's Raft state
+	Error string `json:"error,omitempty"` // why writes cannot be served now
+}
+
+// quorumView is this node's view (bootstrap nodes: their own state).
+func (n *Node) quorumView() quorumView {
+	if n.quorum == nil && n.role == RoleBootstrap {
+		self := n.host.ID().String()
+		return quorumView{Leader: self, CommitIndex: n.clog.Seq(), Seq: n.clog.Seq(),
+			Members: []memberView{{PeerID: self, Voter: true, Addrs: n.host.Addrs()}}}
+	}
+	if n.quorum == nil {
+		return n.view.last()
+	}
+	st := n.quorum.Status()
+	v := quorumView{Leader: st.Leader.String(), Term: st.Term, CommitIndex: st.CommitIndex, Seq: n.clog.Seq()}
+	ps := n.host.Libp2p().Peerstore()
+	for _, m := range st.Members {
+		mv := memberView{PeerID: m.ID.String(), Voter: m.Voter}
+		addrs := ps.Addrs(m.ID)
+		if m.ID == n.host.ID() {
+			addrs = n.host.Libp2p().Addrs()
+		}
+		for _, a := range addrs {
+			mv.Addrs = append(mv.Addrs, a.String())
+		}
+		v.Members = append(v.Members, mv)
+	}
+	return v
+}
+
+func (n *Node) healthQuorum(head uint64) *healthQuorum {
+	h := &healthQuorum{quorumView: n.quorumView()}
+	if n.quorum != nil {
+		st := n.quorum.Status()
+		h.State = st.State
+		if st.CommitIndex > st.Applied {
+			h.Lag = st.CommitIndex - st.Applied
+		}
+		if st.Leader == "" {
+			h.Error = fmt.Sprintf("no leader: this member is %s; writes answer 503 until a majority of the %d voters elect one", st.State, quorum.Voters(st.Members))
+		}
+		return h
+	}
+	if seq := n.clog.Seq(); head > seq {
+		h.Lag = head - seq
+	}
+	if n.role == RoleNode && h.Leader == "" {
+		h.Error = "no bootstrap node reachable knows a leader: writes answer 503"
+	}
+	return h
+}
+
+func (n *Node) serveQuorum(context.Context, peer.ID, []byte) ([]byte, error) {
+	v := n.quorumView()
+	v.Origin, _ = n.clog.Origin()
+	return json.Marshal(v)
+}
+
+// adoptQuorumOrigin has a member that joins a running quorum take the
+// quorum's origin from the members it knows, unless its state came with
+// one (a snapshot carries it).
+func (n *Node) adoptQuorumOrigin(ctx context.Context, known []peer.ID) {
+	for ctx.Err() == nil {
+		if o, err := n.clog.Origin(); err == nil && o != "" {
+			return
+		}
+		for _, p := range known {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			raw, err := n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
+			cancel()
+			var v quorumView
+			if err == nil && json.Unmarshal(raw, &v) == nil && v.Origin != "" {
+				if err := n.clog.AdoptOrigin(v.Origin); err != nil {
+					n.log.Error("the quorum this node joins keeps another directory than its store", "err", err)
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// bindQuorumOrigin names whose log a new quorum keeps: the did of the
+// initial voter with the lowest peer id, the same on every member
+// whatever order the operator listed them in. A store that holds a log
+// keeps its origin (a directory moved into a quorum of one keeps its
+// own); a member joining a running quorum takes the quorum's with its
+// state.
+func (n *Node) bindQuorumOrigin(voters []peer.AddrInfo) error {
+	ids := make([]peer.ID, len(voters))
+	for i, v := range voters {
+		ids[i] = v.ID
+	}
+	if !slices.Contains(ids, n.selfPeer()) {
+		return nil
+	}
+	if cur, err := n.clog.Origin(); err != nil || (cur != "" && n.clog.Seq() > 0) {
+		return err
+	}
+	slices.Sort(ids)
+	pub, err := p2p.PublicKey(ids[0])
+	if err != nil {
+		return fmt.Errorf("node: quorum member %s: %w", ids[0], err)
+	}
+	return n.clog.BindOrigin(identity.DIDFromPublicKey(pub))
+}
+
+// startQuorum makes this node a member of the directory's quorum.
+func (n *Node) startQuorum(ctx context.Context) error {
+	voters, _ := p2p.ParseAddrs(n.cfg.Quorum)
+	var ids []peer.ID
+	for _, v := range voters {
+		ids = append(ids, v.ID)
+	}
+	var err error
+	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
+		MaxSize: maxCommandSize,
+		Validate: func(origin peer.ID, _ []byte) (any, error) {
+			if !n.view.isDirectoryPeer(origin) {
+				return nil, errors.New("only members of the quorum publish directory changes")
+			}
+			return nil, nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	t := n.cfg.Raft
+	t.defaults()
+	qc := quorum.DefaultConfig()
+	qc.Host, qc.Log = n.host.Libp2p(), n.clog
+	qc.Dir, qc.InMemory, qc.SyncWrites = filepath.Join(n.cfg.DataDir, "raft"), n.cfg.InMemory, n.cfg.SyncWrites
+	if slices.Contains(ids, n.host.ID()) {
+		qc.Voters = ids
+	} else {
+		qc.Known = ids
+		n.goroutine(func() { n.adoptQuorumOrigin(ctx, ids) })
+	}
+	qc.HeartbeatTimeout, qc.ElectionTimeout, qc.LeaderLeaseTimeout = t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLease
+	qc.CommitTimeout, qc.RPCTimeout = t.CommitTimeout, t.RPCTimeout
+	qc.SnapshotInterval, qc.SnapshotThreshold, qc.TrailingLogs = t.SnapshotInterval, t.SnapshotThreshold, t.TrailingLogs
+	qc.OnApply = n.quorumApplied
+	qc.OnLeader = n.leadershipChanged
+	qc.OnSnapshot = func(uint64) { // compact the change log behind it too
+		if err := n.clog.Compact(n.cfg.ChangesKept); err != nil {
+			n.log.Warn("compacting the change log failed", "err", err)
+		}
+	}
+	qc.Logger = n.log.With("component", "quorum")
+	if n.quorum, err = quorum.New(qc); err != nil {
+		return err
+	}
+	if err := n.quorum.Start(); err != nil {
+		return err
+	}
+	n.orderer = quorumProposer{n}
+	n.proposer = memberProposer{n}
+	n.replica = memberFollower{n}
+	n.serveDirectory(ctx)
+	n.goroutine(func() { n.followPresence(ctx) })
+	n.goroutine(func() { n.syncSigners(ctx) })
+	return nil
+}
+
+// quorumApplied is the quorum's OnApply hook: the leader publishes what
+// the quorum commits, as a single directory does.
+func (n *Node) quorumApplied(e cmdlog.Entry) {
+	if n.quorum.IsLeader() {
+		n.publisher.committed(e)
+	}
+}
+
+// leadershipChanged is the quorum's OnLeader hook.
+func (n *Node) leadershipChanged(leader bool) {
+	if !leader {
+		return
+	}
+	// The beats this member copied from the former leader are its own
+	// now; so are the DHT records, which it publishes anew.
+	n.dir.TakeOverPresence()
+	signal(n.publisher.resync)
+	signal(n.signersDue)
+}
+
+// followPresence copies the leader's heartbeats on a member that does not
+// lead, so that it holds them when it takes over.
+func (n *Node) followPresence(ctx context.Context) {
+	every(ctx, presencePoll, func() {
+		if err := n.fetchPresence(ctx); err != nil {
+			n.log.Debug("copying the leader's heartbeats failed", "err", err)
+		}
+	})
+}
+
+// quorumProposer proposes to the quorum, on its leader, with the quorum's
+// errors as the HTTP errors a client or a forwarding node acts on.
+type quorumProposer struct{ n *Node }
+
+func (p quorumProposer) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
+	res, err := p.n.quorum.Propose(ctx, kind, at, op)
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, quorum.ErrNotLeader):
+		return nil, errNotLeader
+	case errors.Is(err, quorum.ErrUnknownOutcome):
+		return nil, errNoDirectory.With("the directory's quorum lost its leader while this write was on its way: it may or may not have been applied; retry")
+	case errors.Is(err, quorum.ErrClosed):
+		return nil, errStopping
+	case errors.Is(err, quorum.ErrTooLarge):
+		return nil, httpx.E(http.StatusRequestEntityTooLarge, "too_large", "the write is too large for the directory's log")
+	}
+	return nil, err
+}
+
+// memberProposer is the Proposer of a member: it proposes to the quorum
+// while it leads it, and sends the proposal to the leader otherwise.
+type memberProposer struct{ n *Node }
+
+func (p memberProposer) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
+	if p.n.quorum.IsLeader() {
+		res, err := p.n.orderer.Propose(ctx, kind, at, op)
+		if !errors.Is(err, errNotLeader) {
+			return res, err
+		}
+	}
+	return replicaProposer{p.n}.Propose(ctx, kind, at, op)
+}
+
+// memberFollower is the follower of a member: Raft keeps its log current.
+type memberFollower struct{ n *Node }
+
+func (f memberFollower) WaitFor(ctx context.Context, seq uint64) error {
+	return f.n.clog.Wait(ctx, seq)
+}
+
+// Sync brings the member up to the leader's log as of now, and copies its
+// heartbeats.
+func (f memberFollower) Sync(ctx context.Context) error {
+	n := f.n
+	leader := n.quorum.Leader()
+	switch {
+	case leader == n.host.ID():
+		return nil
+	case leader == "":
+		return errors.New("the quorum has no leader")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	raw, err := n.host.Request(ctx, leader, quorumProto, []byte("{}"), maxQuorumRes)
+	if err != nil {
+		return err
+	}
+	var v quorumView
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("quorum state: %w", err)
+	}
+	if err := n.fetchPresence(ctx); err != nil {
+		n.log.Debug("copying heartbeats failed", "err", err)
+	}
+	return n.clog.Wait(ctx, v.Seq)
+}
+
+func (f memberFollower) Status() (uint64, bool, error) {
+	st := f.n.quorum.Status()
+	seq := f.n.clog.Seq()
+	if st.Leader == "" {
+		return seq, false, errors.New("the quorum has no leader")
+	}
+	return seq, st.Applied >= st.CommitIndex, nil
+}
+
+// syncSigners has the leader name the quorum's voters in the log whenever
+// they differ from the signers it names (at its election, after a
+// membership change), so that every node trusts the keys of the members.
+func (n *Node) syncSigners(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if n.quorum.IsLeader() {
+			var voters []string
+			for _, m := range n.quorum.Members() {
+				if m.Voter {
+					voters = append(voters, m.ID.String())
+				}
+			}
+			slices.Sort(voters)
+			if len(voters) > 0 && !slices.Equal(voters, n.signers.Current()) {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := n.orderer.Propose(pctx, quorum.MembersKind, n.cfg.Now().UnixNano(), quorum.SignersOp{Members: voters})
+				cancel()
+				if err != nil {
+					n.log.Debug("naming the quorum's members in the log failed", "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.signersDue:
+		}
+	}
+}
