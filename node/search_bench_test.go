@@ -15,6 +15,7 @@ func BenchmarkSearchVisible(b *testing.B) {
 	dir := benchDirectory(b, benchAgents())
 	jc := testConfig(b, b.TempDir())
 	jc.Role, jc.Bootstrap = RoleNode, dir.P2PAddrs()
+	jc.SearchRate, jc.SearchBurst = 1_000_000, 1_000 // the benchmark polls: no budget
 	other := startNode(b, jc)
 	benchWait(b, 10*time.Minute, func() bool {
 		_, caught, _ := other.replica.Status()
