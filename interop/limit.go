@@ -1,9 +1,7 @@
 package interop
 
 import (
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -61,14 +59,10 @@ func (t topupLimits) take(key string, now time.Time) (giveBack func(), wait time
 	return giveBack, 0
 }
 
-// addrKey is the client address per-address counts and limits are kept
-// under: httpx.AddrKey, which the node's write budgets share.
-var addrKey = httpx.AddrKey
+// addrKey is the client address that per-address counts and limits are
+// kept under (free tier, proof checks, accounts awaiting a deposit); see
+// httpx.AddrKey.
+func addrKey(ip string) string { return httpx.AddrKey(ip) }
 
-// retryAfter tells a client refused with 429 to retry after d, in whole
-// seconds (at least one, rounded up), and returns them for the detail.
-func retryAfter(w http.ResponseWriter, d time.Duration) int64 {
-	s := max(1, int64(math.Ceil(d.Seconds())))
-	w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
-	return s
-}
+// retryAfter is httpx.RetryAfter.
+func retryAfter(w http.ResponseWriter, d time.Duration) int64 { return httpx.RetryAfter(w, d) }

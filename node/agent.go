@@ -224,7 +224,7 @@ func (n *Node) agentRegister(ctx context.Context) error {
 		}
 	}
 	body, _ := json.Marshal(map[string]any{"agent_id": a.cfg.ID, "capabilities": a.cfg.Capabilities,
-		"endpoint": n.URL(), "pubkey": pub})
+		"endpoint": n.URL(), "pubkey": pub, "card": discoveryCard(a.api.Card())})
 	st, out, err := n.local(ctx, a.key, http.MethodPost, "/v1/agents/register", body, "")
 	if err != nil {
 		return err
@@ -248,20 +248,41 @@ func (n *Node) agentRegister(ctx context.Context) error {
 	return err
 }
 
+// discoveryCard is the slim card of c that the directory indexes for search.
+func discoveryCard(c interop.Card) *registryapi.DiscoveryCard {
+	d := &registryapi.DiscoveryCard{Name: c.Name, Description: c.Description}
+	for _, s := range c.Skills {
+		d.Skills = append(d.Skills, registryapi.CardSkill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags})
+	}
+	for _, p := range c.Pricing {
+		d.Pricing = append(d.Pricing, registryapi.PriceRow{Unit: p.Unit, Amount: p.Amount, Currency: p.Currency, Network: p.Network})
+	}
+	return d
+}
+
 // registrationMatches reports whether the directory holds the agent with
-// this node's endpoint, the agent's key and its capabilities.
+// this node's endpoint, the agent's key, its capabilities and its card.
 func (n *Node) registrationMatches(ctx context.Context, pub string) bool {
 	st, out, err := n.local(ctx, nil, http.MethodGet, "/v1/agents/"+url.PathEscape(n.agent.cfg.ID), nil, "")
 	if err != nil || st != http.StatusOK {
 		return false
 	}
 	var v struct {
-		Endpoint     *string  `json:"endpoint"`
-		Pubkey       *string  `json:"pubkey"`
-		Capabilities []string `json:"capabilities"`
+		Endpoint     *string                    `json:"endpoint"`
+		Pubkey       *string                    `json:"pubkey"`
+		Capabilities []string                   `json:"capabilities"`
+		Card         *registryapi.DiscoveryCard `json:"card"`
 	}
 	return json.Unmarshal(out, &v) == nil && v.Endpoint != nil && *v.Endpoint == n.URL() &&
-		v.Pubkey != nil && *v.Pubkey == pub && slices.Equal(v.Capabilities, n.agent.cfg.Capabilities)
+		v.Pubkey != nil && *v.Pubkey == pub && slices.Equal(v.Capabilities, n.agent.cfg.Capabilities) &&
+		sameJSON(v.Card, discoveryCard(n.agent.api.Card()))
+}
+
+// sameJSON compares a and b as JSON, where an empty list and none are alike.
+func sameJSON(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
 func (n *Node) agentToken(ctx context.Context, apiKey string) (string, error) {

@@ -123,6 +123,19 @@ type Config struct {
 	// Wall tunes the cluster wall's timings and queues; zero fields take
 	// the wall's defaults (see wall.Tuning).
 	Wall wall.Tuning `json:"-"`
+	// SearchRate is how many searches (POST /v1/search) one client
+	// address may make a minute, SearchBurst how many at once; 0 takes
+	// the defaults.
+	SearchRate  int `json:"search_rate"`
+	SearchBurst int `json:"search_burst"`
+	// SolUSD is a fixed SOL/USD rate for the search's max_price_usd
+	// filter; SolUSDURL a URL polled for it instead, every SolUSDInterval,
+	// each fetch within SolUSDTimeout (registryapi.SolUSDConfig says what
+	// it answers). Neither: the filter answers 503 price_rate_unknown.
+	SolUSD         float64       `json:"sol_usd"`
+	SolUSDURL      string        `json:"sol_usd_url"`
+	SolUSDInterval time.Duration `json:"sol_usd_interval"`
+	SolUSDTimeout  time.Duration `json:"sol_usd_timeout"`
 	// Budgets meter writes (internal/admission): per client address and
 	// per established credential on every node; on the directory, per
 	// node that forwards to it and for its log in all. A zero budget is
@@ -214,6 +227,10 @@ func DefaultConfig() Config {
 		ForwardRetry:     DefaultForwardRetry,
 		ChangesKept:      DefaultChangesKept,
 		ShutdownGrace:    DefaultShutdownGrace,
+		SearchRate:       registryapi.DefaultSearchRate,
+		SearchBurst:      registryapi.DefaultSearchBurst,
+		SolUSDInterval:   time.Minute,
+		SolUSDTimeout:    5 * time.Second,
 		Budgets:          admission.DefaultConfig(),
 
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
@@ -284,6 +301,12 @@ func (c *Config) Validate() error {
 	case "", p2p.ReachPublic, p2p.ReachPrivate:
 	default:
 		return fmt.Errorf("node: reachability %q: want public, private or empty", c.Reachability)
+	}
+	if c.SolUSD < 0 || c.SearchRate < 0 || c.SearchBurst < 0 || c.SolUSDInterval < 0 || c.SolUSDTimeout < 0 {
+		return errors.New("node: SolUSD, SearchRate, SearchBurst, SolUSDInterval and SolUSDTimeout must not be negative")
+	}
+	if c.SolUSD > 0 && c.SolUSDURL != "" {
+		return errors.New("node: set SolUSD or SolUSDURL, not both")
 	}
 	if c.OnlineWindow < 0 {
 		return errors.New("node: OnlineWindow must not be negative")

@@ -22,15 +22,17 @@ import (
 func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	cfg := registryapi.Config{
-		Directory:    n.dir,
-		Log:          n.proposer,
-		Tokens:       n.tokens,
-		PublicURL:    n.cfg.PublicURL,
-		OnlineWindow: n.cfg.OnlineWindow,
-		IsAdmin:      n.isAdmin,
-		Now:          n.cfg.Now,
-		Logger:       n.log,
-
+		Directory:        n.dir,
+		Log:              n.proposer,
+		Tokens:           n.tokens,
+		PublicURL:        n.cfg.PublicURL,
+		OnlineWindow:     n.cfg.OnlineWindow,
+		IsAdmin:          n.isAdmin,
+		Now:              n.cfg.Now,
+		Logger:           n.log,
+		SearchRate:       n.cfg.SearchRate,
+		SearchBurst:      n.cfg.SearchBurst,
+		SolUSD:           n.solUSD,
 		ActivationWindow: n.cfg.AgentActivationWindow,
 	}
 	if n.role == RoleNode {

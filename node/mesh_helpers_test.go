@@ -152,7 +152,7 @@ func (m *mesh) token(n *Node, id, apiKey string) string {
 }
 
 // rawCall returns status and raw body.
-func rawCall(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, string) {
+func rawCall(t testing.TB, n *Node, method, path, body string, hdr ...string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(context.Background(), method, n.URL()+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {

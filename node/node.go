@@ -59,6 +59,7 @@ type Node struct {
 	dirTopic  *p2p.Topic
 	publisher *publisher    // nil unless a bootstrap node
 	agent     *agentRuntime // nil unless an agent is embedded
+	solUSD    *registryapi.SolUSD
 
 	baseFromHost bool          // answers name the Host a client used (no public URL known)
 	snapshots    chan struct{} // snapshots being served
@@ -148,6 +149,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.openAgent(); err != nil {
 		return err
 	}
+	n.solUSD = registryapi.NewSolUSD(registryapi.SolUSDConfig{Fixed: n.cfg.SolUSD, URL: n.cfg.SolUSDURL,
+		Interval: n.cfg.SolUSDInterval, Timeout: n.cfg.SolUSDTimeout, Logger: n.log, Now: n.cfg.Now})
+	n.goroutine(func() { n.solUSD.Run(ctx) })
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}

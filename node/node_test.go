@@ -41,7 +41,7 @@ func startNode(t testing.TB, cfg Config) *Node {
 }
 
 // call sends a request to n and decodes the JSON answer.
-func call(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, map[string]any) {
+func call(t testing.TB, n *Node, method, path, body string, hdr ...string) (int, map[string]any) {
 	t.Helper()
 	st, _, v := callFull(t, n, method, path, body, hdr...)
 	return st, v
@@ -49,7 +49,7 @@ func call(t *testing.T, n *Node, method, path, body string, hdr ...string) (int,
 
 // callFull sends a request to n and returns its status, headers and JSON
 // answer.
-func callFull(t *testing.T, n *Node, method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
+func callFull(t testing.TB, n *Node, method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {

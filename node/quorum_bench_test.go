@@ -175,14 +175,17 @@ func BenchmarkQuorumFailover(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "failover_max_ms")
 }
 
-// BenchmarkLateJoiner: a node joins a directory of MESH_BENCH_AGENTS
-// agents (default 100,000) whose change log was compacted: the time until
-// it holds a complete replica, and the snapshot's size.
-func BenchmarkLateJoiner(b *testing.B) {
-	agents := 100_000
+// benchAgents is MESH_BENCH_AGENTS, default 100,000.
+func benchAgents() int {
 	if v, err := strconv.Atoi(os.Getenv("MESH_BENCH_AGENTS")); err == nil && v > 0 {
-		agents = v
+		return v
 	}
+	return 100_000
+}
+
+// benchDirectory starts a lone directory holding agents agents,
+// registered straight through its proposer.
+func benchDirectory(b *testing.B, agents int) *Node {
 	cfg := testConfig(b, b.TempDir())
 	cfg.Role = RoleBootstrap
 	cfg.Budgets = admission.Config{} // a million registrations as fast as the log takes them
@@ -197,10 +200,19 @@ func BenchmarkLateJoiner(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.Logf("%d agents registered in %s", agents, time.Since(fill).Round(time.Millisecond))
+	return dir
+}
+
+// BenchmarkLateJoiner: a node joins a directory of MESH_BENCH_AGENTS
+// agents (default 100,000) whose change log was compacted: the time until
+// it holds a complete replica, and the snapshot's size.
+func BenchmarkLateJoiner(b *testing.B) {
+	agents := benchAgents()
+	dir := benchDirectory(b, agents)
 	if err := dir.clog.Compact(1000); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%d agents registered in %s", agents, time.Since(fill).Round(time.Millisecond))
 	snap, _ := dir.clog.Snapshot()
 	size, _ := snap.WriteTo(io.Discard)
 	snap.Close()

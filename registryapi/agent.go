@@ -34,6 +34,8 @@ type Agent struct {
 	// Listing is catalog metadata imported from an existing directory; it
 	// survives deregistration (spec 3.1, catalog-only).
 	Listing *Listing `json:"listing,omitempty"`
+	// Card is the discovery card sent with the registration, if any.
+	Card *DiscoveryCard `json:"card,omitempty"`
 	// ActivateBy (Unix ns) is when the registration expires unless its
 	// agent takes a token; 0 once it did, or when it never expires.
 	ActivateBy int64 `json:"activate_by,omitempty"`

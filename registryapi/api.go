@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 // Defaults of Config.
@@ -48,6 +49,11 @@ type Config struct {
 	// replica still catching up): from the DHT or the directory node. It
 	// returns ErrAgentNotFound when it knows of none.
 	Fallback func(ctx context.Context, id string) (*Agent, error)
+	// SearchRate is how many searches one client address may make a
+	// minute, SearchBurst how many at once.
+	SearchRate, SearchBurst int
+	// SolUSD is the rate of the max_price_usd filter; nil: none known.
+	SolUSD *SolUSD
 	// MaxBody bounds request bodies, in bytes.
 	MaxBody int64
 	// ActivationWindow is how long a new registration made through this
@@ -61,8 +67,9 @@ type Config struct {
 
 // API serves the registry over HTTP.
 type API struct {
-	cfg Config
-	log *slog.Logger
+	cfg          Config
+	log          *slog.Logger
+	searchLimits *ratelimit.Keyed[string]
 }
 
 // NewAPI checks cfg and returns the API; it starts nothing.
@@ -72,6 +79,12 @@ func NewAPI(cfg Config) (*API, error) {
 	}
 	if cfg.OnlineWindow <= 0 {
 		cfg.OnlineWindow = DefaultOnlineWindow
+	}
+	if cfg.SearchRate <= 0 {
+		cfg.SearchRate = DefaultSearchRate
+	}
+	if cfg.SearchBurst <= 0 {
+		cfg.SearchBurst = DefaultSearchBurst
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
@@ -83,7 +96,7 @@ func NewAPI(cfg Config) (*API, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &API{cfg: cfg, log: cfg.Logger}, nil
+	return &API{cfg: cfg, log: cfg.Logger, searchLimits: newSearchLimits(cfg.SearchRate, cfg.SearchBurst)}, nil
 }
 
 // Routes adds the registry's routes to mux: the /v1 surface and the legacy
@@ -99,6 +112,7 @@ func (a *API) Routes(mux *http.ServeMux) {
 	h("POST /v1/agents/{id}/feedback", a.feedback)
 	h("GET /v1/agents/{id}/reputation", a.reputation)
 	h("POST /v1/admin/catalog", a.importCatalog)
+	h("POST /v1/search", a.search)
 	// The retired hub's paths, same behaviour.
 	h("POST /agents/register", a.register)
 	h("POST /agents/token", a.token)

@@ -74,6 +74,8 @@ type RegisterOp struct {
 	// Signed is the request as its author signed it, when it carried a
 	// Mesh-Sig: the agent's own proof of its record in the DHT.
 	Signed *Signed `json:"signed,omitempty"`
+	// Card is the registration's discovery card, if it sent one.
+	Card *DiscoveryCard `json:"card,omitempty"`
 	// ActivateBy (Unix ns), when set, is when a new registration that
 	// never took a token expires (see ExpireOp). It travels in the command,
 	// set by the directory's handler, so that every node applies the same

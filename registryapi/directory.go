@@ -30,6 +30,8 @@ type Directory struct {
 	gen     atomic.Uint64
 
 	presence *Presence // who heartbeats: soft state, outside the log
+	// index is the search's; a snapshot's install swaps in a new one.
+	index atomic.Pointer[searchIndex]
 }
 
 var _ cmdlog.Machine = (*Directory)(nil)
@@ -59,6 +61,9 @@ func NewDirectory(log *cmdlog.Log) (*Directory, error) {
 	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano()))}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
+	}
+	if err := d.rebuildIndex(); err != nil {
+		return nil, fmt.Errorf("registry: building the search index: %w", err)
 	}
 	log.Handle(Kind, d)
 	return d, nil
@@ -110,7 +115,15 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	if cmd.Delete != nil {
 		d.presence.forget(cmd.Delete.AgentID)
 	}
-
+	ids := cmd.agentIDs()
+	if cmd.Feedback != nil {
+		ids = append(ids, cmd.Feedback.Target)
+	}
+	if x := d.index.Load(); x.reindex(d.db, ids) != nil {
+		for _, id := range ids { // a row that cannot be read is not offered
+			x.remove(id)
+		}
+	}
 }
 
 // State implements cmdlog.Machine: the registry's keys (see keys.go);
@@ -125,6 +138,20 @@ func (d *Directory) Restored() {
 	clear(d.cache)
 	d.gen.Add(1)
 	d.cacheMu.Unlock()
+	// Searches go on with the old index until the new one is whole; one
+	// that cannot be built leaves the old one, whose results are checked
+	// against the rows anyway (searchResult).
+	_ = d.rebuildIndex()
+}
+
+// rebuildIndex builds the search index from the store and puts it in use.
+func (d *Directory) rebuildIndex() error {
+	x := newSearchIndex()
+	if err := x.rebuild(d.db); err != nil {
+		return err
+	}
+	d.index.Store(x)
+	return nil
 }
 
 // apply runs one command against state; delta is the change in the number
@@ -207,7 +234,7 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 			return Result{}, 0, err
 		}
 	}
-	a.Capabilities, a.Endpoint, a.APIKeyHash = op.Capabilities, op.Endpoint, op.APIKeyHash
+	a.Capabilities, a.Endpoint, a.APIKeyHash, a.Card = op.Capabilities, op.Endpoint, op.APIKeyHash, op.Card
 	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
 		a.Record, a.RecordSeq = op.Signed, cmd.Seq
 	}

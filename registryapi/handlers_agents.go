@@ -20,6 +20,8 @@ type registerRequest struct {
 	Capabilities []string `json:"capabilities"`
 	Pubkey       string   `json:"pubkey"`
 	Endpoint     string   `json:"endpoint"`
+	// Card is this project's extension: the discovery card the oracle indexes.
+	Card *DiscoveryCard `json:"card"`
 }
 
 func (q *registerRequest) validate() error {
@@ -38,6 +40,11 @@ func (q *registerRequest) validate() error {
 			return httpx.ErrInvalid.With("pubkey: %v", err)
 		}
 		q.Pubkey = identity.EncodePublicKey(pub)
+	}
+	if q.Card != nil {
+		if err := q.Card.validate(); err != nil {
+			return err
+		}
 	}
 	return validateEndpoint("endpoint", q.Endpoint)
 }
@@ -89,7 +96,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	now := a.now()
 	op := &RegisterOp{
 		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
-		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg,
+		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg, Card: req.Card,
 	}
 	if a.cfg.ActivationWindow > 0 {
 		op.ActivateBy = now.Add(a.cfg.ActivationWindow).UnixNano()
@@ -221,6 +228,8 @@ type agentView struct {
 	LastSeen     time.Time `json:"last_seen"`
 	RegisteredAt time.Time `json:"registered_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
+	// Card is the discovery card of the registration, null without one.
+	Card *DiscoveryCard `json:"card"`
 	// Both views of the agent's reputation, as identity shows them (n = 0
 	// on a node that does not hold the agent yet).
 	Reputation         specReputation `json:"reputation"`
@@ -247,6 +256,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
 		Handle: a.handle(r, ag.ID), Registered: 1, Live: b2i(online), Online: online,
 		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
+		Card: ag.Card,
 	})
 	return nil
 }

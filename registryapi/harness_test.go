@@ -50,8 +50,7 @@ func newHarness(t testing.TB) *harness {
 	return newHarnessOn(t, storetest.DB(t))
 }
 
-// newHarnessOn is newHarness on db, its API's config edited by tweaks.
-func newHarnessOn(t testing.TB, db *store.DB, tweaks ...func(*Config)) *harness {
+func newHarnessOn(t testing.TB, db *store.DB, opts ...func(*Config)) *harness {
 	t.Helper()
 	log, err := cmdlog.Open(db)
 	if err != nil {
@@ -68,8 +67,8 @@ func newHarnessOn(t testing.TB, db *store.DB, tweaks ...func(*Config)) *harness 
 		PublicURL: "https://mesh.test", Now: h.clock.Now,
 		Admins: []ed25519.PublicKey{h.admin.Public().(ed25519.PublicKey)},
 	}
-	for _, tweak := range tweaks {
-		tweak(&cfg)
+	for _, o := range opts {
+		o(&cfg)
 	}
 	api, err := NewAPI(cfg)
 	if err != nil {

@@ -315,3 +315,8 @@ func (d *Directory) PresenceCursor() (epoch, ver uint64) { return d.presence.cur
 // FlushPresence writes the heartbeats recorded since the last flush to the
 // store, so that a directory node that restarts still knows who is online.
 func (d *Directory) FlushPresence() error { return d.presence.flush(d.db) }
+
+// onlineDoc is Online for an indexed row.
+func (d *Directory) onlineDoc(doc *searchDoc, now time.Time, window time.Duration) bool {
+	return doc.registered && d.Online(&Agent{ID: doc.id, Reg: doc.reg, LastSeen: doc.seen}, now, window)
+}

@@ -74,6 +74,12 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Uint64Var(&cfg.ChangesKept, "changes-kept", cfg.ChangesKept, "latest entries of the directory's change log kept (compacted every minute); a node further behind installs a snapshot (env MESH_CHANGES_KEPT)")
 	f.DurationVar(&cfg.ForwardTimeout, "forward-timeout", cfg.ForwardTimeout, "bound of a write forwarded to the directory's leader, retries included; then 503 directory_unavailable (env MESH_FORWARD_TIMEOUT)")
 	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader (env MESH_FORWARD_RETRY)")
+	f.IntVar(&cfg.SearchRate, "search-rate", cfg.SearchRate, "searches (POST /v1/search) one client address may make a minute (env MESH_SEARCH_RATE)")
+	f.IntVar(&cfg.SearchBurst, "search-burst", cfg.SearchBurst, "searches one client address may make at once (env MESH_SEARCH_BURST)")
+	f.Float64Var(&cfg.SolUSD, "sol-usd", cfg.SolUSD, "a fixed SOL/USD rate for the search's max_price_usd filter (env MESH_SOL_USD)")
+	f.StringVar(&cfg.SolUSDURL, "sol-usd-url", env("MESH_SOL_USD_URL", ""), `URL polled for the SOL/USD rate instead: it answers a JSON number or {"usd": number} (env MESH_SOL_USD_URL)`)
+	f.DurationVar(&cfg.SolUSDInterval, "sol-usd-interval", cfg.SolUSDInterval, "how often --sol-usd-url is polled (env MESH_SOL_USD_INTERVAL)")
+	f.DurationVar(&cfg.SolUSDTimeout, "sol-usd-timeout", cfg.SolUSDTimeout, "how long one poll of --sol-usd-url may take (env MESH_SOL_USD_TIMEOUT)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Client), "budget-client", "writes a second one client address (IPv4 address, IPv6 /64) may make without an agent's credential, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CLIENT)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Credential), "budget-credential", "writes a second one registered agent (bearer token, or Mesh-Sig by its bound key) may make, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CREDENTIAL)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Node), "budget-node", "directory only: requests a second the directory takes from each node forwarding to it, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_NODE)")
@@ -117,6 +123,11 @@ var nodeEnv = map[string]string{
 	"changes-kept":            "MESH_CHANGES_KEPT",
 	"forward-timeout":         "MESH_FORWARD_TIMEOUT",
 	"forward-retry":           "MESH_FORWARD_RETRY",
+	"search-rate":             "MESH_SEARCH_RATE",
+	"search-burst":            "MESH_SEARCH_BURST",
+	"sol-usd":                 "MESH_SOL_USD",
+	"sol-usd-interval":        "MESH_SOL_USD_INTERVAL",
+	"sol-usd-timeout":         "MESH_SOL_USD_TIMEOUT",
 	"budget-client":           "MESH_BUDGET_CLIENT",
 	"budget-credential":       "MESH_BUDGET_CREDENTIAL",
 	"budget-node":             "MESH_BUDGET_NODE",

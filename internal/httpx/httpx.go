@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -45,7 +44,7 @@ func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(e.RetryAfter), 10))
+		RetryAfter(w, e.RetryAfter)
 	}
 	WriteJSON(w, e.Status, e)
 }

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/interop/soltest"
+)
+
+// ranking is what a search answers, less what names the node asked (the
+// handle): ids with their scores, in order.
+func ranking(t *testing.T, n *Node, query string) string {
+	t.Helper()
+	st, v := call(t, n, "POST", "/v1/search", `{"query":"`+query+`","limit":50}`)
+	if st != 200 {
+		t.Fatalf("search on %s: %d %v", n.URL(), st, v)
+	}
+	out := ""
+	for _, r := range v["results"].([]any) {
+		res := r.(map[string]any)
+		out += fmt.Sprintf("%s=%.12f/%v ", res["agent_id"], res["score"], res["catalog_only"])
+	}
+	return out
+}
+
+// TestSearchSameOnEveryNode: the directory, a replica, the replica after a
+// restart and a late joiner (from a snapshot) rank alike; a deleted agent vanishes from all.
+func TestSearchSameOnEveryNode(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
+	bCfg := m.config(t.TempDir(), RoleNode)
+	b := m.start(bCfg)
+	m.waitCaughtUp(b)
+	keys := map[string]string{}
+	for i, id := range []string{"translator-1", "translator-2", "summarizer", "gone-translator"} {
+		keys[id] = m.register([]*Node{m.boot, b}[i%2], id, identity.GenerateKey())
+	}
+	if st, v := m.signedCall(b, identity.GenerateKey(), "POST", "/v1/agents/translator-2/feedback", `{"success":true,"latency_ms":500}`); st != 200 {
+		t.Fatalf("feedback: %d %v", st, v)
+	}
+	m.deleteAgent(b, "gone-translator", keys["gone-translator"])
+	// b forwarded the delete and waited for its replica: gone at once there.
+	want := ranking(t, b, "translator echo")
+	m.waitCaughtUp(b)
+	if got := ranking(t, m.boot, "translator echo"); got != want {
+		t.Fatalf("directory ranks\n%s\nreplica ranks\n%s", got, want)
+	}
+	if !strings.HasPrefix(want, "translator-2=") || strings.Contains(want, "gone-translator") || len(strings.Fields(want)) != 3 {
+		t.Fatalf("ranking %q: want translator-2 first (its reputation) and no deleted agent", want)
+	}
+	b.Close()
+	b = m.start(bCfg)
+	m.waitCaughtUp(b)
+	if got := ranking(t, b, "translator echo"); got != want {
+		t.Fatalf("after a restart\n%s\nwant\n%s", got, want)
+	}
+	// The late joiner cannot replay the log: it installs a snapshot.
+	if err := m.boot.clog.Compact(1); err != nil {
+		t.Fatal(err)
+	}
+	c := m.join()
+	if c.clog.First() <= 2 {
+		t.Fatalf("the late joiner replayed the log from %d instead of installing a snapshot", c.clog.First())
+	}
+	if got := ranking(t, c, "translator echo"); got != want {
+		t.Fatalf("late joiner\n%s\nwant\n%s", got, want)
+	}
+	st, v := call(t, c, "POST", "/v1/search", `{"query":"echo","max_price_usd":1}`)
+	if st != 503 || v["code"] != "price_rate_unknown" {
+		t.Fatalf("price filter without a rate: %d %v", st, v)
+	}
+	_, v = call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`)
+	if r := v["sol_usd"].(map[string]any); r["rate"] != 150.0 {
+		t.Fatalf("sol_usd %v", r)
+	}
+}
+
+// TestSearchFindsEmbeddedAgentByCard: an embedded agent registers its
+// discovery card, so the directory finds it by its description and
+// filters it by its price.
+func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
+	n := m.start(cfg)
+	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	// 5,000 lamports at 150 USD a SOL: 0.00075 USD a request.
+	for body, want := range map[string]int{
+		`{"query":"echoes input"}`:                        1,
+		`{"query":"echoes","max_price_usd":0.001}`:        1,
+		`{"query":"echoes","max_price_usd":0.0007}`:       0,
+		`{"query":"echoes","capabilities":["echo"]}`:      1,
+		`{"query":"echoes","capabilities":["translate"]}`: 0,
+	} {
+		st, v := call(t, m.boot, "POST", "/v1/search", body)
+		if st != 200 || len(v["results"].([]any)) != want {
+			t.Fatalf("%s: %d %v, want %d results", body, st, v, want)
+		}
+		if want == 1 {
+			if r := v["results"].([]any)[0].(map[string]any); r["price_lamports"] != 5000.0 || r["name"] != "Echo" {
+				t.Fatalf("%s: %v", body, r)
+			}
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package registryapi
+
+import (
+	"github.com/agentmesh/mesh/internal/httpx"
+)
+
+// DiscoveryCard is the slim card of spec 2.4 that a registration may carry
+// (register body field "card", this project's extension): what the oracle
+// indexes and filters on. The full card stays with the agent.
+type DiscoveryCard struct {
+	Name        string      `json:"name,omitempty"`
+	Description string      `json:"description,omitempty"`
+	Tags        []string    `json:"tags,omitempty"`
+	Skills      []CardSkill `json:"skills,omitempty"`
+	// Pricing rows as in spec 2.5; always an array here.
+	Pricing []PriceRow `json:"pricing,omitempty"`
+}
+
+// CardSkill is a skill as the discovery card shows it.
+type CardSkill struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+}
+
+// PriceRow is one pricing row of spec 2.5.
+type PriceRow struct {
+	Unit     string `json:"unit"`
+	Amount   uint64 `json:"amount"`
+	Currency string `json:"currency"`
+	Network  string `json:"network,omitempty"`
+}
+
+// Bounds of a discovery card.
+const (
+	maxCardTags    = 32
+	maxCardSkills  = 64
+	maxPriceRows   = 16
+	maxNameLen     = 256
+	maxTagLen      = 64
+	unitRequest    = "request"
+	currencyFree   = "free"
+	currencyLamprt = "lamports"
+)
+
+func (c *DiscoveryCard) validate() error {
+	if len(c.Tags) > maxCardTags || len(c.Skills) > maxCardSkills || len(c.Pricing) > maxPriceRows {
+		return httpx.ErrInvalid.With("card: at most %d tags, %d skills and %d pricing rows", maxCardTags, maxCardSkills, maxPriceRows)
+	}
+	if err := validateTexts("card", c.Name, c.Description, c.Tags); err != nil {
+		return err
+	}
+	for _, s := range c.Skills {
+		if err := validateText("card skill id", s.ID, maxTagLen, true); err != nil {
+			return err
+		}
+		if err := validateTexts("card skill "+s.ID, s.Name, s.Description, s.Tags); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.Pricing {
+		if p.Currency != currencyFree && p.Currency != currencyLamprt {
+			return httpx.ErrInvalid.With("card pricing: currency must be lamports or free")
+		}
+		if err := validateText("card pricing unit", p.Unit, maxTagLen, true); err != nil {
+			return err
+		}
+		if err := validateText("card pricing network", p.Network, maxTagLen, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateTexts checks a name, a description and tags.
+func validateTexts(what, name, desc string, tags []string) error {
+	if len(tags) > maxCardTags {
+		return httpx.ErrInvalid.With("%s: at most %d tags", what, maxCardTags)
+	}
+	if err := validateText(what+" name", name, maxNameLen, false); err != nil {
+		return err
+	}
+	if err := validateText(what+" description", desc, maxTextLen, false); err != nil {
+		return err
+	}
+	for _, t := range tags {
+		if err := validateText(what+" tag", t, maxTagLen, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cheapest is the lowest per-request price in lamports (0 when a row is
+// free), nil when the card prices no request.
+func (c *DiscoveryCard) cheapest() *uint64 {
+	var best *uint64
+	for _, p := range c.Pricing {
+		amount := p.Amount
+		if p.Currency == currencyFree {
+			amount = 0
+		}
+		if p.Unit == unitRequest && (best == nil || amount < *best) {
+			best = &amount
+		}
+	}
+	return best
+}

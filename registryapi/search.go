@@ -1,0 +1,226 @@
+package registryapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/ratelimit"
+)
+
+// Bounds of one search: what a request can make the node do.
+const (
+	maxQueryLen       = 256
+	maxQueryTerms     = 16
+	maxSearchCaps     = 16
+	defaultLimit      = 10
+	maxLimit          = 50
+	maxSearchWindow   = 500 // offset + limit
+	maxSearchBody     = 4 << 10
+	searchClients     = 4096 // per-address buckets kept
+	lamportsPerSOL    = 1e9
+	DefaultSearchRate = 120 // per minute and client address
+	// DefaultSearchBurst searches at once from one address.
+	DefaultSearchBurst = 30
+)
+
+// Search errors.
+var (
+	ErrNoRate = httpx.E(http.StatusServiceUnavailable, "price_rate_unknown",
+		"max_price_usd needs a SOL/USD rate and this node knows none; search without it")
+	ErrSearchRateLimited = httpx.E(http.StatusTooManyRequests, "search_rate_limited",
+		"too many searches from this address; retry after Retry-After seconds")
+	ErrBadCursor = httpx.E(http.StatusBadRequest, "invalid_cursor", "cursor is not one this search returned")
+)
+
+// SearchRequest is the body of POST /v1/search.
+type SearchRequest struct {
+	Query        string   `json:"query"`
+	Capabilities []string `json:"capabilities"`
+	MaxPriceUSD  *float64 `json:"max_price_usd"`
+	Online       *bool    `json:"online"`
+	Verified     *bool    `json:"verified"`
+	Limit        int      `json:"limit"`
+	Cursor       string   `json:"cursor"`
+
+	offset int
+	terms  []string
+}
+
+// DecodeSearch decodes and checks a search body.
+func DecodeSearch(body []byte) (*SearchRequest, error) {
+	var q SearchRequest
+	if err := httpx.DecodeJSON(body, &q); err != nil {
+		return nil, err
+	}
+	return &q, q.validate()
+}
+
+func (q *SearchRequest) validate() error {
+	if err := validateText("query", q.Query, maxQueryLen, true); err != nil {
+		return err
+	}
+	if q.terms = queryTerms(q.Query, maxQueryTerms); len(q.terms) == 0 {
+		return httpx.ErrInvalid.With("query holds no word to search for")
+	}
+	if len(q.Capabilities) > maxSearchCaps {
+		return httpx.ErrInvalid.With("at most %d capabilities", maxSearchCaps)
+	}
+	for i, c := range q.Capabilities {
+		if err := validateText("capability", c, maxCapabilityLen, true); err != nil {
+			return err
+		}
+		q.Capabilities[i] = strings.ToLower(c)
+	}
+	if q.MaxPriceUSD != nil && !(*q.MaxPriceUSD >= 0) {
+		return httpx.ErrInvalid.With("max_price_usd must be a number of at least 0")
+	}
+	if q.Limit == 0 {
+		q.Limit = defaultLimit
+	}
+	if q.Limit < 1 || q.Limit > maxLimit {
+		return httpx.ErrInvalid.With("limit must be between 1 and %d", maxLimit)
+	}
+	return q.decodeCursor()
+}
+
+// A cursor is the offset of the next page, opaque to clients.
+func (q *SearchRequest) decodeCursor() error {
+	if q.Cursor == "" {
+		return nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+	s, ok := strings.CutPrefix(string(raw), "o")
+	n, err2 := strconv.Atoi(s)
+	if err != nil || !ok || err2 != nil || n < 1 || n+q.Limit > maxSearchWindow {
+		return ErrBadCursor.With("cursor is not one this search returned (results go %d deep)", maxSearchWindow)
+	}
+	q.offset = n
+	return nil
+}
+
+func encodeCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o" + strconv.Itoa(offset)))
+}
+
+// SearchResult is one ranked agent.
+type SearchResult struct {
+	AgentID          string   `json:"agent_id"`
+	DID              *string  `json:"did"`
+	Verified         bool     `json:"verified"`
+	Endpoint         *string  `json:"endpoint"`
+	Handle           string   `json:"handle"`
+	Online           bool     `json:"online"`
+	Registered       bool     `json:"registered"`
+	CatalogOnly      bool     `json:"catalog_only"`
+	Name             string   `json:"name,omitempty"`
+	Description      string   `json:"description,omitempty"`
+	Capabilities     []string `json:"capabilities"`
+	PriceLamports    *uint64  `json:"price_lamports"`
+	OracleReputation float64  `json:"oracle_reputation"`
+	Score            float64  `json:"score"`
+	ScoreParts       struct {
+		Relevance       float64 `json:"relevance"`
+		ReputationBoost float64 `json:"reputation_boost"`
+	} `json:"score_parts"`
+}
+
+type searchResponse struct {
+	Results    []SearchResult `json:"results"`
+	NextCursor *string        `json:"next_cursor"`
+	SolUSD     *rateView      `json:"sol_usd"`
+}
+
+type rateView struct {
+	Rate   float64 `json:"rate"`
+	AgeS   float64 `json:"age_s"`
+	Source string  `json:"source"`
+}
+
+func newSearchLimits(perMinute, burst int) *ratelimit.Keyed[string] {
+	return ratelimit.NewKeyed[string](rate.Every(time.Minute/time.Duration(perMinute)), burst, searchClients)
+}
+
+func (a *API) search(w http.ResponseWriter, r *http.Request) error {
+	now := a.now()
+	// Per client address (an IPv6 host by its /64), before the body is read.
+	res := a.searchLimits.Bucket(httpx.AddrKey(httpx.ClientIP(r)), now).ReserveN(now, 1)
+	if wait := res.DelayFrom(now); wait > 0 {
+		res.CancelAt(now)
+		httpx.RetryAfter(w, wait)
+		return ErrSearchRateLimited
+	}
+	body, err := httpx.ReadBody(w, r, maxSearchBody)
+	if err != nil {
+		return err
+	}
+	q, err := DecodeSearch(body)
+	if err != nil {
+		return err
+	}
+	rt, haveRate := a.cfg.SolUSD.Rate(now)
+	if q.MaxPriceUSD != nil && !haveRate {
+		return ErrNoRate
+	}
+	hits, more := a.cfg.Directory.index.Load().search(a.searchQuery(q, rt, now), q.offset, q.Limit)
+	out := searchResponse{Results: make([]SearchResult, 0, len(hits))}
+	for _, h := range hits {
+		if res, ok := a.searchResult(r, h, now); ok {
+			out.Results = append(out.Results, res)
+		}
+	}
+	if more {
+		c := encodeCursor(q.offset + q.Limit)
+		if q.offset+2*q.Limit <= maxSearchWindow {
+			out.NextCursor = &c
+		}
+	}
+	if haveRate {
+		out.SolUSD = &rateView{Rate: rt.USD, AgeS: now.Sub(rt.At).Seconds(), Source: rt.Source}
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// searchQuery turns a request into the index's query at now.
+func (a *API) searchQuery(q *SearchRequest, rt SolUSDRate, now time.Time) searchQuery {
+	sq := searchQuery{terms: q.terms, caps: q.Capabilities, verified: q.Verified}
+	if q.Online == nil && q.MaxPriceUSD == nil {
+		return sq
+	}
+	sq.keep = func(d *searchDoc) bool {
+		if q.MaxPriceUSD != nil && (d.price == nil || float64(*d.price)/lamportsPerSOL*rt.USD > *q.MaxPriceUSD) {
+			return false
+		}
+		return q.Online == nil || a.cfg.Directory.onlineDoc(d, now, a.cfg.OnlineWindow) == *q.Online
+	}
+	return sq
+}
+
+// searchResult shows hit h from the row as the directory holds it now: a
+// row deleted since the index saw it is left out.
+func (a *API) searchResult(r *http.Request, h hit, now time.Time) (SearchResult, bool) {
+	ag, err := a.cfg.Directory.Lookup(h.doc.id)
+	if err != nil || ag.Reg != h.doc.reg {
+		return SearchResult{}, false
+	}
+	res := SearchResult{
+		AgentID: ag.ID, DID: nullable(ag.DID), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
+		Handle: a.handle(r, ag.ID), Registered: ag.Registered(), CatalogOnly: !ag.Registered(),
+		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow), Capabilities: ag.allCapabilities(),
+		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(),
+	}
+	if c := ag.Card; c != nil {
+		res.Name, res.Description = c.Name, c.Description
+	}
+	if l := ag.Listing; l != nil && res.Name == "" && res.Description == "" {
+		res.Name, res.Description = l.Name, l.Description
+	}
+	res.ScoreParts.Relevance, res.ScoreParts.ReputationBoost = h.relevance, h.boost
+	return res, true
+}

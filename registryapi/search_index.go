@@ -1,0 +1,250 @@
+package registryapi
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/agentmesh/mesh/store"
+)
+
+// The oracle's index: an in-memory inverted index over the directory rows
+// this node holds (registered agents and catalog-only listings), rebuilt
+// from the store when the Directory is made and changed by every committed
+// entry (Directory.Committed). It is derived state: every node that holds
+// the same log holds the same index, so the same query ranks alike on
+// every node (docs/architecture.md, Search).
+
+// BM25 parameters (Robertson's usual values).
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
+// maxTermLen drops longer tokens: nothing a person types, and it bounds
+// what one term costs.
+const maxTermLen = 64
+
+// searchDoc is one indexed row.
+type searchDoc struct {
+	num   uint64 // posting number; a changed row gets a new one
+	dead  bool   // removed; its postings wait for compaction
+	id    string
+	terms map[string]uint16 // term frequency
+	len   int
+	caps  map[string]bool // lower-cased capabilities, for the filter
+	// rep is the weighted score as of the agent's newest report, 0 without.
+	rep        float64
+	registered bool
+	reg        uint64    // registration, for presence
+	seen       time.Time // registration time: last seen without a beat
+	verified   bool
+	price      *uint64 // cheapest lamports per request; nil when unknown
+}
+
+// posting names a document holding a term; a list is in num order (rows
+// are appended as numbered), which the ranking's merge relies on.
+// It carries what relevance needs (num, tf, the row's length), so that a
+// document that cannot rank is passed over without reading it.
+type posting struct {
+	d   *searchDoc
+	num uint64
+	tf  uint16
+	len uint16
+}
+
+// searchIndex is safe for concurrent use.
+type searchIndex struct {
+	mu       sync.RWMutex
+	docs     map[string]*searchDoc
+	postings map[string][]posting // may hold dead documents; compacted
+	df       map[string]int       // live documents holding the term
+	next     uint64
+	totalLen int
+	dead     int // dead postings, for compaction
+	live     int // live postings
+	// maxRep bounds every row's rep (it may stay above the true maximum
+	// after removals): the most a boost can add.
+	maxRep float64
+}
+
+func newSearchIndex() *searchIndex {
+	return &searchIndex{docs: map[string]*searchDoc{}, postings: map[string][]posting{}, df: map[string]int{}}
+}
+
+// tokens splits s into lower-case runs of letters and digits.
+func tokens(s string, add func(string)) {
+	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		if len(f) <= maxTermLen {
+			add(f)
+		}
+	}
+}
+
+// docOf builds the indexed form of row a with its reputation rep.
+func docOf(a *Agent, rep float64) *searchDoc {
+	d := &searchDoc{id: a.ID, terms: map[string]uint16{}, caps: map[string]bool{}, rep: rep,
+		registered: a.Registered(), reg: a.Reg, seen: a.LastSeen, verified: a.Pubkey != ""}
+	add := func(t string) {
+		if d.terms[t] < math.MaxUint16 {
+			d.terms[t]++
+		}
+		d.len++
+	}
+	for _, s := range a.searchText() {
+		tokens(s, add)
+	}
+	for _, c := range a.allCapabilities() {
+		d.caps[strings.ToLower(c)] = true
+	}
+	if a.Card != nil {
+		d.price = a.Card.cheapest()
+	}
+	return d
+}
+
+// searchText is what relevance reads: id, capabilities, the card's name,
+// description, skills and tags, and the catalog listing.
+func (a *Agent) searchText() []string {
+	out := append([]string{a.ID}, a.Capabilities...)
+	if c := a.Card; c != nil {
+		out = append(append(out, c.Name, c.Description), c.Tags...)
+		for _, s := range c.Skills {
+			out = append(append(out, s.ID, s.Name, s.Description), s.Tags...)
+		}
+	}
+	if l := a.Listing; l != nil {
+		out = append(append(out, l.Name, l.Description), l.Capabilities...)
+	}
+	return out
+}
+
+// allCapabilities are the registered capabilities and the listing's.
+func (a *Agent) allCapabilities() []string {
+	if a.Listing == nil {
+		return a.Capabilities
+	}
+	return append(slices.Clip(a.Capabilities), a.Listing.Capabilities...)
+}
+
+// put indexes d in place of the row of the same id, if any.
+func (x *searchIndex) put(d *searchDoc) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.removeLocked(d.id)
+	d.num = x.next
+	x.next++
+	x.docs[d.id] = d
+	x.totalLen += d.len
+	x.maxRep = max(x.maxRep, d.rep)
+	for t, tf := range d.terms {
+		x.postings[t] = append(x.postings[t], posting{d: d, num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
+		x.df[t]++
+		x.live++
+	}
+}
+
+// remove drops the row of id.
+func (x *searchIndex) remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.removeLocked(id)
+}
+
+func (x *searchIndex) removeLocked(id string) {
+	d := x.docs[id]
+	if d == nil {
+		return
+	}
+	delete(x.docs, id)
+	d.dead = true
+	x.totalLen -= d.len
+	for t := range d.terms {
+		if x.df[t]--; x.df[t] == 0 {
+			delete(x.df, t)
+			x.dead -= len(x.postings[t]) - 1 // the term's dead postings go with it
+			x.live--
+			delete(x.postings, t)
+			continue
+		}
+		x.dead++
+		x.live--
+	}
+	if x.dead > x.live && x.dead > 1024 {
+		x.compactLocked()
+	}
+}
+
+// compactLocked drops the postings of rows no longer indexed.
+func (x *searchIndex) compactLocked() {
+	for t, ps := range x.postings {
+		x.postings[t] = slices.DeleteFunc(ps, func(p posting) bool { return p.d.dead })
+	}
+	x.dead = 0
+}
+
+// rebuild indexes every row in db, reading each agent's reputation.
+func (x *searchIndex) rebuild(db *store.DB) error {
+	return db.View(func(tx *store.Txn) error {
+		return tx.Scan([]byte("a/"), nil, func(_, v []byte) (bool, error) {
+			var a Agent
+			if err := json.Unmarshal(v, &a); err != nil {
+				return false, err
+			}
+			rep, err := oracleReputation(tx, &a)
+			if err == nil {
+				x.put(docOf(&a, rep))
+			}
+			return err == nil, err
+		})
+	})
+}
+
+// reindex indexes the current row of each id, or drops it when gone.
+func (x *searchIndex) reindex(db *store.DB, ids []string) error {
+	return db.View(func(tx *store.Txn) error {
+		for _, id := range ids {
+			a, err := getAgent(tx, id)
+			if err != nil {
+				x.remove(id)
+				continue
+			}
+			rep, err := oracleReputation(tx, a)
+			if err != nil {
+				return err
+			}
+			x.put(docOf(a, rep))
+		}
+		return nil
+	})
+}
+
+// oracleReputation is a's weighted score in the reputation window ending
+// at its newest report: the log alone decides it, so every node computes
+// the same boost whenever it rebuilt its index (a read at the reader's
+// clock would drift apart as reports leave the window).
+func oracleReputation(tx *store.Txn, a *Agent) (float64, error) {
+	if !a.Registered() {
+		return 0, nil
+	}
+	var newest int64
+	err := tx.Scan(reportPrefix(a.ID, a.Reg), nil, func(k, _ []byte) (bool, error) {
+		at, _ := store.ParseU64(string(k[len(k)-17 : len(k)-9])) // r/<id>/<reg>/<at>/<seq>
+		newest = int64(at)
+		return true, nil
+	})
+	if err != nil || newest == 0 {
+		return 0, err
+	}
+	r, err := rollupIn(tx, a, time.Unix(0, newest).UTC())
+	if err != nil || r.Weighted.Score == nil {
+		return 0, err
+	}
+	return *r.Weighted.Score, nil
+}
