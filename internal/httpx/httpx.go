@@ -105,7 +105,7 @@ func DecodeJSON(body []byte, v any) error {
 		return ErrBadJSON.With("request body is empty; a JSON object is required")
 	}
 	if trimmed[0] != '{' {
-		if kind := jsonKindOf(trimmed[0]); kind != "" {
+		if kind := jsonKindOf(trimmed[0]); kind != "" && json.Valid(trimmed) {
 			return ErrBadJSON.With("request body must be a JSON object, not %s", kind)
 		}
 		return ErrBadJSON.With("request body is not JSON; a JSON object is required")

@@ -211,6 +211,8 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "truncated mid string", body: `{"a":"x`, detail: []string{"truncated"}},
 		{name: "syntax error", body: `{"a" "x"}`, detail: []string{"malformed", "byte"}},
 		{name: "form encoded", body: `a=x&n=3`, detail: []string{"not JSON"}},
+		{name: "a word", body: `nope`, detail: []string{"not JSON"}},
+		{name: "a number then junk", body: `5 apples`, detail: []string{"not JSON"}},
 		{name: "invalid UTF-8", body: "{\"a\":\"x\xffy\"}", detail: []string{"UTF-8"}},
 		{name: "overlong UTF-8", body: "{\"a\":\"\xc0\xafx\"}", detail: []string{"UTF-8"}},
 		{name: "lone high surrogate", body: `{"a":"\ud800x"}`, detail: []string{"UTF-8"}},
