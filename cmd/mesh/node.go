@@ -49,7 +49,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringVar(&cfg.HTTPAddr, "http", env("MESH_HTTP", cfg.HTTPAddr), "HTTP listen address (env MESH_HTTP)")
 	f.StringVar(&cfg.PublicURL, "public-url", env("MESH_PUBLIC_URL", ""), "base URL clients reach this node at; default http://<http address> (env MESH_PUBLIC_URL)")
 	f.StringSliceVar(&cfg.TrustedProxies, "trusted-proxy", envList("MESH_TRUSTED_PROXY", nil), "CIDR or IP of a reverse proxy whose X-Forwarded-For names the client, repeatable or comma-separated; trust only your own proxies (env MESH_TRUSTED_PROXY)")
-	f.StringVar(&cfg.Role, "role", env("MESH_ROLE", ""), "bootstrap (runs the directory) or node; default: node when --bootstrap is given, else bootstrap (env MESH_ROLE)")
+	f.StringVar(&cfg.Role, "role", env("MESH_ROLE", ""), "bootstrap (runs the directory) or node; default: node when --bootstrap is given without --quorum, else bootstrap (env MESH_ROLE)")
 	f.StringSliceVar(&cfg.Listen, "listen", envList("MESH_LISTEN", cfg.Listen), "libp2p listen multiaddrs, repeatable or comma-separated (env MESH_LISTEN)")
 	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", envList("MESH_BOOTSTRAP", nil), "full multiaddr of a bootstrap node (…/p2p/<peer id>), repeatable; the first is the directory (env MESH_BOOTSTRAP)")
 	f.BoolVar(&cfg.DHTServer, "dht-server", env("MESH_DHT_SERVER", "") != "", "always answer DHT queries; without it bootstrap nodes, --reachability public and nodes AutoNAT finds reachable do (env MESH_DHT_SERVER)")
