@@ -105,6 +105,9 @@ func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
 // completes records the commit HEAD names.
 func TestReconcileRecordsTheGitHead(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("MESH_REQUIRE_TOOLS") == "1" {
+			t.Fatal("git is not installed, and MESH_REQUIRE_TOOLS=1")
+		}
 		t.Skip("git is not installed")
 	}
 	dir := project(t)

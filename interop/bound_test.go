@@ -176,8 +176,12 @@ func TestPaidCallsAreReceipted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, _ := c.Call(ctx, card, "echo", []byte(`{}`))
+	second, err := c.Call(ctx, card, "echo", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	check("balance", first.Receipt, "balance", func(ref string) bool { return strings.HasPrefix(ref, "d_") })
+	check("balance 2", second.Receipt, "balance", func(ref string) bool { return strings.HasPrefix(ref, "d_") })
 	r1, _ := identity.OpenReceipt(first.Receipt, agentPub)
 	r2, _ := identity.OpenReceipt(second.Receipt, agentPub)
 	if r1.Ref == r2.Ref {

@@ -174,12 +174,11 @@ func TestARogueNodeIsCapped(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second)
-	for i := range 5 {
-		t0 := time.Now()
+	eventually(t, 10*time.Second, func() bool { return busy.Load() > 0 }, "the rogue's flood never met its budget")
+	for i := range 5 { // its latency under the flood is measured by mesh bench write-flood
 		st, v := call(t, honest, "POST", "/v1/agents/register", anonymous(fmt.Sprint("honest-", i)))
-		if d := time.Since(t0); st != 201 || d > 2*time.Second {
-			t.Errorf("honest registration %d during the flood: %d %v after %s", i, st, v, d)
+		if st != 201 {
+			t.Errorf("honest registration %d during the flood: %d %v", i, st, v)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -110,14 +110,14 @@ func TestReceipts(t *testing.T) {
 	}
 	good := receiptFor(agentKey, "target", payer, "tx1", now)
 	r := h.want(h.signed(payer, "POST", feedbackPath, report(true, good)), 200, "")
-	if w := r.body["weighted_reputation"].(map[string]any); w["paid"] != 1.0 || w["weight"] != PaidWeight {
+	if w := r.body["weighted_reputation"].(map[string]any); w["paid"] != 1.0 || w["weight"] != 1.0 {
 		t.Fatalf("feedback answer: %s", r.raw)
 	}
 	// The same receipt again: counted, but as a report bound to no payment.
 	h.want(h.signed(payer, "POST", feedbackPath, report(true, good)), 200, "")
 	rp := h.want(h.do("GET", "/v1/agents/target/reputation", ""), 200, "")
 	w := rp.body["weighted"].(map[string]any)
-	if rp.body["n"] != 2.0 || w["n"] != 2.0 || w["paid"] != 1.0 || w["weight"] != PaidWeight+UnpaidWeight {
+	if rp.body["n"] != 2.0 || w["n"] != 2.0 || w["paid"] != 1.0 || w["weight"] != 1.1 {
 		t.Fatalf("a receipt cited twice: %s", rp.raw)
 	}
 	// 1.1 of weight, all perfect: score 1.1 / (1.1 + PriorWeight).

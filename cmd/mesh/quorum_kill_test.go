@@ -164,6 +164,9 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if n := countAcked(); n < target {
+		t.Fatalf("writes stalled under the new leader: %d acknowledged, want %d", n, target)
+	}
 
 	// The killed member comes back with its data and catches up.
 	urls[lead], procs[lead], _ = startMeshNode(t, bin, memberArgs(lead)...)

@@ -281,7 +281,9 @@ func TestStrangersAreRefused(t *testing.T) {
 	}
 	// A vote request for a huge term: it must never reach Raft.
 	tr := &transport{}
-	tr.send(s, rpcRequestVote, map[string]any{"Term": uint64(1 << 40)})
+	if err := tr.send(s, rpcRequestVote, map[string]any{"Term": uint64(1 << 40)}); err != nil {
+		t.Fatal(err)
+	}
 	s.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := s.Read(make([]byte, 1)); err == nil {
 		t.Fatal("a stranger's RPC was answered")
