@@ -158,12 +158,14 @@ func (s *Service) servingMembers(ctx context.Context, id string, from peer.ID, n
 	for _, m := range ro.Members {
 		members[m.Agent] = true
 	}
+	at := time.Now()
 	if fresh { // a member may have left since the last answer, its leave on the way
 		for h := range last.members {
 			members[h] = true
 		}
+		at = last.at // so that what was merged in expires: asked every minute, a node's gone members would vouch for ever
 	}
-	s.served.put(k, served{at: time.Now(), members: members})
+	s.served.put(k, served{at: at, members: members})
 	return members, nil
 }
 

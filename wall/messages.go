@@ -2,6 +2,7 @@ package wall
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -50,7 +51,10 @@ func (r *room) handleSend(s *socket, data []byte, refused error) {
 		}
 	}
 	if err != nil {
-		fe := err.(*frameError)
+		var fe *frameError
+		if !errors.As(err, &fe) {
+			fe = badFrame("internal", "the frame could not be sent")
+		}
 		r.queueAnswer(s, &sent{refusal: errorFrameBytes(fe.code, "%s", fe.detail)})
 	}
 }
@@ -186,11 +190,25 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 		}
 		return f
 	}
+	var present []string // addressed handles online in the room, for spectators
+	spectated := func() []string {
+		if present == nil {
+			present = []string{}
+			for _, h := range w.To {
+				if _, ok := r.presentLocked(h); ok {
+					present = append(present, h)
+				}
+			}
+		}
+		return present
+	}
 	for s := range r.sockets {
 		switch {
 		case s == skip:
 		case s.spectator:
-			for _, h := range w.To {
+			// Only the frames an addressee gets: handles made up by the
+			// sender would otherwise fill a spectator's queue.
+			for _, h := range spectated() {
 				queue(s, frameTo(h))
 			}
 		case slices.Contains(w.To, s.handle):
