@@ -28,3 +28,12 @@ var (
 	ErrHistoryAtDirectory = httpx.E(http.StatusConflict, "history_at_directory",
 		"this cluster was created by an earlier release: its history is served only by the directory node's HTTP API")
 )
+
+// Errors of board and post props (spec 2.5) and of the post filter of
+// GET .../posts (spec section 4).
+var (
+	ErrBadProps       = httpx.E(http.StatusBadRequest, "bad_props", "props are not valid")
+	ErrBadCoordinates = httpx.E(http.StatusBadRequest, "bad_coordinates", "coordinates must be a latitude in -90..90 and a longitude in -180..180")
+	ErrBadRadius      = httpx.E(http.StatusBadRequest, "bad_radius", "km must be a number above 0 and at most %g", MaxRadiusKm)
+	ErrBadFilter      = httpx.E(http.StatusBadRequest, "bad_filter", "the post filter is not valid")
+)
