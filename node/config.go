@@ -150,6 +150,10 @@ type Config struct {
 	// cluster waits for its first member before it expires; 0 keeps
 	// clusters until their admin deletes them.
 	ClusterJoinWindow time.Duration `json:"cluster_join_window"`
+	// BoardQuota is, on the directory, what a cluster's boards may hold
+	// (boards, live posts and their bytes, per cluster and per board);
+	// zero fields are unlimited.
+	BoardQuota wall.Quota `json:"board_quota"`
 }
 
 // RaftTimings are the timings of a quorum member (see quorum.Config).
@@ -235,6 +239,7 @@ func DefaultConfig() Config {
 
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
 		ClusterJoinWindow:     wall.DefaultJoinWindow,
+		BoardQuota:            wall.DefaultQuota,
 	}
 }
 
@@ -327,6 +332,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Budgets.Validate(); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if q := c.BoardQuota; q.Boards < 0 || q.BoardPosts < 0 || q.BoardBytes < 0 || q.ClusterPosts < 0 || q.ClusterBytes < 0 {
+		return errors.New("node: BoardQuota's limits must not be negative (zero is unlimited)")
 	}
 	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
 		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")

@@ -43,7 +43,7 @@ func (n *Node) sweepOnce(ctx context.Context) {
 		return
 	}
 	ctx = admission.Unmetered(ctx)
-	agents, clusters := 0, 0
+	agents, clusters, posts := 0, 0, 0
 	for range sweepRounds {
 		a, err := n.dir.SweepExpired(ctx, n.orderer, n.cfg.Now())
 		if err != nil {
@@ -53,12 +53,16 @@ func (n *Node) sweepOnce(ctx context.Context) {
 		if err != nil {
 			n.log.Warn("expiring unjoined public clusters failed", "err", err)
 		}
-		agents, clusters = agents+a, clusters+c
-		if a == 0 && c == 0 {
+		p, err := n.wall.SweepBoards(ctx)
+		if err != nil {
+			n.log.Warn("expiring posts failed", "err", err)
+		}
+		agents, clusters, posts = agents+a, clusters+c, posts+p
+		if a == 0 && c == 0 && p == 0 {
 			break
 		}
 	}
-	if agents > 0 || clusters > 0 {
-		n.log.Info("expired what was never used", "registrations", agents, "public_clusters", clusters)
+	if agents > 0 || clusters > 0 || posts > 0 {
+		n.log.Info("expired what was never used or outlived its ttl", "registrations", agents, "public_clusters", clusters, "posts", posts)
 	}
 }

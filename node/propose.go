@@ -25,8 +25,8 @@ import (
 const (
 	proposeProto = p2p.ProtocolPrefix + "/directory/propose/1.0.0"
 	// maxProposal bounds a proposal: one signed record or action of at
-	// most wall.MaxRecordSize, JSON inside JSON.
-	maxProposal    = 4 * wall.MaxRecordSize
+	// most wall.MaxBoardOpSize (the largest), JSON inside JSON.
+	maxProposal    = 4 * wall.MaxBoardOpSize
 	maxProposalRes = 1 << 20
 )
 

@@ -32,6 +32,15 @@ type Op struct {
 	Delete *Signed  `json:"delete,omitempty"`
 	Joined string   `json:"joined,omitempty"`
 	Expire []string `json:"expire,omitempty"`
+	// Board is a board or post write (boards.go), Quota the directory's
+	// quotas it is applied under (set by the directory whoever proposed
+	// it).
+	Board *Signed `json:"board,omitempty"`
+	Quota *Quota  `json:"quota,omitempty"`
+	// ExpirePosts and Purge are the directory's housekeeping of boards
+	// (boards_expiry.go).
+	ExpirePosts []PostRef `json:"expire_posts,omitempty"`
+	Purge       *Purge    `json:"purge,omitempty"`
 }
 
 // Surface names the write op is, for the directory's write budget
@@ -46,6 +55,10 @@ func (op Op) Surface() string {
 		return "cluster_joined"
 	case op.Expire != nil:
 		return "cluster_expire"
+	case op.Board != nil:
+		return boardSurface(*op.Board)
+	case op.ExpirePosts != nil || op.Purge != nil:
+		return "post_expire"
 	}
 	return Kind
 }
@@ -53,8 +66,11 @@ func (op Op) Surface() string {
 // Result is what applying an Op produced.
 type Result struct {
 	Cluster *Cluster `json:"cluster,omitempty"`
-	// Expired counts the clusters an expiry dropped.
+	// Expired counts the clusters an expiry dropped, or the posts.
 	Expired int `json:"expired,omitempty"`
+	// Board and Post are what a board action made or changed.
+	Board *boardRow `json:"board,omitempty"`
+	Post  *postRow  `json:"post,omitempty"`
 }
 
 // Cluster is a cluster as the catalog holds it.
@@ -70,6 +86,15 @@ type Cluster struct {
 	JoinBy int64 `json:"join_by,omitempty"`
 	// Signed is the record as its admin signed it.
 	Signed Signed `json:"signed"`
+	// Rev counts the admin actions applied to the cluster's boards and
+	// settings (boards.go); Record.Boards and Record.Props are as the
+	// last patch set them.
+	Rev int64 `json:"rev,omitempty"`
+	// SealedProps is a private cluster's props, sealed with its wire key
+	// (a public one's are Record.Props).
+	SealedProps string `json:"sealed_props,omitempty"`
+	// Usage is what the cluster's boards hold.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // Public reports whether the cluster is listed and tokenless to join.
@@ -96,13 +121,16 @@ type Catalog struct {
 
 	mu      sync.Mutex
 	deleted []func(id string)
+	board   []func(BoardEvent)
+
+	index boardIndexes // public boards' posts, in memory (boards_index.go)
 }
 
 var _ cmdlog.Machine = (*Catalog)(nil)
 
 // NewCatalog returns the catalog kept in log's store and registers it.
 func NewCatalog(log *cmdlog.Log) *Catalog {
-	c := &Catalog{db: log.DB()}
+	c := &Catalog{db: log.DB(), index: boardIndexes{boards: map[boardRef]*boardIdx{}}}
 	log.Handle(Kind, c)
 	return c
 }
@@ -140,6 +168,12 @@ func (c *Catalog) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 		return applyJoined(tx, op.Joined)
 	case op.Expire != nil:
 		return applyExpire(tx, e, op.Expire)
+	case op.Board != nil:
+		return applyBoard(tx, e, *op.Board, op.Quota)
+	case op.ExpirePosts != nil:
+		return applyExpirePosts(tx, e, op.ExpirePosts)
+	case op.Purge != nil:
+		return applyPurge(tx, *op.Purge)
 	}
 	return nil, httpx.ErrInvalid.With("cluster op has no operation")
 }
@@ -149,6 +183,10 @@ func (c *Catalog) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 func (c *Catalog) Committed(e *cmdlog.Entry) {
 	var op Op
 	if json.Unmarshal(e.Op, &op) != nil {
+		return
+	}
+	if op.Board != nil || op.ExpirePosts != nil {
+		c.boardCommitted(e, &op)
 		return
 	}
 	var gone []string
@@ -172,6 +210,7 @@ func (c *Catalog) Committed(e *cmdlog.Entry) {
 	fns := c.deleted
 	c.mu.Unlock()
 	for _, id := range gone {
+		c.index.dropCluster(id)
 		for _, fn := range fns {
 			fn(id)
 		}
@@ -182,11 +221,12 @@ func (c *Catalog) Committed(e *cmdlog.Entry) {
 // join deadlines of public clusters; histories (w/h/, w/hn/) are kept by
 // bootstrap nodes for themselves.
 func (c *Catalog) State() [][]byte {
-	return [][]byte{[]byte("w/c/"), []byte("w/s/"), []byte("w/t/"), []byte("w/u/")}
+	return append([][]byte{[]byte("w/c/"), []byte("w/s/"), []byte("w/t/"), []byte("w/u/")}, boardPrefixes...)
 }
 
-// Restored implements cmdlog.Machine; the catalog caches nothing.
-func (c *Catalog) Restored() {}
+// Restored implements cmdlog.Machine: the boards' indexes are dropped
+// (they are built again from the store when read).
+func (c *Catalog) Restored() { c.index.reset() }
 
 func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed, joinBy int64) (Result, error) {
 	r, err := OpenRecord(s)
@@ -242,6 +282,9 @@ func removeCluster(tx *store.Txn, cl *Cluster, at int64, releaseSlug bool) error
 		}
 	}
 	if err := tx.Delete(clusterKey(cl.ID)); err != nil {
+		return err
+	}
+	if err := dropBoards(tx, cl.ID); err != nil {
 		return err
 	}
 	return tx.Set(tombKey(cl.ID), []byte(strconv.FormatInt(at, 10)))
@@ -395,11 +438,8 @@ func (m *Meta) validate() error {
 		name, v string
 		max     int
 	}{{"name", m.Name, maxNameLen}, {"topic", m.Topic, maxTopicLen}, {"description", m.Description, maxDescriptionLen}} {
-		if !utf8.ValidString(f.v) || utf8.RuneCountInString(f.v) > f.max {
-			return httpx.ErrInvalid.With("%s must be valid text of at most %d characters", f.name, f.max)
-		}
-		if strings.ContainsFunc(f.v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' }) {
-			return httpx.ErrInvalid.With("%s must not contain control characters", f.name)
+		if err := checkField(f.name, f.v, f.max, false, false); err != nil {
+			return err
 		}
 	}
 	return nil

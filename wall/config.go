@@ -158,6 +158,9 @@ type Config struct {
 	// waits for a node to serve it before it expires (expiry.go); zero
 	// keeps every cluster until its admin deletes it.
 	JoinWindow time.Duration
+	// Quota is what a cluster's boards may hold, on the directory (it is
+	// stamped in every board write it sequences); zero fields: no limit.
+	Quota Quota
 	Tuning
 	Now        func() time.Time
 	Logger     *slog.Logger

@@ -146,16 +146,26 @@ func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
 	if err := json.Unmarshal(raw, &op); err != nil {
 		return Op{}, httpx.ErrInvalid.With("malformed cluster operation: %v", err)
 	}
+	writes := 0
+	for _, set := range []bool{op.Create != nil, op.Delete != nil, op.Board != nil} {
+		if set {
+			writes++
+		}
+	}
+	op.JoinBy, op.Quota = 0, nil
 	switch {
-	case op.Joined != "" || op.Expire != nil || (op.Create == nil) == (op.Delete == nil):
+	case op.Joined != "" || op.Expire != nil || op.ExpirePosts != nil || op.Purge != nil || writes != 1:
 		return Op{}, errNotProposable
 	case op.Create != nil && (len(op.Create.Body) > MaxRecordSize || len(op.Create.Sig) > maxSigSize),
 		op.Delete != nil && (len(op.Delete.Body) > MaxRecordSize || len(op.Delete.Sig) > maxSigSize):
 		return Op{}, ErrBadRecord.With("a signed cluster record or action is at most %d bytes", MaxRecordSize)
+	case op.Board != nil && (len(op.Board.Body) > MaxBoardOpSize || len(op.Board.Sig) > maxSigSize):
+		return Op{}, ErrBadRecord.With("a signed board action is at most %d bytes", MaxBoardOpSize)
 	case op.Create != nil:
 		op.JoinBy = s.joinBy(at)
-	default:
-		op.JoinBy = 0
+	case op.Board != nil:
+		q := s.cfg.Quota
+		op.Quota = &q
 	}
 	return op, nil
 }

@@ -25,7 +25,11 @@ var writeRoutes = map[string]string{
 
 // WriteRoutes returns the wall's write surfaces: route pattern to surface
 // name.
-func WriteRoutes() map[string]string { return maps.Clone(writeRoutes) }
+func WriteRoutes() map[string]string {
+	out := maps.Clone(writeRoutes)
+	maps.Copy(out, boardWriteRoutes)
+	return out
+}
 
 // Routes adds the wall's routes to mux.
 func (s *Service) Routes(mux *http.ServeMux) {
@@ -36,6 +40,7 @@ func (s *Service) Routes(mux *http.ServeMux) {
 	h("DELETE /v1/clusters/{id}", s.delete)
 	h("GET /v1/clusters/{id}/ws", s.connect)
 	h("GET /v1/clusters/{id}/history", s.history)
+	s.boardRoutes(h)
 }
 
 type createRequest struct {

@@ -85,6 +85,7 @@ func (r *room) awaitRoom(s *socket) bool {
 func (r *room) sendMessage(s *socket, snd send) error {
 	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, To: snd.To,
 		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
+	w.Board, w.Ref = r.svc.resolveTags(r, snd.Payload)
 	if size, envelope := messageFrameSize(&w); size > MaxFrame {
 		return badFrame("frame_too_large", "the message frame your peers would receive is %d bytes (a payload of %d bytes as sent, in an envelope of %d: kind, from, from_did, to, ts), over the %d-byte limit: send at most %d bytes of payload, or link large content by url",
 			size, len(w.Payload), envelope, MaxFrame, MaxFrame-envelope)
@@ -220,14 +221,15 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 // encodeMessage is the message frame of w to the sockets of handle to
 // (nil: a broadcast).
 func encodeMessage(w *wireMsg, to *string) []byte {
-	return encodeFrame(messageFrame{Kind: KindMessage, From: w.From, FromDID: w.FromDID, To: to, TS: w.TS, Payload: w.Payload})
+	return encodeFrame(messageFrame{Kind: KindMessage, From: w.From, FromDID: w.FromDID, To: to, TS: w.TS, Payload: w.Payload,
+		Board: w.Board, Ref: w.Ref})
 }
 
 // messageFrameSize is the size of the largest frame message w makes (of a
 // direct message, the frame to its longest addressed handle as JSON), and
 // of its envelope: everything but the payload.
 func messageFrameSize(w *wireMsg) (size, envelope int) {
-	zero := &wireMsg{From: w.From, FromDID: w.FromDID, TS: w.TS, Payload: json.RawMessage("0")}
+	zero := &wireMsg{From: w.From, FromDID: w.FromDID, TS: w.TS, Payload: json.RawMessage("0"), Board: w.Board, Ref: w.Ref}
 	envelope = len(encodeMessage(zero, nil)) - len("0")
 	if len(w.To) > 0 {
 		longest := 0

@@ -24,6 +24,9 @@ type room struct {
 	svc  *Service
 	cl   *Cluster
 	seal *sealer // nil for a public cluster
+	// member is the member token of a private cluster (its boards' keys
+	// derive from it: hashtags), "" for a public one.
+	member string
 	// memberKey is a private cluster's member key (nil for a public one,
 	// or a v1 record, which names none): it signs the room's history
 	// events.
@@ -83,7 +86,7 @@ func newRoom(svc *Service, cl *Cluster, token string) *room {
 		deltaLimit: rate.NewLimiter(deltaRate, 2*deltaRate),
 		regs:       registrants{lookups: rate.NewLimiter(lookupRate, lookupBurst)}}
 	if !cl.Public() {
-		r.seal = newSealer(cl.ID, token)
+		r.seal, r.member = newSealer(cl.ID, token), token
 	}
 	if !cl.Public() && cl.memberPub() != nil {
 		r.memberKey = memberKey(cl.ID, token)

@@ -97,6 +97,7 @@ func (s *Service) Start(context.Context) error {
 			s.dropHistory(id)
 		})
 	})
+	s.cfg.Catalog.OnBoard(s.boardEvent)
 	h.OnRendezvousNode(s.rendezvousBack)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)

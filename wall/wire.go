@@ -51,6 +51,10 @@ type wireMsg struct {
 	To      []string        `json:"to,omitempty"` // nil: broadcast
 	TS      int64           `json:"ts,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Board and Ref are the hashtags the sending node resolved (a board's
+	// slug, a post's id).
+	Board string `json:"board,omitempty"`
+	Ref   string `json:"ref,omitempty"`
 
 	// join, leave
 	Member *member `json:"member,omitempty"`

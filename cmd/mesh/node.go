@@ -86,6 +86,11 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Var((*budgetFlag)(&cfg.Budgets.Directory), "budget-directory", "directory only: writes a second its log takes in all, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_DIRECTORY)")
 	f.DurationVar(&cfg.AgentActivationWindow, "agent-activation-window", cfg.AgentActivationWindow, "directory only: a new registration whose agent takes no token within this expires; 0 never (env MESH_AGENT_ACTIVATION_WINDOW)")
 	f.DurationVar(&cfg.ClusterJoinWindow, "cluster-join-window", cfg.ClusterJoinWindow, "directory only: a new public cluster nobody joins within this expires; 0 never (env MESH_CLUSTER_JOIN_WINDOW)")
+	f.IntVar(&cfg.BoardQuota.Boards, "board-max-boards", cfg.BoardQuota.Boards, "directory only: boards one cluster may have; 0 unlimited (env MESH_BOARD_MAX_BOARDS)")
+	f.IntVar(&cfg.BoardQuota.BoardPosts, "board-max-posts", cfg.BoardQuota.BoardPosts, "directory only: live posts one board may hold; 0 unlimited (env MESH_BOARD_MAX_POSTS)")
+	f.Int64Var(&cfg.BoardQuota.BoardBytes, "board-max-bytes", cfg.BoardQuota.BoardBytes, "directory only: bytes of live posts one board may hold; 0 unlimited (env MESH_BOARD_MAX_BYTES)")
+	f.IntVar(&cfg.BoardQuota.ClusterPosts, "cluster-max-posts", cfg.BoardQuota.ClusterPosts, "directory only: live posts one cluster's boards may hold; 0 unlimited (env MESH_CLUSTER_MAX_POSTS)")
+	f.Int64Var(&cfg.BoardQuota.ClusterBytes, "cluster-max-bytes", cfg.BoardQuota.ClusterBytes, "directory only: bytes of live posts one cluster's boards may hold; 0 unlimited (env MESH_CLUSTER_MAX_BYTES)")
 	return c
 }
 
@@ -135,6 +140,11 @@ var nodeEnv = map[string]string{
 
 	"agent-activation-window": "MESH_AGENT_ACTIVATION_WINDOW",
 	"cluster-join-window":     "MESH_CLUSTER_JOIN_WINDOW",
+	"board-max-boards":        "MESH_BOARD_MAX_BOARDS",
+	"board-max-posts":         "MESH_BOARD_MAX_POSTS",
+	"board-max-bytes":         "MESH_BOARD_MAX_BYTES",
+	"cluster-max-posts":       "MESH_CLUSTER_MAX_POSTS",
+	"cluster-max-bytes":       "MESH_CLUSTER_MAX_BYTES",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {

@@ -1,0 +1,282 @@
+package wall
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/store"
+)
+
+// loadBoard reads board slug of g's cluster and opens its content.
+func (s *Service) loadBoard(g *signer, slug string) (*boardRow, boardContent, error) {
+	var row boardRow
+	var bc boardContent
+	if !validSlug(slug) {
+		return nil, bc, ErrBoardNotFound
+	}
+	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+		return tx.GetJSON(boardRowKey(g.cl.ID, g.boardKey(slug)), &row)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, bc, ErrBoardNotFound
+	}
+	if err != nil {
+		return nil, bc, err
+	}
+	return &row, bc, unpack(g.seal, sealBoard, row.Content, row.Sealed, &bc)
+}
+
+// loadPost reads live post id of board row and opens its content.
+func (s *Service) loadPost(g *signer, row *boardRow, id string) (*postRow, postContent, error) {
+	var pc postContent
+	if !validPostID(id) {
+		return nil, pc, ErrPostNotFound
+	}
+	var post *postRow
+	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+		var err error
+		post, err = getPost(tx, g.cl.ID, id)
+		return err
+	})
+	if err != nil {
+		return nil, pc, err
+	}
+	if post.BID != row.BID || !post.live(s.cfg.Now().UnixNano()) {
+		return nil, pc, ErrPostNotFound
+	}
+	return post, pc, unpack(g.seal, sealPost, post.Content, post.Sealed, &pc)
+}
+
+type boardsList struct {
+	ClusterID     string      `json:"cluster_id"`
+	BoardsEnabled bool        `json:"boards_enabled"`
+	ClusterProps  Props       `json:"cluster_props"`
+	Boards        []boardView `json:"boards"`
+	Count         int         `json:"count"`
+}
+
+func (s *Service) listBoards(w http.ResponseWriter, r *http.Request) error {
+	g, err := s.access(r, false)
+	if err != nil {
+		return err
+	}
+	out := boardsList{ClusterID: g.cl.ID, BoardsEnabled: g.cl.Boards, ClusterProps: g.clusterProps(), Boards: []boardView{}}
+	if g.cl.Boards {
+		err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+			return tx.Scan(store.Key("w", "bb", g.cl.ID, ""), nil, func(_, v []byte) (bool, error) {
+				var row boardRow
+				var bc boardContent
+				if json.Unmarshal(v, &row) == nil && unpack(g.seal, sealBoard, row.Content, row.Sealed, &bc) == nil {
+					out.Boards = append(out.Boards, viewBoard(&row, bc))
+				}
+				return true, nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(out.Boards, func(a, b boardView) int { return strings.Compare(a.Slug, b.Slug) })
+	out.Count = len(out.Boards)
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// postsPage is a page of a board's live posts, newest first.
+type postsPage struct {
+	Posts      []postView `json:"posts"`
+	Count      int        `json:"count"`
+	NextCursor *string    `json:"next_cursor"`
+}
+
+// boardRead is a read of a board's posts: the board, and the query.
+type boardRead struct {
+	g      *signer
+	row    *boardRow
+	bc     boardContent
+	filter PostFilter
+	limit  int
+	after  *idxPost
+}
+
+// openRead checks a read of board slug: credentials, age gate, query.
+func (s *Service) openRead(r *http.Request) (*boardRead, error) {
+	g, err := s.boardsOn(r, false)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	f, err := ParsePostFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	row, bc, err := s.loadBoard(g, r.PathValue("slug"))
+	if err != nil {
+		return nil, err
+	}
+	if EffectiveProps(g.clusterProps(), bc.Props).AgeGated() && !f.Adult {
+		return nil, ErrAgeGated
+	}
+	rd := &boardRead{g: g, row: row, bc: bc, filter: f, limit: defaultPage}
+	return rd, rd.page(q.Get("limit"), q.Get("cursor"))
+}
+
+func (rd *boardRead) page(limit, cursor string) error {
+	if limit != "" {
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 || n > maxPageSize {
+			return ErrBadPage.With("limit must be 1 to %d, not %q", maxPageSize, limit)
+		}
+		rd.limit = n
+	}
+	if cursor == "" {
+		return nil
+	}
+	at, id, ok := strings.Cut(cursor, ".")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || !validPostID(id) {
+		return ErrBadPage.With("cursor %q is not a next_cursor of this API", cursor)
+	}
+	rd.after = &idxPost{id: id, created: n}
+	return nil
+}
+
+func (s *Service) getBoard(w http.ResponseWriter, r *http.Request) error {
+	rd, err := s.openRead(r)
+	if err != nil {
+		return err
+	}
+	page, err := s.posts(rd)
+	if err != nil {
+		return err
+	}
+	cp := rd.g.clusterProps()
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"board": viewBoard(rd.row, rd.bc), "cluster_props": cp,
+		"effective_props": EffectiveProps(cp, rd.bc.Props), "posts": page.Posts, "count": page.Count, "next_cursor": page.NextCursor})
+	return nil
+}
+
+func (s *Service) listPosts(w http.ResponseWriter, r *http.Request) error {
+	rd, err := s.openRead(r)
+	if err != nil {
+		return err
+	}
+	page, err := s.posts(rd)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Service) getPost(w http.ResponseWriter, r *http.Request) error {
+	rd, err := s.openRead(r)
+	if err != nil {
+		return err
+	}
+	post, pc, err := s.loadPost(rd.g, rd.row, r.PathValue("pid"))
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"post": viewPost(post, rd.bc.Slug, pc, rd.g.clusterProps(), rd.bc.Props)})
+	return nil
+}
+
+// posts answers a read: the page's posts from the board's index (a
+// public board's, kept in memory) or from its posts opened one by one (a
+// private board's), then their contents from the store.
+func (s *Service) posts(rd *boardRead) (postsPage, error) {
+	cat := s.cfg.Catalog
+	levels := [2]Props{rd.g.clusterProps(), rd.bc.Props}
+	now := s.cfg.Now().UnixNano()
+	var hits []*idxPost
+	var more bool
+	if rd.g.seal == nil {
+		idx, err := cat.boardIndex(rd.g.cl.ID, rd.row)
+		if err != nil {
+			return postsPage{}, err
+		}
+		hits, more = idx.query(levels, rd.filter, rd.after, rd.limit, now)
+		idx.mu.RUnlock()
+	} else {
+		idx := newBoardIdx()
+		if err := cat.db.View(func(tx *store.Txn) error { return fillIndex(tx, idx, rd.g.seal, rd.g.cl.ID, rd.row.BID) }); err != nil {
+			return postsPage{}, err
+		}
+		hits, more = idx.query(levels, rd.filter, rd.after, rd.limit, now)
+	}
+	page := postsPage{Posts: make([]postView, 0, len(hits))}
+	err := cat.db.View(func(tx *store.Txn) error {
+		for _, h := range hits {
+			post, err := getPost(tx, rd.g.cl.ID, h.id)
+			if errors.Is(err, ErrPostNotFound) {
+				continue // deleted since
+			}
+			var pc postContent
+			if err == nil {
+				err = unpack(rd.g.seal, sealPost, post.Content, post.Sealed, &pc)
+			}
+			if err != nil {
+				return err
+			}
+			page.Posts = append(page.Posts, viewPost(post, rd.bc.Slug, pc, levels[0], levels[1]))
+		}
+		return nil
+	})
+	page.Count = len(page.Posts)
+	if more && len(hits) > 0 {
+		last := hits[len(hits)-1]
+		c := strconv.FormatInt(last.created, 10) + "." + last.id
+		page.NextCursor = &c
+	}
+	return page, err
+}
+
+// query returns up to limit live posts matching f, newest first, older
+// than after (if set), and whether more follow. levels are the cluster's
+// and the board's props. The caller holds b.mu.
+func (b *boardIdx) query(levels [2]Props, f PostFilter, after *idxPost, limit int, now int64) ([]*idxPost, bool) {
+	var out []*idxPost
+	take := func(p *idxPost) bool {
+		if p.until != 0 && p.until <= now || after != nil && !p.before(after) {
+			return true
+		}
+		if f.Match(EffectiveProps(levels[0], levels[1], p.props)) {
+			out = append(out, p)
+		}
+		return len(out) <= limit
+	}
+	base := EffectiveProps(levels[0], levels[1])
+	if f.Near != nil && !(base.Where != nil && DistanceKm(f.Near.Lat, f.Near.Lon, base.Where.Lat, base.Where.Lon) <= f.Km) {
+		// Only posts with a location of their own can be near: the
+		// GeoIndex finds them without a scan.
+		var cands []*idxPost
+		b.geo.Near(f.Near.Lat, f.Near.Lon, f.Km, func(id string, _ float64) bool {
+			if p := b.posts[id]; p != nil {
+				cands = append(cands, p)
+			}
+			return true
+		})
+		slices.SortFunc(cands, func(x, y *idxPost) int { return cmpPost(y, x) })
+		for _, p := range cands {
+			if !take(p) {
+				break
+			}
+		}
+	} else {
+		for i := len(b.order) - 1; i >= 0; i-- {
+			if !take(b.order[i]) {
+				break
+			}
+		}
+	}
+	if len(out) > limit {
+		return out[:limit], true
+	}
+	return out, false
+}
