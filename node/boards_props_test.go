@@ -1,0 +1,174 @@
+package node
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+)
+
+// effective returns the effective props of post id of board slug as c's
+// node reads it, as JSON.
+func effective(t *testing.T, n *Node, c boardCluster, slug, id string) string {
+	t.Helper()
+	v := waitStatus(t, n, 200, c.path("/boards/"+slug+"/posts/"+id))
+	b, _ := json.Marshal(v["post"].(map[string]any)["effective_props"])
+	return string(b)
+}
+
+// canon is JSON text with its object keys sorted, as a decoded map
+// encodes.
+func canon(s string) string {
+	var v any
+	json.Unmarshal([]byte(s), &v)
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestBoardsPropsInheritance: a post's effective props are the cluster's,
+// overridden by its board's, overridden by its own; "none" stops where,
+// null clears a key (or all) so that the level inherits again. Written
+// on one node, read on another.
+func TestBoardsPropsInheritance(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
+	admin := []string{"x-cluster-token", cl.admin}
+	paris := `{"lat":48.8566,"lon":2.3522,"label":"Paris"}`
+	got := mustCall(t, b, 200, "PATCH", cl.path(""), `{"props":{"where":`+paris+`,"lang":"fr"}}`, admin...)
+	if p, _ := json.Marshal(got["props"]); string(p) != canon(`{"where":`+paris+`,"lang":"fr"}`) {
+		t.Fatalf("cluster props %s", p)
+	}
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"inherit"}`, admin...)
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"nowhere","props":{"where":"none","lang":"en"}}`, admin...)
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"lyon","props":{"where":{"lat":45.764,"lon":4.8357,"label":"Lyon"}}}`, admin...)
+	berlin := map[string]any{"lat": 52.52, "lon": 13.405, "label": "Berlin"}
+	posts := map[string]string{}
+	for _, p := range []struct {
+		name, board string
+		props       any
+	}{
+		{"plain", "inherit", nil},
+		{"german", "inherit", map[string]any{"lang": "de"}},
+		{"agnostic", "inherit", map[string]any{"where": "none"}},
+		{"nowhere", "nowhere", nil},
+		{"berlin", "nowhere", map[string]any{"where": berlin}},
+		{"lyon", "lyon", nil},
+	} {
+		body := map[string]any{"title": p.name, "ttl": "forever"}
+		if p.props != nil {
+			body["props"] = p.props
+		}
+		posts[p.name] = createPost(t, b, cl, p.board, "alice", body)["id"].(string)
+	}
+	want := map[string]string{
+		"plain":    `{"where":` + paris + `,"lang":"fr"}`,
+		"german":   `{"where":` + paris + `,"lang":"de"}`,
+		"agnostic": `{"lang":"fr"}`,
+		"nowhere":  `{"lang":"en"}`,
+		"berlin":   `{"where":{"lat":52.52,"lon":13.405,"label":"Berlin"},"lang":"en"}`,
+		"lyon":     `{"where":{"lat":45.764,"lon":4.8357,"label":"Lyon"},"lang":"fr"}`,
+	}
+	boards := map[string]string{"plain": "inherit", "german": "inherit", "agnostic": "inherit", "nowhere": "nowhere", "berlin": "nowhere", "lyon": "lyon"}
+	for name, w := range want {
+		if got := effective(t, c, cl, boards[name], posts[name]); got != canon(w) {
+			t.Errorf("%s: effective props %s, want %s", name, got, w)
+		}
+	}
+
+	// null on one key: the board inherits where again; null on the whole
+	// props: every key.
+	mustCall(t, c, 200, "PATCH", cl.path("/boards/nowhere"), `{"props":{"where":null}}`, admin...)
+	waitFor(t, func() bool {
+		return effective(t, b, cl, "nowhere", posts["nowhere"]) == canon(`{"where":`+paris+`,"lang":"en"}`)
+	}, "where:null on the board")
+	mustCall(t, c, 200, "PATCH", cl.path("/boards/nowhere"), `{"props":null}`, admin...)
+	waitFor(t, func() bool { return effective(t, b, cl, "nowhere", posts["nowhere"]) == canon(want["plain"]) }, "props:null on the board")
+	mustCall(t, c, 200, "PATCH", cl.path(""), `{"props":{"lang":null}}`, admin...)
+	waitFor(t, func() bool { return effective(t, b, cl, "inherit", posts["plain"]) == canon(`{"where":`+paris+`}`) }, "lang:null on the cluster")
+	list := waitStatus(t, b, 200, cl.path("/boards"))
+	if cp, _ := json.Marshal(list["cluster_props"]); string(cp) != canon(`{"where":`+paris+`}`) {
+		t.Fatalf("cluster_props %s", cp)
+	}
+}
+
+// waitFor polls cond for a second (the spec's bound for a write to reach
+// another node).
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	eventually(t, 2*time.Second, cond, "%s never showed", what)
+}
+
+// TestBoardsNearLangAdult: near/km by great-circle distance against each
+// post's effective location (hand-computed distances: 0.1 degree of a
+// great circle is 11.12 km), across the antimeridian and near a pole;
+// lang; the age gate and post_max_chars.
+func TestBoardsNearLangAdult(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
+	admin := []string{"x-cluster-token", cl.admin}
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"geo","props":{"where":{"lat":10,"lon":10,"label":"Here"},"lang":"en"}}`, admin...)
+	at := func(name string, lat, lon float64, lang string) string {
+		props := map[string]any{}
+		if name != "inherits" {
+			props["where"] = map[string]any{"lat": lat, "lon": lon, "label": name}
+		}
+		if lang != "" {
+			props["lang"] = lang
+		}
+		return createPost(t, b, cl, "geo", "alice", map[string]any{"title": name, "ttl": "30d", "props": props})["id"].(string)
+	}
+	id := map[string]string{
+		"east":     at("east", 0, -179.95, ""), // 11.12 km from (0, 179.95), over the antimeridian
+		"west":     at("west", 0, 179.8, ""),   // 16.68 km from (0, 179.95)
+		"pole-far": at("pole-far", 89.95, 180, ""),
+		"pole-q":   at("pole-q", 89.95, 90, "fr"), // 7.86 km from (89.95, 0): a chord of 0.0707 degree
+		"pole-out": at("pole-out", 89.8, 0, ""),   // 16.68 km from (89.95, 0)
+		"inherits": at("inherits", 0, 0, "FR"),    // at the board's (10, 10)
+		"none":     createPost(t, b, cl, "geo", "alice", map[string]any{"title": "none", "ttl": "1y", "props": map[string]any{"where": "none"}})["id"].(string),
+	}
+	name := map[string]string{}
+	for k, v := range id {
+		name[v] = k
+	}
+	near := func(query string, want ...string) {
+		t.Helper()
+		v := waitStatus(t, c, 200, cl.path("/boards/geo/posts?"+query))
+		var got []string
+		for _, pid := range postIDs(v) {
+			got = append(got, name[pid])
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: %v, want %v", query, got, want)
+		}
+	}
+	waitStatus(t, c, 200, cl.path("/boards/geo/posts/"+id["none"]))
+	near("near=0,179.95&km=12", "east")
+	near("near=0,179.95&km=17", "east", "west")
+	near("near=89.95,0&km=8", "pole-q")
+	near("near=89.95,0&km=11.2", "pole-q", "pole-far")
+	near("near=89.95,0&km=17", "pole-q", "pole-far", "pole-out")
+	near("near=10,10.1&km=11", "inherits") // 10.95 km at latitude 10
+	near("near=10,10.1&km=10.9")
+	near("lang=fr", "pole-q", "inherits")
+	near("lang=en", "east", "west", "pole-far", "pole-out", "none")
+	near("near=89.95,0&km=17&lang=FR", "pole-q")
+
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"adults","props":{"entry":{"age_min":18},"limits":{"post_max_chars":10}}}`, admin...)
+	wantError(t, c, 403, "age_gated", "GET", cl.path("/boards/adults/posts"), "")
+	wantError(t, c, 403, "age_gated", "GET", cl.path("/boards/adults"), "")
+	wantError(t, c, 403, "age_gated", "POST", cl.path("/boards/adults/posts?agent=a"), `{"title":"t","ttl":"7d"}`)
+	wantError(t, c, 422, "post_max_chars", "POST", cl.path("/boards/adults/posts?agent=a&adult=1"), `{"title":"t","ttl":"7d","body":"12345678901"}`)
+	pid := createPost(t, c, cl, "adults", "a&adult=1", map[string]any{"title": "t", "ttl": "7d", "body": "1234567890"})["id"].(string)
+	if ids := postIDs(mustCall(t, c, 200, "GET", cl.path("/boards/adults/posts?adult=1"), "")); !slices.Equal(ids, []string{pid}) {
+		t.Fatalf("adult read %v", ids)
+	}
+	// The cluster's entry is inherited; a board may lower it.
+	mustCall(t, b, 200, "PATCH", cl.path(""), `{"props":{"entry":{"age_min":21,"require":["id"]}}}`, admin...)
+	waitFor(t, func() bool { st, _ := call(t, c, "GET", cl.path("/boards/geo/posts"), ""); return st == 403 }, "the cluster's age gate")
+	mustCall(t, b, 200, "PATCH", cl.path("/boards/geo"), `{"props":{"entry":{"age_min":16}}}`, admin...)
+	waitStatus(t, c, 200, cl.path("/boards/geo/posts"))
+}
