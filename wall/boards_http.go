@@ -361,8 +361,8 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req postRequest
-	if err := httpx.DecodeJSON(body, &req); err != nil {
+	pc, ttl, err := decodePost(r.URL.Query().Get("agent"), body)
+	if err != nil {
 		return err
 	}
 	row, bc, err := s.loadBoard(g, r.PathValue("slug"))
@@ -373,15 +373,11 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 	if eff.AgeGated() && r.URL.Query().Get("adult") != "1" {
 		return ErrAgeGated
 	}
-	pc, err := newPostContent(r.URL.Query().Get("agent"), req)
-	if err != nil {
-		return err
-	}
 	if l := eff.Limits; l != nil && len([]rune(pc.Body)) > l.PostMaxChars {
 		return ErrTooLong.With("the body has %d characters, over this board's limits.post_max_chars (%d)", len([]rune(pc.Body)), l.PostMaxChars)
 	}
 	res, err := s.propose(r.Context(), g, func() (BoardAction, error) {
-		a := BoardAction{Op: ActPostCreate, Board: row.Key, Post: newPostID(), TTL: req.TTL}
+		a := BoardAction{Op: ActPostCreate, Board: row.Key, Post: newPostID(), TTL: ttl}
 		g.pack(&a, sealPost, pc)
 		g.frame(&a, frameInfo{Slug: bc.Slug, Title: pc.Title})
 		return a, nil
@@ -393,17 +389,22 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// newPostContent checks a post creation request.
-func newPostContent(agent string, req postRequest) (postContent, error) {
+// decodePost decodes and checks a post creation by agent: its content
+// and ttl.
+func decodePost(agent string, body []byte) (postContent, string, error) {
+	var req postRequest
+	if err := httpx.DecodeJSON(body, &req); err != nil {
+		return postContent{}, "", err
+	}
 	if _, ok := ttls[req.TTL]; !ok {
-		return postContent{}, ErrBadTTL.With("ttl must be 24h, 7d, 30d, 1y or forever, not %q", req.TTL)
+		return postContent{}, "", ErrBadTTL.With("ttl must be 24h, 7d, 30d, 1y or forever, not %q", req.TTL)
 	}
 	patch, err := DecodeProps(req.Props, PostProps)
 	if err != nil {
-		return postContent{}, err
+		return postContent{}, "", err
 	}
 	pc := postContent{Author: agent, Title: req.Title, Body: req.Body, File: req.File, Props: Props{}.Apply(patch)}
-	return pc, pc.validate()
+	return pc, req.TTL, pc.validate()
 }
 
 func (s *Service) deletePost(w http.ResponseWriter, r *http.Request) error {
