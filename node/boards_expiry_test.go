@@ -60,6 +60,7 @@ func TestBoardsTTLExpiry(t *testing.T) {
 		}
 	}
 	m.boot.sweepOnce(context.Background())
+	m.waitCaughtUp(b)
 	m.waitCaughtUp(c)
 	for _, n := range []*Node{m.boot, b, c} {
 		if got := boardKeys(t, n, "bp", cl.id); got != 1 {

@@ -83,6 +83,7 @@ func TestBoardsPrivateCluster(t *testing.T) {
 	if got["title"] != "Plaintext title" || got["author"] != "alice" {
 		t.Fatalf("post read with the token %v", got)
 	}
+	waitStatus(t, b, 200, cl.path("/boards/hidden-board/posts/"+id), admin...)
 	near := mustCall(t, b, 200, "GET", cl.path("/boards/hidden-board/posts?near=1,2&km=1"), "", admin...)
 	if ids := postIDs(near); len(ids) != 1 || ids[0] != id {
 		t.Fatalf("near on a private board %v", near)

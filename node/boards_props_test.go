@@ -158,6 +158,7 @@ func TestBoardsNearLangAdult(t *testing.T) {
 	near("near=89.95,0&km=17&lang=FR", "pole-q")
 
 	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"adults","props":{"entry":{"age_min":18},"limits":{"post_max_chars":10}}}`, admin...)
+	waitStatus(t, c, 403, cl.path("/boards/adults/posts"))
 	wantError(t, c, 403, "age_gated", "GET", cl.path("/boards/adults/posts"), "")
 	wantError(t, c, 403, "age_gated", "GET", cl.path("/boards/adults"), "")
 	wantError(t, c, 403, "age_gated", "POST", cl.path("/boards/adults/posts?agent=a"), `{"title":"t","ttl":"7d"}`)

@@ -57,7 +57,8 @@ func TestBoardsLifecycleAcrossNodes(t *testing.T) {
 	if got["title"] != "Bike for sale" || got["file"].(map[string]any)["mime"] != "image/jpeg" {
 		t.Fatalf("post on boot %v", got)
 	}
-	if ids := postIDs(waitStatus(t, b, 200, cl.path("/boards/market"))); !slices.Equal(ids, []string{id}) {
+	waitStatus(t, b, 200, cl.path("/boards/market/posts/"+id))
+	if ids := postIDs(mustCall(t, b, 200, "GET", cl.path("/boards/market"), "")); !slices.Equal(ids, []string{id}) {
 		t.Fatalf("board's posts %v", ids)
 	}
 

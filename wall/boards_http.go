@@ -124,9 +124,7 @@ func (s *Service) propose(ctx context.Context, g *signer, build func() (BoardAct
 		if !errors.Is(err, ErrStale) || attempt == 2 {
 			return res, err
 		}
-		if s.cfg.Refresh != nil {
-			s.cfg.Refresh(ctx)
-		}
+		s.refresh(ctx)
 		cl, err := s.cfg.Catalog.Get(g.cl.ID)
 		if err != nil {
 			return Result{}, err
@@ -217,13 +215,34 @@ func (s *Service) patchCluster(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// boardsOn is access for board requests: boards must be enabled.
+// boardsOn is access for board requests: boards must be enabled. A node
+// that is not the directory asks it for changes before answering that
+// they are not (they may have been enabled a moment ago elsewhere).
 func (s *Service) boardsOn(r *http.Request, admin bool) (*signer, error) {
 	g, err := s.access(r, admin)
-	if err == nil && !g.cl.Boards {
-		err = ErrBoardsOff
+	if err != nil || g.cl.Boards {
+		return g, err
 	}
-	return g, err
+	if s.refresh(r.Context()) {
+		if g.cl, err = s.cfg.Catalog.Get(g.cl.ID); err != nil {
+			return nil, err
+		}
+	}
+	if !g.cl.Boards {
+		return nil, ErrBoardsOff
+	}
+	return g, nil
+}
+
+// refresh brings the catalog up to date with the directory, if this node
+// is not it; it reports whether it did.
+func (s *Service) refresh(ctx context.Context) bool {
+	if s.cfg.Refresh == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	return s.cfg.Refresh(ctx) == nil
 }
 
 type boardRequest struct {
@@ -288,7 +307,7 @@ func (s *Service) patchBoard(w http.ResponseWriter, r *http.Request) error {
 	}
 	var bc boardContent
 	res, err := s.propose(r.Context(), g, func() (BoardAction, error) {
-		row, cur, err := s.loadBoard(g, r.PathValue("slug"))
+		row, cur, err := s.loadBoard(r.Context(), g, r.PathValue("slug"))
 		if err != nil {
 			return BoardAction{}, err
 		}
@@ -320,7 +339,7 @@ func (s *Service) deleteBoard(w http.ResponseWriter, r *http.Request) error {
 	}
 	slug := r.PathValue("slug")
 	_, err = s.propose(r.Context(), g, func() (BoardAction, error) {
-		row, _, err := s.loadBoard(g, slug)
+		row, _, err := s.loadBoard(r.Context(), g, slug)
 		if err != nil {
 			return BoardAction{}, err
 		}
@@ -365,7 +384,7 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	row, bc, err := s.loadBoard(g, r.PathValue("slug"))
+	row, bc, err := s.loadBoard(r.Context(), g, r.PathValue("slug"))
 	if err != nil {
 		return err
 	}
@@ -418,7 +437,7 @@ func (s *Service) deletePost(w http.ResponseWriter, r *http.Request) error {
 	}
 	pid := r.PathValue("pid")
 	_, err = s.propose(r.Context(), g, func() (BoardAction, error) {
-		row, bc, err := s.loadBoard(g, r.PathValue("slug"))
+		row, bc, err := s.loadBoard(r.Context(), g, r.PathValue("slug"))
 		if err != nil {
 			return BoardAction{}, err
 		}

@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,16 +13,24 @@ import (
 	"github.com/agentmesh/mesh/store"
 )
 
-// loadBoard reads board slug of g's cluster and opens its content.
-func (s *Service) loadBoard(g *signer, slug string) (*boardRow, boardContent, error) {
+// loadBoard reads board slug of g's cluster and opens its content; a
+// node that is not the directory asks it for changes before answering
+// that the board does not exist.
+func (s *Service) loadBoard(ctx context.Context, g *signer, slug string) (*boardRow, boardContent, error) {
 	var row boardRow
 	var bc boardContent
 	if !validSlug(slug) {
 		return nil, bc, ErrBoardNotFound
 	}
-	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
-		return tx.GetJSON(boardRowKey(g.cl.ID, g.boardKey(slug)), &row)
-	})
+	get := func() error {
+		return s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+			return tx.GetJSON(boardRowKey(g.cl.ID, g.boardKey(slug)), &row)
+		})
+	}
+	err := get()
+	if errors.Is(err, store.ErrNotFound) && s.refresh(ctx) {
+		err = get()
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, bc, ErrBoardNotFound
 	}
@@ -115,7 +124,7 @@ func (s *Service) openRead(r *http.Request) (*boardRead, error) {
 	if err != nil {
 		return nil, err
 	}
-	row, bc, err := s.loadBoard(g, r.PathValue("slug"))
+	row, bc, err := s.loadBoard(r.Context(), g, r.PathValue("slug"))
 	if err != nil {
 		return nil, err
 	}
