@@ -18,7 +18,8 @@ import (
 
 // Proposals: a node that is not the directory sends self-certifying log
 // operations (cluster records and admin actions, signed by the cluster's
-// admin key) to the directory node, which checks the signatures itself when
+// admin key; board actions, signed by its admin or member key, or
+// unsigned posts of public clusters) to the directory node, which checks the signatures itself when
 // it applies them and sequences them with its own clock. Registry writes do
 // not travel this way: they are forwarded as the caller's signed HTTP
 // request (forward.go), which the directory verifies itself.
