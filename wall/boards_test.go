@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/mesh/internal/httpx"
 )
@@ -55,4 +56,91 @@ func FuzzDecodePost(f *testing.F) {
 		}
 		hashtags(pc.Title + " " + pc.Body)
 	})
+}
+
+// TestBoardActionsAreSelfCertifying: the catalog applies a board action
+// only with the signature its operation needs (admin key; member key on a
+// private cluster), once (a replayed admin action or post creation is
+// refused), and other nodes may propose no housekeeping.
+func TestBoardActionsAreSelfCertifying(t *testing.T) {
+	cat, p := memCatalog(t)
+	rec, s, token, admin, err := newCluster(Private, Meta{Name: "club"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(p, Op{Create: &s}); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := cat.Get(rec.ID)
+	g := &signer{cl: cl, admin: admin, member: token, seal: newSealer(cl.ID, token)}
+	now := func() int64 { return time.Now().UnixMilli() }
+	apply := func(g *signer, a BoardAction) error {
+		t.Helper()
+		if a.At == 0 {
+			a.At = now()
+		}
+		signed, err := g.sign(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = propose(p, Op{Board: &signed})
+		return err
+	}
+	on := true
+	patch := BoardAction{Op: ActPatchCluster, Boards: &on}
+	stranger := &signer{cl: cl, admin: newSecret(adminPrefix), member: newSecret(tokenPrefix)}
+	if err := apply(stranger, patch); !errors.Is(err, ErrBadAction) {
+		t.Fatalf("a patch signed by another key: %v", err)
+	}
+	patch.At = now()
+	signed, _ := g.sign(patch)
+	if _, err := propose(p, Op{Board: &signed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(p, Op{Board: &signed}); !errors.Is(err, ErrStale) {
+		t.Fatalf("a replayed patch: %v", err)
+	}
+	g.cl, _ = cat.Get(rec.ID)
+	board := BoardAction{Op: ActBoardCreate, Board: g.boardKey("b"), Rev: g.cl.Rev}
+	g.pack(&board, sealBoard, boardContent{Slug: "b", Kind: "generic"})
+	if err := apply(g, board); err != nil {
+		t.Fatal(err)
+	}
+	post := BoardAction{Op: ActPostCreate, Board: g.boardKey("b"), Post: newPostID(), TTL: "7d"}
+	g.pack(&post, sealPost, postContent{Author: "a", Title: "t"})
+	if err := apply(stranger, post); !errors.Is(err, ErrBadAction) {
+		t.Fatalf("a post signed by a stranger's member key: %v", err)
+	}
+	unsigned, _ := json.Marshal(BoardAction{V: 1, ID: cl.ID, Op: ActPostCreate, Board: post.Board, Post: post.Post, TTL: "7d", Sealed: post.Sealed, At: now()})
+	if _, err := propose(p, Op{Board: &Signed{Body: string(unsigned)}}); !errors.Is(err, ErrBadAction) {
+		t.Fatalf("an unsigned post on a private cluster: %v", err)
+	}
+	old := post
+	old.At = now() - (replayWindow + time.Minute).Milliseconds()
+	if err := apply(g, old); !errors.Is(err, ErrBadAction) {
+		t.Fatalf("a post creation older than the replay window: %v", err)
+	}
+	post.At = now()
+	created, _ := g.sign(post)
+	if _, err := propose(p, Op{Board: &created}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(g, BoardAction{Op: ActPostDelete, Board: post.Board, Post: post.Post, Agent: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(p, Op{Board: &created}); !errors.Is(err, ErrPostExists) {
+		t.Fatalf("a replayed post creation after its deletion: %v", err)
+	}
+
+	svc := &Service{cfg: Config{Quota: Quota{Boards: 7}}}
+	for _, op := range []Op{{ExpirePosts: []PostRef{{C: cl.ID, Post: post.Post}}}, {Purge: &Purge{C: cl.ID}}, {Board: &created, Purge: &Purge{}}} {
+		raw, _ := json.Marshal(op)
+		if _, err := svc.Proposed(raw, time.Now()); !errors.Is(err, errNotProposable) {
+			t.Fatalf("proposed %s: %v", raw, err)
+		}
+	}
+	raw, _ := json.Marshal(Op{Board: &created, Quota: &Quota{}})
+	if op, err := svc.Proposed(raw, time.Now()); err != nil || op.Quota == nil || op.Quota.Boards != 7 {
+		t.Fatalf("the directory's quota is not the one stamped: %+v %v", op.Quota, err)
+	}
 }
