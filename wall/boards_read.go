@@ -155,22 +155,28 @@ func (rd *boardRead) page(limit, cursor string) error {
 	return nil
 }
 
+// boardPage is a board and a page of its posts.
+type boardPage struct {
+	Board          boardView `json:"board"`
+	ClusterProps   Props     `json:"cluster_props"`
+	EffectiveProps Props     `json:"effective_props"`
+	postsPage
+}
+
 func (s *Service) getBoard(w http.ResponseWriter, r *http.Request) error {
-	rd, err := s.openRead(r)
-	if err != nil {
-		return err
-	}
-	page, err := s.posts(rd)
-	if err != nil {
-		return err
-	}
-	cp := rd.g.clusterProps()
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"board": viewBoard(rd.row, rd.bc), "cluster_props": cp,
-		"effective_props": EffectiveProps(cp, rd.bc.Props), "posts": page.Posts, "count": page.Count, "next_cursor": page.NextCursor})
-	return nil
+	return s.readPage(w, r, func(rd *boardRead, page postsPage) any {
+		cp := rd.g.clusterProps()
+		return boardPage{Board: viewBoard(rd.row, rd.bc), ClusterProps: cp, EffectiveProps: EffectiveProps(cp, rd.bc.Props), postsPage: page}
+	})
 }
 
 func (s *Service) listPosts(w http.ResponseWriter, r *http.Request) error {
+	return s.readPage(w, r, func(_ *boardRead, page postsPage) any { return page })
+}
+
+// readPage answers a read of a page of a board's posts with what answer
+// makes of it.
+func (s *Service) readPage(w http.ResponseWriter, r *http.Request, answer func(*boardRead, postsPage) any) error {
 	rd, err := s.openRead(r)
 	if err != nil {
 		return err
@@ -179,7 +185,7 @@ func (s *Service) listPosts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, page)
+	httpx.WriteJSON(w, http.StatusOK, answer(rd, page))
 	return nil
 }
 
