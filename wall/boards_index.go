@@ -29,13 +29,16 @@ func (p *idxPost) before(q *idxPost) bool {
 
 // boardIdx is one board's posts.
 type boardIdx struct {
+	bid   string // the board's id: a board made anew under its slug is another
 	mu    sync.RWMutex
 	posts map[string]*idxPost
 	order []*idxPost // by (created, id)
 	geo   *GeoIndex  // the posts with a location of their own
 }
 
-func newBoardIdx() *boardIdx { return &boardIdx{posts: map[string]*idxPost{}, geo: NewGeoIndex()} }
+func newBoardIdx(bid string) *boardIdx {
+	return &boardIdx{bid: bid, posts: map[string]*idxPost{}, geo: NewGeoIndex()}
+}
 
 // put adds or replaces p; the caller holds mu.
 func (b *boardIdx) put(p *idxPost) {
@@ -113,16 +116,17 @@ func (x *boardIndexes) loaded(ref boardRef) *boardIdx {
 	return b
 }
 
-// index returns the index of public board row of cluster c, built from
-// the store on first use, locked for reading. A commit meanwhile waits for
-// the build, then applies its change to it (changes are idempotent).
+// boardIndex returns the index of public board row of cluster cl, built
+// from the store on first use, locked for reading. A commit meanwhile
+// waits for the build, then applies its change to it (changes are
+// idempotent).
 func (c *Catalog) boardIndex(cl string, row *boardRow) (*boardIdx, error) {
 	ref := boardRef{cl, row.Key}
 	x := &c.index
 	x.mu.Lock()
 	b := x.boards[ref]
-	if b == nil {
-		b = newBoardIdx()
+	if b == nil || b.bid != row.BID {
+		b = newBoardIdx(row.BID)
 		b.mu.Lock()
 		x.boards[ref] = b
 		x.mu.Unlock()
@@ -206,7 +210,7 @@ func (c *Catalog) indexPost(ref boardRef, id string) {
 	if err != nil {
 		return
 	}
-	if p, err := indexed(post, nil); err == nil {
+	if p, err := indexed(post, nil); err == nil && post.BID == b.bid {
 		b.put(p)
 	}
 }

@@ -219,7 +219,7 @@ func (s *Service) posts(rd *boardRead) (postsPage, error) {
 		hits, more = idx.query(levels, rd.filter, rd.after, rd.limit, now)
 		idx.mu.RUnlock()
 	} else {
-		idx := newBoardIdx()
+		idx := newBoardIdx(rd.row.BID)
 		if err := cat.db.View(func(tx *store.Txn) error { return fillIndex(tx, idx, rd.g.seal, rd.g.cl.ID, rd.row.BID) }); err != nil {
 			return postsPage{}, err
 		}
