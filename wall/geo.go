@@ -7,7 +7,7 @@ import (
 
 // GeoIndex is an in-memory spatial index of points by id (a board's
 // posts), safe for concurrent use. It answers radius queries from a grid
-// of cells: latitude bands 0.05° (5.6 km) high, each cut into as many
+// of cells: latitude bands 0.025° (2.8 km) high, each cut into as many
 // columns as keep a cell about as wide as it is high (fewer toward the
 // poles, one at a pole), so a query looks at the cells its circle
 // touches, not at every point. Queries are exact: each candidate's
@@ -34,7 +34,7 @@ type geoLoc struct {
 }
 
 const (
-	bandsPerDegree = 20
+	bandsPerDegree = 40
 	numBands       = 180 * bandsPerDegree
 	// geoSlackDeg widens a query's band and column ranges past rounding
 	// (about 0.1 m), so that no point within the radius is missed; the
@@ -179,23 +179,13 @@ type bandRange struct{ band, c0, c1 int }
 // touches, by band; ok is false when they outnumber the cells that hold
 // points, so scanning all of those is cheaper.
 func (g *GeoIndex) plan(lat, lon, angle float64) (bands []bandRange, ok bool) {
-	angleDeg := angle*180/math.Pi + geoSlackDeg
-	latMin, latMax := lat-angleDeg, lat+angleDeg
-	// A circle over a pole takes every longitude; else its widest reach
-	// in longitude is asin(sin angle / cos lat) (where a meridian is
-	// tangent to it).
-	allLon := latMax >= 90 || latMin <= -90
-	var halfLon float64
-	if s := math.Sin(angle) / math.Cos(lat*math.Pi/180); !allLon && s < 1-1e-9 {
-		halfLon = math.Asin(s)*180/math.Pi + geoSlackDeg
-	} else {
-		allLon = true
-	}
+	c := newGeoCap(lat, angle)
 	cells := 0
-	for b := band(latMin); b <= band(latMax); b++ {
+	for b := band(c.latMin); b <= band(c.latMax); b++ {
 		r := bandRange{band: b, c0: 0, c1: int(bandCols[b]) - 1}
-		if !allLon {
-			r.c0, r.c1 = colRange(b, lon-halfLon, lon+halfLon)
+		if !c.allLon {
+			half := c.bandHalfLon(b)
+			r.c0, r.c1 = colRange(b, lon-half, lon+half)
 			r.c1 = min(r.c1, r.c0+int(bandCols[b])-1) // every column once
 		}
 		if cells += r.c1 - r.c0 + 1; cells > len(g.cells) {
@@ -204,6 +194,57 @@ func (g *GeoIndex) plan(lat, lon, angle float64) (bands []bandRange, ok bool) {
 		bands = append(bands, r)
 	}
 	return bands, true
+}
+
+// geoCap is the extent of a query's circle (a spherical cap), in degrees
+// widened by geoSlackDeg.
+type geoCap struct {
+	lat, angle     float64 // the centre's latitude (degrees), the radius (radians)
+	latMin, latMax float64
+	allLon         bool    // the cap covers a pole: every longitude
+	halfLon        float64 // else its widest reach in longitude either side
+	tangentLat     float64 // the latitude at which it reaches that widest
+}
+
+func newGeoCap(lat, angle float64) geoCap {
+	angleDeg := angle*180/math.Pi + geoSlackDeg
+	c := geoCap{lat: lat, angle: angle, latMin: lat - angleDeg, latMax: lat + angleDeg}
+	c.allLon = c.latMax >= 90 || c.latMin <= -90
+	// Off the poles, the widest reach is where a meridian is tangent to
+	// the circle: asin(sin angle / cos lat) away, at latitude
+	// asin(sin lat / cos angle).
+	sinLat, cosLat := math.Sincos(lat * math.Pi / 180)
+	if s := math.Sin(angle) / cosLat; !c.allLon && s < 1-1e-9 {
+		c.halfLon = math.Asin(s)*180/math.Pi + geoSlackDeg
+		c.tangentLat = math.Asin(max(-1, min(1, sinLat/math.Cos(angle)))) * 180 / math.Pi
+	} else {
+		c.allLon = true
+	}
+	return c
+}
+
+// bandHalfLon is the cap's reach in longitude within band b: its widest
+// if the tangent latitude is in the band, else its reach at the band's
+// edge nearer to that latitude (the reach grows toward it), from the
+// haversine formula solved for the longitude: hav Δλ = (hav angle −
+// hav Δφ) / (cos φ cos φe). The numerator is rounded up, so that the
+// reach never falls short.
+func (c geoCap) bandHalfLon(b int) float64 {
+	lo, hi := bandLat(b), bandLat(b+1)
+	if c.tangentLat >= lo && c.tangentLat <= hi {
+		return c.halfLon
+	}
+	edge := lo
+	if c.tangentLat > hi {
+		edge = hi
+	}
+	hav := func(x float64) float64 { s := math.Sin(x / 2); return s * s }
+	cc := math.Cos(c.lat*math.Pi/180) * math.Cos(edge*math.Pi/180)
+	x := (hav(c.angle)*(1+1e-9) - hav((edge-c.lat)*math.Pi/180)) / cc
+	if !(cc > 0 && x < 1) {
+		return c.halfLon
+	}
+	return min(c.halfLon, 2*math.Asin(math.Sqrt(max(0, x)))*180/math.Pi+geoSlackDeg)
 }
 
 // geoQuery is one Near call's point and bounds.

@@ -411,7 +411,19 @@ func chord2(a, b vec3) float64 {
 // chordKm is the great-circle distance of a squared chord: the angle is
 // 2·asin(c/2), as haversine(angle) = (c/2)².
 func chordKm(c2 float64) float64 {
-	return 2 * earthRadiusKm * math.Asin(min(1, math.Sqrt(c2)/2))
+	return 2 * earthRadiusKm * asin(min(1, math.Sqrt(c2)/2))
+}
+
+// asin is math.Asin, but for the small arguments of near points (up to
+// 1/16, about 800 km) it sums the arcsine's Taylor series to x¹³, whose
+// remainder (under 1e-18 of x) is below float64 rounding: a GeoIndex
+// query returns its points' distances several times faster.
+func asin(x float64) float64 {
+	if x > 1.0/16 {
+		return math.Asin(x)
+	}
+	y := x * x
+	return x + x*y*(1.0/6+y*(3.0/40+y*(5.0/112+y*(35.0/1152+y*(63.0/2816+y*231.0/13312)))))
 }
 
 // PostFilter is the query of GET .../posts: near=<lat>,<lon> with
