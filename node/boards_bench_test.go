@@ -24,6 +24,16 @@ func benchPosts() int {
 	return 100_000
 }
 
+// benchSpread is the side of the square the benchmark's posts are
+// spread over, in degrees of latitude: MESH_BENCH_SPREAD_KM (default 300
+// km, a region; 50 is a city, where a 10 km circle holds a tenth of them).
+func benchSpread() float64 {
+	if km, err := strconv.ParseFloat(os.Getenv("MESH_BENCH_SPREAD_KM"), 64); err == nil && km > 0 {
+		return km / 111.2
+	}
+	return 300 / 111.2
+}
+
 // benchBoardConfig is a bench node's config: no write budget, quotas
 // above the benchmark's posts.
 func benchBoardConfig(b *testing.B, cfg Config) Config {
@@ -33,7 +43,8 @@ func benchBoardConfig(b *testing.B, cfg Config) Config {
 }
 
 // fillBoard creates a public cluster with a board on n and n posts in
-// it, spread at random over a 300 km square around (48, 2), in parallel.
+// it, spread at random over a square around (48, 2) (benchSpread), in
+// parallel.
 func fillBoard(b *testing.B, node *Node, n int) boardCluster {
 	v := createClusterB(b, node)
 	cl := boardCluster{id: v["cluster_id"].(string), token: v["token"].(string), admin: v["admin_token"].(string)}
@@ -42,12 +53,13 @@ func fillBoard(b *testing.B, node *Node, n int) boardCluster {
 			b.Fatalf("%s %s: %d %s", req[0], req[1], st, body)
 		}
 	}
+	side := benchSpread()
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 8 {
 		wg.Go(func() {
 			for i := range work {
-				lat, lon := 48+rand.Float64()*2.7-1.35, 2+rand.Float64()*4-2
+				lat, lon := 48+(rand.Float64()-0.5)*side, 2+(rand.Float64()-0.5)*side*1.5
 				body := fmt.Sprintf(`{"title":"post %d","body":"for sale","ttl":"1y","props":{"where":{"lat":%f,"lon":%f,"label":"x"},"lang":"fr"}}`, i, lat, lon)
 				if st, resp := rawCall(b, node, "POST", cl.path("/boards/big/posts?agent=bench"), body); st != 201 {
 					b.Errorf("post %d: %d %s", i, st, resp)
@@ -89,7 +101,8 @@ func BenchmarkBoardsNear(b *testing.B) {
 	}
 	var took []time.Duration
 	for b.Loop() {
-		path := fmt.Sprintf("/boards/big/posts?near=%f,%f&km=10", 48+rand.Float64()*2-1, 2+rand.Float64()*3-1.5)
+		side := benchSpread() * 0.7
+		path := fmt.Sprintf("/boards/big/posts?near=%f,%f&km=10", 48+(rand.Float64()-0.5)*side, 2+(rand.Float64()-0.5)*side*1.5)
 		start := time.Now()
 		if st, body := rawCall(b, n, "GET", cl.path(path), ""); st != 200 {
 			b.Fatalf("near: %d %s", st, body)

@@ -252,6 +252,12 @@ func (s *Service) posts(rd *boardRead) (postsPage, error) {
 	return page, err
 }
 
+// nearScan bounds the newest posts a near query walks before it asks the
+// GeoIndex: where posts crowd around the point (a city board), the newest
+// page is found among the newest posts at once; where they do not, the
+// GeoIndex's few candidates are sorted instead.
+const nearScan = 2048
+
 // query returns up to limit live posts matching f, newest first, older
 // than after (if set), and whether more follow. levels are the cluster's
 // and the board's props. The caller holds b.mu.
@@ -266,30 +272,55 @@ func (b *boardIdx) query(levels [2]Props, f PostFilter, after *idxPost, limit in
 		}
 		return len(out) <= limit
 	}
-	base := EffectiveProps(levels[0], levels[1])
-	if f.Near != nil && !(base.Where != nil && DistanceKm(f.Near.Lat, f.Near.Lon, base.Where.Lat, base.Where.Lon) <= f.Km) {
-		// Only posts with a location of their own can be near: the
-		// GeoIndex finds them without a scan.
-		var cands []*idxPost
-		b.geo.Near(f.Near.Lat, f.Near.Lon, f.Km, func(id string, _ float64) bool {
-			if p := b.posts[id]; p != nil {
-				cands = append(cands, p)
+	top := len(b.order)
+	if after != nil {
+		top, _ = slices.BinarySearchFunc(b.order, after, cmpPost)
+	}
+	// walk takes the posts older than after, newest first, until the page
+	// is full or budget posts were looked at (-1: no bound); it reports
+	// whether the page is complete.
+	walk := func(budget int) bool {
+		for i := top - 1; i >= 0; i-- {
+			if budget == 0 {
+				return false
 			}
-			return true
-		})
-		slices.SortFunc(cands, func(x, y *idxPost) int { return cmpPost(y, x) })
-		for _, p := range cands {
-			if !take(p) {
-				break
-			}
-		}
-	} else {
-		for i := len(b.order) - 1; i >= 0; i-- {
+			budget--
 			if !take(b.order[i]) {
 				break
 			}
 		}
+		return true
 	}
+	// Unless the board's own location is near (then every post that
+	// inherits it is), only posts with a location of their own can be.
+	base := EffectiveProps(levels[0], levels[1])
+	if f.Near == nil || base.Where != nil && DistanceKm(f.Near.Lat, f.Near.Lon, base.Where.Lat, base.Where.Lon) <= f.Km {
+		walk(-1)
+		return page(out, limit)
+	}
+	if walk(nearScan) {
+		return page(out, limit)
+	}
+	// Sparse near the point: the GeoIndex finds the candidates.
+	out = out[:0]
+	var cands []*idxPost
+	b.geo.Near(f.Near.Lat, f.Near.Lon, f.Km, func(id string, _ float64) bool {
+		if p := b.posts[id]; p != nil {
+			cands = append(cands, p)
+		}
+		return true
+	})
+	slices.SortFunc(cands, func(x, y *idxPost) int { return cmpPost(y, x) })
+	for _, p := range cands {
+		if !take(p) {
+			break
+		}
+	}
+	return page(out, limit)
+}
+
+// page cuts out to limit, telling whether more follow.
+func page(out []*idxPost, limit int) ([]*idxPost, bool) {
 	if len(out) > limit {
 		return out[:limit], true
 	}

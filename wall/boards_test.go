@@ -3,7 +3,10 @@ package wall
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,5 +145,61 @@ func TestBoardActionsAreSelfCertifying(t *testing.T) {
 	raw, _ := json.Marshal(Op{Board: &created, Quota: &Quota{}})
 	if op, err := svc.Proposed(raw, time.Now()); err != nil || op.Quota == nil || op.Quota.Boards != 7 {
 		t.Fatalf("the directory's quota is not the one stamped: %+v %v", op.Quota, err)
+	}
+}
+
+// TestBoardIdxQueryMatchesScan: a board index's pages (near a crowd,
+// near sparse posts, with inherited locations, lang, expired posts,
+// followed by their cursors) are what a scan of every post finds.
+func TestBoardIdxQueryMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := newBoardIdx("1")
+	var all []*idxPost
+	for i := range 6000 {
+		p := &idxPost{id: fmt.Sprintf("p_%024d", i), created: int64(rng.IntN(3000))}
+		switch i % 4 {
+		case 0: // a crowd around (48, 2)
+			p.props.Where = &Where{Lat: 48 + rng.Float64()*0.2, Lon: 2 + rng.Float64()*0.2}
+		case 1: // spread over the world
+			p.props.Where = &Where{Lat: rng.Float64()*180 - 90, Lon: rng.Float64()*360 - 180}
+		case 2: // inherits the board's
+			p.props.Lang = "fr"
+		}
+		if i%7 == 0 {
+			p.until = 1000
+		}
+		b.put(p)
+		all = append(all, p)
+	}
+	slices.SortFunc(all, func(x, y *idxPost) int { return cmpPost(y, x) })
+	board := Props{Where: &Where{Lat: -30, Lon: 150}, Lang: "en"}
+	for _, f := range []PostFilter{
+		{Near: &Where{Lat: 48.1, Lon: 2.1}, Km: 5},
+		{Near: &Where{Lat: 10, Lon: 10}, Km: 2000},
+		{Near: &Where{Lat: -30.01, Lon: 150}, Km: 3},
+		{Lang: "fr"},
+		{},
+	} {
+		var want []string
+		for _, p := range all {
+			if (p.until == 0 || p.until > 1500) && f.Match(EffectiveProps(Props{}, board, p.props)) {
+				want = append(want, p.id)
+			}
+		}
+		var got []string
+		var after *idxPost
+		for {
+			page, more := b.query([2]Props{{}, board}, f, after, 37, 1500)
+			for _, p := range page {
+				got = append(got, p.id)
+			}
+			if !more {
+				break
+			}
+			after = page[len(page)-1]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%+v: %d posts, want %d", f, len(got), len(want))
+		}
 	}
 }
