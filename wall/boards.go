@@ -74,7 +74,8 @@ type BoardAction struct {
 // memberTag is the signature domain of member actions.
 const memberTag = "MESHCLUSTERMEMBER1\n"
 
-// adminOps are the actions only the admin key signs.
+// adminOnly reports whether only the admin key may sign a: every action
+// but post creations and deletions by their author.
 func (a *BoardAction) adminOnly() bool {
 	return a.Op != ActPostCreate && !(a.Op == ActPostDelete && a.Agent != "")
 }

@@ -52,7 +52,7 @@ var (
 	ErrLongPost = httpx.E(http.StatusRequestEntityTooLarge, "post_too_long", "a post's body is at most 4000 characters")
 )
 
-// checkText refuses text that is not valid, too long (in characters),
+// checkField refuses text that is not valid, too long (in characters),
 // holds control characters other than newlines (and tabs, with tabs), or
 // is empty when required.
 func checkField(name, v string, max int, required, tabs bool) error {
