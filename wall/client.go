@@ -38,8 +38,13 @@ type Frame struct {
 	To      json.RawMessage `json:"to,omitempty"`
 	TS      int64           `json:"ts,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
-	Board   string          `json:"board,omitempty"`
+	Board   string          `json:"board,omitempty"` // also a board frame's
 	Ref     string          `json:"ref,omitempty"`
+	// board
+	Event string `json:"event,omitempty"`
+	Slug  string `json:"slug,omitempty"`
+	Post  string `json:"post,omitempty"`
+	Title string `json:"title,omitempty"`
 	// ack
 	Delivered int `json:"delivered,omitempty"`
 	// closed, error

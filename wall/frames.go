@@ -17,7 +17,7 @@ const (
 	KindPresence = "presence"
 	KindMessage  = "message"
 	KindAck      = "ack"
-	KindBoard    = "board" // reserved for boards and posts
+	KindBoard    = "board" // a board or post was created or deleted
 	KindClosed   = "closed"
 	KindError    = "error"
 )

@@ -269,6 +269,21 @@ func parseLine(line string) (to []string, text string) {
 	return nil, line
 }
 
+// tags shows what a message's hashtags resolved to.
+func tags(f wall.Frame) string {
+	var out []string
+	if f.Board != "" {
+		out = append(out, "board #"+f.Board)
+	}
+	if f.Ref != "" {
+		out = append(out, "post "+f.Ref)
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(out, ", ") + ")"
+}
+
 // formatFrame renders a frame for a person.
 func formatFrame(f wall.Frame, me string) string {
 	switch f.Kind {
@@ -289,9 +304,11 @@ func formatFrame(f wall.Frame, me string) string {
 		if len(f.To) > 0 && string(f.To) != "null" {
 			who += " → " + me
 		}
-		return fmt.Sprintf("[%s] <%s> %s", at, who, payloadText(f.Payload))
+		return fmt.Sprintf("[%s] <%s> %s", at, who, payloadText(f.Payload)) + tags(f)
 	case wall.KindAck:
 		return fmt.Sprintf("  (delivered to %d)", f.Delivered)
+	case wall.KindBoard:
+		return strings.TrimSpace(fmt.Sprintf("* #%s: %s %s %s", f.Slug, strings.ReplaceAll(f.Event, "_", " "), f.Post, f.Title))
 	case wall.KindClosed:
 		return "* closed: " + f.Reason
 	case wall.KindError:

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/node"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // syncBuffer is an io.Writer safe for a command and a test to share.
@@ -314,4 +315,21 @@ func TestChatAgentFromTheAddress(t *testing.T) {
 	in, out, _ := chatting(t, ws)
 	defer in.Close()
 	waitOutput(t, out, "* you are bob in c_lobby")
+}
+
+// TestChatShowsBoards: a board frame and a message's resolved hashtags
+// are shown to the person chatting.
+func TestChatShowsBoards(t *testing.T) {
+	for _, tc := range []struct {
+		f    wall.Frame
+		want string
+	}{
+		{wall.Frame{Kind: wall.KindBoard, Event: "post_created", Board: "market", Slug: "market", Post: "p_x", Title: "Bike"}, "* #market: post created p_x Bike"},
+		{wall.Frame{Kind: wall.KindBoard, Event: "board_deleted", Board: "market", Slug: "market"}, "* #market: board deleted"},
+		{wall.Frame{Kind: wall.KindMessage, From: "a", Payload: []byte(`"see #market"`), Board: "market", Ref: "p_x"}, "<a> see #market (board #market, post p_x)"},
+	} {
+		if got := formatFrame(tc.f, "me"); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("%+v: %q, want it to end in %q", tc.f, got, tc.want)
+		}
+	}
 }
