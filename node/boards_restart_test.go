@@ -58,3 +58,24 @@ func TestBoardsRestartAndLateJoiner(t *testing.T) {
 	p := createPost(t, b, pub, "kept", "carol", map[string]any{"title": "after", "ttl": "7d"})["id"].(string)
 	waitStatus(t, c, 200, pub.path("/boards/kept/posts/"+p))
 }
+
+// TestBoardsOnAQuorum: on a directory run by a quorum, board writes made
+// through a follower and an ordinary node land on every member alike.
+func TestBoardsOnAQuorum(t *testing.T) {
+	q := newQuorumMesh(t, 3, nil)
+	follower := q.follower()
+	ord := q.join(slices.Index(q.members, follower))
+	cl := newBoardCluster(t, ord, `{"visibility":"public"}`)
+	mustCall(t, follower, 201, "POST", cl.path("/boards"), `{"slug":"q","about":"on a quorum"}`, "x-cluster-token", cl.admin)
+	id := createPost(t, ord, cl, "q", "alice", map[string]any{"title": "replicated", "ttl": "7d"})["id"].(string)
+	q.waitSame(q.all(ord)...)
+	for _, n := range q.all(ord) {
+		v := mustCall(t, n, 200, "GET", cl.path("/boards"), "")
+		if b := v["boards"].([]any)[0].(map[string]any); b["posts"] != float64(1) || b["about"] != "on a quorum" {
+			t.Fatalf("board on %s: %v", n.URL(), b)
+		}
+		if ids := postIDs(mustCall(t, n, 200, "GET", cl.path("/boards/q/posts"), "")); !slices.Equal(ids, []string{id}) {
+			t.Fatalf("posts on %s: %v", n.URL(), ids)
+		}
+	}
+}
