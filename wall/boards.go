@@ -52,8 +52,11 @@ type BoardAction struct {
 	// Board is the board's key (its slug, or a private board's HMAC).
 	Board string `json:"board,omitempty"`
 	Post  string `json:"post,omitempty"`
-	// Agent is the deleting author of a post_delete (none: the admin).
-	Agent string `json:"agent,omitempty"`
+	// ByAuthor marks a post_delete by the post's author (else: the
+	// admin's); Agent is the author's handle on a public cluster (a
+	// private one's is sealed in the post: the member's node checked it).
+	ByAuthor bool   `json:"by_author,omitempty"`
+	Agent    string `json:"agent,omitempty"`
 	// Boards is a patch_cluster's boards_enabled, when it sets it.
 	Boards *bool `json:"boards_enabled,omitempty"`
 	// Props is a patch_cluster's new props (public clusters), when it
@@ -77,7 +80,7 @@ const memberTag = "MESHCLUSTERMEMBER1\n"
 // adminOnly reports whether only the admin key may sign a: every action
 // but post creations and deletions by their author.
 func (a *BoardAction) adminOnly() bool {
-	return a.Op != ActPostCreate && !(a.Op == ActPostDelete && a.Agent != "")
+	return a.Op != ActPostCreate && !(a.Op == ActPostDelete && a.ByAuthor)
 }
 
 // openBoardAction decodes s and checks its signature against cluster cl:

@@ -317,7 +317,7 @@ func (b *boardTx) deletePost() (Result, error) {
 	if err != nil || post.BID != board.BID {
 		return Result{}, errors.Join(err, ErrPostNotFound)
 	}
-	if b.a.Agent != "" && b.cl.Public() {
+	if b.a.ByAuthor && b.cl.Public() {
 		var pc postContent
 		if err := json.Unmarshal(post.Content, &pc); err != nil || pc.Author != b.a.Agent {
 			return Result{}, ErrNotAuthor

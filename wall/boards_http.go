@@ -450,7 +450,10 @@ func (s *Service) deletePost(w http.ResponseWriter, r *http.Request) error {
 			if pc.Author != agent {
 				return BoardAction{}, ErrNotAuthor
 			}
-			a.Agent = agent
+			a.ByAuthor = true
+			if g.seal == nil {
+				a.Agent = agent
+			}
 		}
 		g.frame(&a, frameInfo{Slug: bc.Slug})
 		return a, nil

@@ -128,7 +128,7 @@ func TestBoardActionsAreSelfCertifying(t *testing.T) {
 	if _, err := propose(p, Op{Board: &created}); err != nil {
 		t.Fatal(err)
 	}
-	if err := apply(g, BoardAction{Op: ActPostDelete, Board: post.Board, Post: post.Post, Agent: "a"}); err != nil {
+	if err := apply(g, BoardAction{Op: ActPostDelete, Board: post.Board, Post: post.Post, ByAuthor: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := propose(p, Op{Board: &created}); !errors.Is(err, ErrPostExists) {
