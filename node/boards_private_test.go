@@ -111,6 +111,13 @@ func TestBoardsPrivateCluster(t *testing.T) {
 	if where := storeHolds(t, m.boot, "author-zq"); where != "" {
 		t.Fatalf("the directory's store holds the author's handle at %q", where)
 	}
+	// b's index of the board, built by the reads above with the token,
+	// follows the log: the deletion, then a new post.
+	next := createPost(t, c, cl, "hidden-board", "carol", map[string]any{"title": "later", "ttl": "7d"}, member...)["id"].(string)
+	waitFor(t, func() bool {
+		ids := postIDs(mustCall(t, b, 200, "GET", cl.path("/boards/hidden-board/posts"), "", member...))
+		return len(ids) == 1 && ids[0] == next
+	}, "the private board's new post on b")
 }
 
 // storeHolds returns the key of n's store under which secret shows, as

@@ -8,13 +8,13 @@ import (
 	"github.com/agentmesh/mesh/store"
 )
 
-// Each public board read on a node gets an index in memory: its live
-// posts' times and own props, in time order, and a GeoIndex of those with
-// a location of their own. It is built from the store on the board's first
+// Each board read on a node gets an index in memory: its live posts'
+// times and own props, in time order, and a GeoIndex of those with a
+// location of their own. It is built from the store on the board's first
 // read and kept current from the committed log entries (Catalog.Committed);
-// a snapshot install drops every index. A private board has none (the
-// node cannot read its posts without a token): its reads open its posts
-// from the store (boardIdx built for the one read).
+// a snapshot install drops every index. A private board's is built only
+// when a member's request (with the token) reads it: it keeps the wire key
+// that opens the posts committed after.
 
 // idxPost is a post as an index holds it.
 type idxPost struct {
@@ -29,15 +29,16 @@ func (p *idxPost) before(q *idxPost) bool {
 
 // boardIdx is one board's posts.
 type boardIdx struct {
-	bid   string // the board's id: a board made anew under its slug is another
+	bid   string  // the board's id: a board made anew under its slug is another
+	seal  *sealer // opens a private board's posts (nil: a public one's)
 	mu    sync.RWMutex
 	posts map[string]*idxPost
 	order []*idxPost // by (created, id)
 	geo   *GeoIndex  // the posts with a location of their own
 }
 
-func newBoardIdx(bid string) *boardIdx {
-	return &boardIdx{bid: bid, posts: map[string]*idxPost{}, geo: NewGeoIndex()}
+func newBoardIdx(bid string, seal *sealer) *boardIdx {
+	return &boardIdx{bid: bid, seal: seal, posts: map[string]*idxPost{}, geo: NewGeoIndex()}
 }
 
 // put adds or replaces p; the caller holds mu.
@@ -116,21 +117,21 @@ func (x *boardIndexes) loaded(ref boardRef) *boardIdx {
 	return b
 }
 
-// boardIndex returns the index of public board row of cluster cl, built
-// from the store on first use, locked for reading. A commit meanwhile
-// waits for the build, then applies its change to it (changes are
-// idempotent).
-func (c *Catalog) boardIndex(cl string, row *boardRow) (*boardIdx, error) {
+// boardIndex returns the index of board row of cluster cl (a private
+// cluster's opened with seal), built from the store on first use, locked
+// for reading. A commit meanwhile waits for the build, then applies its
+// change to it (changes are idempotent).
+func (c *Catalog) boardIndex(cl string, row *boardRow, seal *sealer) (*boardIdx, error) {
 	ref := boardRef{cl, row.Key}
 	x := &c.index
 	x.mu.Lock()
 	b := x.boards[ref]
 	if b == nil || b.bid != row.BID {
-		b = newBoardIdx(row.BID)
+		b = newBoardIdx(row.BID, seal)
 		b.mu.Lock()
 		x.boards[ref] = b
 		x.mu.Unlock()
-		err := c.db.View(func(tx *store.Txn) error { return fillIndex(tx, b, nil, cl, row.BID) })
+		err := c.db.View(func(tx *store.Txn) error { return fillIndex(tx, b, cl) })
 		b.mu.Unlock()
 		if err != nil {
 			x.drop(ref)
@@ -143,16 +144,15 @@ func (c *Catalog) boardIndex(cl string, row *boardRow) (*boardIdx, error) {
 	return b, nil
 }
 
-// fillIndex adds the posts of board bid of cluster c to b, opened with
-// seal (nil: a public cluster's).
-func fillIndex(tx *store.Txn, b *boardIdx, seal *sealer, c, bid string) error {
-	prefix := store.Key("w", "bl", c, bid, "")
+// fillIndex adds the posts of b's board of cluster c to b.
+func fillIndex(tx *store.Txn, b *boardIdx, c string) error {
+	prefix := store.Key("w", "bl", c, b.bid, "")
 	return tx.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
 		post, err := getPost(tx, c, string(k[len(prefix):]))
 		if err != nil {
 			return false, err
 		}
-		if p, err := indexed(post, seal); err == nil {
+		if p, err := indexed(post, b.seal); err == nil {
 			b.put(p)
 		}
 		return true, nil
@@ -210,7 +210,7 @@ func (c *Catalog) indexPost(ref boardRef, id string) {
 	if err != nil {
 		return
 	}
-	if p, err := indexed(post, nil); err == nil && post.BID == b.bid {
+	if p, err := indexed(post, b.seal); err == nil && post.BID == b.bid {
 		b.put(p)
 	}
 }

@@ -202,31 +202,19 @@ func (s *Service) getPost(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// posts answers a read: the page's posts from the board's index (a
-// public board's, kept in memory) or from its posts opened one by one (a
-// private board's), then their contents from the store.
+// posts answers a read: the page's posts from the board's index, then
+// their contents from the store.
 func (s *Service) posts(rd *boardRead) (postsPage, error) {
 	cat := s.cfg.Catalog
 	levels := [2]Props{rd.g.clusterProps(), rd.bc.Props}
-	now := s.cfg.Now().UnixNano()
-	var hits []*idxPost
-	var more bool
-	if rd.g.seal == nil {
-		idx, err := cat.boardIndex(rd.g.cl.ID, rd.row)
-		if err != nil {
-			return postsPage{}, err
-		}
-		hits, more = idx.query(levels, rd.filter, rd.after, rd.limit, now)
-		idx.mu.RUnlock()
-	} else {
-		idx := newBoardIdx(rd.row.BID)
-		if err := cat.db.View(func(tx *store.Txn) error { return fillIndex(tx, idx, rd.g.seal, rd.g.cl.ID, rd.row.BID) }); err != nil {
-			return postsPage{}, err
-		}
-		hits, more = idx.query(levels, rd.filter, rd.after, rd.limit, now)
+	idx, err := cat.boardIndex(rd.g.cl.ID, rd.row, rd.g.seal)
+	if err != nil {
+		return postsPage{}, err
 	}
+	hits, more := idx.query(levels, rd.filter, rd.after, rd.limit, s.cfg.Now().UnixNano())
+	idx.mu.RUnlock()
 	page := postsPage{Posts: make([]postView, 0, len(hits))}
-	err := cat.db.View(func(tx *store.Txn) error {
+	err = cat.db.View(func(tx *store.Txn) error {
 		for _, h := range hits {
 			post, err := getPost(tx, rd.g.cl.ID, h.id)
 			if errors.Is(err, ErrPostNotFound) {

@@ -153,7 +153,7 @@ func TestBoardActionsAreSelfCertifying(t *testing.T) {
 // followed by their cursors) are what a scan of every post finds.
 func TestBoardIdxQueryMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	b := newBoardIdx("1")
+	b := newBoardIdx("1", nil)
 	var all []*idxPost
 	for i := range 6000 {
 		p := &idxPost{id: fmt.Sprintf("p_%024d", i), created: int64(rng.IntN(3000))}
