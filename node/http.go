@@ -42,7 +42,7 @@ func (n *Node) buildHTTP() error {
 	if err != nil {
 		return err
 	}
-	api.Routes(mux.ServeMux)
+	api.Routes(mux)
 	var refresh func(context.Context) error
 	if n.replica != nil {
 		refresh = n.replica.Sync
@@ -56,10 +56,10 @@ func (n *Node) buildHTTP() error {
 	if err != nil {
 		return err
 	}
-	n.wall.Routes(mux.ServeMux)
+	n.wall.Routes(mux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
-	n.quorumRoutes(mux.ServeMux)
-	n.agentRoutes(mux.ServeMux)
+	n.quorumRoutes(mux)
+	n.agentRoutes(mux)
 
 	reg := n.metrics
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

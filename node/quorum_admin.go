@@ -44,7 +44,7 @@ var quorumWrites = map[string]string{
 	"DELETE /v1/admin/quorum/members/{peer}": "quorum_remove",
 }
 
-func (n *Node) quorumRoutes(mux *http.ServeMux) {
+func (n *Node) quorumRoutes(mux httpx.Router) {
 	mux.Handle("GET /v1/admin/quorum", httpx.Handle(n.log, n.listQuorum))
 	mux.Handle("POST /v1/admin/quorum/members", httpx.Handle(n.log, n.addMember))
 	mux.Handle("DELETE /v1/admin/quorum/members/{peer}", httpx.Handle(n.log, n.removeMember))

@@ -28,7 +28,7 @@ var writeRoutes = map[string]string{
 func WriteRoutes() map[string]string { return maps.Clone(writeRoutes) }
 
 // Routes adds the wall's routes to mux.
-func (s *Service) Routes(mux *http.ServeMux) {
+func (s *Service) Routes(mux httpx.Router) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(s.log, fn)) }
 	h("POST /v1/clusters", s.create)
 	h("GET /v1/clusters", s.list)

@@ -3,17 +3,45 @@ package httpx
 import (
 	"net/http"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 )
 
+// Router is where a surface registers its routes: an *http.ServeMux, or a
+// Mux, which also records them.
+type Router interface {
+	Handle(pattern string, handler http.Handler)
+}
+
 // Mux is a ServeMux whose own "404 page not found" and "405 method not
-// allowed" answers are JSON errors like every other answer.
+// allowed" answers are JSON errors like every other answer. It records the
+// patterns registered on it (Patterns), so that what a node serves can be
+// checked against what its API document describes.
 type Mux struct {
 	*http.ServeMux
+	mu       sync.Mutex
+	patterns []string
 }
 
 // NewMux returns an empty Mux.
 func NewMux() *Mux { return &Mux{ServeMux: http.NewServeMux()} }
+
+// Handle registers handler for pattern (http.ServeMux's syntax) and
+// records the pattern.
+func (m *Mux) Handle(pattern string, handler http.Handler) {
+	m.ServeMux.Handle(pattern, handler)
+	m.mu.Lock()
+	m.patterns = append(m.patterns, pattern)
+	m.mu.Unlock()
+}
+
+// Patterns returns the patterns registered through Handle, sorted.
+func (m *Mux) Patterns() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(slices.Values(m.patterns))
+}
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
