@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/openapi"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
 )
@@ -58,6 +59,7 @@ func (n *Node) buildHTTP() error {
 	}
 	n.wall.Routes(mux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
+	mux.Handle("GET /openapi.json", openapi.Handler())
 	n.quorumRoutes(mux)
 	n.agentRoutes(mux)
 
@@ -84,6 +86,7 @@ func (n *Node) buildHTTP() error {
 	admit := func(next http.Handler) http.Handler {
 		return n.admission.Writes(n.surfaces, api.Credential, n.log, next)
 	}
+	n.mux = mux
 	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(admit(m.wrap(n.gated(n.forwardWrites(mux)))))))
 	n.forwardMux = httpx.NewMux()
 	for _, pattern := range forwardedRoutes() {

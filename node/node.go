@@ -70,6 +70,7 @@ type Node struct {
 	surfaces   *admission.Surfaces // the write routes, by surface
 	forwarded  *admission.Surfaces // the writes only the directory's orderer serves
 	forwardMux *httpx.Mux          // on the directory: the routes other nodes forward
+	mux        *httpx.Mux          // the bridge's routes, as registered
 	handler    http.Handler
 	requests   gate.Gate // of handler (gated)
 	ln         net.Listener
