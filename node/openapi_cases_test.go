@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,6 +213,8 @@ func agentCases(h *apiHarness, wallet string) {
 	h.run(apiCase{name: "a free skill", method: "POST", path: "/v1/ping", body: `{"x":1}`, status: 200})
 	h.run(apiCase{name: "a priced skill unpaid", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,
 		status: http.StatusPaymentRequired, code: "payment_required"})
+	h.run(apiCase{name: "a priced skill with a malformed proof", method: "POST", path: "/v1/echo", body: `{"x":1}`,
+		hdr: []string{"X-Payment-Proof", "nope"}, status: http.StatusPaymentRequired, code: "payment_proof_malformed"})
 	h.run(apiCase{name: "a skill sent no JSON", method: "POST", path: "/v1/echo", body: `nope`,
 		status: 400, code: "invalid_json", invalid: true})
 	h.run(apiCase{name: "a skill with an unknown balance", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,
@@ -230,6 +233,7 @@ func agentCases(h *apiHarness, wallet string) {
 	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user",` +
 		`"parts":[{"kind":"data","data":{"skill":"ping","input":{"x":1}}}]}}}`
 	h.run(apiCase{name: "A2A message/send", method: "POST", path: "/", body: send, status: 200})
+	h.run(apiCase{name: "A2A message/send to a priced skill", method: "POST", path: "/", body: strings.Replace(send, `"ping"`, `"echo"`, 1), status: 200})
 	h.run(apiCase{name: "A2A unknown task", method: "POST", path: "/", body: `{"jsonrpc":"2.0","id":"2","method":"tasks/get","params":{"id":"nope"}}`,
 		status: 200, code: "-32001"})
 	h.run(apiCase{name: "A2A not JSON", method: "POST", path: "/", body: `nope`, status: 200, code: "-32700", invalid: true})
