@@ -73,7 +73,9 @@ func apiAgent(chain *soltest.Chain, wallet string) *AgentConfig {
 	}}
 }
 
-func pubkeyOf(k ed25519.PrivateKey) string { return identity.EncodePublicKey(k.Public().(ed25519.PublicKey)) }
+func pubkeyOf(k ed25519.PrivateKey) string {
+	return identity.EncodePublicKey(k.Public().(ed25519.PublicKey))
+}
 
 func registryCases(h *apiHarness) {
 	key, other := identity.GenerateKey(), identity.GenerateKey()
