@@ -85,6 +85,8 @@ func registryCases(h *apiHarness) {
 	v := h.run(apiCase{name: "register again as the owner", method: "POST", path: "/v1/agents/register", body: reg, sign: key, status: 200})
 	h.run(apiCase{name: "register another's id", method: "POST", path: "/v1/agents/register",
 		body: `{"agent_id":"oa-1","pubkey":"` + pubkeyOf(other) + `"}`, sign: other, status: 409, code: "agent_id_taken"})
+	h.run(apiCase{name: "register with a forged signature", method: "POST", path: "/v1/agents/register", body: `{"agent_id":"oa-2"}`,
+		hdr: []string{identity.SigHeaderName, "v1 nope 1 n sig"}, status: 401, code: "invalid_signature"})
 	h.run(apiCase{name: "register without an id", method: "POST", path: "/v1/agents/register", body: `{}`,
 		status: 400, code: "invalid_request", invalid: true})
 	legacy := h.run(apiCase{name: "legacy register", method: "POST", path: "/agents/register", body: `{"agent_id":"oa-legacy"}`, status: 201})
@@ -102,6 +104,8 @@ func registryCases(h *apiHarness) {
 
 	h.run(apiCase{name: "heartbeat", method: "POST", path: "/v1/agents/me/heartbeat", body: `{"status":"idle"}`,
 		hdr: []string{"Authorization", bearer}, status: 200})
+	h.run(apiCase{name: "heartbeat with a forged token", method: "POST", path: "/v1/agents/me/heartbeat",
+		hdr: []string{"Authorization", "Bearer mt1.nope"}, status: 401, code: "invalid_token"})
 	h.run(apiCase{name: "heartbeat without a token", method: "POST", path: "/v1/agents/me/heartbeat",
 		status: 401, code: "token_required", invalid: true})
 	h.m.waitCaughtUp(h.node)
@@ -157,10 +161,11 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "list clusters", method: "GET", path: "/v1/clusters", status: 200})
 	slug, _ := pub["slug"].(string)
 	h.run(apiCase{name: "get a cluster by slug", method: "GET", path: "/v1/clusters/" + slug, status: 200})
+	privID, _ := priv["cluster_id"].(string)
+	h.run(apiCase{name: "get a private cluster", method: "GET", path: "/v1/clusters/" + privID, status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "get an unknown cluster", method: "GET", path: "/v1/clusters/c_nope", status: 404, code: "cluster_not_found"})
 
 	upgrade := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
-	privID, _ := priv["cluster_id"].(string)
 	h.run(apiCase{name: "join a wall", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice&vis=ghost", hdr: upgrade, status: 101})
 	h.run(apiCase{name: "join a wall over plain HTTP", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice",
 		status: 426, code: "websocket_required", invalid: true})
