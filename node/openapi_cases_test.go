@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gagliardetto/solana-go"
+
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
@@ -24,9 +26,16 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 	// The directory takes one search a minute from an address, so that a
 	// second one shows the 429.
 	m := newMeshWith(t, func(c *Config) { c.SearchRate, c.SearchBurst = 1, 1 })
-	n := m.joinWith(func(c *Config) { c.Agent = apiAgent(chain, provider.Address()) })
-	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
-	m.waitCaughtUp(n)
+	n := m.joinWith(func(c *Config) {
+		c.Agent = apiAgent("api-agent", chain, provider.Address(), interop.ModeX402, interop.ModeDeposit)
+	})
+	// An agent that takes deposits only answers an unpaid call with a
+	// plain Error, not an x402 challenge.
+	prepaid := m.joinWith(func(c *Config) { c.Agent = apiAgent("api-prepaid", chain, provider.Address(), interop.ModeDeposit) })
+	for _, a := range []*Node{n, prepaid} {
+		eventually(t, 15*time.Second, a.AgentRegistered, "agent never registered")
+		m.waitCaughtUp(a)
+	}
 
 	t.Run("routes", func(t *testing.T) {
 		documented := docOps(loadAPIDoc(t))
@@ -53,23 +62,25 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 		searchCases(h)
 		clusterCases(h)
 		nodeCases(h)
-		agentCases(h, provider.Address())
+		agentCases(h, chain, provider.Address())
+		h.run(apiCase{name: "a priced skill of a prepaid-only agent", node: prepaid, method: "POST", path: "/v1/echo", body: `{"x":1}`,
+			status: http.StatusPaymentRequired, code: "payment_required"})
 		h.checkCoverage()
 	})
 }
 
-// apiAgent is an embedded agent with a priced skill (echo), a free one
-// (ping), x402 and deposits.
-func apiAgent(chain *soltest.Chain, wallet string) *AgentConfig {
+// apiAgent is an embedded agent with a priced skill (echo) and a free one
+// (ping), paid in the given modes.
+func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *AgentConfig {
 	echo := func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }
-	return &AgentConfig{ID: "api-agent", AgentConfig: interop.AgentConfig{
+	return &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
 		Card: interop.Card{Name: "API", Description: "answers the OpenAPI test"},
 		Skills: []interop.Skill{
 			{ID: "echo", Name: "Echo", Pricing: interop.Prices{interop.Lamports(5000, interop.NetworkDevnet)}, Handler: echo},
 			{ID: "ping", Name: "Ping", Handler: echo},
 		},
 		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: wallet, RPCURL: chain.URL,
-			Modes: []string{interop.ModeX402, interop.ModeDeposit}},
+			Modes: modes},
 	}}
 }
 
@@ -210,7 +221,7 @@ func nodeCases(h *apiHarness) {
 		sign: identity.GenerateKey(), status: 403, code: "not_admin"})
 }
 
-func agentCases(h *apiHarness, wallet string) {
+func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	caller := identity.GenerateKey()
 	h.run(apiCase{name: "card", method: "GET", path: "/.well-known/agent-card.json", status: 200})
 	h.run(apiCase{name: "card at the older path", method: "GET", path: "/.well-known/agent.json", status: 200})
@@ -226,6 +237,20 @@ func agentCases(h *apiHarness, wallet string) {
 		status: 400, code: "invalid_json", invalid: true})
 	h.run(apiCase{name: "a skill with an unknown balance", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,
 		hdr: []string{"X-Api-Key", "tk_nope"}, status: 401, code: "api_key_unknown"})
+
+	// A call paid on chain by this project's client, then replayed with
+	// its proof: the cached answer, with the payment headers.
+	payer := interop.NewWallet()
+	chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
+	c := &interop.Client{Key: caller, Wallet: payer, Chain: interop.NewChain(chain.URL, "", 5*time.Second),
+		MaxLamports: 10_000, Now: h.m.clock.Now}
+	defer c.Chain.Close()
+	res, _, err := c.CallAgent(context.Background(), h.node.URL(), "api-agent", "echo", []byte(`{"x":2}`))
+	if err != nil || res.Signature == "" {
+		h.t.Fatalf("paid call: %v %+v", err, res)
+	}
+	h.run(apiCase{name: "a paid call replayed", method: "POST", path: "/v1/echo", body: `{"x":2}`, sign: caller,
+		hdr: []string{"X-Payment-Proof", res.Signature}, status: 200})
 
 	top := h.run(apiCase{name: "topup", method: "POST", path: "/v1/topup", body: `{"payer_address":"` + wallet + `"}`, sign: caller, status: 201})
 	h.run(apiCase{name: "topup from a bad address", method: "POST", path: "/v1/topup", body: `{"payer_address":"nope"}`, sign: caller,
