@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // TestOpenAPIDocumentIsTrue: the document a node serves at /openapi.json
@@ -178,6 +180,14 @@ func clusterCases(h *apiHarness) {
 
 	upgrade := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
 	h.run(apiCase{name: "join a wall", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice&vis=ghost", hdr: upgrade, status: 101})
+	pubID, _ := pub["cluster_id"].(string)
+	member := identity.GenerateKey()
+	did := identity.DIDFromPublicKey(member.Public().(ed25519.PublicKey))
+	h.run(apiCase{name: "join a wall proving a did", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did,
+		hdr: append(upgrade, identity.SigHeaderName, wall.SignConnect(member, pubID, "bob", h.m.clock.Now())), status: 101})
+	h.run(apiCase{name: "join a wall with another's proof", method: "GET",
+		path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did + "&sig=" + url.QueryEscape(wall.SignConnect(identity.GenerateKey(), pubID, "bob", h.m.clock.Now())),
+		hdr:  upgrade, status: 401, code: "did_mismatch"})
 	h.run(apiCase{name: "join a wall over plain HTTP", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice",
 		status: 426, code: "websocket_required", invalid: true})
 	h.run(apiCase{name: "join a wall without a handle", method: "GET", path: "/v1/clusters/" + slug + "/ws", hdr: upgrade,
