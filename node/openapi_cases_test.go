@@ -42,8 +42,8 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 	t.Run("routes", func(t *testing.T) {
 		documented := docOps(loadAPIDoc(t))
 		served := map[string]string{} // operation to the pattern that serves it
-		for _, node := range []*Node{m.boot, n} {
-			for _, p := range node.mux.Patterns() {
+		for _, srv := range []*Node{m.boot, n} {
+			for _, p := range srv.mux.Patterns() {
 				served[routeOp(p, n.Agent().SkillIDs())] = p
 			}
 		}
@@ -111,9 +111,11 @@ func registryCases(h *apiHarness) {
 		body: `{"agent_id":"oa-1","api_key":"mk_nope"}`, status: 401, code: "invalid_credentials"})
 	h.run(apiCase{name: "token without api_key", method: "POST", path: "/v1/agents/token",
 		body: `{"agent_id":"oa-1"}`, status: 400, code: "invalid_request", invalid: true})
+	legacyKey, _ := legacy["api_key"].(string)
 	tok := h.run(apiCase{name: "legacy token", method: "POST", path: "/agents/token",
-		body: `{"agent_id":"oa-legacy","api_key":"` + legacy["api_key"].(string) + `"}`, status: 200})
-	bearer := "Bearer " + tok["token"].(string)
+		body: `{"agent_id":"oa-legacy","api_key":"` + legacyKey + `"}`, status: 200})
+	token, _ := tok["token"].(string)
+	bearer := "Bearer " + token
 
 	h.run(apiCase{name: "heartbeat", method: "POST", path: "/v1/agents/me/heartbeat", body: `{"status":"idle"}`,
 		hdr: []string{"Authorization", bearer}, status: 200})
