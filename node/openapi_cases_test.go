@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/wall"
 )
 
@@ -281,4 +282,24 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	h.run(apiCase{name: "A2A unknown task", method: "POST", path: "/", body: `{"jsonrpc":"2.0","id":"2","method":"tasks/get","params":{"id":"nope"}}`,
 		status: 200, code: "-32001"})
 	h.run(apiCase{name: "A2A not JSON", method: "POST", path: "/", body: `nope`, status: 200, code: "-32700", invalid: true})
+}
+
+// TestOpenAPIQuorumAdmin: the quorum admin operations, on a directory run
+// by a quorum (of one member), answer as the document says.
+func TestOpenAPIQuorumAdmin(t *testing.T) {
+	q := newQuorumMesh(t, 1, nil)
+	h := newAPIHarness(t, q.mesh, q.boot)
+	key := q.boot.key
+	stranger, err := p2p.PeerID(identity.GenerateKey().Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run(apiCase{name: "health of a member", method: "GET", path: "/health", status: 200})
+	h.run(apiCase{name: "quorum", method: "GET", path: "/v1/admin/quorum", status: 200})
+	h.run(apiCase{name: "add a member at a bad address", method: "POST", path: "/v1/admin/quorum/members", body: `{"addr":"nope"}`,
+		sign: key, status: 400, code: "invalid_request"})
+	h.run(apiCase{name: "remove a stranger", method: "DELETE", path: "/v1/admin/quorum/members/" + stranger.String(),
+		sign: key, status: 404, code: "not_a_member"})
+	h.run(apiCase{name: "remove a bad peer id", method: "DELETE", path: "/v1/admin/quorum/members/nope",
+		sign: key, status: 400, code: "invalid_request"})
 }
