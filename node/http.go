@@ -57,6 +57,7 @@ func (n *Node) buildHTTP() error {
 		return err
 	}
 	n.wall.Routes(mux.ServeMux)
+	n.wall.PageRoutes(mux.ServeMux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
 	n.quorumRoutes(mux.ServeMux)
 	n.agentRoutes(mux.ServeMux)
