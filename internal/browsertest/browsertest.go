@@ -29,6 +29,9 @@ const Chromium = "chromium"
 // startTimeout bounds the browser's start.
 const startTimeout = 30 * time.Second
 
+// WaitTimeout bounds one wait of Until.
+const WaitTimeout = 15 * time.Second
+
 // shared is the test binary's browser.
 var shared struct {
 	once  sync.Once
@@ -104,10 +107,10 @@ func start(path string) {
 }
 
 // Until polls JavaScript expression expr in ctx's tab until it is true;
-// it fails t, naming what, when ctx ends first.
+// it fails t, naming what, after WaitTimeout or when ctx ends first.
 func Until(t testing.TB, ctx context.Context, expr, what string) {
 	t.Helper()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(WaitTimeout)))
 	if err != nil {
 		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
 	}
