@@ -1,10 +1,8 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -52,16 +50,7 @@ type page struct {
 
 func getPage(t *testing.T, n *Node, path string, hdr ...string) page {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", n.URL()+path, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, n, "GET", path, "", hdr...)
 	return page{resp.StatusCode, resp.Header, string(b)}
 }
 
