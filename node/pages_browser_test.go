@@ -39,6 +39,7 @@ func TestClusterPagesInBrowser(t *testing.T) {
 	f := newPageFixture(t)
 	alice := enterWall(t, f.b, f.id, q("agent", xssHandle))
 	tab := browsertest.Tab(t, 60*time.Second)
+	problems := browsertest.Problems(tab)
 	boot := f.m.boot.URL()
 
 	run(t, tab, chromedp.Navigate(boot+"/clusters"))
@@ -85,6 +86,10 @@ func TestClusterPagesInBrowser(t *testing.T) {
 	title, err := chromedp.Run(tab, chromedp.Title())
 	if err != nil || title != xssName+" · mesh" {
 		t.Fatalf("title %q (%v): did a script of the cluster's run?", title, err)
+	}
+
+	if p := problems(); len(p) > 0 {
+		t.Fatalf("the pages reported errors (a refused script, style or socket?): %q", p)
 	}
 
 	for _, id := range []string{f.privateID, f.unknownID} {

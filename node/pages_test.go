@@ -166,7 +166,9 @@ func TestClusterPagesHTTP(t *testing.T) {
 // nothing else is.
 func TestClusterPageAssets(t *testing.T) {
 	n := startNode(t, testConfig(t, t.TempDir()))
-	for file, ctype := range map[string]string{"cluster.js": "text/javascript; charset=utf-8", "wall.css": "text/css; charset=utf-8"} {
+	for file, ctype := range map[string]string{
+		"cluster.js": "text/javascript; charset=utf-8", "wall.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
+	} {
 		p := getPage(t, n, "/assets/wall/"+file)
 		if p.status != 200 || p.header.Get("Content-Type") != ctype || p.header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Fatalf("%s: %d %v", file, p.status, p.header)

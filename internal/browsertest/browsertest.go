@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,33 @@ func start(path string) {
 		return
 	}
 	shared.ctx = browser
+}
+
+// Problems collects, from now on, what ctx's tab reports as errors:
+// uncaught exceptions, console errors and the browser's own (a script,
+// style or socket the Content-Security-Policy refused, a failed load).
+// The func it returns lists those so far.
+func Problems(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var got []string
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return // the tab closed
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s: %s (%s)", m.Type, m.Text, m.URL))
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
 }
 
 // Until polls JavaScript expression expr in ctx's tab until it is true;
