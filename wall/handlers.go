@@ -249,6 +249,7 @@ func (s *Service) delete(w http.ResponseWriter, r *http.Request) error {
 type joinQuery struct {
 	agent, did, vis, token string
 	owner                  bool
+	proof                  string // the did's proof of key (proof.go), "" when unproved
 	// spectate: a read-only ghost of a public cluster (spectate=1), as the
 	// cluster's web page connects: it receives broadcasts and presence,
 	// never a direct message, and every frame it sends is refused.
@@ -287,6 +288,9 @@ func (s *Service) parseJoin(r *http.Request, cl *Cluster) (joinQuery, error) {
 	default:
 		return j, httpx.ErrInvalid.With("vis must be public, private or ghost, not %q", j.vis)
 	}
+	if err := s.proveKey(r, cl, &j); err != nil {
+		return j, err
+	}
 	if j.token == "" {
 		if !cl.Public() {
 			return j, ErrTokenRequired.With("this cluster is private: connect with ?token=<cluster token>")
@@ -324,7 +328,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 		s.wg.Done()
 		return nil // the upgrader answered the client itself
 	}
-	sk := newSocket(conn, s, j.agent, j.did, j.vis, j.owner)
+	sk := newSocket(conn, s, j)
 	// Anyone with a private cluster's token sees all its traffic, direct
 	// messages included (spec 5): a ghost is how one only looks.
 	sk.spectator = !cl.Public() && j.vis == VisGhost && j.owner
