@@ -37,3 +37,11 @@ var (
 	ErrBadRadius      = httpx.E(http.StatusBadRequest, "bad_radius", "km must be a number above 0 and at most %g", MaxRadiusKm)
 	ErrBadFilter      = httpx.E(http.StatusBadRequest, "bad_filter", "the post filter is not valid")
 )
+
+// Errors of a connect's proof of key (proof.go).
+var (
+	ErrBadProof    = httpx.E(http.StatusUnauthorized, "invalid_signature", "the proof of key does not verify")
+	ErrStaleProof  = httpx.E(http.StatusUnauthorized, "stale_signature", "the proof's timestamp is outside the 120 s tolerance")
+	ErrProofReplay = httpx.E(http.StatusUnauthorized, "nonce_reused", "the proof's nonce was already used: sign each connect afresh")
+	ErrDIDMismatch = httpx.E(http.StatusUnauthorized, "did_mismatch", "the proof is not signed by the did's key")
+)
