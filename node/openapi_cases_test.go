@@ -64,6 +64,7 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 		registryCases(h)
 		searchCases(h)
 		clusterCases(h)
+		boardCases(h)
 		nodeCases(h)
 		agentCases(h, chain, provider.Address())
 		h.run(apiCase{name: "a priced skill of a prepaid-only agent", node: prepaid, method: "POST", path: "/v1/echo", body: `{"x":1}`,
@@ -316,4 +317,55 @@ func TestOpenAPIQuorumAdmin(t *testing.T) {
 		sign: key, status: 404, code: "not_a_member"})
 	h.run(apiCase{name: "remove a bad peer id", method: "DELETE", path: "/v1/admin/quorum/members/nope",
 		sign: key, status: 400, code: "invalid_request"})
+}
+
+func boardCases(h *apiHarness) {
+	c := h.run(apiCase{name: "create a cluster for boards", method: "POST", path: "/v1/clusters", body: `{"visibility":"public","name":"Boards"}`, status: 201})
+	id, _ := c["cluster_id"].(string)
+	ak, _ := c["admin_token"].(string)
+	path, admin := "/v1/clusters/"+id, []string{"X-Cluster-Token", ak}
+	h.run(apiCase{name: "a board before boards are enabled", method: "POST", path: path + "/boards", body: `{"slug":"market"}`, hdr: admin,
+		status: 409, code: "boards_disabled"})
+	h.run(apiCase{name: "enable boards and set props", method: "PATCH", path: path, hdr: admin,
+		body: `{"boards_enabled":true,"props":{"where":{"lat":48.85,"lon":2.35,"label":"Paris"},"lang":"fr"}}`, status: 200})
+	h.run(apiCase{name: "patch without the admin token", method: "PATCH", path: path, body: `{"boards_enabled":true}`,
+		status: 401, code: "token_required", invalid: true})
+	h.run(apiCase{name: "patch nothing", method: "PATCH", path: path, body: `{}`, hdr: admin, status: 400, code: "invalid_request", invalid: true})
+	h.run(apiCase{name: "create a board", method: "POST", path: path + "/boards", hdr: admin, status: 201,
+		body: `{"slug":"market","name":"Market","kind":"buysell","about":"Buy and sell.","props":{"entry":{"age_min":0,"require":["local"]},"limits":{"post_max_chars":100}}}`})
+	h.run(apiCase{name: "create a board with a bad slug", method: "POST", path: path + "/boards", body: `{"slug":"Bad Slug"}`, hdr: admin,
+		status: 400, code: "bad_slug", invalid: true})
+	h.run(apiCase{name: "create a board twice", method: "POST", path: path + "/boards", body: `{"slug":"market"}`, hdr: admin,
+		status: 409, code: "board_exists"})
+	h.run(apiCase{name: "list boards", method: "GET", path: path + "/boards", status: 200})
+	h.run(apiCase{name: "edit a board", method: "PATCH", path: path + "/boards/market", body: `{"about":"Buy, sell, swap.","props":{"lang":null}}`,
+		hdr: admin, status: 200})
+	post := h.run(apiCase{name: "post", method: "POST", path: path + "/boards/market/posts?agent=alice", status: 201,
+		body: `{"title":"Bike","body":"Red.","ttl":"7d","file":{"url":"https://example.org/bike.jpg","mime":"image/jpeg"},"props":{"where":{"lat":48.86,"lon":2.34,"label":"Louvre"},"lang":"en"}}`})
+	pid, _ := post["post"].(map[string]any)["id"].(string)
+	h.run(apiCase{name: "post over post_max_chars", method: "POST", path: path + "/boards/market/posts?agent=alice",
+		body: `{"title":"Long","ttl":"24h","body":"` + strings.Repeat("x", 101) + `"}`, status: 422, code: "post_max_chars"})
+	h.run(apiCase{name: "post with a bad ttl", method: "POST", path: path + "/boards/market/posts?agent=alice", body: `{"title":"t","ttl":"2d"}`,
+		status: 400, code: "bad_ttl", invalid: true})
+	h.run(apiCase{name: "post without an agent", method: "POST", path: path + "/boards/market/posts", body: `{"title":"t","ttl":"7d"}`,
+		status: 400, code: "bad_agent", invalid: true})
+	h.run(apiCase{name: "a board and its posts", method: "GET", path: path + "/boards/market", status: 200})
+	h.run(apiCase{name: "posts near a point", method: "GET", path: path + "/boards/market/posts?near=48.85,2.35&km=10&lang=en&limit=10", status: 200})
+	h.run(apiCase{name: "posts near a bad point", method: "GET", path: path + "/boards/market/posts?near=91,0&km=10", status: 400, code: "bad_coordinates"})
+	h.run(apiCase{name: "posts within no radius", method: "GET", path: path + "/boards/market/posts?near=1,2&km=0",
+		status: 400, code: "bad_radius", invalid: true})
+	h.run(apiCase{name: "a post", method: "GET", path: path + "/boards/market/posts/" + pid, status: 200})
+	h.run(apiCase{name: "an unknown post", method: "GET", path: path + "/boards/market/posts/p_nope", status: 404, code: "post_not_found"})
+	h.run(apiCase{name: "an unknown board", method: "GET", path: path + "/boards/nope", status: 404, code: "board_not_found"})
+	h.run(apiCase{name: "delete a post as another", method: "DELETE", path: path + "/boards/market/posts/" + pid + "?agent=mallory",
+		status: 403, code: "not_author"})
+	h.run(apiCase{name: "delete a post as its author", method: "DELETE", path: path + "/boards/market/posts/" + pid + "?agent=alice", status: 200})
+	h.run(apiCase{name: "create an age-gated board", method: "POST", path: path + "/boards", body: `{"slug":"adults","props":{"entry":{"age_min":18}}}`,
+		hdr: admin, status: 201})
+	h.run(apiCase{name: "an age-gated board's posts", method: "GET", path: path + "/boards/adults/posts", status: 403, code: "age_gated"})
+	h.run(apiCase{name: "delete a board", method: "DELETE", path: path + "/boards/market", hdr: admin, status: 200})
+	priv := h.run(apiCase{name: "create a private cluster for boards", method: "POST", path: "/v1/clusters", status: 201})
+	privID, _ := priv["cluster_id"].(string)
+	h.run(apiCase{name: "a private cluster's boards without its token", method: "GET", path: "/v1/clusters/" + privID + "/boards",
+		status: 404, code: "cluster_not_found"})
 }
