@@ -117,6 +117,7 @@ func (a *API) Routes(mux *http.ServeMux) {
 	h("POST /agents/register", a.register)
 	h("POST /agents/token", a.token)
 	h("GET /agents/{id}", a.getAgent)
+	a.pageRoutes(mux)
 }
 
 // writeRoutes names the registry's write surfaces by route: what write
