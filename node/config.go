@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/quorum"
+	"github.com/agentmesh/mesh/internal/safefetch"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
@@ -146,10 +147,45 @@ type Config struct {
 	// (a catalog listing under it stays); 0 keeps registrations until
 	// they are deleted.
 	AgentActivationWindow time.Duration `json:"agent_activation_window"`
+	// Cards tunes how the directory fetches agents' full cards from their
+	// endpoints and probes their liveness (see CardFetch).
+	Cards CardFetch `json:"cards"`
 	// ClusterJoinWindow is, on the directory, how long a new public
 	// cluster waits for its first member before it expires; 0 keeps
 	// clusters until their admin deletes them.
 	ClusterJoinWindow time.Duration `json:"cluster_join_window"`
+}
+
+// CardFetch tunes the directory's fetches of agents' cards
+// (node/cardprobe.go). Each registered agent with an endpoint is probed at
+// most once every Refresh; at most Concurrency fetches run at once, each
+// within Timeout, reading at most MaxBytes, following at most Redirects
+// redirects, and never to a loopback, private, link-local, CGNAT,
+// multicast, unspecified or metadata address unless Allow (CIDRs) lets it.
+type CardFetch struct {
+	Refresh     time.Duration `json:"refresh"` // 0: no probes, no fetched cards
+	Timeout     time.Duration `json:"timeout"`
+	MaxBytes    int64         `json:"max_bytes"`
+	Concurrency int           `json:"concurrency"`
+	Redirects   int           `json:"redirects"`
+	Allow       []string      `json:"allow"`
+}
+
+// DefaultCardFetch is CardFetch's default.
+func DefaultCardFetch() CardFetch {
+	return CardFetch{Refresh: 10 * time.Minute, Timeout: 5 * time.Second, MaxBytes: registryapi.MaxFullCard,
+		Concurrency: 8, Redirects: 3}
+}
+
+func (c *CardFetch) validate() error {
+	if c.Refresh < 0 || c.Timeout <= 0 || c.Concurrency <= 0 || c.Redirects < 0 {
+		return errors.New("node: card fetch: refresh and redirects must not be negative; timeout and concurrency must be positive")
+	}
+	if c.MaxBytes <= 0 || c.MaxBytes > registryapi.MaxFullCard {
+		return fmt.Errorf("node: card fetch: max bytes %d: want 1..%d (the largest card the directory keeps)", c.MaxBytes, registryapi.MaxFullCard)
+	}
+	_, err := safefetch.ParseAllow(c.Allow)
+	return err
 }
 
 // RaftTimings are the timings of a quorum member (see quorum.Config).
@@ -233,6 +269,7 @@ func DefaultConfig() Config {
 		SolUSDTimeout:    5 * time.Second,
 		Budgets:          admission.DefaultConfig(),
 
+		Cards:                 DefaultCardFetch(),
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
 		ClusterJoinWindow:     wall.DefaultJoinWindow,
 	}
@@ -330,6 +367,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
 		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")
+	}
+	if err := c.Cards.validate(); err != nil {
+		return err
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")

@@ -185,6 +185,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goroutine(func() { n.compactLog(ctx) })
 	if n.role == RoleBootstrap {
 		n.goroutine(func() { n.sweepExpired(ctx) })
+		n.goroutine(func() { n.probeCards(ctx) })
 	}
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil

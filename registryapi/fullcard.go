@@ -117,6 +117,12 @@ func (c *fullCard) validate() error {
 	return nil
 }
 
+// ValidateFullCard checks a full card as the directory would keep it.
+func ValidateFullCard(raw []byte) error {
+	_, _, err := parseFullCard(raw)
+	return err
+}
+
 // view decodes a kept card; nil for none (or one that no longer decodes).
 func cardView(raw json.RawMessage) *fullCard {
 	if raw == nil {
