@@ -1,0 +1,191 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/interop"
+	"github.com/agentmesh/mesh/interop/soltest"
+	"github.com/agentmesh/mesh/registryapi"
+)
+
+const acceptJSON = "application/json"
+
+// browserAccept is what a browser sends for a page.
+const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+// page fetches GET /agent/<id> as a browser and checks the page headers.
+func page(t *testing.T, n *Node, id string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", n.URL()+"/agent/"+id, nil)
+	req.Header.Set("Accept", browserAccept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Fatalf("page of %s on %s: Content-Type %q", id, n.URL(), ct)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); csp != registryapi.PageCSP || strings.Contains(csp, "script-src") {
+		t.Fatalf("page of %s: CSP %q", id, csp)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// publicCard fetches GET /agent/<id> as a JSON client.
+func publicCard(t *testing.T, n *Node, id string) (int, map[string]any) {
+	t.Helper()
+	return call(t, n, "GET", "/agent/"+id, "", "Accept", acceptJSON)
+}
+
+// a2aSchema is the A2A 0.3.0 AgentCard schema the interop tests use.
+func a2aSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open("../interop/testdata/a2a/agent-card.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("agent-card.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	return c.MustCompile("agent-card.schema.json")
+}
+
+// mirroredCard reads the card n mirrors for id at both well-known paths,
+// checks they agree and validates it against the A2A schema.
+func mirroredCard(t *testing.T, n *Node, schema *jsonschema.Schema, id string) map[string]any {
+	t.Helper()
+	var cards []string
+	for _, p := range []string{"agent.json", "agent-card.json"} {
+		st, body := rawCall(t, n, "GET", "/agent/"+id+"/.well-known/"+p, "")
+		if st != 200 {
+			t.Fatalf("mirrored %s of %s on %s: %d %s", p, id, n.URL(), st, body)
+		}
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Validate(v); err != nil {
+			t.Fatalf("mirrored %s of %s on %s is not an A2A AgentCard: %v\n%s", p, id, n.URL(), err, body)
+		}
+		cards = append(cards, body)
+	}
+	if cards[0] != cards[1] {
+		t.Fatalf("the two well-known paths differ:\n%s\n%s", cards[0], cards[1])
+	}
+	var card map[string]any
+	json.Unmarshal([]byte(cards[0]), &card)
+	return card
+}
+
+// TestAgentPageOfEmbeddedAgent: an agent embedded in a node hands its
+// card over with its registration; its public address on the directory
+// (which knows a SOL/USD rate) and on its own node (which knows none)
+// shows it, with pricing in SOL and, where a rate is known, USD.
+func TestAgentPageOfEmbeddedAgent(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
+	cfg.Agent.HeartbeatInterval = 50 * time.Millisecond
+	b := m.start(cfg)
+	eventually(t, 15*time.Second, b.AgentRegistered, "agent never registered")
+	m.waitCaughtUp(b)
+	schema := a2aSchema(t)
+	own := b.Agent().Card()
+	for _, n := range []*Node{m.boot, b} {
+		card := mirroredCard(t, n, schema, "echo-1")
+		if card["name"] != "Echo" || card["url"] != b.URL() || card["protocolVersion"] != "0.3.0" || card["payment"] == nil {
+			t.Fatalf("mirror on %s: %v", n.URL(), card)
+		}
+		if skills := card["skills"].([]any); len(skills) != len(own.Skills) {
+			t.Fatalf("mirror skills %v", skills)
+		}
+	}
+	// 5,000 lamports = 0.000005 SOL; at 150 USD a SOL, 0.00075 USD.
+	st, v := publicCard(t, m.boot, "echo-1")
+	if st != 200 || v["name"] != "Echo" || v["online"] != true || v["endpoint"] != b.URL() || v["verified"] != true {
+		t.Fatalf("discovery card on the directory: %d %v", st, v)
+	}
+	price := v["pricing"].([]any)[0].(map[string]any)
+	if price["sol"] != 0.000005 || price["usd"] != 0.00075 || price["amount"] != 5000.0 || v["sol_usd"].(map[string]any)["rate"] != 150.0 {
+		t.Fatalf("pricing with a rate: %v, rate %v", price, v["sol_usd"])
+	}
+	if v["card"] != m.boot.URL()+"/agent/echo-1/.well-known/agent.json" || !strings.Contains(strings.Join(anyStrings(v["tags"]), ","), "echo") {
+		t.Fatalf("card link %v, tags %v", v["card"], v["tags"])
+	}
+	_, v = publicCard(t, b, "echo-1")
+	price = v["pricing"].([]any)[0].(map[string]any)
+	if price["sol"] != 0.000005 || price["usd"] != nil || v["sol_usd"] != nil {
+		t.Fatalf("pricing without a rate: %v, rate %v", price, v["sol_usd"])
+	}
+	st, html := page(t, m.boot, "echo-1")
+	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online"`, `0.000005 SOL`, `$0.00075`,
+		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `id="reputation"`, `id="liveness"`, `id="card-link"`} {
+		if st != 200 || !strings.Contains(html, want) {
+			t.Fatalf("page on the directory lacks %q: %d\n%s", want, st, html)
+		}
+	}
+	if strings.Contains(html, `id="live-banner"`) {
+		t.Fatal("an agent without a listing shows the live banner")
+	}
+	_, html = page(t, b, "echo-1")
+	if !strings.Contains(html, "No SOL/USD rate is known") || strings.Contains(html, "$0.00075") {
+		t.Fatalf("page without a rate:\n%s", html)
+	}
+	// The agent's card changes: its next heartbeat round sends it again.
+	b.Agent().SetURL("https://echo.example")
+	eventually(t, 15*time.Second, func() bool {
+		st, body := rawCall(t, m.boot, "GET", "/agent/echo-1/.well-known/agent.json", "")
+		return st == 200 && strings.Contains(body, `"url":"https://echo.example"`)
+	}, "the changed card never reached the directory")
+}
+
+func anyStrings(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, s.(string))
+	}
+	return out
+}
+
+// registerAgent registers id bound to key at endpoint through n, with
+// capabilities, and returns its api key.
+func (m *mesh) registerAgent(n *Node, id string, key ed25519.PrivateKey, endpoint string) string {
+	m.t.Helper()
+	body, _ := json.Marshal(map[string]any{"agent_id": id, "capabilities": []string{"summarize"},
+		"endpoint": endpoint, "pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+	st, v := m.signedCall(n, key, "POST", "/v1/agents/register", string(body))
+	if st != 201 && st != 200 {
+		m.t.Fatalf("register %s on %s: %d %v", id, n.URL(), st, v)
+	}
+	return v["api_key"].(string)
+}
+
+// heartbeat beats for id through n.
+func (m *mesh) heartbeat(n *Node, token string) {
+	m.t.Helper()
+	if st, v := call(m.t, n, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+token); st != 200 {
+		m.t.Fatalf("heartbeat on %s: %d %v", n.URL(), st, v)
+	}
+}
