@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,5 +189,135 @@ func (m *mesh) heartbeat(n *Node, token string) {
 	m.t.Helper()
 	if st, v := call(m.t, n, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+token); st != 200 {
 		m.t.Fatalf("heartbeat on %s: %d %v", n.URL(), st, v)
+	}
+}
+
+// cardServer is an agent's endpoint on loopback that serves its card at
+// A2A's current path only (agent.json is 404), as the directory's
+// fallback must find it.
+type cardServer struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	card string
+}
+
+func newCardServer(t *testing.T, card string) *cardServer {
+	s := &cardServer{card: card}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/agent-card.json" {
+			http.NotFound(w, r)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, s.card)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *cardServer) set(card string) {
+	s.mu.Lock()
+	s.card = card
+	s.mu.Unlock()
+}
+
+// probing lets the directory fetch cards from loopback, probing each agent
+// again once the mesh's clock moved a second.
+func probing(c *Config) {
+	c.SolUSD = 150
+	c.Cards.Refresh = time.Second
+	c.Cards.Allow = []string{"127.0.0.0/8"}
+}
+
+// TestAgentPageFetchedCardAndLiveness: the directory fetches the card of
+// an agent that does not hand it over, from its endpoint on loopback (the
+// operator allowed it); every node mirrors it, completed into an A2A
+// AgentCard, and its page shows what the agent wrote inert. An unchanged
+// card takes no log entry. When the endpoint dies while the agent still
+// heartbeats, every node's page says so.
+func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
+	m := newMeshWith(t, probing)
+	b := m.join()
+	agent := newCardServer(t, `{"name":"Sum <script>alert(1)</script>","description":"<img src=x onerror=alert(2)>",
+		"pricing":{"unit":"request","amount":2000000,"currency":"lamports","network":"chain-devnet"},
+		"skills":[{"id":"summarize","name":"Summarize"}]}`)
+	key := identity.GenerateKey()
+	apiKey := m.registerAgent(b, "sum-1", key, agent.srv.URL)
+	token := m.token(b, "sum-1", apiKey)
+	m.heartbeat(b, token)
+	schema := a2aSchema(t)
+	eventually(t, 15*time.Second, func() bool {
+		st, _ := rawCall(t, b, "GET", "/agent/sum-1/.well-known/agent.json", "")
+		return st == 200
+	}, "the fetched card never reached the replica")
+	card := mirroredCard(t, b, schema, "sum-1")
+	skill := card["skills"].([]any)[0].(map[string]any)
+	if card["url"] != agent.srv.URL || card["protocolVersion"] != "0.3.0" || skill["tags"] == nil || card["pricing"] == nil {
+		t.Fatalf("completed mirror: %v", card)
+	}
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "sum-1")
+		return v["liveness"].(map[string]any)["state"] == registryapi.LiveReachable
+	}, "the probe's liveness never showed on the directory")
+	m.heartbeat(b, token)
+	_, v := publicCard(t, b, "sum-1")
+	if v["liveness"].(map[string]any)["state"] != registryapi.LiveReachable {
+		t.Fatalf("the replica did not copy liveness with the heartbeat: %v", v["liveness"])
+	}
+	price := v["pricing"].([]any)[0].(map[string]any)
+	if v["name"] != "Sum <script>alert(1)</script>" || price["sol"] != 0.002 || v["online"] != true {
+		t.Fatalf("discovery card: %v", v)
+	}
+	_, html := page(t, b, "sum-1")
+	if strings.Contains(html, "<script>alert") || strings.Contains(html, "<img src=x") ||
+		!strings.Contains(html, "Sum &lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(html, "0.002 SOL") {
+		t.Fatalf("the page does not show the agent's text inert:\n%s", html)
+	}
+
+	// Probes of an unchanged card take no log entry.
+	seq := m.boot.clog.Seq()
+	checked := v["liveness"].(map[string]any)["checked_at"]
+	for range 3 {
+		m.clock.Advance(2 * time.Second)
+		eventually(t, 15*time.Second, func() bool {
+			_, v := publicCard(t, m.boot, "sum-1")
+			c := v["liveness"].(map[string]any)["checked_at"]
+			defer func() { checked = c }()
+			return c != checked
+		}, "the directory never probed again")
+	}
+	if got := m.boot.clog.Seq(); got != seq {
+		t.Fatalf("probes of an unchanged card took %d log entries", got-seq)
+	}
+	// A changed card is proposed once, and mirrored everywhere.
+	agent.set(`{"name":"Summarizer 2","skills":[{"id":"summarize","name":"Summarize","tags":["text"]}]}`)
+	m.clock.Advance(2 * time.Second)
+	eventually(t, 15*time.Second, func() bool {
+		m.waitCaughtUp(b)
+		_, v := publicCard(t, b, "sum-1")
+		return v["name"] == "Summarizer 2"
+	}, "the changed card never reached the replica")
+
+	// The endpoint dies; the agent heartbeats on.
+	agent.srv.Close()
+	m.clock.Advance(2 * time.Second)
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "sum-1")
+		return v["liveness"].(map[string]any)["state"] == registryapi.LiveUnreachable
+	}, "the dead endpoint never showed on the directory")
+	// The replica copies liveness with the heartbeats: at the latest when
+	// one passes through it.
+	m.heartbeat(b, token)
+	_, v = publicCard(t, b, "sum-1")
+	l := v["liveness"].(map[string]any)
+	if v["online"] != true || l["last_reachable"] == nil || l["failing_since"] == nil || !strings.Contains(l["reason"].(string), "unreachable") {
+		t.Fatalf("online %v, liveness %v", v["online"], l)
+	}
+	_, html = page(t, b, "sum-1")
+	if !strings.Contains(html, "Online (heartbeat) but endpoint unreachable since") || !strings.Contains(html, `id="failure-reason"`) ||
+		!strings.Contains(html, `data-state="unreachable"`) {
+		t.Fatalf("page of an agent with a dead endpoint:\n%s", html)
 	}
 }
