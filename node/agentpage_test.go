@@ -321,3 +321,71 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 		t.Fatalf("page of an agent with a dead endpoint:\n%s", html)
 	}
 }
+
+// TestAgentPageListingsAndVanishing: a catalog-only agent shows its
+// listing; a live agent that also has one shows it under a live banner,
+// and its card 404s while it has none; unknown ids answer 404 as HTML to
+// browsers and as JSON to JSON clients; a deregistered agent vanishes from
+// every node (or falls back to its listing). A bad full_card is refused.
+func TestAgentPageListingsAndVanishing(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	listing := `{"listings":[{"agent_id":"listed-only","name":"Old Listing","description":"scraped <b>once</b>","url":"https://old.example","capabilities":["ocr"]},
+		{"agent_id":"listed-live","name":"Live Listing","description":"scraped and live"}]}`
+	if st, v := m.signedCall(b, m.boot.key, "POST", "/v1/admin/catalog", listing); st != 200 {
+		t.Fatalf("catalog import: %d %v", st, v)
+	}
+	liveKey := m.register(b, "listed-live", identity.GenerateKey())
+	goneKey := m.register(b, "gone-1", identity.GenerateKey())
+	m.waitCaughtUp(b)
+	for _, n := range []*Node{m.boot, b} {
+		st, html := page(t, n, "listed-only")
+		if st != 200 || !strings.Contains(html, `id="listing-name" class="listing-name">Old Listing<`) ||
+			!strings.Contains(html, "scraped &lt;b&gt;once&lt;/b&gt;") || strings.Contains(html, `id="live-banner"`) ||
+			!strings.Contains(html, `class="badge catalog"`) {
+			t.Fatalf("catalog-only page on %s: %d\n%s", n.URL(), st, html)
+		}
+		st, v := publicCard(t, n, "listed-only")
+		if st != 200 || v["catalog_only"] != true || v["online"] != false || v["listing"] == nil || v["card"] != nil {
+			t.Fatalf("catalog-only discovery card on %s: %d %v", n.URL(), st, v)
+		}
+		st, html = page(t, n, "listed-live")
+		if st != 200 || !strings.Contains(html, `id="live-banner"`) || !strings.Contains(html, "Live Listing") {
+			t.Fatalf("live listed page on %s: %d\n%s", n.URL(), st, html)
+		}
+		for _, id := range []string{"listed-only", "listed-live"} {
+			if st, v := call(t, n, "GET", "/agent/"+id+"/.well-known/agent.json", ""); st != 404 || v["code"] != "card_not_found" {
+				t.Fatalf("card of %s on %s: %d %v", id, n.URL(), st, v)
+			}
+		}
+	}
+	m.deleteAgent(b, "gone-1", goneKey)
+	m.deleteAgent(b, "listed-live", liveKey)
+	m.waitCaughtUp(b)
+	for _, n := range []*Node{m.boot, b} {
+		for _, id := range []string{"gone-1", "nobody", "bad%20id"} {
+			st, html := page(t, n, id)
+			if st != 404 || !strings.Contains(html, `<main id="not-found">`) {
+				t.Fatalf("page of %s on %s: %d\n%s", id, n.URL(), st, html)
+			}
+			if st, v := publicCard(t, n, id); st != 404 || v["code"] != "agent_not_found" {
+				t.Fatalf("discovery card of %s on %s: %d %v", id, n.URL(), st, v)
+			}
+			if st, v := call(t, n, "GET", "/agent/"+id+"/.well-known/agent-card.json", ""); st != 404 || v["code"] != "agent_not_found" {
+				t.Fatalf("card of %s on %s: %d %v", id, n.URL(), st, v)
+			}
+		}
+		st, html := page(t, n, "listed-live")
+		if st != 200 || strings.Contains(html, `id="live-banner"`) || !strings.Contains(html, `class="badge catalog"`) {
+			t.Fatalf("deregistered listed agent on %s: %d\n%s", n.URL(), st, html)
+		}
+	}
+	key := identity.GenerateKey()
+	pub := identity.EncodePublicKey(key.Public().(ed25519.PublicKey))
+	for card, want := range map[string]string{`"nope"`: "JSON object", `{"name":7}`: "name", `[1]`: "JSON object"} {
+		body := `{"agent_id":"bad-card","pubkey":"` + pub + `","full_card":` + card + `}`
+		if st, v := m.signedCall(b, key, "POST", "/v1/agents/register", body); st != 400 || !strings.Contains(v["detail"].(string), want) {
+			t.Fatalf("full_card %s: %d %v", card, st, v)
+		}
+	}
+}
