@@ -96,7 +96,7 @@ func (d *Directory) ProbesDue(after string, scan, max int, now time.Time, every 
 
 func (d *Directory) probeDue(a *Agent, now time.Time, every time.Duration) bool {
 	l, ok := d.Liveness(a)
-	return !ok || now.Sub(l.CheckedAt) >= every
+	return !ok || now.Sub(l.CheckedAt()) >= every
 }
 
 // ProposeCard proposes to p the full card fetched from registration reg

@@ -141,18 +141,20 @@ func (a *API) livenessView(ag *Agent) LivenessView {
 	if !ok {
 		return LivenessView{State: LiveUnchecked}
 	}
-	v := LivenessView{State: LiveUnreachable, CheckedAt: &l.CheckedAt, LastReachable: timePtr(l.LastReachable),
-		LastFailure: timePtr(l.LastFailure), FailingSince: timePtr(l.FailingSince), Reason: nullable(l.Reason)}
-	if l.Reachable() {
+	v := LivenessView{State: LiveUnreachable, CheckedAt: unixPtr(l.Checked), LastReachable: unixPtr(l.Reachable),
+		LastFailure: unixPtr(l.Failed), FailingSince: unixPtr(l.FailingSince), Reason: nullable(l.Reason)}
+	if l.IsReachable() {
 		v.State = LiveReachable
 	}
 	return v
 }
 
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
+// unixPtr is Unix seconds s as a time, nil for 0.
+func unixPtr(s int64) *time.Time {
+	if s == 0 {
 		return nil
 	}
+	t := time.Unix(s, 0).UTC()
 	return &t
 }
 

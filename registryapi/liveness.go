@@ -11,35 +11,39 @@ import (
 // Presence with the agent's beat, so it reaches the other nodes as beats
 // do, and is dropped with them when the agent is deleted.
 type Liveness struct {
-	// CheckedAt is the last probe; LastReachable the last that read a
-	// card; LastFailure the last that did not, and Reason why.
-	CheckedAt     time.Time `json:"checked_at"`
-	LastReachable time.Time `json:"last_reachable,omitzero"`
-	LastFailure   time.Time `json:"last_failure,omitzero"`
-	Reason        string    `json:"reason,omitempty"`
+	// Checked is the last probe; Reachable the last that read a card;
+	// Failed the last that did not, and Reason why. Unix seconds, with
+	// short names: the record travels in every copy of presence.
+	Checked   int64  `json:"c"`
+	Reachable int64  `json:"ok,omitempty"`
+	Failed    int64  `json:"f,omitempty"`
+	Reason    string `json:"r,omitempty"`
 	// FailingSince is the first failure of the failures since the last
-	// success; zero while the last probe succeeded.
-	FailingSince time.Time `json:"failing_since,omitzero"`
+	// success; 0 while the last probe succeeded.
+	FailingSince int64 `json:"fs,omitempty"`
 }
 
 // maxReasonLen bounds a failure's reason (it travels to every node).
 const maxReasonLen = 200
 
-// Reachable reports whether the last probe read a card.
-func (l *Liveness) Reachable() bool { return l.FailingSince.IsZero() && !l.LastReachable.IsZero() }
+// IsReachable reports whether the last probe read a card.
+func (l *Liveness) IsReachable() bool { return l.FailingSince == 0 && l.Reachable != 0 }
 
-// after returns l updated with a probe at at that failed with reason
+// CheckedAt is the time of the last probe.
+func (l *Liveness) CheckedAt() time.Time { return time.Unix(l.Checked, 0).UTC() }
+
+// after returns l updated with a probe at at that failed with failure
 // (nil: it read a card).
 func (l Liveness) after(at time.Time, failure error) Liveness {
-	l.CheckedAt = at
+	l.Checked = at.Unix()
 	if failure == nil {
-		l.LastReachable, l.FailingSince = at, time.Time{}
+		l.Reachable, l.FailingSince = l.Checked, 0
 		return l
 	}
-	if l.FailingSince.IsZero() {
-		l.FailingSince = at
+	if l.FailingSince == 0 {
+		l.FailingSince = l.Checked
 	}
-	l.LastFailure, l.Reason = at, truncate(failure.Error(), maxReasonLen)
+	l.Failed, l.Reason = l.Checked, truncate(failure.Error(), maxReasonLen)
 	return l
 }
 
