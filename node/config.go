@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -186,6 +187,15 @@ func (c *CardFetch) validate() error {
 	}
 	_, err := safefetch.ParseAllow(c.Allow)
 	return err
+}
+
+// budgets are Budgets with the search's from SearchRate and SearchBurst
+// (their flags predate the write budgets; 0 takes the defaults).
+func (n *Node) budgets() admission.Config {
+	b := n.cfg.Budgets
+	rate, burst := cmp.Or(n.cfg.SearchRate, registryapi.DefaultSearchRate), cmp.Or(n.cfg.SearchBurst, registryapi.DefaultSearchBurst)
+	b.Search = admission.Budget{Rate: float64(rate) / 60, Burst: burst}
+	return b
 }
 
 // RaftTimings are the timings of a quorum member (see quorum.Config).

@@ -124,7 +124,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.metrics = prometheus.NewRegistry()
-	if n.admission, err = admission.New(n.cfg.Budgets, n.metrics); err != nil {
+	if n.admission, err = admission.New(n.budgets(), n.metrics); err != nil {
 		return err
 	}
 	if err := n.startP2P(ctx); err != nil {
