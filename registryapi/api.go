@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
-	"github.com/agentmesh/mesh/internal/admission"
 )
 
 // Defaults of Config.

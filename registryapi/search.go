@@ -31,7 +31,7 @@ var (
 	ErrNoRate = httpx.E(http.StatusServiceUnavailable, "price_rate_unknown",
 		"max_price_usd needs a SOL/USD rate and this node knows none; search without it")
 	ErrSearchRateLimited = admission.ErrSearchRateLimited
-	ErrBadCursor = httpx.E(http.StatusBadRequest, "invalid_cursor", "cursor is not one this search returned")
+	ErrBadCursor         = httpx.E(http.StatusBadRequest, "invalid_cursor", "cursor is not one this search returned")
 )
 
 // SearchRequest is the body of POST /v1/search.
