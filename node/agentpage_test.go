@@ -151,6 +151,9 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	if strings.Contains(html, `id="live-banner"`) {
 		t.Fatal("an agent without a listing shows the live banner")
 	}
+	if st, css := rawCall(t, m.boot, "GET", "/assets/agent-page.css", ""); st != 200 || !strings.Contains(css, "#liveness-summary") {
+		t.Fatalf("stylesheet: %d %q", st, css)
+	}
 	_, html = page(t, b, "echo-1")
 	if !strings.Contains(html, "No SOL/USD rate is known") || strings.Contains(html, "$0.00075") {
 		t.Fatalf("page without a rate:\n%s", html)
@@ -199,6 +202,7 @@ type cardServer struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	card string
+	hits int // reads of the card
 }
 
 func newCardServer(t *testing.T, card string) *cardServer {
@@ -210,11 +214,18 @@ func newCardServer(t *testing.T, card string) *cardServer {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.hits++
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, s.card)
 	}))
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+func (s *cardServer) reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits
 }
 
 func (s *cardServer) set(card string) {
@@ -290,6 +301,11 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	}
 	if got := m.boot.clog.Seq(); got != seq {
 		t.Fatalf("probes of an unchanged card took %d log entries", got-seq)
+	}
+	// One probe at registration, then one each time the clock passed
+	// the refresh interval: never more.
+	if n := agent.reads(); n != 4 {
+		t.Fatalf("the card was read %d times, want 4", n)
 	}
 	// A changed card is proposed once, and mirrored everywhere.
 	agent.set(`{"name":"Summarizer 2","skills":[{"id":"summarize","name":"Summarize","tags":["text"]}]}`)
