@@ -141,7 +141,8 @@ type Config struct {
 	// Budgets meter writes (internal/admission): per client address and
 	// per established credential on every node; on the directory, per
 	// node that forwards to it and for its log in all. A zero budget is
-	// unlimited; DefaultConfig sets admission.DefaultConfig.
+	// unlimited; DefaultConfig sets admission.DefaultConfig. Budgets.Search
+	// is not read: SearchRate and SearchBurst size it.
 	Budgets admission.Config `json:"budgets"`
 	// AgentActivationWindow is, on the directory, how long a new agent
 	// registration waits for its agent's first token before it expires

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -150,6 +151,46 @@ func TestNodeBudgetFlags(t *testing.T) {
 				t.Fatal(err)
 			case got.Budgets != tc.want || got.AgentActivationWindow != tc.agentTT:
 				t.Fatalf("budgets %+v, window %s; want %+v, %s", got.Budgets, got.AgentActivationWindow, tc.want, tc.agentTT)
+			}
+		})
+	}
+}
+
+// TestNodeCardFetchFlags: the card fetch settings come from the flags,
+// else from the environment, else the defaults; bad values are refused.
+func TestNodeCardFetchFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want node.CardFetch
+		err  string
+	}{
+		{name: "defaults", want: node.DefaultCardFetch()},
+		{name: "flags", args: []string{"--card-refresh", "1m", "--card-fetch-timeout", "2s", "--card-fetch-max-bytes", "4096",
+			"--card-fetch-concurrency", "3", "--card-fetch-redirects", "0", "--card-fetch-allow", "10.0.0.0/8,127.0.0.1"},
+			want: node.CardFetch{Refresh: time.Minute, Timeout: 2 * time.Second, MaxBytes: 4096, Concurrency: 3, Allow: []string{"10.0.0.0/8", "127.0.0.1"}}},
+		{name: "env", env: map[string]string{"MESH_CARD_REFRESH": "0", "MESH_CARD_FETCH_ALLOW": "192.168.0.0/16", "MESH_CARD_FETCH_CONCURRENCY": "2"},
+			want: func() node.CardFetch {
+				c := node.DefaultCardFetch()
+				c.Refresh, c.Concurrency, c.Allow = 0, 2, []string{"192.168.0.0/16"}
+				return c
+			}()},
+		{name: "bad allow", args: []string{"--card-fetch-allow", "10.0.0.0/33"}, err: "10.0.0.0/33"},
+		{name: "too large", args: []string{"--card-fetch-max-bytes", "1000000"}, err: "max bytes"},
+		{name: "no concurrency", env: map[string]string{"MESH_CARD_FETCH_CONCURRENCY": "0"}, err: "concurrency"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := nodeConfigOf(t, tc.env, tc.args)
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %q", err, tc.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case !reflect.DeepEqual(got.Cards, tc.want):
+				t.Fatalf("cards %+v, want %+v", got.Cards, tc.want)
 			}
 		})
 	}

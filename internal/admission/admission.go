@@ -44,7 +44,8 @@ type Config struct {
 	Directory Budget `json:"directory"`
 	// Search is the budget of each client address (as Client) for
 	// searches, the one read that costs more than a lookup. Metered by the
-	// search handler itself (Admit), not by Writes.
+	// search handler itself (Admit), not by Writes. A node sizes it from
+	// its own search settings (--search-rate, --search-burst).
 	Search Budget `json:"search"`
 }
 
@@ -57,13 +58,11 @@ var (
 	DefaultCredential = Budget{Rate: 5, Burst: 100}
 	DefaultNode       = Budget{Rate: 200, Burst: 2000}
 	DefaultDirectory  = Budget{Rate: 2000, Burst: 4000}
-	// DefaultSearch: 120 searches a minute, 30 at once.
-	DefaultSearch = Budget{Rate: 2, Burst: 30}
 )
 
 // DefaultConfig returns the budgets of `mesh node` without flags.
 func DefaultConfig() Config {
-	return Config{Client: DefaultClient, Credential: DefaultCredential, Node: DefaultNode, Directory: DefaultDirectory, Search: DefaultSearch}
+	return Config{Client: DefaultClient, Credential: DefaultCredential, Node: DefaultNode, Directory: DefaultDirectory}
 }
 
 // Validate reports the first malformed budget.
