@@ -307,6 +307,9 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	if n := agent.reads(); n != 4 {
 		t.Fatalf("the card was read %d times, want 4", n)
 	}
+	if p, c := metric(t, m.boot, `mesh_card_probes_total{result="reachable"}`), metric(t, m.boot, "mesh_cards_fetched_total"); p != 4 || c != 1 {
+		t.Fatalf("metrics: %v probes, %v cards proposed", p, c)
+	}
 	// A changed card is proposed once, and mirrored everywhere.
 	agent.set(`{"name":"Summarizer 2","skills":[{"id":"summarize","name":"Summarize","tags":["text"]}]}`)
 	m.clock.Advance(2 * time.Second)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/safefetch"
 	"github.com/agentmesh/mesh/registryapi"
@@ -39,13 +41,26 @@ type cardProber struct {
 	busy  map[string]bool // agents whose probe is under way
 	after string          // where the next round resumes
 	wg    sync.WaitGroup
+	// probes counts probes by result (reachable, unreachable); cards the
+	// fetched cards that changed and were proposed.
+	probes *prometheus.CounterVec
+	cards  prometheus.Counter
 }
 
 func newCardProber(n *Node) *cardProber {
 	allow, _ := safefetch.ParseAllow(n.cfg.Cards.Allow) // checked by Validate
 	c := n.cfg.Cards
-	return &cardProber{n: n, cfg: c, busy: map[string]bool{}, slots: make(chan struct{}, c.Concurrency),
-		fetch: safefetch.New(safefetch.Config{Allow: allow, Timeout: c.Timeout, MaxBytes: c.MaxBytes, MaxRedirects: c.Redirects})}
+	p := &cardProber{n: n, cfg: c, busy: map[string]bool{}, slots: make(chan struct{}, c.Concurrency),
+		fetch: safefetch.New(safefetch.Config{Allow: allow, Timeout: c.Timeout, MaxBytes: c.MaxBytes, MaxRedirects: c.Redirects}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mesh_card_probes_total", Help: "Probes of agents' endpoints (fetches of their cards) by result: reachable or unreachable.",
+		}, []string{"result"}),
+		cards: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mesh_cards_fetched_total", Help: "Fetched cards that differed from the kept one and were proposed to the log.",
+		}),
+	}
+	n.metrics.MustRegister(p.probes, p.cards)
+	return p
 }
 
 // probeCards runs the probes until ctx ends, on the node that orders the
@@ -125,14 +140,23 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 	if ctx.Err() != nil {
 		return // the node stops: not the agent's failure
 	}
+	result := registryapi.LiveReachable
+	if err != nil {
+		result = registryapi.LiveUnreachable
+	}
+	p.probes.WithLabelValues(result).Inc() // counted before it shows
 	p.n.dir.RecordProbe(t.AgentID, t.Reg, p.n.cfg.Now(), err)
 	if err != nil || t.Pushed {
 		return
 	}
 	// The directory's own housekeeping: no write budget holds it back;
 	// only a changed card takes a log entry.
-	if _, err := p.n.dir.ProposeCard(admission.Unmetered(ctx), p.n.orderer, p.n.cfg.Now(), t.AgentID, t.Reg, raw); err != nil && ctx.Err() == nil {
+	proposed, err := p.n.dir.ProposeCard(admission.Unmetered(ctx), p.n.orderer, p.n.cfg.Now(), t.AgentID, t.Reg, raw)
+	if err != nil && ctx.Err() == nil {
 		p.n.log.Warn("proposing a fetched card", "agent", t.AgentID, "err", err)
+	}
+	if proposed {
+		p.cards.Inc()
 	}
 }
 

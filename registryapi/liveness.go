@@ -58,7 +58,7 @@ func truncate(s string, n int) string {
 }
 
 // probe records a probe of registration reg of agent id.
-func (p *Presence) probe(id string, reg uint64, at time.Time, failure error) Liveness {
+func (p *Presence) probe(id string, reg uint64, at time.Time, failure error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, ok := p.beats[id]
@@ -72,14 +72,15 @@ func (p *Presence) probe(id string, reg uint64, at time.Time, failure error) Liv
 	l = l.after(at.UTC(), failure)
 	b.Live = &l
 	p.putLocked(b)
-	return l
 }
 
 // RecordProbe records, on the directory node, a probe at at of the
-// endpoint of registration reg of agent id: failure nil when it read a
-// card.
-func (d *Directory) RecordProbe(id string, reg uint64, at time.Time, failure error) Liveness {
-	return d.presence.probe(id, reg, at, failure)
+// endpoint of registration reg of agent id (failure nil when it read a
+// card), unless that registration is gone since the probe began.
+func (d *Directory) RecordProbe(id string, reg uint64, at time.Time, failure error) {
+	if a, err := d.Agent(id); err == nil && a.Reg == reg {
+		d.presence.probe(id, reg, at, failure)
+	}
 }
 
 // Liveness returns the probes' record of a's current registration.
