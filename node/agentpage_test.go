@@ -124,8 +124,15 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 			t.Fatalf("mirror skills %v", skills)
 		}
 	}
+	if st, v := m.signedCall(b, identity.GenerateKey(), "POST", "/v1/agents/echo-1/feedback", `{"success":true,"latency_ms":500}`); st != 200 {
+		t.Fatalf("feedback: %d %v", st, v)
+	}
+	m.waitCaughtUp(b)
 	// 5,000 lamports = 0.000005 SOL; at 150 USD a SOL, 0.00075 USD.
 	st, v := publicCard(t, m.boot, "echo-1")
+	if rep := v["reputation"].(map[string]any); rep["n"] != 1.0 || rep["score"] != 1.0 {
+		t.Fatalf("reputation %v", rep)
+	}
 	if st != 200 || v["name"] != "Echo" || v["online"] != true || v["endpoint"] != b.URL() || v["verified"] != true {
 		t.Fatalf("discovery card on the directory: %d %v", st, v)
 	}
@@ -143,7 +150,8 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	}
 	st, html := page(t, m.boot, "echo-1")
 	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online"`, `0.000005 SOL`, `$0.00075`,
-		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `id="reputation"`, `id="liveness"`, `id="card-link"`} {
+		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `<p id="reputation" data-n="1">Score 1.00 of 1 from 1 report.</p>`,
+		`id="liveness"`, `id="card-link"`} {
 		if st != 200 || !strings.Contains(html, want) {
 			t.Fatalf("page on the directory lacks %q: %d\n%s", want, st, html)
 		}

@@ -206,7 +206,11 @@ func newPageData(v *DiscoveryView) pageData {
 	}
 	p.ReputationText = "No reputation reports yet."
 	if rep := v.Reputation; rep.N > 0 && rep.Score != nil {
-		p.ReputationText = fmt.Sprintf("Score %.2f of 1 from %d reports.", *rep.Score, rep.N)
+		noun := "reports"
+		if rep.N == 1 {
+			noun = "report"
+		}
+		p.ReputationText = fmt.Sprintf("Score %.2f of 1 from %d %s.", *rep.Score, rep.N, noun)
 	}
 	p.LivenessText = livenessText(v)
 	return p
