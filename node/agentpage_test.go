@@ -149,7 +149,7 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 		t.Fatalf("pricing without a rate: %v, rate %v", price, v["sol_usd"])
 	}
 	st, html := page(t, m.boot, "echo-1")
-	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online"`, `0.000005 SOL`, `$0.00075`,
+	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online" data-online="true"`, `0.000005 SOL`, `$0.00075`,
 		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `<p id="reputation" data-n="1">Score 1.00 of 1 from 1 report.</p>`,
 		`id="liveness"`, `id="card-link"`} {
 		if st != 200 || !strings.Contains(html, want) {
