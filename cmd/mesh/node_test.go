@@ -48,14 +48,9 @@ func TestNodeWallRateFlags(t *testing.T) {
 		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := nodeConfigOf(t, tc.env, tc.args)
+			got, ok := nodeConfigCase(t, tc.env, tc.args, tc.err)
 			switch {
-			case tc.err != "":
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %q", err, tc.err)
-				}
-			case err != nil:
-				t.Fatal(err)
+			case !ok:
 			case got.WallSocketRate != tc.socket || got.WallRoomRate != tc.room:
 				t.Fatalf("rates %v, %v; want %v, %v", got.WallSocketRate, got.WallRoomRate, tc.socket, tc.room)
 			case tc.memory != 0 && (got.Wall.SendMemory != tc.memory || got.Wall.ControlRate != tc.control):
@@ -117,6 +112,24 @@ func nodeConfigOf(t *testing.T, env map[string]string, args []string) (node.Conf
 	return got, c.Execute()
 }
 
+// nodeConfigCase is nodeConfigOf for a table case that wants an error
+// naming wantErr ("" for none): ok reports whether the config is to be
+// checked (no error wanted, none had).
+func nodeConfigCase(t *testing.T, env map[string]string, args []string, wantErr string) (cfg node.Config, ok bool) {
+	t.Helper()
+	cfg, err := nodeConfigOf(t, env, args)
+	switch {
+	case wantErr != "":
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one naming %q", err, wantErr)
+		}
+		return cfg, false
+	case err != nil:
+		t.Fatal(err)
+	}
+	return cfg, true
+}
+
 // TestNodeBudgetFlags: the write budgets and expiry windows come from the
 // flags, else from the environment, else the defaults; 0 is unlimited (or
 // never); a malformed value names where it came from.
@@ -141,14 +154,9 @@ func TestNodeBudgetFlags(t *testing.T) {
 		{name: "negative window", args: []string{"--cluster-join-window", "-1h", "--data", t.TempDir()}, err: "ClusterJoinWindow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := nodeConfigOf(t, tc.env, tc.args)
+			got, ok := nodeConfigCase(t, tc.env, tc.args, tc.err)
 			switch {
-			case tc.err != "":
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %q", err, tc.err)
-				}
-			case err != nil:
-				t.Fatal(err)
+			case !ok:
 			case got.Budgets != tc.want || got.AgentActivationWindow != tc.agentTT:
 				t.Fatalf("budgets %+v, window %s; want %+v, %s", got.Budgets, got.AgentActivationWindow, tc.want, tc.agentTT)
 			}
@@ -181,14 +189,9 @@ func TestNodeCardFetchFlags(t *testing.T) {
 		{name: "no concurrency", env: map[string]string{"MESH_CARD_FETCH_CONCURRENCY": "0"}, err: "concurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := nodeConfigOf(t, tc.env, tc.args)
+			got, ok := nodeConfigCase(t, tc.env, tc.args, tc.err)
 			switch {
-			case tc.err != "":
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %q", err, tc.err)
-				}
-			case err != nil:
-				t.Fatal(err)
+			case !ok:
 			case !reflect.DeepEqual(got.Cards, tc.want):
 				t.Fatalf("cards %+v, want %+v", got.Cards, tc.want)
 			}
