@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -414,5 +415,39 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 		if st, v := m.signedCall(b, key, "POST", "/v1/agents/register", body); st != 400 || !strings.Contains(v["detail"].(string), want) {
 			t.Fatalf("full_card %s: %d %v", card, st, v)
 		}
+	}
+}
+
+// TestAgentPageSurvivesDirectoryRestart: a fetched card (in the log) and
+// the probes' liveness (flushed with the heartbeats) outlive a restart of
+// the directory, and the per-agent refresh with them: no probe is due.
+func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
+	m := &mesh{t: t, clock: newTestClock()}
+	cfg := m.config(t.TempDir(), RoleBootstrap)
+	probing(&cfg)
+	m.boot = m.start(cfg)
+	agent := newCardServer(t, `{"name":"Kept","skills":[{"id":"keep","name":"Keep","tags":["k"]}]}`)
+	m.registerAgent(m.boot, "kept-1", identity.GenerateKey(), agent.srv.URL)
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "kept-1")
+		return v["liveness"].(map[string]any)["state"] == registryapi.LiveReachable && v["card"] != nil
+	}, "the card was never fetched")
+	_, before := publicCard(t, m.boot, "kept-1")
+	if err := m.boot.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.boot = m.start(cfg)
+	_, after := publicCard(t, m.boot, "kept-1")
+	if after["name"] != "Kept" || fmt.Sprint(after["liveness"]) != fmt.Sprint(before["liveness"]) {
+		t.Fatalf("after a restart: %v\nbefore: %v", after, before)
+	}
+	mirroredCard(t, m.boot, a2aSchema(t), "kept-1")
+	// A round of probes that reached a newer agent went past kept-1 ("kept"
+	// sorts first) without probing it.
+	other := newCardServer(t, `{"name":"Other"}`)
+	m.registerAgent(m.boot, "other-1", identity.GenerateKey(), other.srv.URL)
+	eventually(t, 15*time.Second, func() bool { return other.reads() > 0 }, "the new agent was never probed")
+	if n := agent.reads(); n != 1 {
+		t.Fatalf("the card was read %d times: the restart forgot when it was probed", n)
 	}
 }

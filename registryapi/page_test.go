@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/httpx"
 )
 
 func TestWantsJSON(t *testing.T) {
@@ -77,4 +79,29 @@ func TestMirrorCompletesA2AFields(t *testing.T) {
 			t.Errorf("card %s was taken", bad)
 		}
 	}
+}
+
+// FuzzFullCard: any bytes are refused with a client answer, or kept as a
+// card that the mirror and the page's reads take without failing.
+func FuzzFullCard(f *testing.F) {
+	for _, s := range []string{`{"name":"a","skills":[{"id":"x","tags":["t"]}],"pricing":{"unit":"request","amount":1,"currency":"lamports"}}`,
+		`{"pricing":[{"unit":"request","amount":0,"currency":"free"}],"capabilities":{}}`, `{}`, `[`, `null`, `{"skills":[1]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		raw, _, err := parseFullCard(b)
+		if err != nil {
+			if _, ok := httpx.AsError(err); !ok {
+				t.Fatalf("%q: error without a client answer: %v", b, err)
+			}
+			return
+		}
+		a := &Agent{ID: "a", Reg: 1, FullCard: raw, Capabilities: []string{"c"}}
+		if _, err := mirrorCard(a); err != nil {
+			t.Fatalf("%q kept but not mirrored: %v", b, err)
+		}
+		a.texts()
+		a.skills()
+		a.pricing()
+	})
 }
