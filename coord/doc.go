@@ -11,7 +11,7 @@
 // (conversations and their agent turns), runs (story runs), instructions
 // (the agent instruction files), update (the published standard and
 // releases), debuglog, portreg (the machine-global port registry) and
-// clock (the injectable time source), with tailbuf and atomicfile as small
-// helpers. This package wires them: Config, New, Start, Close, the HTTP
-// routes and the event hub.
+// clock (the injectable time source), with tailbuf as a small helper
+// (files are written whole by internal/atomicfile). This package wires
+// them: Config, New, Start, Close, the HTTP routes and the event hub.
 package coord

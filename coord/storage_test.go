@@ -120,4 +120,17 @@ func TestTimelineRollsOver(t *testing.T) {
 	if len(archives) != 1 || strings.Count(gunzip(t, archives[0]), "\n") != 2 {
 		t.Fatalf("archives %v", archives)
 	}
+
+	// A second roll-over within the same second (the clock stands still)
+	// makes a second archive beside the first, not over it.
+	h.send("c1", "echo "+strings.Repeat("c", 300), http.StatusOK)
+	if ev := ws.next("conv.archived"); ev["archive"] != strings.TrimSuffix(filepath.Base(archives[0]), ".jsonl.gz")+"-2.jsonl.gz" {
+		t.Fatalf("second archive %v beside %s", ev, archives[0])
+	}
+	if first := gunzip(t, archives[0]); !strings.Contains(first, strings.Repeat("a", 300)) || strings.Contains(first, "ccc") {
+		t.Fatalf("the first archive changed: %q", first)
+	}
+	if again, _ := filepath.Glob(filepath.Join(dir, ".coord", "chat-archive", "c1.*.jsonl.gz")); len(again) != 2 {
+		t.Fatalf("archives %v", again)
+	}
 }

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentmesh/mesh/coord/atomicfile"
 	"github.com/agentmesh/mesh/coord/instructions"
 	"github.com/agentmesh/mesh/coord/update"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 

@@ -233,7 +233,7 @@ func (a *Agent) SkillIDs() []string {
 // Routes adds the agent's endpoints to mux: the card at both well-known
 // paths, the A2A JSON-RPC endpoint at /, whoami, the skills and the
 // deposit endpoints.
-func (a *Agent) Routes(mux *http.ServeMux) {
+func (a *Agent) Routes(mux httpx.Router) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
 	h("GET /.well-known/agent.json", a.card)
 	h("GET /.well-known/agent-card.json", a.card)

@@ -194,7 +194,7 @@ func (h *harness) start(pc *PaymentConfig) {
 	}
 	h.t.Cleanup(a.Close)
 	mux := httpx.NewMux()
-	a.Routes(mux.ServeMux)
+	a.Routes(mux)
 	// The test is a trusted proxy: X-Forwarded-For (from) picks the
 	// client's address.
 	h.srv = httptest.NewServer(httpx.TrustProxies(loopback, mux))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/fsx"
+	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -101,7 +102,7 @@ func (n *Node) openAgent() error {
 }
 
 // agentRoutes adds the agent's endpoints to the bridge.
-func (n *Node) agentRoutes(mux *http.ServeMux) {
+func (n *Node) agentRoutes(mux httpx.Router) {
 	if n.agent != nil {
 		n.agent.api.Routes(mux)
 	}

@@ -268,7 +268,7 @@ func DefaultConfig() Config {
 		WallSocketRate:   wall.DefaultSocketRate,
 		WallRoomRate:     wall.DefaultRoomRate,
 		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
-		Wall:             wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate},
+		Wall:             wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate, ProofNonces: wall.DefaultProofNonces},
 		Raft:             DefaultRaftTimings(),
 		ForwardTimeout:   DefaultForwardTimeout,
 		ForwardRetry:     DefaultForwardRetry,
@@ -363,6 +363,9 @@ func (c *Config) Validate() error {
 		if !(r >= 0) || math.IsInf(r, 0) {
 			return fmt.Errorf("node: wall rate %v: want a finite number of messages a second, or 0 for unlimited", r)
 		}
+	}
+	if c.Wall.ProofNonces < 0 {
+		return fmt.Errorf("node: Wall.ProofNonces %d: want a positive count, or 0 for the default", c.Wall.ProofNonces)
 	}
 	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) || math.IsInf(c.Wall.ControlRate, 0) {
 		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, or 0 for the defaults", c.Wall.SendMemory, c.Wall.ControlRate)

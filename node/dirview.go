@@ -237,6 +237,9 @@ func (v *dirView) last() quorumView {
 	if v.directory() == "" {
 		out.Leader = ""
 	}
+	if out.Members == nil { // no bootstrap node answered yet: still a list
+		out.Members = []memberView{}
+	}
 	return out
 }
 

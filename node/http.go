@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/openapi"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
 )
@@ -41,7 +42,7 @@ func (n *Node) buildHTTP() error {
 	if err != nil {
 		return err
 	}
-	api.Routes(mux.ServeMux)
+	api.Routes(mux)
 	var refresh func(context.Context) error
 	if n.replica != nil {
 		refresh = n.replica.Sync
@@ -55,10 +56,11 @@ func (n *Node) buildHTTP() error {
 	if err != nil {
 		return err
 	}
-	n.wall.Routes(mux.ServeMux)
+	n.wall.Routes(mux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
-	n.quorumRoutes(mux.ServeMux)
-	n.agentRoutes(mux.ServeMux)
+	mux.Handle("GET /openapi.json", openapi.Handler())
+	n.quorumRoutes(mux)
+	n.agentRoutes(mux)
 
 	reg := n.metrics
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -83,6 +85,7 @@ func (n *Node) buildHTTP() error {
 	admit := func(next http.Handler) http.Handler {
 		return n.admission.Writes(n.surfaces, api.Credential, n.log, next)
 	}
+	n.mux = mux
 	n.handler = httpx.Recover(n.log, httpx.TrustProxies(proxies, n.withBaseURL(admit(m.wrap(n.gated(n.forwardWrites(mux)))))))
 	n.forwardMux = httpx.NewMux()
 	for _, pattern := range forwardedRoutes() {

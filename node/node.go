@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/gate"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -37,8 +38,8 @@ type Node struct {
 	key ed25519.PrivateKey
 	db  *store.DB
 
-	adminNonces nonceMemory // of quorum admin requests (quorum_admin.go)
-	clog        *cmdlog.Log // the canonical log: the directory's or a replica's copy
+	adminNonces *nonces.Memory // of quorum admin requests (quorum_admin.go)
+	clog        *cmdlog.Log    // the canonical log: the directory's or a replica's copy
 	dir         *registryapi.Directory
 	catalog     *wall.Catalog
 	signers     *quorum.Signers // the quorum's members as the log names them
@@ -70,6 +71,7 @@ type Node struct {
 	surfaces   *admission.Surfaces // the write routes, by surface
 	forwarded  *admission.Surfaces // the writes only the directory's orderer serves
 	forwardMux *httpx.Mux          // on the directory: the routes other nodes forward
+	mux        *httpx.Mux          // the bridge's routes, as registered
 	handler    http.Handler
 	requests   gate.Gate // of handler (gated)
 	ln         net.Listener
@@ -104,7 +106,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ChangesKept == 0 {
 		cfg.ChangesKept = DefaultChangesKept
 	}
-	return &Node{cfg: cfg, log: cfg.Logger, snapshots: make(chan struct{}, snapshotsServed), signersDue: make(chan struct{}, 1)}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, adminNonces: nonces.New(identity.NonceMemory, maxAdminNonces), snapshots: make(chan struct{}, snapshotsServed), signersDue: make(chan struct{}, 1)}, nil
 }
 
 // Start opens the node's state and starts serving. When it returns nil the

@@ -2,12 +2,10 @@ package node
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -44,7 +43,7 @@ var quorumWrites = map[string]string{
 	"DELETE /v1/admin/quorum/members/{peer}": "quorum_remove",
 }
 
-func (n *Node) quorumRoutes(mux *http.ServeMux) {
+func (n *Node) quorumRoutes(mux httpx.Router) {
 	mux.Handle("GET /v1/admin/quorum", httpx.Handle(n.log, n.listQuorum))
 	mux.Handle("POST /v1/admin/quorum/members", httpx.Handle(n.log, n.addMember))
 	mux.Handle("DELETE /v1/admin/quorum/members/{peer}", httpx.Handle(n.log, n.removeMember))
@@ -77,40 +76,18 @@ func (n *Node) operator(r *http.Request, body []byte) error {
 		return errNotQuorum
 	case !n.quorum.IsLeader():
 		return errNotLeader
-	case !n.adminNonces.claim(h.Pubkey, h.Nonce, n.cfg.Now()):
+	}
+	// The leader remembers the nonces of the requests it took, so that one
+	// seen on the way cannot be made again. Only a member's key gets this
+	// far, which bounds what it holds; a new leader starts afresh, and a
+	// replay to it within the window is the one left open.
+	switch err := n.adminNonces.Claim(h.Pubkey, h.Nonce, n.cfg.Now()); {
+	case errors.Is(err, nonces.ErrFull):
+		return httpx.ErrUnavailable.With("too many admin requests in the last %v: try again shortly", identity.NonceMemory)
+	case err != nil:
 		return registryapi.ErrReplay
 	}
 	return nil
-}
-
-// nonceMemory remembers the Mesh-Sig nonces of the admin requests the
-// leader took, for as long as their signatures verify, so that a request
-// seen on the way cannot be made again. Only a member's key gets this far,
-// which bounds what it holds; a new leader starts afresh, and a replay to
-// it within the window is the one left open.
-type nonceMemory struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
-}
-
-// claim reports whether nonce is new for key, and remembers it.
-func (m *nonceMemory) claim(key ed25519.PublicKey, nonce string, now time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, at := range m.seen {
-		if now.Sub(at) > 2*identity.ClockTolerance {
-			delete(m.seen, k)
-		}
-	}
-	k := string(key) + nonce
-	if _, ok := m.seen[k]; ok {
-		return false
-	}
-	if m.seen == nil {
-		m.seen = map[string]time.Time{}
-	}
-	m.seen[k] = now
-	return true
 }
 
 func (n *Node) addMember(w http.ResponseWriter, r *http.Request) error {
@@ -192,3 +169,7 @@ func (n *Node) changeMembers(w http.ResponseWriter, r *http.Request, change func
 	httpx.WriteJSON(w, http.StatusOK, n.quorumView())
 	return nil
 }
+
+// maxAdminNonces bounds the nonces of admin requests the leader remembers:
+// far more than operators sign in the 240 s a nonce is kept.
+const maxAdminNonces = 10_000

@@ -46,10 +46,15 @@ func enterWall(t *testing.T, n *Node, cluster string, q url.Values) *wsClient {
 }
 
 func tryDialWall(t *testing.T, n *Node, cluster string, q url.Values) (*wsClient, *http.Response, error) {
+	return tryDialWallWith(t, n, cluster, q, nil)
+}
+
+// tryDialWallWith dials like tryDialWall with the upgrade request's header h.
+func tryDialWallWith(t *testing.T, n *Node, cluster string, q url.Values, h http.Header) (*wsClient, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, resp, err := websocket.Dial(ctx, wsURL(n, cluster, q), nil)
+	conn, resp, err := websocket.Dial(ctx, wsURL(n, cluster, q), &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
 		return nil, resp, err
 	}

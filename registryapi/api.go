@@ -94,7 +94,7 @@ func NewAPI(cfg Config) (*API, error) {
 
 // Routes adds the registry's routes to mux: the /v1 surface and the legacy
 // hub paths.
-func (a *API) Routes(mux *http.ServeMux) {
+func (a *API) Routes(mux httpx.Router) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
 	h("POST /v1/agents/register", a.register)
 	h("POST /v1/agents/token", a.token)

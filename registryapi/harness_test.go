@@ -75,7 +75,7 @@ func newHarnessOn(t testing.TB, db *store.DB, opts ...func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	mux := httpx.NewMux()
-	api.Routes(mux.ServeMux)
+	api.Routes(mux)
 	h.srv = httptest.NewServer(httpx.Recover(nil, mux))
 	t.Cleanup(h.srv.Close)
 	return h

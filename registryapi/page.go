@@ -44,16 +44,16 @@ var pageCSS = func() []byte {
 const PageCSP = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // pageRoutes adds the public address's routes.
-func (a *API) pageRoutes(mux *http.ServeMux) {
+func (a *API) pageRoutes(mux httpx.Router) {
 	mux.Handle("GET /agent/{id}", http.HandlerFunc(a.agentPage))
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
 	h("GET /agent/{id}/.well-known/agent.json", a.mirroredCard)
 	h("GET /agent/{id}/.well-known/agent-card.json", a.mirroredCard)
-	mux.HandleFunc("GET /assets/agent-page.css", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /assets/agent-page.css", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		w.Write(pageCSS)
-	})
+	}))
 }
 
 // agentPage serves GET /agent/<id>: JSON to a client that asks for it,

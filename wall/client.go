@@ -21,13 +21,15 @@ type Client struct {
 type Frame struct {
 	Kind string `json:"kind"`
 	// welcome
-	You     string   `json:"you,omitempty"`
-	YouDID  *string  `json:"you_did,omitempty"`
-	Public  bool     `json:"public,omitempty"`
-	Owner   bool     `json:"owner,omitempty"`
-	Online  []string `json:"online,omitempty"`
-	Cluster string   `json:"cluster,omitempty"`
-	Vis     string   `json:"vis,omitempty"`
+	You    string  `json:"you,omitempty"`
+	YouDID *string `json:"you_did,omitempty"`
+	// DIDVerified (welcome, presence): the did's key was proved on connect.
+	DIDVerified bool     `json:"did_verified,omitempty"`
+	Public      bool     `json:"public,omitempty"`
+	Owner       bool     `json:"owner,omitempty"`
+	Online      []string `json:"online,omitempty"`
+	Cluster     string   `json:"cluster,omitempty"`
+	Vis         string   `json:"vis,omitempty"`
 	// presence
 	Agent  string  `json:"agent,omitempty"`
 	DID    *string `json:"did,omitempty"`

@@ -92,6 +92,10 @@ type Tuning struct {
 	// ControlRate bounds the control frames a client sends a second, in
 	// bursts of twice that; a socket past it is closed (1008).
 	ControlRate float64
+	// ProofNonces bounds the nonces of connect proofs the node remembers
+	// (proof.go), each for identity.NonceMemory; past it, signed connects
+	// are refused (503) until some are forgotten.
+	ProofNonces int
 }
 
 func (t *Tuning) fill() {
@@ -110,6 +114,9 @@ func (t *Tuning) fill() {
 	}
 	if t.SendMemory <= 0 {
 		t.SendMemory = DefaultSendMemory
+	}
+	if t.ProofNonces <= 0 {
+		t.ProofNonces = DefaultProofNonces
 	}
 	defRate := func(r *float64, v float64) {
 		if *r <= 0 {

@@ -28,3 +28,11 @@ var (
 	ErrHistoryAtDirectory = httpx.E(http.StatusConflict, "history_at_directory",
 		"this cluster was created by an earlier release: its history is served only by the directory node's HTTP API")
 )
+
+// Errors of a connect's proof of key (proof.go).
+var (
+	ErrBadProof    = httpx.E(http.StatusUnauthorized, "invalid_signature", "the proof of key does not verify")
+	ErrStaleProof  = httpx.E(http.StatusUnauthorized, "stale_signature", "the proof's timestamp is outside the 120 s tolerance")
+	ErrProofReplay = httpx.E(http.StatusUnauthorized, "nonce_reused", "the proof's nonce was already used: sign each connect afresh")
+	ErrDIDMismatch = httpx.E(http.StatusUnauthorized, "did_mismatch", "the proof is not signed by the did's key")
+)

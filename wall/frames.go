@@ -36,21 +36,26 @@ const (
 const maxRecipients = 100
 
 type welcomeFrame struct {
-	Kind    string   `json:"kind"`
-	You     string   `json:"you"`
-	YouDID  *string  `json:"you_did"`
-	Public  bool     `json:"public"` // the cluster is public
-	Owner   bool     `json:"owner"`  // the socket holds the cluster's token or admin token
-	Online  []string `json:"online"`
-	Cluster string   `json:"cluster"`
-	Vis     string   `json:"vis"`
+	Kind   string  `json:"kind"`
+	You    string  `json:"you"`
+	YouDID *string `json:"you_did"`
+	// Verified: the socket proved it holds you_did's key (proof.go).
+	Verified bool     `json:"did_verified"`
+	Public   bool     `json:"public"` // the cluster is public
+	Owner    bool     `json:"owner"`  // the socket holds the cluster's token or admin token
+	Online   []string `json:"online"`
+	Cluster  string   `json:"cluster"`
+	Vis      string   `json:"vis"`
 }
 
 type presenceFrame struct {
-	Kind   string  `json:"kind"`
-	Agent  string  `json:"agent"`
-	DID    *string `json:"did"`
-	Status string  `json:"status"` // online or offline
+	Kind  string  `json:"kind"`
+	Agent string  `json:"agent"`
+	DID   *string `json:"did"`
+	// Verified: the member proved it holds did's key, checked by the node
+	// it connected to and by this one (proof.go).
+	Verified bool   `json:"did_verified"`
+	Status   string `json:"status"` // online or offline
 }
 
 type messageFrame struct {

@@ -106,7 +106,7 @@ func FuzzWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, s := range []*sealer{nil, seal} {
 			var w wireMsg
-			if decodeWire(s, sealTopic, data, &w) != nil || w.check() != nil {
+			if decodeWire(s, sealTopic, data, &w) != nil || w.check("c_x") != nil {
 				continue
 			}
 			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload) || !utf8.Valid(w.Payload)) {

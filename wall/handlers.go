@@ -28,7 +28,7 @@ var writeRoutes = map[string]string{
 func WriteRoutes() map[string]string { return maps.Clone(writeRoutes) }
 
 // Routes adds the wall's routes to mux.
-func (s *Service) Routes(mux *http.ServeMux) {
+func (s *Service) Routes(mux httpx.Router) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(s.log, fn)) }
 	h("POST /v1/clusters", s.create)
 	h("GET /v1/clusters", s.list)
@@ -228,6 +228,7 @@ func (s *Service) delete(w http.ResponseWriter, r *http.Request) error {
 type joinQuery struct {
 	agent, did, vis, token string
 	owner                  bool
+	proof                  string // the did's proof of key (proof.go), "" when unproved
 }
 
 func (s *Service) parseJoin(r *http.Request, cl *Cluster) (joinQuery, error) {
@@ -250,6 +251,9 @@ func (s *Service) parseJoin(r *http.Request, cl *Cluster) (joinQuery, error) {
 	case VisPublic, VisPrivate, VisGhost:
 	default:
 		return j, httpx.ErrInvalid.With("vis must be public, private or ghost, not %q", j.vis)
+	}
+	if err := s.proveKey(r, cl, &j); err != nil {
+		return j, err
 	}
 	if j.token == "" {
 		if !cl.Public() {
@@ -288,7 +292,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 		s.wg.Done()
 		return nil // the upgrader answered the client itself
 	}
-	sk := newSocket(conn, s, j.agent, j.did, j.vis, j.owner)
+	sk := newSocket(conn, s, j)
 	// Anyone with a private cluster's token sees all its traffic, direct
 	// messages included (spec 5): a ghost is how one only looks.
 	sk.spectator = !cl.Public() && j.vis == VisGhost && j.owner

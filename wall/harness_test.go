@@ -72,7 +72,7 @@ func newHarnessOn(t *testing.T, hc p2p.Config, tweak func(*Config)) *harness {
 	if h.svc, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
-	h.svc.Routes(mux.ServeMux)
+	h.svc.Routes(mux)
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func (r *room) record(event string, sk *socket) {
 	body := encodeWire(r.seal, sealHistory, eventBody{Event: event, Agent: sk.handle, DID: sk.did, Vis: sk.vis})
 	e := pendingEvent{cluster: r.cl.ID, key: r.memberKey, body: body}
 	if event == "join" && r.cl.Public() {
-		e.join = &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}
+		e.join = new(sk.member())
 		r.svc.joins.add(e.cluster, *e.join, 1)
 	}
 	select {

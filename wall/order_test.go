@@ -153,15 +153,15 @@ func TestCountersOutOfRange(t *testing.T) {
 		{T: wireMessage, ID: "m", TS: 1, Epoch: 1, Seq: huge, From: "a", Payload: []byte(`1`)},
 		{T: wireLeave, Epoch: 1, Rev: huge, Seq: 1, Member: &member{Agent: "a", Vis: VisPublic}},
 	} {
-		if w.check() == nil {
+		if w.check("c_x") == nil {
 			t.Errorf("%s with seq %d rev %d accepted", w.T, w.Seq, w.Rev)
 		}
 	}
-	if (&wireMsg{T: wireBye, Epoch: 1, Seq: maxCount}).check() != nil {
+	if (&wireMsg{T: wireBye, Epoch: 1, Seq: maxCount}).check("c_x") != nil {
 		t.Error("a bye at maxCount refused")
 	}
 	for _, ro := range []roster{{Epoch: 1, Seq: huge}, {Epoch: 1, Rev: maxCount + 1}} {
-		if ro.check() == nil {
+		if ro.check("c_x") == nil {
 			t.Errorf("roster seq %d rev %d accepted", ro.Seq, ro.Rev)
 		}
 	}

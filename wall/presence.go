@@ -56,7 +56,7 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 		if !now {
 			m, status = before[h].m, "offline"
 		}
-		f := text(encodeFrame(presenceFrame{Kind: KindPresence, Agent: h, DID: nullable(m.DID), Status: status}))
+		f := text(encodeFrame(presenceFrame{Kind: KindPresence, Agent: h, DID: nullable(m.DID), Verified: m.verified(), Status: status}))
 		for s := range r.sockets {
 			if s != skip {
 				s.send(f)
@@ -133,7 +133,7 @@ func (r *room) addLocked(s *socket) *wireMsg {
 	lm := r.local[s.handle]
 	var w *wireMsg
 	if lm == nil {
-		lm, w = r.reserveLocked(member{Agent: s.handle, DID: s.did, Vis: s.vis})
+		lm, w = r.reserveLocked(s.member())
 	}
 	lm.n++
 	return w

@@ -259,7 +259,7 @@ func (r *room) validate(origin peer.ID, data []byte) (any, error) {
 	if err := decodeWire(r.seal, sealTopic, data, &w); err != nil {
 		return nil, err
 	}
-	if err := w.check(); err != nil {
+	if err := w.check(r.cl.ID); err != nil {
 		return nil, err
 	}
 	if w.T == wireMessage {
@@ -318,7 +318,7 @@ func (r *room) admit(sk *socket) error {
 		touch(sk.handle)
 		join = r.addLocked(sk)
 		r.record("join", sk)
-		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did),
+		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did), Verified: sk.proof != "",
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})))
 	})
 	r.publishDelta(join)

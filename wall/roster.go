@@ -44,7 +44,9 @@ const maxPending = 4096
 // to date member by member.
 type digest [digestSize]byte
 
-// flip adds m to the digest, or takes it out.
+// flip adds m to the digest, or takes it out. A member's proof of key is
+// left out, so that nodes of the release before proofs, which drop it,
+// agree on digests with newer ones.
 func (d *digest) flip(m member) {
 	sum := sha256.Sum256([]byte(m.Agent + "\x00" + m.DID + "\x00" + m.Vis))
 	subtle.XORBytes(d[:], d[:], sum[:digestSize])

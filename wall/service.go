@@ -14,6 +14,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -51,6 +53,7 @@ type Service struct {
 	served       servedViews       // on the directory: rosters of nodes that append
 	joins        pendingJoins      // joins queued for the directory, not answered yet
 	sendMemory   sendMemory        // frames waiting for the sockets
+	proofNonces  *nonces.Memory    // of connect proofs (proof.go)
 
 	joiningMu sync.Mutex
 	joining   map[string]bool // on the directory: clusters being logged as joined
@@ -75,7 +78,8 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
-		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{}}
+		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{},
+		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -202,7 +206,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		if creating {
 			var first *member
 			if !sk.ghost() {
-				first = &member{Agent: sk.handle, DID: sk.did, Vis: sk.vis}
+				first = new(sk.member())
 			}
 			if err := r.start(first); err != nil {
 				s.retire(r, func() { r.cancel() })
@@ -376,7 +380,7 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
 		return nil, err // a private cluster's roster goes only to token holders
 	}
-	if err := theirs.check(); err != nil {
+	if err := theirs.check(q.Cluster); err != nil {
 		return nil, err
 	}
 	if !q.Peek {
@@ -443,7 +447,7 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 	if err := decodeWire(seal, sealRosterResp, raw, &theirs); err != nil {
 		return roster{}, err
 	}
-	return theirs, theirs.check()
+	return theirs, theirs.check(id)
 }
 
 // keepalive pings every socket every PingInterval; one that has not

@@ -78,6 +78,7 @@ type socket struct {
 	room   *room
 	handle string
 	did    string
+	proof  string // the did's proof of key (proof.go), "" when unproved
 	vis    string
 	owner  bool
 	// spectator: a ghost holding a private cluster's token, which
@@ -134,9 +135,14 @@ type outFrame struct {
 // text is an outFrame of data, for one socket or several.
 func text(data []byte) outFrame { return outFrame{f: &frame{data: data}} }
 
-func newSocket(conn *wsConn, svc *Service, handle, did, vis string, owner bool) *socket {
+// member is the socket as other nodes see it.
+func (s *socket) member() member {
+	return member{Agent: s.handle, DID: s.did, Vis: s.vis, Proof: s.proof}
+}
+
+func newSocket(conn *wsConn, svc *Service, j joinQuery) *socket {
 	c := &svc.cfg
-	return &socket{conn: conn, svc: svc, wg: &svc.wg, handle: handle, did: did, vis: vis, owner: owner, limit: c.SendQueue,
+	return &socket{conn: conn, svc: svc, wg: &svc.wg, handle: j.agent, did: j.did, proof: j.proof, vis: j.vis, owner: j.owner, limit: c.SendQueue,
 		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), controls: rate.NewLimiter(rate.Limit(c.ControlRate), max(1, burstOf(c.ControlRate))),
 		done: make(chan struct{}), freed: make(chan struct{}, 1)}
 }

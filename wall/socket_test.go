@@ -176,7 +176,7 @@ func TestSendMemory(t *testing.T) {
 	newPiped := func(name string) (*socket, net.Conn) {
 		server, client := net.Pipe() // a write blocks until the client reads
 		t.Cleanup(func() { client.Close() })
-		return newSocket(&wsConn{conn: server, rd: server}, h.svc, name, "", VisPublic, false), client
+		return newSocket(&wsConn{conn: server, rd: server}, h.svc, joinQuery{agent: name, vis: VisPublic}), client
 	}
 	stuck, _ := newPiped("stuck")
 	stuck2, _ := newPiped("stuck2")

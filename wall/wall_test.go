@@ -815,7 +815,7 @@ func TestSocketOfADeletedCluster(t *testing.T) {
 	}
 	server, client := net.Pipe()
 	t.Cleanup(func() { client.Close() })
-	sk := newSocket(&wsConn{conn: server, rd: server}, h.svc, "late", "", VisPublic, false)
+	sk := newSocket(&wsConn{conn: server, rd: server}, h.svc, joinQuery{agent: "late", vis: VisPublic})
 	go h.svc.serveSocket(cl, "", sk)
 
 	client.SetDeadline(time.Now().Add(10 * time.Second))

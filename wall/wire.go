@@ -71,24 +71,42 @@ type member struct {
 	Agent string `json:"agent"`
 	DID   string `json:"did,omitempty"`
 	Vis   string `json:"vis,omitempty"` // public or private
+	// Proof is the did's proof of key (proof.go), checked again by every
+	// node that takes the member; "" when the did is only claimed.
+	Proof string `json:"proof,omitempty"`
 }
 
-func (m member) check() error {
+// check validates a member of cluster's roster on another node.
+func (m member) check(cluster string) error {
 	if err := validHandle(m.Agent); err != nil {
 		return err
 	}
 	if m.Vis != VisPublic && m.Vis != VisPrivate {
 		return fmt.Errorf("member visibility %q", m.Vis)
 	}
-	if m.DID != "" {
-		return validDID(m.DID)
+	if m.DID == "" {
+		if m.Proof != "" {
+			return errors.New("a proof of key without a did")
+		}
+		return nil
+	}
+	if err := validDID(m.DID); err != nil {
+		return err
+	}
+	if m.Proof != "" {
+		if _, err := checkProof(m.Proof, cluster, m.Agent, m.DID); err != nil {
+			return fmt.Errorf("member %q: proof of key: %w", m.Agent, err)
+		}
 	}
 	return nil
 }
 
-// check validates a message from another node: its shape, sizes and
-// handles, so that nothing malformed reaches a socket.
-func (w *wireMsg) check() error {
+// verified reports whether the member proved its did.
+func (m member) verified() bool { return m.Proof != "" }
+
+// check validates a message from another node on cluster's topic: its
+// shape, sizes and handles, so that nothing malformed reaches a socket.
+func (w *wireMsg) check(cluster string) error {
 	if w.Seq > maxCount || w.Rev > maxCount {
 		return errors.New("seq or rev out of range")
 	}
@@ -116,7 +134,7 @@ func (w *wireMsg) check() error {
 		if w.Member == nil || w.Epoch == 0 || w.Rev == 0 {
 			return errors.New("presence delta without member, epoch or rev")
 		}
-		return w.Member.check()
+		return w.Member.check(cluster)
 	case wireBeat:
 		if w.Epoch == 0 || len(w.Digest) != 2*digestSize {
 			return errors.New("malformed beat")
@@ -134,20 +152,20 @@ func (w *wireMsg) check() error {
 // the receiver adds to them.
 const maxCount = 1 << 53
 
-// check bounds a roster from another node.
-func (r *roster) check() error {
+// check bounds a roster of cluster from another node.
+func (r *roster) check(cluster string) error {
 	if r.Seq > maxCount || r.Rev > maxCount {
 		return errors.New("roster seq or rev out of range")
 	}
-	return checkMembers(r.Members)
+	return checkMembers(r.Members, cluster)
 }
 
-func checkMembers(ms []member) error {
+func checkMembers(ms []member, cluster string) error {
 	if len(ms) > maxRoster {
 		return errors.New("roster too large")
 	}
 	for _, m := range ms {
-		if err := m.check(); err != nil {
+		if err := m.check(cluster); err != nil {
 			return err
 		}
 	}

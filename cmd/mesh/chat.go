@@ -15,11 +15,12 @@ import (
 	"github.com/coder/websocket"
 	"github.com/spf13/cobra"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/wall"
 )
 
 func chatCmd() *cobra.Command {
-	var nodeURL, agent, token, vis, did string
+	var nodeURL, agent, token, vis, did, keyFile string
 	c := &cobra.Command{
 		Use:   "chat <ws-url | cluster id | slug>",
 		Short: "Chat in a cluster from the terminal",
@@ -36,7 +37,8 @@ The cluster is a ws:// address (as POST /v1/clusters returns it), or a
 cluster id or public slug on --node. What the address's query says
 (agent=, token=, vis=, did=) holds unless the matching flag is given on
 the command line, which overrides it; environment variables only fill in
-what the address leaves out.`,
+what the address leaves out. With --key, the connect is signed with that
+key (mesh keygen), proving your did:key: the others see did_verified.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			given, defaults := url.Values{}, url.Values{}
@@ -49,6 +51,9 @@ what the address leaves out.`,
 				}
 			}
 			u, err := chatURL(args[0], nodeURL, given, defaults)
+			if err == nil && keyFile != "" {
+				u, err = signChatURL(u, keyFile)
+			}
 			if err != nil {
 				return err
 			}
@@ -60,7 +65,8 @@ what the address leaves out.`,
 	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "node to connect through, for a cluster id or slug (env MESH_NODE)")
 	f.StringVar(&token, "token", env("MESH_CLUSTER_TOKEN", ""), "cluster token (ck_) or admin token (ak_); private clusters need one (env MESH_CLUSTER_TOKEN)")
 	f.StringVar(&vis, "vis", "", "your visibility: public (default), private or ghost")
-	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified)")
+	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified unless --key proves it)")
+	f.StringVar(&keyFile, "key", "", "sign the connect with this key file, proving your did:key (the cluster must be given by id, not slug)")
 	return c
 }
 
@@ -98,6 +104,27 @@ func chatURL(arg, nodeURL string, given, defaults url.Values) (string, error) {
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// signChatURL adds to wall address u the proof of the key in keyFile
+// (wall.SignConnect), and its did unless u names one.
+func signChatURL(u, keyFile string) (string, error) {
+	key, err := identity.LoadKey(keyFile)
+	if err != nil {
+		return "", err
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(pu.Path, "/v1/clusters/"), "/ws")
+	if !strings.HasPrefix(id, "c_") || strings.Contains(id, "/") {
+		return "", fmt.Errorf("--key signs for a cluster id (c_...): %q is not one", id)
+	}
+	q := pu.Query()
+	q.Set("sig", wall.SignConnect(key, id, q.Get("agent"), time.Now()))
+	pu.RawQuery = q.Encode()
+	return pu.String(), nil
 }
 
 // answerWait bounds how long chat waits, at the end of its input, for the
@@ -269,6 +296,15 @@ func parseLine(line string) (to []string, text string) {
 	return nil, line
 }
 
+// verifiedDID renders a did its holder proved: " (did:key:…, verified)";
+// "" for a did only claimed, which anyone may give.
+func verifiedDID(did *string, verified bool) string {
+	if !verified || did == nil {
+		return ""
+	}
+	return " (" + *did + ", verified)"
+}
+
 // formatFrame renders a frame for a person.
 func formatFrame(f wall.Frame, me string) string {
 	switch f.Kind {
@@ -277,10 +313,10 @@ func formatFrame(f wall.Frame, me string) string {
 		if f.Owner {
 			role = " (owner)"
 		}
-		return fmt.Sprintf("* you are %s%s in %s; online: %s", f.You, role, f.Cluster, strings.Join(f.Online, ", "))
+		return fmt.Sprintf("* you are %s%s%s in %s; online: %s", f.You, verifiedDID(f.YouDID, f.DIDVerified), role, f.Cluster, strings.Join(f.Online, ", "))
 	case wall.KindPresence:
 		if f.Status == "online" {
-			return fmt.Sprintf("* %s is online", f.Agent)
+			return fmt.Sprintf("* %s%s is online", f.Agent, verifiedDID(f.DID, f.DIDVerified))
 		}
 		return fmt.Sprintf("* %s went offline", f.Agent)
 	case wall.KindMessage:

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -148,6 +151,19 @@ func TestChatCommand(t *testing.T) {
 		t.Fatal("chat did not end at end of input")
 	}
 	waitOutput(t, aliceOut, "* bob went offline")
+
+	// A key proves the did: the others see it verified.
+	keyFile := filepath.Join(t.TempDir(), "carol.key")
+	key := identity.GenerateKey()
+	if err := identity.WriteKey(keyFile, key); err != nil {
+		t.Fatal(err)
+	}
+	_, carolOut, _ := chatting(t, cl.ClusterID, "--agent", "carol", "--node", n.URL(), "--key", keyFile)
+	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
+	waitOutput(t, carolOut, "* you are carol ("+did+", verified) in "+cl.ClusterID)
+	if _, _, done := chatting(t, "tea-room", "--agent", "carol", "--node", n.URL(), "--key", keyFile); !strings.Contains(fmt.Sprint(<-done), "not one") {
+		t.Fatal("--key with a slug was not refused")
+	}
 
 	// The node closing the socket ends the chat with an error.
 	_, _, aliceDone := chatting(t, cl.WS, "--agent", "alice2")

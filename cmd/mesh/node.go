@@ -62,6 +62,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Float64Var(&cfg.WallRoomRate, "wall-room-rate", cfg.WallRoomRate, "messages a second the node takes from all wall sockets of one cluster together, in bursts of twice that, pacing them likewise; 0 is unlimited (env MESH_WALL_ROOM_RATE)")
 	f.Int64Var(&cfg.Wall.SendMemory, "wall-send-memory", cfg.Wall.SendMemory, "bytes of frames that may wait for all wall sockets of the node together; past it a socket that has frames waiting is closed as a slow consumer (env MESH_WALL_SEND_MEMORY)")
 	f.Float64Var(&cfg.Wall.ControlRate, "wall-control-rate", cfg.Wall.ControlRate, "control frames (pings, pongs, closes) a second one wall socket may send, in bursts of twice that; past it the socket is closed (env MESH_WALL_CONTROL_RATE)")
+	f.IntVar(&cfg.Wall.ProofNonces, "wall-proof-nonces", cfg.Wall.ProofNonces, "nonces of wall connect proofs (did_verified) the node remembers, each for 240 s; past it signed connects are refused (503) until some are forgotten (env MESH_WALL_PROOF_NONCES)")
 	f.StringSliceVar(&cfg.Quorum, "quorum", envList("MESH_QUORUM", nil), "bootstrap nodes only: full multiaddrs of the initial voters of the Raft quorum that runs the directory, this node's included, the same list on each (3 or 5); starting again with the same list is harmless (env MESH_QUORUM)")
 	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "quorum: a follower that has not heard from the leader for this long stands for election; writes stall about twice this when the leader dies (env MESH_RAFT_HEARTBEAT_TIMEOUT)")
 	f.DurationVar(&cfg.Raft.ElectionTimeout, "raft-election-timeout", cfg.Raft.ElectionTimeout, "quorum: how long a candidate waits for votes; at least the heartbeat timeout (env MESH_RAFT_ELECTION_TIMEOUT)")
@@ -115,6 +116,7 @@ var nodeEnv = map[string]string{
 	"wall-room-rate":     "MESH_WALL_ROOM_RATE",
 	"wall-send-memory":   "MESH_WALL_SEND_MEMORY",
 	"wall-control-rate":  "MESH_WALL_CONTROL_RATE",
+	"wall-proof-nonces":  "MESH_WALL_PROOF_NONCES",
 	"gossip-queue-bytes": "MESH_GOSSIP_QUEUE_BYTES",
 	"shutdown-grace":     "MESH_SHUTDOWN_GRACE",
 

@@ -2,17 +2,21 @@ package chat
 
 import (
 	"compress/gzip"
-	"fmt"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // archiveExt ends the name of an archive: <conv>.<unix seconds>.jsonl.gz,
-// the seconds being when it was archived.
+// the seconds being when it was archived, or <conv>.<unix seconds>-<n>.jsonl.gz
+// for the n-th archive of the conversation in the same second.
 const archiveExt = ".jsonl.gz"
 
 // ArchiveIdle archives each conversation without a turn under way or
@@ -26,8 +30,8 @@ func (e *Engine) ArchiveIdle(cutoff time.Time) []string {
 		if c.st.Live != nil || len(c.st.Queue) > 0 || !c.st.Updated.Before(cutoff) {
 			continue
 		}
-		name := fmt.Sprintf("%s.%d%s", id, e.cfg.Clock.Now().Unix(), archiveExt)
-		if err := gzipFile(filepath.Join(c.dir, timelineFile), filepath.Join(e.cfg.ArchiveDir, name)); err != nil {
+		name, err := e.archive(id, filepath.Join(c.dir, timelineFile))
+		if err != nil {
 			e.cfg.Logger.Error("chat: cannot archive a timeline", "conv", id, "err", err)
 			continue
 		}
@@ -51,26 +55,34 @@ func (e *Engine) record(c *conv, m *Message) error {
 	if info, err := os.Stat(path); err != nil || info.Size() <= e.cfg.MaxTimeline {
 		return err
 	}
-	name := fmt.Sprintf("%s.%d%s", c.st.ID, e.cfg.Clock.Now().Unix(), archiveExt)
-	if err := gzipFile(path, filepath.Join(e.cfg.ArchiveDir, name)); err != nil {
+	name, err := e.archive(c.st.ID, path)
+	if err != nil {
 		return err
 	}
 	e.cfg.Emit("conv.archived", map[string]any{"conv": c.st.ID, "archive": name, "rolled": true})
 	return os.Remove(path)
 }
 
-// gzipFile writes src gzipped to dst, through a temporary file; a missing
-// src (a conversation without messages) makes an empty archive.
-func gzipFile(src, dst string) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
+// archive writes timeline src of conversation conv gzipped into a new
+// archive, never over an earlier one, and returns its name; a missing src
+// (a conversation without messages) makes an empty archive.
+func (e *Engine) archive(conv, src string) (string, error) {
+	stamp := strconv.FormatInt(e.cfg.Clock.Now().Unix(), 10)
+	for n := 1; ; n++ {
+		name := conv + "." + stamp + archiveExt
+		if n > 1 {
+			name = conv + "." + stamp + "-" + strconv.Itoa(n) + archiveExt
+		}
+		err := atomicfile.Create(filepath.Join(e.cfg.ArchiveDir, name), 0o644, func(w io.Writer) error { return gzipTo(w, src) })
+		if !errors.Is(err, fs.ErrExist) {
+			return name, err
+		}
 	}
-	tmp := dst + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	zw := gzip.NewWriter(f)
+}
+
+// gzipTo writes src gzipped to w; a missing src writes an empty stream.
+func gzipTo(w io.Writer, src string) error {
+	zw := gzip.NewWriter(w)
 	in, err := os.Open(src)
 	if err == nil {
 		_, err = io.Copy(zw, in)
@@ -80,15 +92,6 @@ func gzipFile(src, dst string) error {
 	}
 	if cerr := zw.Close(); err == nil {
 		err = cerr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
 	}
 	return err
 }
@@ -109,7 +112,8 @@ func (e *Engine) archives() []archive {
 		if !ok || i < 0 {
 			continue
 		}
-		secs, err := strconv.ParseInt(base[i+1:], 10, 64)
+		stamp, _, _ := strings.Cut(base[i+1:], "-") // <seconds>[-<n>]
+		secs, err := strconv.ParseInt(stamp, 10, 64)
 		info, ierr := en.Info()
 		if err != nil || ierr != nil {
 			continue

@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/agentmesh/mesh/coord/atomicfile"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Files of a conversation's folder.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/tailbuf"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Run statuses.
@@ -121,14 +122,7 @@ func kill(cmd *exec.Cmd) {
 func (s *Scheduler) save(job Job, r Run) {
 	dir := filepath.Join(s.cfg.RunsDir, job.ID)
 	b, _ := json.MarshalIndent(r, "", "  ")
-	err := os.MkdirAll(dir, 0o755)
-	if err == nil {
-		tmp := filepath.Join(dir, "."+r.ID+".tmp")
-		if err = os.WriteFile(tmp, b, 0o644); err == nil {
-			err = os.Rename(tmp, filepath.Join(dir, r.ID+".json"))
-		}
-	}
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, r.ID+".json"), b, 0o644); err != nil {
 		s.cfg.Logger.Error("cron: cannot record a run", "job", job.ID, "run", r.ID, "err", err)
 		return
 	}

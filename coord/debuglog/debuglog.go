@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Levels, least severe first.
@@ -183,10 +184,7 @@ func (l *Log) rewrite() {
 		l.file.Close()
 		l.file = nil
 	}
-	tmp := l.cfg.Path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err == nil {
-		os.Rename(tmp, l.cfg.Path)
-	}
+	atomicfile.Write(l.cfg.Path, buf.Bytes(), 0o600) // a failure keeps the old file, trimmed next time
 }
 
 // Query selects events for Tail.

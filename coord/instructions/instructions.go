@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agentmesh/mesh/coord/atomicfile"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Source is the project's one source of agent instructions.

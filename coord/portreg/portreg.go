@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Default range of ports.
@@ -221,11 +223,10 @@ func locked(path string, f func(*Registry) error) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("port registry: %w", err)
 	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // DefaultPath is the registry in the user's configuration folder.

@@ -3,8 +3,9 @@ package roadmap
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // edit rewrites the frontmatter of the file at path with edits, reading it
@@ -24,23 +25,7 @@ func edit(path string, edits ...Edit) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".roadmap-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(out); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, out, st.Mode().Perm())
 }
 
 // Change is one initiative a reconcile moved.

@@ -179,9 +179,10 @@ func TestWritesMetersOnlyWrites(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		seenBody = string(b)
 	}))
+	addr := "198.51.100.7:4000"
 	do := func(method, path, body string, hdr ...string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.RemoteAddr = "198.51.100.7:4000"
+		r.RemoteAddr = addr
 		for i := 0; i+1 < len(hdr); i += 2 {
 			r.Header.Set(hdr[i], hdr[i+1])
 		}
@@ -219,6 +220,17 @@ func TestWritesMetersOnlyWrites(t *testing.T) {
 	}
 	if w := do("POST", "/v1/things", strings.Repeat("x", 17), "X-Agent", "agent:b", "X-Body", "1"); w.Code != 413 {
 		t.Fatalf("the credential's error is the answer: %d %s", w.Code, w.Body)
+	}
+	// A write whose credential cannot be read is charged to its address
+	// all the same: oversized bodies are not free.
+	addr = "203.0.113.9:4000"
+	for range 2 {
+		if w := do("POST", "/v1/things", strings.Repeat("x", 17), "X-Body", "1"); w.Code != 413 {
+			t.Fatalf("an oversized body: %d %s", w.Code, w.Body)
+		}
+	}
+	if w := do("POST", "/v1/things", "{}"); w.Code != 429 {
+		t.Fatalf("a write after two refused bodies spent the address's budget: %d %s", w.Code, w.Body)
 	}
 	// A forwarded request counts under its node and reported client.
 	r := httptest.NewRequest("POST", "/v1/things", nil)

@@ -40,7 +40,8 @@ func (s *Surfaces) Match(r *http.Request) (name, pattern string) {
 
 // Writes meters the writes of next: a request on one of surfaces takes a
 // token from its credential's budget, or its client address's (see
-// Origin), and is refused when none is left. What it admits carries its
+// Origin; also when its credential cannot be read), and is refused when
+// none is left. What it admits carries its
 // Origin in its context.
 //
 // It belongs outside the route metrics (it hands on a copy of the
@@ -57,10 +58,13 @@ func (a *Admitter) Writes(surfaces *Surfaces, credential CredentialFunc, log *sl
 			o = Origin{Client: httpx.AddrKey(httpx.ClientIP(r))}
 		}
 		o.Surface = name
+		// A request whose credential cannot be read (a body too large, or
+		// too slow) is charged to its address all the same, then answered
+		// with why.
 		cred, err := credential(w, r)
-		if err == nil {
-			o.Credential = cred
-			err = a.Admit(name, a.keys(o)...)
+		o.Credential = cred
+		if aerr := a.Admit(name, a.keys(o)...); err == nil {
+			err = aerr
 		}
 		if err != nil {
 			httpx.WriteError(log, w, r, err)

@@ -529,3 +529,16 @@ func TestReadBodyTimeout(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 }
+
+// TestMuxRecordsItsRoutes: every route registered on a Mux, by Handle or
+// HandleFunc, is in Patterns, once, sorted.
+func TestMuxRecordsItsRoutes(t *testing.T) {
+	m := NewMux()
+	m.Handle("POST /b", http.NotFoundHandler())
+	m.HandleFunc("GET /a/{id}", func(http.ResponseWriter, *http.Request) {})
+	var r Router = m
+	r.Handle("DELETE /c", http.NotFoundHandler())
+	if got, want := strings.Join(m.Patterns(), ","), "DELETE /c,GET /a/{id},POST /b"; got != want {
+		t.Fatalf("patterns %s, want %s", got, want)
+	}
+}

@@ -3,17 +3,55 @@ package httpx
 import (
 	"net/http"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 )
 
+// Router is where a surface registers its routes: an *http.ServeMux, or a
+// Mux, which also records them.
+type Router interface {
+	Handle(pattern string, handler http.Handler)
+}
+
 // Mux is a ServeMux whose own "404 page not found" and "405 method not
-// allowed" answers are JSON errors like every other answer.
+// allowed" answers are JSON errors like every other answer. It records the
+// patterns registered on it (Patterns), so that what a node serves can be
+// checked against what its API document describes; its ServeMux is
+// unexported, so no route can be added past the record.
 type Mux struct {
-	*http.ServeMux
+	mux      *http.ServeMux
+	mu       sync.Mutex
+	patterns []string
 }
 
 // NewMux returns an empty Mux.
-func NewMux() *Mux { return &Mux{ServeMux: http.NewServeMux()} }
+func NewMux() *Mux { return &Mux{mux: http.NewServeMux()} }
+
+// Handle registers handler for pattern (http.ServeMux's syntax) and
+// records the pattern.
+func (m *Mux) Handle(pattern string, handler http.Handler) {
+	m.mux.Handle(pattern, handler)
+	m.mu.Lock()
+	m.patterns = append(m.patterns, pattern)
+	m.mu.Unlock()
+}
+
+// HandleFunc registers f for pattern, as Handle does.
+func (m *Mux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(f))
+}
+
+// Handler returns the handler and pattern r would be served by, as
+// http.ServeMux.Handler does.
+func (m *Mux) Handler(r *http.Request) (http.Handler, string) { return m.mux.Handler(r) }
+
+// Patterns returns the patterns registered on m, sorted.
+func (m *Mux) Patterns() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(slices.Values(m.patterns))
+}
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
@@ -28,7 +66,7 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if pattern != "" {
 		// Serve through the mux itself so that it sets r.Pattern and the
 		// path values.
-		m.ServeMux.ServeHTTP(w, r)
+		m.mux.ServeHTTP(w, r)
 		return
 	}
 	// The mux answers by itself: learn its status (and Allow header) and

@@ -1,0 +1,125 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/wall"
+)
+
+// TestWallProofOfKey: a socket that signs its connect is marked
+// did_verified in its welcome and in the presence frames every node sends
+// about it, whether the proof came in the Mesh-Sig header or in ?sig=, and
+// whether the other node learnt the member from a delta or a roster; an
+// unsigned did stays unverified.
+func TestWallProofOfKey(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"name":"Proofs","visibility":"public"}`)["cluster_id"].(string)
+	alice, carol := identity.GenerateKey(), identity.GenerateKey()
+
+	// alice proves her key in the header, without naming her did.
+	hdr := http.Header{identity.SigHeaderName: {wall.SignConnect(alice, id, "alice", time.Now())}}
+	ca, resp, err := tryDialWallWith(t, b, id, q("agent", "alice"), hdr)
+	if err != nil {
+		t.Fatalf("alice's signed connect: %v (%v)", err, resp)
+	}
+	if w := ca.next("welcome"); w["you_did"] != didOf(alice) || w["did_verified"] != true {
+		t.Fatalf("alice's welcome: %v", w)
+	}
+
+	// bob's did is only claimed.
+	bob := dialWall(t, c, id, q("agent", "bob", "did", didOf(identity.GenerateKey())))
+	if w := bob.next("welcome"); w["did_verified"] != false {
+		t.Fatalf("bob's welcome: %v", w)
+	}
+	if p := ca.next("presence"); p["agent"] != "bob" || p["did_verified"] != false {
+		t.Fatalf("alice saw %v", p)
+	}
+
+	// carol proves hers in the query, on the other node: alice's node
+	// checks the proof again when the delta arrives.
+	cc := dialWall(t, c, id, q("agent", "carol", "did", didOf(carol), "sig", wall.SignConnect(carol, id, "carol", time.Now())))
+	if w := cc.next("welcome"); w["did_verified"] != true {
+		t.Fatalf("carol's welcome: %v", w)
+	}
+	for _, rx := range []*wsClient{ca, bob} {
+		if p := rx.next("presence"); p["agent"] != "carol" || p["did"] != didOf(carol) || p["did_verified"] != true {
+			t.Fatalf("carol's presence: %v", p)
+		}
+	}
+
+	// A third node learns alice from b's roster when its first socket
+	// comes; it tells of her going offline as verified.
+	d := m.join()
+	dave := enterWall(t, d, id, q("agent", "dave"))
+	ca.conn.CloseNow()
+	for {
+		p := dave.next("presence")
+		if p["agent"] != "alice" {
+			continue
+		}
+		if p["status"] != "offline" || p["did"] != didOf(alice) || p["did_verified"] != true {
+			t.Fatalf("dave saw %v", p)
+		}
+		break
+	}
+}
+
+// TestWallProofRefused: forged, misdirected, stale and replayed proofs are
+// refused before the upgrade, each with its code.
+func TestWallProofRefused(t *testing.T) {
+	m := newMesh(t)
+	b := m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	other := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	alice, mallory := identity.GenerateKey(), identity.GenerateKey()
+	now := time.Now()
+	replayed := wall.SignConnect(alice, id, "alice", now)
+	if c := enterWall(t, b, id, q("agent", "alice", "sig", replayed)); c == nil {
+		t.Fatal("no socket")
+	}
+	cases := []struct {
+		name   string
+		query  []string
+		header string
+		status int
+		code   string
+	}{
+		{"signed by another key than the did's", []string{"agent", "alice", "did", didOf(alice), "sig", wall.SignConnect(mallory, id, "alice", now)}, "", 401, "did_mismatch"},
+		{"signed for another handle", []string{"agent", "mallory", "did", didOf(alice), "sig", wall.SignConnect(alice, id, "alice", now)}, "", 401, "invalid_signature"},
+		{"signed for another cluster", []string{"agent", "alice", "sig", wall.SignConnect(alice, other, "alice", now)}, "", 401, "invalid_signature"},
+		{"stale", []string{"agent", "alice", "sig", wall.SignConnect(alice, id, "alice", now.Add(-5*time.Minute))}, "", 401, "stale_signature"},
+		{"replayed", []string{"agent", "alice", "sig", replayed}, "", 401, "nonce_reused"},
+		{"replayed in the header", []string{"agent", "alice"}, replayed, 401, "nonce_reused"},
+		{"header and query both", []string{"agent", "alice", "sig", wall.SignConnect(alice, id, "alice", now)}, wall.SignConnect(alice, id, "alice", now), 401, "invalid_signature"},
+		{"garbage", []string{"agent", "alice", "sig", "v1 nope"}, "", 401, "invalid_signature"},
+		{"a bound signature", []string{"agent", "alice", "sig", identity.SignBound(alice, "GET", "/v1/clusters/"+id+"/ws", []byte("alice"), now, identity.Binding{})}, "", 401, "invalid_signature"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var h http.Header
+			if tc.header != "" {
+				h = http.Header{identity.SigHeaderName: {tc.header}}
+			}
+			c, resp, err := tryDialWallWith(t, b, id, q(tc.query...), h)
+			if err == nil {
+				t.Fatalf("socket opened: %v", c.next("welcome"))
+			}
+			if resp == nil || resp.StatusCode != tc.status {
+				t.Fatalf("status %v, want %d", resp, tc.status)
+			}
+			if b, _ := io.ReadAll(resp.Body); errorCode(b) != tc.code {
+				t.Fatalf("answer %s, want code %q", b, tc.code)
+			}
+		})
+	}
+}
+
+func didOf(key ed25519.PrivateKey) string {
+	return identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
+}

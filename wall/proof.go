@@ -1,0 +1,115 @@
+package wall
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/nonces"
+)
+
+// Proof of key on connect (docs/api.md, "Proving a did"). A client that
+// connects with a did may prove it holds the did's key: a Mesh-Sig (v1)
+// over GET, the socket's path without its query, and the handle's bytes as
+// the body. It travels in the upgrade request's Mesh-Sig header, or, from
+// a browser, which cannot set headers, in the query parameter sig. The
+// node checks it (time and nonce too) before the upgrade, and the socket's
+// welcome and presence frames say did_verified. The proof travels on with
+// the member to other nodes, each of which checks the signature again
+// (not its time: a member may have connected hours before a node asks for
+// the roster), so a node can claim a verified did only for a key that
+// signed for that handle in that cluster.
+
+// maxProof bounds a proof: a Mesh-Sig header value.
+const maxProof = 512
+
+// DefaultProofNonces bounds the connect proofs' nonces a node remembers
+// (Tuning.ProofNonces): each is kept identity.NonceMemory.
+const DefaultProofNonces = 100_000
+
+// SignConnect returns the proof that key's did is the did of the socket of
+// handle in cluster clusterID: the value of a connect request's Mesh-Sig
+// header, or of its query parameter sig.
+func SignConnect(key ed25519.PrivateKey, clusterID, handle string, now time.Time) string {
+	return identity.Sign(key, http.MethodGet, proofPath(clusterID), []byte(handle), now)
+}
+
+// proofPath is the path a connect proof signs: the socket's, by id.
+func proofPath(clusterID string) string { return "/v1/clusters/" + clusterID + "/ws" }
+
+// checkProof checks that proof is did's signature for handle in cluster:
+// everything but its time.
+func checkProof(proof, cluster, handle, did string) (identity.SigHeader, error) {
+	if len(proof) > maxProof {
+		return identity.SigHeader{}, fmt.Errorf("longer than %d bytes", maxProof)
+	}
+	h, err := identity.ParseSigHeader(proof)
+	switch {
+	case err != nil:
+		return h, err
+	case h.Bound:
+		return h, fmt.Errorf("sign %s, not %s", identity.SigVersion, identity.SigVersionBound)
+	case identity.DIDFromPublicKey(h.Pubkey) != did:
+		return h, errDIDMismatch
+	case !ed25519.Verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), []byte(handle), h.TS, h.Nonce), h.Sig):
+		return h, fmt.Errorf("the signature does not verify over GET %s with the handle %q as the body", proofPath(cluster), handle)
+	}
+	return h, nil
+}
+
+var errDIDMismatch = errors.New("the proof is signed by another key than the did's")
+
+// proveKey checks the connect request's proof, if any, for join j, and
+// notes it in j. A proof without a did names the signer's did.
+func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
+	proof, err := proofOf(r)
+	if err != nil || proof == "" {
+		return err
+	}
+	if j.did == "" {
+		if h, err := identity.ParseSigHeader(proof); err == nil {
+			j.did = identity.DIDFromPublicKey(h.Pubkey)
+		}
+	}
+	h, err := checkProof(proof, cl.ID, j.agent, j.did)
+	switch {
+	case errors.Is(err, errDIDMismatch):
+		return ErrDIDMismatch.With("the proof is signed by %s, not by the key of did %s", identity.DIDFromPublicKey(h.Pubkey), j.did)
+	case err != nil:
+		return ErrBadProof.With("proof of key: %v", err)
+	}
+	now := s.cfg.Now()
+	if d := now.Sub(time.Unix(h.TS, 0)); d > identity.ClockTolerance || d < -identity.ClockTolerance {
+		return ErrStaleProof.With("the proof's ts is %ds away from the node's clock (limit %ds)", int64(d/time.Second), int64(identity.ClockTolerance/time.Second))
+	}
+	switch err := s.proofNonces.Claim(h.Pubkey, h.Nonce, now); {
+	case errors.Is(err, nonces.ErrFull):
+		return httpx.ErrUnavailable.With("too many signed connects in the last %v: retry shortly", identity.NonceMemory)
+	case err != nil:
+		return ErrProofReplay
+	}
+	j.proof = proof
+	return nil
+}
+
+// proofOf returns the connect request's proof: its Mesh-Sig header or its
+// query parameter sig, "" when neither; both, or either twice, is refused.
+func proofOf(r *http.Request) (string, error) {
+	hdr, err := identity.SigOf(r.Header)
+	if err != nil {
+		return "", ErrBadProof.With("%v", err)
+	}
+	q := r.URL.Query()["sig"]
+	switch {
+	case len(q) > 1, len(q) == 1 && hdr != "":
+		return "", ErrBadProof.With("send one proof: a Mesh-Sig header or a sig query parameter")
+	case len(q) == 1:
+		return strings.TrimSpace(q[0]), nil
+	}
+	return hdr, nil
+}
