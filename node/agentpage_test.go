@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -27,20 +26,10 @@ const acceptJSON = "application/json"
 // browserAccept is what a browser sends for a page.
 const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
-// page fetches GET /agent/<id> as a browser and checks the page headers.
-func page(t *testing.T, n *Node, id string) (int, string) {
+// agentPage fetches GET /agent/<id> as a browser and checks the page headers.
+func agentPage(t *testing.T, n *Node, id string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", n.URL()+"/agent/"+id, nil)
-	req.Header.Set("Accept", browserAccept)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := send(t, n, "GET", "/agent/"+id, "", "Accept", browserAccept)
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
 		t.Fatalf("page of %s on %s: Content-Type %q", id, n.URL(), ct)
 	}
@@ -149,7 +138,7 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	if price["sol"] != 0.000005 || price["usd"] != nil || v["sol_usd"] != nil {
 		t.Fatalf("pricing without a rate: %v, rate %v", price, v["sol_usd"])
 	}
-	st, html := page(t, m.boot, "echo-1")
+	st, html := agentPage(t, m.boot, "echo-1")
 	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online" data-online="true"`, `0.000005 SOL`, `$0.00075`,
 		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `<p id="reputation" data-n="1">Score 1.00 of 1 from 1 report.</p>`,
 		`id="liveness"`, `id="card-link"`} {
@@ -163,7 +152,7 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	if st, css := rawCall(t, m.boot, "GET", "/assets/agent-page.css", ""); st != 200 || !strings.Contains(css, "#liveness-summary") {
 		t.Fatalf("stylesheet: %d %q", st, css)
 	}
-	_, html = page(t, b, "echo-1")
+	_, html = agentPage(t, b, "echo-1")
 	if !strings.Contains(html, "No SOL/USD rate is known") || strings.Contains(html, "$0.00075") {
 		t.Fatalf("page without a rate:\n%s", html)
 	}
@@ -290,7 +279,7 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	if v["name"] != "Sum <script>alert(1)</script>" || price["sol"] != 0.002 || v["online"] != true {
 		t.Fatalf("discovery card: %v", v)
 	}
-	_, html := page(t, b, "sum-1")
+	_, html := agentPage(t, b, "sum-1")
 	if strings.Contains(html, "<script>alert") || strings.Contains(html, "<img src=x") ||
 		!strings.Contains(html, "Sum &lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(html, "0.002 SOL") {
 		t.Fatalf("the page does not show the agent's text inert:\n%s", html)
@@ -343,7 +332,7 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	if v["online"] != true || l["last_reachable"] == nil || l["failing_since"] == nil || !strings.Contains(l["reason"].(string), "unreachable") {
 		t.Fatalf("online %v, liveness %v", v["online"], l)
 	}
-	_, html = page(t, b, "sum-1")
+	_, html = agentPage(t, b, "sum-1")
 	if !strings.Contains(html, "Online (heartbeat) but endpoint unreachable since") || !strings.Contains(html, `id="failure-reason"`) ||
 		!strings.Contains(html, `data-state="unreachable"`) {
 		t.Fatalf("page of an agent with a dead endpoint:\n%s", html)
@@ -367,7 +356,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 	goneKey := m.register(b, "gone-1", identity.GenerateKey())
 	m.waitCaughtUp(b)
 	for _, n := range []*Node{m.boot, b} {
-		st, html := page(t, n, "listed-only")
+		st, html := agentPage(t, n, "listed-only")
 		if st != 200 || !strings.Contains(html, `id="listing-name" class="listing-name">Old Listing<`) ||
 			!strings.Contains(html, "scraped &lt;b&gt;once&lt;/b&gt;") || strings.Contains(html, `id="live-banner"`) ||
 			!strings.Contains(html, `class="badge catalog"`) {
@@ -377,7 +366,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 		if st != 200 || v["catalog_only"] != true || v["online"] != false || v["listing"] == nil || v["card"] != nil {
 			t.Fatalf("catalog-only discovery card on %s: %d %v", n.URL(), st, v)
 		}
-		st, html = page(t, n, "listed-live")
+		st, html = agentPage(t, n, "listed-live")
 		if st != 200 || !strings.Contains(html, `id="live-banner"`) || !strings.Contains(html, "Live Listing") {
 			t.Fatalf("live listed page on %s: %d\n%s", n.URL(), st, html)
 		}
@@ -392,7 +381,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 	m.waitCaughtUp(b)
 	for _, n := range []*Node{m.boot, b} {
 		for _, id := range []string{"gone-1", "nobody", "bad%20id"} {
-			st, html := page(t, n, id)
+			st, html := agentPage(t, n, id)
 			if st != 404 || !strings.Contains(html, `<main id="not-found">`) {
 				t.Fatalf("page of %s on %s: %d\n%s", id, n.URL(), st, html)
 			}
@@ -403,7 +392,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 				t.Fatalf("card of %s on %s: %d %v", id, n.URL(), st, v)
 			}
 		}
-		st, html := page(t, n, "listed-live")
+		st, html := agentPage(t, n, "listed-live")
 		if st != 200 || strings.Contains(html, `id="live-banner"`) || !strings.Contains(html, `class="badge catalog"`) {
 			t.Fatalf("deregistered listed agent on %s: %d\n%s", n.URL(), st, html)
 		}

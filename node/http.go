@@ -57,6 +57,7 @@ func (n *Node) buildHTTP() error {
 		return err
 	}
 	n.wall.Routes(mux)
+	n.wall.PageRoutes(mux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
 	mux.Handle("GET /openapi.json", openapi.Handler())
 	n.quorumRoutes(mux)

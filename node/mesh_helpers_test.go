@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,16 +152,7 @@ func (m *mesh) token(n *Node, id, apiKey string) string {
 // rawCall returns status and raw body.
 func rawCall(t testing.TB, n *Node, method, path, body string, hdr ...string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), method, n.URL()+path, strings.NewReader(body))
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, n, method, path, body, hdr...)
 	return resp.StatusCode, string(b)
 }
 

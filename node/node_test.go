@@ -44,6 +44,23 @@ func startNode(t testing.TB, cfg Config) *Node {
 	return n
 }
 
+// send sends a request to n, with headers hdr (name, value, ...), and
+// returns the response and its body.
+func send(t testing.TB, n *Node, method, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), method, n.URL()+path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, raw
+}
+
 // call sends a request to n and decodes the JSON answer.
 func call(t testing.TB, n *Node, method, path, body string, hdr ...string) (int, map[string]any) {
 	t.Helper()
@@ -55,16 +72,7 @@ func call(t testing.TB, n *Node, method, path, body string, hdr ...string) (int,
 // answer.
 func callFull(t testing.TB, n *Node, method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(body))
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := send(t, n, method, path, body, hdr...)
 	var v map[string]any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		t.Fatalf("%s %s: %d non-JSON %q", method, path, resp.StatusCode, raw)

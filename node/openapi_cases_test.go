@@ -192,10 +192,24 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "join a wall with another's proof", method: "GET",
 		path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did + "&sig=" + url.QueryEscape(wall.SignConnect(identity.GenerateKey(), pubID, "bob", h.m.clock.Now())),
 		hdr:  upgrade, status: 401, code: "did_mismatch"})
+	h.run(apiCase{name: "spectate a wall", method: "GET", path: "/v1/clusters/" + slug + "/ws?spectate=1", hdr: upgrade, status: 101})
+	h.run(apiCase{name: "spectate a private wall", method: "GET", path: "/v1/clusters/" + privID + "/ws?spectate=1&token=" + url.QueryEscape(priv["token"].(string)),
+		hdr: upgrade, status: 400, code: "invalid_request"})
+	h.run(apiCase{name: "the clusters page", method: "GET", path: "/clusters", status: 200})
+	h.run(apiCase{name: "the clusters as JSON", method: "GET", path: "/clusters", hdr: []string{"Accept", "application/json"}, status: 200})
+	h.run(apiCase{name: "a cluster's page", method: "GET", path: "/clusters/" + slug, status: 200})
+	h.run(apiCase{name: "a cluster's page as JSON", method: "GET", path: "/clusters/" + pubID, hdr: []string{"Accept", "application/json"}, status: 200})
+	h.run(apiCase{name: "a private cluster's page", method: "GET", path: "/clusters/" + privID, status: 404})
+	h.run(apiCase{name: "a private cluster's page as JSON", method: "GET", path: "/clusters/" + privID, hdr: []string{"Accept", "application/json"},
+		status: 404, code: "cluster_not_found"})
+	h.run(apiCase{name: "the pages' script", method: "GET", path: "/assets/wall/cluster.js", status: 200})
+	h.run(apiCase{name: "the pages' style", method: "GET", path: "/assets/wall/wall.css", status: 200})
+	h.run(apiCase{name: "the pages' icon", method: "GET", path: "/assets/wall/favicon.svg", status: 200})
+	h.run(apiCase{name: "no such asset", method: "GET", path: "/assets/wall/nope.js", status: 404, code: "not_found"})
 	h.run(apiCase{name: "join a wall over plain HTTP", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice",
 		status: 426, code: "websocket_required", invalid: true})
 	h.run(apiCase{name: "join a wall without a handle", method: "GET", path: "/v1/clusters/" + slug + "/ws", hdr: upgrade,
-		status: 400, code: "invalid_request", invalid: true})
+		status: 400, code: "invalid_request"})
 	h.run(apiCase{name: "join a private wall without its token", method: "GET", path: "/v1/clusters/" + privID + "/ws?agent=alice", hdr: upgrade,
 		status: 401, code: "token_required"})
 	h.run(apiCase{name: "join an unknown wall", method: "GET", path: "/v1/clusters/c_nope/ws?agent=alice", hdr: upgrade,

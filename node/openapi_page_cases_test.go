@@ -1,16 +1,5 @@
 package node
 
-import (
-	"github.com/getkin/kin-openapi/openapi3filter"
-)
-
-func init() {
-	// The public address answers pages and its stylesheet: the document
-	// describes them as strings.
-	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
-	openapi3filter.RegisterBodyDecoder("text/css", openapi3filter.PlainBodyDecoder)
-}
-
 // pageCases exercise the public address: the embedded agent's page, its
 // discovery card and mirrored card; a listing's missing card; unknown ids.
 func pageCases(h *apiHarness) {

@@ -186,6 +186,27 @@ func (m member) masked() string {
 	return string(first) + "***"
 }
 
+// setSpectate checks a spectate=1 query: on a public cluster only, as a
+// ghost (vis absent or ghost), with no token; the handle defaults to
+// spectatorHandle.
+func (j *joinQuery) setSpectate(v string, cl *Cluster) error {
+	switch {
+	case v != "1":
+		return httpx.ErrInvalid.With("spectate must be 1, not %q", v)
+	case !cl.Public():
+		return httpx.ErrInvalid.With("spectate=1 is for public clusters; on a private one, connect with vis=ghost and the token")
+	case j.vis != "" && j.vis != VisGhost:
+		return httpx.ErrInvalid.With("a spectator is a ghost: vis must be ghost or absent, not %q", j.vis)
+	case j.token != "":
+		return httpx.ErrInvalid.With("a spectator holds no token: leave token out with spectate=1")
+	}
+	j.vis, j.spectate = VisGhost, true
+	if j.agent == "" {
+		j.agent = spectatorHandle
+	}
+	return nil
+}
+
 // clusterToken reads a cluster credential: header x-cluster-token,
 // Authorization: Bearer, or query token.
 func clusterToken(r *http.Request) string {
@@ -229,11 +250,26 @@ type joinQuery struct {
 	agent, did, vis, token string
 	owner                  bool
 	proof                  string // the did's proof of key (proof.go), "" when unproved
+	// spectate: a read-only ghost of a public cluster (spectate=1), as the
+	// cluster's web page connects: it receives broadcasts and presence,
+	// never a direct message, and every frame it sends is refused.
+	spectate bool
 }
+
+// spectatorHandle is a spectating socket's handle when its query names none.
+const spectatorHandle = "spectator"
+
+// errReadOnly answers every frame a spectating socket sends.
+var errReadOnly = badFrame("read_only", "this socket spectates (spectate=1): it reads the wall and sends nothing; connect without spectate to speak")
 
 func (s *Service) parseJoin(r *http.Request, cl *Cluster) (joinQuery, error) {
 	q := r.URL.Query()
 	j := joinQuery{agent: q.Get("agent"), did: q.Get("did"), vis: q.Get("vis"), token: q.Get("token")}
+	if q.Has("spectate") {
+		if err := j.setSpectate(q.Get("spectate"), cl); err != nil {
+			return j, err
+		}
+	}
 	if j.agent == "" {
 		return j, httpx.ErrInvalid.With("query agent=<handle> is required")
 	}
@@ -296,6 +332,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	// Anyone with a private cluster's token sees all its traffic, direct
 	// messages included (spec 5): a ghost is how one only looks.
 	sk.spectator = !cl.Public() && j.vis == VisGhost && j.owner
+	sk.readOnly = j.spectate
 	// The socket lives on in a goroutine of its own, so that the request's
 	// goroutine, its stack grown by the HTTP machinery, ends here.
 	go func() {
@@ -321,6 +358,11 @@ func (s *Service) serveSocket(cl *Cluster, token string, sk *socket) {
 		s.log.Warn("wall: join failed", "cluster", cl.ID, "err", err)
 		return
 	}
-	sk.readLoop(func(data []byte, refused error) { room.handleSend(sk, data, refused) })
+	sk.readLoop(func(data []byte, refused error) {
+		if sk.readOnly && refused == nil {
+			refused = errReadOnly
+		}
+		room.handleSend(sk, data, refused)
+	})
 	s.leave(room, sk)
 }

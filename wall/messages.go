@@ -204,7 +204,7 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 	}
 	for s := range r.sockets {
 		switch {
-		case s == skip:
+		case s == skip, s.readOnly:
 		case s.spectator:
 			// Only the frames an addressee gets: handles made up by the
 			// sender would otherwise fill a spectator's queue.

@@ -84,8 +84,11 @@ type socket struct {
 	// spectator: a ghost holding a private cluster's token, which
 	// receives every direct message of the room (spec 5).
 	spectator bool
-	limit     int             // send queue bound
-	wg        *sync.WaitGroup // owns the socket's goroutines
+	// readOnly: a spectator of a public cluster (spectate=1), a ghost
+	// that gets no direct message and whose frames are all refused.
+	readOnly bool
+	limit    int             // send queue bound
+	wg       *sync.WaitGroup // owns the socket's goroutines
 	// sendLimit paces the frames the client sends (SocketRate), control
 	// frames included; controls bounds its control frames (ControlRate).
 	sendLimit, controls *rate.Limiter
