@@ -1,7 +1,6 @@
 package registryapi
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
@@ -71,7 +70,7 @@ func (a *API) agentPage(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		httpx.WriteJSON(w, http.StatusOK, v)
 	default:
-		a.writePage(w, r, http.StatusOK, "agent", newPageData(v))
+		a.writePage(w, http.StatusOK, "agent", newPageData(v))
 	}
 }
 
@@ -107,21 +106,8 @@ func (a *API) mirroredCard(w http.ResponseWriter, r *http.Request) error {
 }
 
 // writePage renders template name with data; the CSP forbids scripts.
-func (a *API) writePage(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
-	var buf bytes.Buffer
-	if err := pageTemplates.ExecuteTemplate(&buf, name, data); err != nil {
-		a.log.Error("rendering a page", "template", name, "path", r.URL.Path, "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", PageCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+func (a *API) writePage(w http.ResponseWriter, status int, name string, data any) {
+	httpx.RenderPage(a.log, w, status, PageCSP, pageTemplates, name, data)
 }
 
 // errorPage is the data of the "error" template.
@@ -137,7 +123,7 @@ func (a *API) writeErrorPage(w http.ResponseWriter, r *http.Request, err error) 
 	if he.Status == http.StatusNotFound {
 		p.ID, p.Title = "not-found", "No such agent"
 	}
-	a.writePage(w, r, he.Status, "error", p)
+	a.writePage(w, he.Status, "error", p)
 }
 
 // wantsJSON reports whether an Accept header prefers JSON to HTML: a
