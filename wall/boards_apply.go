@@ -250,7 +250,7 @@ func (b *boardTx) createPost() (Result, error) {
 	case !validPostID(a.Post):
 		return Result{}, ErrBadAction.With("malformed post id")
 	case absDuration(time.Duration(b.e.At-a.At*int64(time.Millisecond))) > replayWindow:
-		return Result{}, ErrBadAction.With("the post creation is too old (or too far ahead) for the log's clock")
+		return Result{}, ErrClockSkew
 	}
 	var pc postContent
 	if err := b.checkContent(&pc); err != nil {

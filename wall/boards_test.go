@@ -120,7 +120,7 @@ func TestBoardActionsAreSelfCertifying(t *testing.T) {
 	}
 	old := post
 	old.At = now() - (replayWindow + time.Minute).Milliseconds()
-	if err := apply(g, old); !errors.Is(err, ErrBadAction) {
+	if err := apply(g, old); !errors.Is(err, ErrClockSkew) {
 		t.Fatalf("a post creation older than the replay window: %v", err)
 	}
 	post.At = now()

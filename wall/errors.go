@@ -45,3 +45,10 @@ var (
 	ErrProofReplay = httpx.E(http.StatusUnauthorized, "nonce_reused", "the proof's nonce was already used: sign each connect afresh")
 	ErrDIDMismatch = httpx.E(http.StatusUnauthorized, "did_mismatch", "the proof is not signed by the did's key")
 )
+
+// ErrClockSkew: a post creation is stamped by the clock of the node that
+// signed it, and the log takes it only within replayWindow of its own
+// time (boards_apply.go), so a node whose clock is that far off cannot
+// post. Not the client's fault.
+var ErrClockSkew = httpx.E(http.StatusServiceUnavailable, "clock_skew",
+	"this node's clock is more than 10 minutes from the directory's: its operator must set it right (NTP)")
