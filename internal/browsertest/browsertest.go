@@ -143,3 +143,31 @@ func Until(t testing.TB, ctx context.Context, expr, what string) {
 		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
 	}
 }
+
+// loadPause paces the loads of UntilLoaded.
+const loadPause = 50 * time.Millisecond
+
+// UntilLoaded loads url in ctx's tab, again and again, until JavaScript
+// expression expr is true on the loaded page: the wait for a page without
+// script, which changes only when loaded anew. It fails t, naming what,
+// after WaitTimeout or when ctx ends first.
+func UntilLoaded(t testing.TB, ctx context.Context, url, expr, what string) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		ok, err := false, chromedp.Do(ctx, chromedp.Navigate(url))
+		if err == nil {
+			ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		}
+		if ok && err == nil {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("waiting for %s on %s (%s): last load: %v", what, url, expr, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(loadPause):
+		}
+	}
+}
