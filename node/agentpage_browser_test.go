@@ -79,10 +79,11 @@ func TestAgentPagesInBrowser(t *testing.T) {
 	f.checkCatalogOnly(t, tab)
 	f.checkScriptInCard(t, tab)
 	f.checkDeadEndpoint(t, tab)
+	f.checkHeartbeatsStop(t, tab)
+	// Before the 404 page, which the browser reports as a failed load.
 	if p := problems(); len(p) > 0 {
 		t.Fatalf("the pages reported errors (a refused script or style?): %q", p)
 	}
-	f.checkHeartbeatsStop(t, tab)
 	f.checkDeregistered(t, tab)
 }
 
@@ -96,7 +97,8 @@ func (f *agentBrowserFixture) checkLiveAgent(t *testing.T, tab context.Context) 
 	}
 	defer chromedp.Call(tab, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false})
 	url := f.b.URL() + "/agent/echo-1"
-	browsertest.UntilLoaded(t, tab, url, `document.querySelector("#reputation").dataset.n === "1"`, "the filed report")
+	browsertest.UntilLoaded(t, tab, url, `document.querySelector("#reputation").dataset.n === "1" && document.querySelector("#liveness").dataset.state === "reachable"`,
+		"the filed report and a probe of the endpoint")
 	want := map[string][]string{
 		"#agent-name": {"Echo"}, "#agent-description": {"echoes its input"}, "#agent-id": {"echo-1"},
 		"#agent-handle": {url}, "#agent-endpoint": {f.b.URL()}, "#online-badge.online[data-online=true]": {"online"},

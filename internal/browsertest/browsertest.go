@@ -52,7 +52,11 @@ func Main(m *testing.M) int {
 }
 
 // Tab opens a tab of the shared browser for t, closed when t ends; its
-// actions fail once timeout has passed.
+// actions fail once timeout has passed. The tab has a browser context of
+// its own (no cookie or cache of another test), whose connections close
+// with it: a server the test stops does not wait for the browser's idle
+// or speculative ones (net/http's Shutdown waits up to 5 s for a
+// connection that never sent a request).
 func Tab(t testing.TB, timeout time.Duration) context.Context {
 	t.Helper()
 	path, err := exec.LookPath(Chromium)
@@ -66,7 +70,7 @@ func Tab(t testing.TB, timeout time.Duration) context.Context {
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
-	tab, closeTab := chromedp.NewContext(shared.ctx)
+	tab, closeTab := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
 	ctx, cancel := context.WithTimeout(tab, timeout)
 	t.Cleanup(func() {
 		cancel()
