@@ -65,9 +65,10 @@ func newAgentBrowserFixture(t *testing.T) *agentBrowserFixture {
 }
 
 // TestAgentPagesInBrowser: what a person sees of agents' public addresses
-// in chromium, on a node that is not the directory, with script off as
-// the pages' policy wants it: a live embedded agent with its pricing in
-// SOL and USD, its report and its listing under a live banner; a
+// in chromium, on a node that is not the directory (and on the directory
+// where only it knows yet): a live embedded agent, read with script off
+// (the pages' policy allows none), with its pricing in SOL and USD, its
+// report and its listing under a live banner; a
 // catalog-only agent's listing; a fetched card's script-like text shown
 // as text and run nowhere; its endpoint dying while it heartbeats; its
 // heartbeats stopping; its deregistration.
