@@ -52,7 +52,11 @@ func Main(m *testing.M) int {
 }
 
 // Tab opens a tab of the shared browser for t, closed when t ends; its
-// actions fail once timeout has passed.
+// actions fail once timeout has passed. The tab has a browser context of
+// its own (no cookie or cache of another test), whose connections close
+// with it: a server the test stops does not wait for the browser's idle
+// or speculative ones (net/http's Shutdown waits up to 5 s for a
+// connection that never sent a request).
 func Tab(t testing.TB, timeout time.Duration) context.Context {
 	t.Helper()
 	path, err := exec.LookPath(Chromium)
@@ -66,7 +70,7 @@ func Tab(t testing.TB, timeout time.Duration) context.Context {
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
-	tab, closeTab := chromedp.NewContext(shared.ctx)
+	tab, closeTab := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
 	ctx, cancel := context.WithTimeout(tab, timeout)
 	t.Cleanup(func() {
 		cancel()
@@ -141,5 +145,33 @@ func Until(t testing.TB, ctx context.Context, expr, what string) {
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(WaitTimeout)))
 	if err != nil {
 		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+// loadPause paces the loads of UntilLoaded.
+const loadPause = 50 * time.Millisecond
+
+// UntilLoaded loads url in ctx's tab, again and again, until JavaScript
+// expression expr is true on the loaded page: the wait for a page without
+// script, which changes only when loaded anew. It fails t, naming what,
+// after WaitTimeout or when ctx ends first.
+func UntilLoaded(t testing.TB, ctx context.Context, url, expr, what string) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		ok, err := false, chromedp.Do(ctx, chromedp.Navigate(url))
+		if err == nil {
+			ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		}
+		if ok && err == nil {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("waiting for %s on %s (%s): last load: %v", what, url, expr, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(loadPause):
+		}
 	}
 }

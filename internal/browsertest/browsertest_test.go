@@ -1,9 +1,11 @@
 package browsertest
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,4 +34,25 @@ func TestTabRunsThePageScript(t *testing.T) {
 		}
 		Until(t, tab, `document.getElementById("p").textContent === "after"`, "the script's change")
 	}
+}
+
+// TestUntilLoadedLoadsAgain: a page without script that changes on its
+// third load is waited for by loading it again.
+func TestUntilLoadedLoadsAgain(t *testing.T) {
+	var mu sync.Mutex
+	loads := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		loads++
+		n := loads
+		mu.Unlock()
+		fmt.Fprintf(w, `<!doctype html><p id="p">load %d</p>`, n)
+	}))
+	defer srv.Close()
+	tab := Tab(t, 30*time.Second)
+	UntilLoaded(t, tab, srv.URL, `document.getElementById("p").textContent === "load 3"`, "the third load")
 }
