@@ -105,3 +105,30 @@ func TestBoardsQuotas(t *testing.T) {
 	m.boot.sweepOnce(context.Background())
 	createPost(t, b, cl, "one", "a", post)
 }
+
+// TestBoardsQuotaHoldsDeletedBoardsUntilPurged: a deleted board's posts
+// keep counting in its cluster's quotas until the sweep purges them from
+// disk, so that deleting a full board and filling another never holds
+// more than the quotas; once purged, their places are free.
+func TestBoardsQuotaHoldsDeletedBoardsUntilPurged(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.BoardQuota = wall.Quota{ClusterPosts: 2} })
+	b := m.join()
+	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
+	admin := []string{"x-cluster-token", cl.admin}
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"full"}`, admin...)
+	post := map[string]any{"title": "t", "ttl": "forever"}
+	createPost(t, b, cl, "full", "a", post)
+	createPost(t, b, cl, "full", "a", post)
+	mustCall(t, b, 200, "DELETE", cl.path("/boards/full"), "", admin...)
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"fresh"}`, admin...)
+	wantError(t, b, 429, "quota_posts", "POST", cl.path("/boards/fresh/posts?agent=a"), `{"title":"t","ttl":"forever"}`)
+
+	m.boot.sweepOnce(context.Background())
+	m.waitCaughtUp(b)
+	if n := boardKeys(t, b, "bp", cl.id); n != 0 {
+		t.Fatalf("%d post rows of the deleted board left after the purge", n)
+	}
+	createPost(t, b, cl, "fresh", "a", post)
+	createPost(t, b, cl, "fresh", "a", post)
+	wantError(t, b, 429, "quota_posts", "POST", cl.path("/boards/fresh/posts?agent=a"), `{"title":"t","ttl":"forever"}`)
+}

@@ -201,10 +201,11 @@ func (b *boardTx) deleteBoard() (Result, error) {
 	return Result{Board: row}, dropBoard(b.tx, b.cl, row)
 }
 
+// The board's posts count in the cluster's usage until the purge drops
+// them: deleting a full board and making another never holds more on
+// disk than the cluster's quotas.
 func dropBoard(tx *store.Txn, cl *Cluster, row *boardRow) error {
 	cl.Usage.Boards--
-	cl.Usage.Posts -= row.Posts
-	cl.Usage.Bytes -= row.Bytes
 	if err := tx.Delete(boardRowKey(cl.ID, row.Key)); err != nil {
 		return err
 	}
@@ -323,7 +324,7 @@ func (b *boardTx) deletePost() (Result, error) {
 			return Result{}, ErrNotAuthor
 		}
 	}
-	if err := removePost(b.tx, b.cl, board, post); err != nil {
+	if err := removePost(b.tx, b.cl.ID, b.cl, board, post); err != nil {
 		return Result{}, err
 	}
 	until := b.e.At + int64(replayWindow) + int64(time.Second)
@@ -333,26 +334,29 @@ func (b *boardTx) deletePost() (Result, error) {
 	return Result{Post: post, Board: board}, b.tx.Set(expiryKey(until, b.cl.ID, post.ID), nil)
 }
 
-// removePost deletes post and its keys; board and cl, when set, stop
-// counting it (and board is written back).
-func removePost(tx *store.Txn, cl *Cluster, board *boardRow, post *postRow) error {
-	keys := [][]byte{postRowKey(cl.ID, post.ID), listKey(cl.ID, post.BID, post.ID)}
+// removePost deletes post of cluster c and its keys; cl and board, when
+// set, stop counting it (board is written back, cl is the caller's to
+// write).
+func removePost(tx *store.Txn, c string, cl *Cluster, board *boardRow, post *postRow) error {
+	keys := [][]byte{postRowKey(c, post.ID), listKey(c, post.BID, post.ID)}
 	if post.Until > 0 {
-		keys = append(keys, expiryKey(post.Until, cl.ID, post.ID))
+		keys = append(keys, expiryKey(post.Until, c, post.ID))
 	}
 	for _, k := range keys {
 		if err := tx.Delete(k); err != nil {
 			return err
 		}
 	}
+	if cl != nil {
+		cl.Usage.Posts--
+		cl.Usage.Bytes -= int64(post.Size)
+	}
 	if board == nil {
 		return nil
 	}
 	board.Posts--
 	board.Bytes -= int64(post.Size)
-	cl.Usage.Posts--
-	cl.Usage.Bytes -= int64(post.Size)
-	return tx.SetJSON(boardRowKey(cl.ID, board.Key), board)
+	return tx.SetJSON(boardRowKey(c, board.Key), board)
 }
 
 func getPost(tx *store.Txn, c, id string) (*postRow, error) {

@@ -72,7 +72,7 @@ func expirePost(tx *store.Txn, e *cmdlog.Entry, ref PostRef) (bool, error) {
 	}
 	cl, err := getCluster(tx, ref.C)
 	if errors.Is(err, ErrClusterNotFound) {
-		return true, removePost(tx, &Cluster{Record: Record{ID: ref.C}}, nil, post)
+		return true, removePost(tx, ref.C, nil, nil, post)
 	}
 	if err != nil {
 		return false, err
@@ -82,9 +82,9 @@ func expirePost(tx *store.Txn, e *cmdlog.Entry, ref PostRef) (bool, error) {
 		return false, err
 	}
 	if board != nil && board.BID != post.BID {
-		board = nil // a deleted board's post: it counts no more
+		board = nil // a deleted board's post: only its cluster counts it
 	}
-	if err := removePost(tx, cl, board, post); err != nil {
+	if err := removePost(tx, ref.C, cl, board, post); err != nil {
 		return false, err
 	}
 	return true, tx.SetJSON(clusterKey(cl.ID), cl)
@@ -94,7 +94,10 @@ func applyPurge(tx *store.Txn, p Purge) (Result, error) {
 	if has, err := tx.Has(deadKey(p.C, p.BID)); err != nil || !has {
 		return Result{}, errors.Join(err, errNothingDue)
 	}
-	dead := &Cluster{Record: Record{ID: p.C}}
+	cl, err := getCluster(tx, p.C) // nil: the cluster is gone too
+	if err != nil && !errors.Is(err, ErrClusterNotFound) {
+		return Result{}, err
+	}
 	for _, id := range p.Posts {
 		post, err := getPost(tx, p.C, id)
 		if errors.Is(err, ErrPostNotFound) || err == nil && post.BID != p.BID {
@@ -103,12 +106,17 @@ func applyPurge(tx *store.Txn, p Purge) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if err := removePost(tx, dead, nil, post); err != nil {
+		if err := removePost(tx, p.C, cl, nil, post); err != nil {
+			return Result{}, err
+		}
+	}
+	if cl != nil {
+		if err := tx.SetJSON(clusterKey(cl.ID), cl); err != nil {
 			return Result{}, err
 		}
 	}
 	left := false
-	err := tx.Scan(store.Key("w", "bl", p.C, p.BID, ""), nil, func(_, _ []byte) (bool, error) {
+	err = tx.Scan(store.Key("w", "bl", p.C, p.BID, ""), nil, func(_, _ []byte) (bool, error) {
 		left = true
 		return false, nil
 	})
