@@ -160,6 +160,10 @@ type Config struct {
 	// (boards, live posts and their bytes, per cluster and per board);
 	// zero fields are unlimited.
 	BoardQuota wall.Quota `json:"board_quota"`
+	// BoardIndexPosts bounds the posts this node's in-memory board
+	// indexes hold in all (the least recently read go past it); 0 is
+	// unlimited.
+	BoardIndexPosts int `json:"board_index_posts"`
 }
 
 // CardFetch tunes the directory's fetches of agents' cards
@@ -288,6 +292,7 @@ func DefaultConfig() Config {
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
 		ClusterJoinWindow:     wall.DefaultJoinWindow,
 		BoardQuota:            wall.DefaultQuota,
+		BoardIndexPosts:       wall.DefaultIndexPosts,
 	}
 }
 
@@ -386,6 +391,9 @@ func (c *Config) Validate() error {
 	}
 	if q := c.BoardQuota; q.Boards < 0 || q.BoardPosts < 0 || q.BoardBytes < 0 || q.ClusterPosts < 0 || q.ClusterBytes < 0 {
 		return errors.New("node: BoardQuota's limits must not be negative (zero is unlimited)")
+	}
+	if c.BoardIndexPosts < 0 {
+		return errors.New("node: BoardIndexPosts must not be negative (zero is unlimited)")
 	}
 	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
 		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/store"
 )
 
 // FuzzDecodePost: whatever a post creation's body and agent, decodePost
@@ -153,7 +154,7 @@ func TestBoardActionsAreSelfCertifying(t *testing.T) {
 // followed by their cursors) are what a scan of every post finds.
 func TestBoardIdxQueryMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	b := newBoardIdx("1", nil)
+	b := newBoardIdx(boardRef{}, "1", nil)
 	var all []*idxPost
 	for i := range 6000 {
 		p := &idxPost{id: fmt.Sprintf("p_%024d", i), created: int64(rng.IntN(3000))}
@@ -201,5 +202,82 @@ func TestBoardIdxQueryMatchesScan(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%+v: %d posts, want %d", f, len(got), len(want))
 		}
+	}
+}
+
+// TestBoardIndexesAreBounded: a node's board indexes hold at most its
+// limit of posts in all: reading another board drops the least recently
+// read one's index (never the one being read, however large), and a
+// board whose index went is read again in full, posts committed since
+// included.
+func TestBoardIndexesAreBounded(t *testing.T) {
+	cat, p := memCatalog(t)
+	cat.SetIndexLimit(3)
+	rec, s, _, admin, err := newCluster(Public, Meta{Name: "city"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(p, Op{Create: &s}); err != nil {
+		t.Fatal(err)
+	}
+	g := &signer{admin: admin}
+	apply := func(a BoardAction) {
+		t.Helper()
+		g.cl, _ = cat.Get(rec.ID)
+		a.At, a.Rev = time.Now().UnixMilli(), g.cl.Rev
+		signed, err := g.sign(a)
+		if err == nil {
+			_, err = propose(p, Op{Board: &signed})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	on := true
+	apply(BoardAction{Op: ActPatchCluster, Boards: &on})
+	post := func(slug string) {
+		a := BoardAction{Op: ActPostCreate, Board: slug, Post: newPostID(), TTL: "7d"}
+		g.pack(&a, sealPost, postContent{Author: "a", Title: "t"})
+		apply(a)
+	}
+	for _, slug := range []string{"a", "b"} {
+		a := BoardAction{Op: ActBoardCreate, Board: slug}
+		g.pack(&a, sealBoard, boardContent{Slug: slug, Kind: "generic"})
+		apply(a)
+		post(slug)
+		post(slug)
+	}
+	read := func(slug string) *boardIdx {
+		t.Helper()
+		var row boardRow
+		if err := cat.db.View(func(tx *store.Txn) error { return tx.GetJSON(boardRowKey(rec.ID, slug), &row) }); err != nil {
+			t.Fatal(err)
+		}
+		b, err := cat.boardIndex(rec.ID, &row, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mu.RUnlock()
+		return b
+	}
+	held := func() []string {
+		var keys []string
+		for ref := range cat.index.boards {
+			keys = append(keys, ref.key)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	read("a")
+	read("b")
+	if got := held(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("indexes held after reading a then b: %v, want [b]", got)
+	}
+	post("a")
+	if b := read("a"); b.size.Load() != 3 {
+		t.Fatalf("board a read again: %d posts, want 3", b.size.Load())
+	}
+	if got := held(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("indexes held after reading a again: %v, want [a]", got)
 	}
 }

@@ -130,7 +130,8 @@ var _ cmdlog.Machine = (*Catalog)(nil)
 
 // NewCatalog returns the catalog kept in log's store and registers it.
 func NewCatalog(log *cmdlog.Log) *Catalog {
-	c := &Catalog{db: log.DB(), index: boardIndexes{boards: map[boardRef]*boardIdx{}}}
+	c := &Catalog{db: log.DB()}
+	c.index.reset()
 	log.Handle(Kind, c)
 	return c
 }

@@ -98,6 +98,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Int64Var(&cfg.BoardQuota.BoardBytes, "board-max-bytes", cfg.BoardQuota.BoardBytes, "directory only: bytes of live posts one board may hold; 0 unlimited (env MESH_BOARD_MAX_BYTES)")
 	f.IntVar(&cfg.BoardQuota.ClusterPosts, "cluster-max-posts", cfg.BoardQuota.ClusterPosts, "directory only: live posts one cluster's boards may hold; 0 unlimited (env MESH_CLUSTER_MAX_POSTS)")
 	f.Int64Var(&cfg.BoardQuota.ClusterBytes, "cluster-max-bytes", cfg.BoardQuota.ClusterBytes, "directory only: bytes of live posts one cluster's boards may hold; 0 unlimited (env MESH_CLUSTER_MAX_BYTES)")
+	f.IntVar(&cfg.BoardIndexPosts, "board-index-posts", cfg.BoardIndexPosts, "posts this node's in-memory board indexes hold in all (the least recently read boards' go past it); 0 unlimited (env MESH_BOARD_INDEX_POSTS)")
 	return c
 }
 
@@ -159,6 +160,7 @@ var nodeEnv = map[string]string{
 	"board-max-bytes":         "MESH_BOARD_MAX_BYTES",
 	"cluster-max-posts":       "MESH_CLUSTER_MAX_POSTS",
 	"cluster-max-bytes":       "MESH_CLUSTER_MAX_BYTES",
+	"board-index-posts":       "MESH_BOARD_INDEX_POSTS",
 }
 
 func runNode(ctx context.Context, cfg node.Config) error {
