@@ -173,3 +173,31 @@ func TestBoardsNearLangAdult(t *testing.T) {
 	mustCall(t, b, 200, "PATCH", cl.path("/boards/geo"), `{"props":{"entry":{"age_min":16}}}`, admin...)
 	waitStatus(t, c, 200, cl.path("/boards/geo/posts"))
 }
+
+// TestBoardsAgeGatedFramesHideTitles: a socket declares no adult=1, so
+// the post_created frame of a board whose effective entry.age_min is 18
+// or more (its own, or inherited from the cluster) carries no title, on
+// any node; other boards' frames carry theirs.
+func TestBoardsAgeGatedFramesHideTitles(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
+	admin := []string{"x-cluster-token", cl.admin}
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"night","props":{"entry":{"age_min":18}}}`, admin...)
+	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"day"}`, admin...)
+	watch := enterWall(t, c, cl.id, q("agent", "watcher"))
+	post := `{"title":"Not for minors","ttl":"24h"}`
+	mustCall(t, b, 201, "POST", cl.path("/boards/night/posts?agent=a&adult=1"), post)
+	if f := watch.boardFrame("post_created", "night"); f["title"] != nil {
+		t.Fatalf("an age-gated board's frame shows its title: %v", f)
+	}
+	mustCall(t, b, 201, "POST", cl.path("/boards/day/posts?agent=a"), `{"title":"Morning market","ttl":"24h"}`)
+	if f := watch.boardFrame("post_created", "day"); f["title"] != "Morning market" {
+		t.Fatalf("frame %v, want the title Morning market", f)
+	}
+	mustCall(t, b, 200, "PATCH", cl.path(""), `{"props":{"entry":{"age_min":21}}}`, admin...)
+	mustCall(t, b, 201, "POST", cl.path("/boards/day/posts?agent=a&adult=1"), post)
+	if f := watch.boardFrame("post_created", "day"); f["title"] != nil {
+		t.Fatalf("a board age-gated by its cluster's props shows its title: %v", f)
+	}
+}

@@ -89,12 +89,27 @@ func (s *Service) boardEvent(ev BoardEvent) {
 		}
 		f.Board, f.Slug, f.Title = fi.Slug, fi.Slug, fi.Title
 	}
+	if f.Title != "" && s.ageGated(r, f.Slug) {
+		f.Title = "" // a socket says no adult=1: the title is a read
+	}
 	data := text(encodeFrame(f))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for sk := range r.sockets {
 		sk.send(data)
 	}
+}
+
+// ageGated reports whether board slug of r's cluster is age-gated, or
+// cannot be read from this node's store (then it may be).
+func (s *Service) ageGated(r *room, slug string) bool {
+	cl, err := s.cfg.Catalog.Get(r.cl.ID)
+	if err != nil {
+		return true
+	}
+	g := &signer{cl: cl, member: r.member, seal: r.seal}
+	_, bc, err := s.readBoard(g, slug)
+	return err != nil || EffectiveProps(g.clusterProps(), bc.Props).AgeGated()
 }
 
 func sealString(seal *sealer, purpose string, b []byte) string {

@@ -17,20 +17,24 @@ import (
 // node that is not the directory asks it for changes before answering
 // that the board does not exist.
 func (s *Service) loadBoard(ctx context.Context, g *signer, slug string) (*boardRow, boardContent, error) {
+	row, bc, err := s.readBoard(g, slug)
+	if errors.Is(err, ErrBoardNotFound) && validSlug(slug) && s.refresh(ctx) {
+		row, bc, err = s.readBoard(g, slug)
+	}
+	return row, bc, err
+}
+
+// readBoard reads board slug of g's cluster from this node's store and
+// opens its content.
+func (s *Service) readBoard(g *signer, slug string) (*boardRow, boardContent, error) {
 	var row boardRow
 	var bc boardContent
 	if !validSlug(slug) {
 		return nil, bc, ErrBoardNotFound
 	}
-	get := func() error {
-		return s.cfg.Catalog.db.View(func(tx *store.Txn) error {
-			return tx.GetJSON(boardRowKey(g.cl.ID, g.boardKey(slug)), &row)
-		})
-	}
-	err := get()
-	if errors.Is(err, store.ErrNotFound) && s.refresh(ctx) {
-		err = get()
-	}
+	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+		return tx.GetJSON(boardRowKey(g.cl.ID, g.boardKey(slug)), &row)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, bc, ErrBoardNotFound
 	}
