@@ -327,7 +327,10 @@ func (b *boardTx) deletePost() (Result, error) {
 	if err := removePost(b.tx, b.cl.ID, b.cl, board, post); err != nil {
 		return Result{}, err
 	}
-	until := b.e.At + int64(replayWindow) + int64(time.Second)
+	// A copy of the creation is refused by the window from its own time,
+	// which may be up to the window past the entry's (Created): the
+	// tombstone outlives both.
+	until := max(b.e.At, post.Created+int64(replayWindow)) + int64(replayWindow) + int64(time.Second)
 	if err := b.tx.Set(postTombKey(b.cl.ID, post.ID), []byte(strconv.FormatInt(until, 10))); err != nil {
 		return Result{}, err
 	}

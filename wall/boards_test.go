@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/store"
 )
@@ -279,5 +281,69 @@ func TestBoardIndexesAreBounded(t *testing.T) {
 	}
 	if got := held(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("indexes held after reading a again: %v, want [a]", got)
+	}
+}
+
+// TestDeletedPostStaysDeadForTheReplayWindow: a post creation may carry
+// a time up to the replay window ahead of the entry's (its node's clock
+// runs ahead), so its tombstone outlives that time by the window too: a
+// copy of the creation replayed after the sweep of the deletion's first
+// ten minutes is still refused.
+func TestDeletedPostStaysDeadForTheReplayWindow(t *testing.T) {
+	cat, p := memCatalog(t)
+	rec, s, token, admin, err := newCluster(Private, Meta{Name: "club"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(p, Op{Create: &s}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	cl, _ := cat.Get(rec.ID)
+	g := &signer{cl: cl, admin: admin, member: token, seal: newSealer(rec.ID, token)}
+	at := func(d time.Duration, a BoardAction) (Signed, error) {
+		t.Helper()
+		g.cl, _ = cat.Get(rec.ID)
+		if a.At == 0 {
+			a.At = t0.Add(d).UnixMilli()
+		}
+		a.Rev = g.cl.Rev
+		signed, err := g.sign(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cmdlog.ResultAs[Result](p.Propose(context.Background(), Kind, t0.Add(d).UnixNano(), Op{Board: &signed}))
+		return signed, err
+	}
+	on := true
+	board := BoardAction{Op: ActBoardCreate, Board: g.boardKey("b")}
+	g.pack(&board, sealBoard, boardContent{Slug: "b", Kind: "generic"})
+	post := BoardAction{Op: ActPostCreate, Board: board.Board, Post: newPostID(), TTL: "7d", At: t0.Add(9 * time.Minute).UnixMilli()}
+	g.pack(&post, sealPost, postContent{Author: "a", Title: "t"})
+	var created Signed
+	for i, a := range []BoardAction{{Op: ActPatchCluster, Boards: &on}, board, post,
+		{Op: ActPostDelete, Board: board.Board, Post: post.Post, ByAuthor: true}} {
+		signed, err := at(time.Duration(i)*time.Millisecond, a)
+		if err != nil {
+			t.Fatalf("%s: %v", a.Op, err)
+		}
+		if a.Op == ActPostCreate {
+			created = signed
+		}
+	}
+	sweep := t0.Add(12 * time.Minute)
+	refs, err := cat.duePosts(sweep, purgeBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) > 0 {
+		if _, err := p.Propose(context.Background(), Kind, sweep.UnixNano(), Op{ExpirePosts: refs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replay := t0.Add(18 * time.Minute)
+	_, err = cmdlog.ResultAs[Result](p.Propose(context.Background(), Kind, replay.UnixNano(), Op{Board: &created}))
+	if !errors.Is(err, ErrPostExists) {
+		t.Fatalf("a deleted post's creation replayed 18 minutes on (9 from its own time): %v, want post_exists", err)
 	}
 }
