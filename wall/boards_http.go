@@ -441,13 +441,14 @@ func (s *Service) deletePost(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return BoardAction{}, err
 		}
-		post, pc, err := s.loadPost(g, row, pid)
+		// The admin may delete a post that does not open (openPost).
+		post, err := s.livePostRow(g.cl.ID, row, pid)
 		if err != nil {
 			return BoardAction{}, err
 		}
 		a := BoardAction{Op: ActPostDelete, Board: row.Key, Post: post.ID}
 		if g.admin == "" {
-			if pc.Author != agent {
+			if pc, err := openPost(g.seal, post); err != nil || pc.Author != agent {
 				return BoardAction{}, ErrNotAuthor
 			}
 			a.ByAuthor = true

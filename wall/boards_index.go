@@ -226,8 +226,8 @@ func fillIndex(tx *store.Txn, b *boardIdx, c string) error {
 
 // indexed is post as an index holds it.
 func indexed(post *postRow, seal *sealer) (*idxPost, error) {
-	var pc postContent
-	if err := unpack(seal, sealPost, post.Content, post.Sealed, &pc); err != nil {
+	pc, err := openPost(seal, post)
+	if err != nil {
 		return nil, err
 	}
 	return &idxPost{id: post.ID, created: post.Created, until: post.Until, props: pc.Props}, nil

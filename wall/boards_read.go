@@ -47,22 +47,47 @@ func (s *Service) readBoard(g *signer, slug string) (*boardRow, boardContent, er
 // loadPost reads live post id of board row and opens its content.
 func (s *Service) loadPost(g *signer, row *boardRow, id string) (*postRow, postContent, error) {
 	var pc postContent
-	if !validPostID(id) {
+	post, err := s.livePostRow(g.cl.ID, row, id)
+	if err != nil {
+		return nil, pc, err
+	}
+	if pc, err = openPost(g.seal, post); err != nil {
 		return nil, pc, ErrPostNotFound
+	}
+	return post, pc, nil
+}
+
+// livePostRow reads live post id of board row of cluster c, unopened.
+func (s *Service) livePostRow(c string, row *boardRow, id string) (*postRow, error) {
+	if !validPostID(id) {
+		return nil, ErrPostNotFound
 	}
 	var post *postRow
 	err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
 		var err error
-		post, err = getPost(tx, g.cl.ID, id)
+		post, err = getPost(tx, c, id)
 		return err
 	})
 	if err != nil {
-		return nil, pc, err
+		return nil, err
 	}
 	if post.BID != row.BID || !post.live(s.cfg.Now().UnixNano()) {
-		return nil, pc, ErrPostNotFound
+		return nil, ErrPostNotFound
 	}
-	return post, pc, unpack(g.seal, sealPost, post.Content, post.Sealed, &pc)
+	return post, nil
+}
+
+// openPost opens post's content. A private post's is sealed by a
+// member's node, which the directory cannot check: it is checked here as
+// the handlers check a creation (a public one's was, by Apply), so that
+// a post a member's own software sealed wrong is never shown (never
+// indexed, not found by id).
+func openPost(seal *sealer, post *postRow) (postContent, error) {
+	var pc postContent
+	if err := unpack(seal, sealPost, post.Content, post.Sealed, &pc); err != nil || seal == nil {
+		return pc, err
+	}
+	return pc, pc.validate()
 }
 
 type boardsList struct {
@@ -224,12 +249,12 @@ func (s *Service) posts(rd *boardRead) (postsPage, error) {
 			if errors.Is(err, ErrPostNotFound) {
 				continue // deleted since
 			}
-			var pc postContent
-			if err == nil {
-				err = unpack(rd.g.seal, sealPost, post.Content, post.Sealed, &pc)
-			}
 			if err != nil {
 				return err
+			}
+			pc, err := openPost(rd.g.seal, post)
+			if err != nil {
+				continue // never shown (openPost)
 			}
 			page.Posts = append(page.Posts, viewPost(post, rd.bc.Slug, pc, levels[0], levels[1]))
 		}

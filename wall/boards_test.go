@@ -347,3 +347,52 @@ func TestDeletedPostStaysDeadForTheReplayWindow(t *testing.T) {
 		t.Fatalf("a deleted post's creation replayed 18 minutes on (9 from its own time): %v, want post_exists", err)
 	}
 }
+
+// TestMisSealedPrivatePostIsNeverShown: a member's software may seal
+// anything as a post (the directory cannot read it): content that does
+// not open as a valid post is never listed, and its id answers 404, not
+// a server error; only the admin may delete it.
+func TestMisSealedPrivatePostIsNeverShown(t *testing.T) {
+	h := newHarness(t, nil)
+	v := h.create(`{}`)
+	id, token, admin := v["cluster_id"].(string), v["token"].(string), v["admin_token"].(string)
+	base := "/v1/clusters/" + id
+	for _, req := range [][3]string{{"PATCH", "", `{"boards_enabled":true}`}, {"POST", "/boards", `{"slug":"b"}`}} {
+		if st, v := h.call(req[0], base+req[1], req[2], "x-cluster-token", admin); st/100 != 2 {
+			t.Fatalf("%s %s: %d %v", req[0], req[1], st, v)
+		}
+	}
+	cl, _ := h.cat.Get(id)
+	g := &signer{cl: cl, member: token, seal: newSealer(id, token)}
+	var bad []string
+	for _, content := range []string{`not json`, `{"author":"a","title":"","body":"no title"}`, `{"author":"a b","title":"t"}`} {
+		a := BoardAction{Op: ActPostCreate, Board: g.boardKey("b"), Post: newPostID(), TTL: "7d", At: time.Now().UnixMilli(),
+			Sealed: sealString(g.seal, sealPost, []byte(content))}
+		signed, err := g.sign(a)
+		if err == nil {
+			_, err = propose(h.svc.cfg.Log, Op{Board: &signed, Quota: &Quota{}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = append(bad, a.Post)
+	}
+	tok := []string{"x-cluster-token", token}
+	if st, v := h.call("POST", base+"/boards/b/posts?agent=alice", `{"title":"fine","ttl":"7d"}`, tok...); st != 201 {
+		t.Fatalf("a valid post: %d %v", st, v)
+	}
+	if st, v := h.call("GET", base+"/boards/b/posts", "", tok...); st != 200 || v["count"] != float64(1) {
+		t.Fatalf("list: %d %v, want only the valid post", st, v)
+	}
+	for _, pid := range bad {
+		if st, v := h.call("GET", base+"/boards/b/posts/"+pid, "", tok...); st != 404 || v["code"] != "post_not_found" {
+			t.Fatalf("a mis-sealed post by id: %d %v, want 404 post_not_found", st, v)
+		}
+		if st, v := h.call("DELETE", base+"/boards/b/posts/"+pid+"?agent=a", "", tok...); st != 403 || v["code"] != "not_author" {
+			t.Fatalf("a mis-sealed post deleted by a member: %d %v, want 403 not_author", st, v)
+		}
+		if st, v := h.call("DELETE", base+"/boards/b/posts/"+pid, "", "x-cluster-token", admin); st != 200 {
+			t.Fatalf("a mis-sealed post deleted by the admin: %d %v", st, v)
+		}
+	}
+}
