@@ -28,7 +28,10 @@ var boardEvents = map[string]string{
 // the token, open them.
 type BoardEvent struct {
 	Cluster, Event, Slug, Post, Title string
-	Sealed                            string
+	// Key is the board's key (a private board's HMAC: Sealed's slug must
+	// be the one it stands for).
+	Key    string
+	Sealed string
 }
 
 type boardFrame struct {
@@ -41,7 +44,7 @@ type boardFrame struct {
 }
 
 func boardEventOf(a *BoardAction) BoardEvent {
-	ev := BoardEvent{Cluster: a.ID, Event: boardEvents[a.Op], Sealed: a.Frame}
+	ev := BoardEvent{Cluster: a.ID, Event: boardEvents[a.Op], Key: a.Board, Sealed: a.Frame}
 	if a.Op == ActPostCreate || a.Op == ActPostDelete {
 		ev.Post = a.Post
 	}
@@ -83,8 +86,10 @@ func (s *Service) boardEvent(ev BoardEvent) {
 	}
 	f := boardFrame{Kind: KindBoard, Event: ev.Event, Board: ev.Slug, Slug: ev.Slug, Post: ev.Post, Title: ev.Title}
 	if ev.Sealed != "" {
+		// A member's node sealed it: the directory could not check it.
 		var fi frameInfo
-		if unpack(r.seal, sealFrame, nil, ev.Sealed, &fi) != nil {
+		if unpack(r.seal, sealFrame, nil, ev.Sealed, &fi) != nil || !validSlug(fi.Slug) ||
+			boardKeyOf(r.cl, r.member, fi.Slug) != ev.Key || checkField("title", fi.Title, maxTitle, false, false) != nil {
 			return
 		}
 		f.Board, f.Slug, f.Title = fi.Slug, fi.Slug, fi.Title

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -351,7 +352,8 @@ func TestDeletedPostStaysDeadForTheReplayWindow(t *testing.T) {
 // TestMisSealedPrivatePostIsNeverShown: a member's software may seal
 // anything as a post (the directory cannot read it): content that does
 // not open as a valid post is never listed, and its id answers 404, not
-// a server error; only the admin may delete it.
+// a server error; only the admin may delete it. A board frame sealed
+// wrong (another board's slug, a bad title) is not sent to sockets.
 func TestMisSealedPrivatePostIsNeverShown(t *testing.T) {
 	h := newHarness(t, nil)
 	v := h.create(`{}`)
@@ -362,12 +364,17 @@ func TestMisSealedPrivatePostIsNeverShown(t *testing.T) {
 			t.Fatalf("%s %s: %d %v", req[0], req[1], st, v)
 		}
 	}
+	watch := h.dial(id, vals("agent", "w", "token", token)).listen()
+	watch.next(KindWelcome)
 	cl, _ := h.cat.Get(id)
 	g := &signer{cl: cl, member: token, seal: newSealer(id, token)}
 	var bad []string
-	for _, content := range []string{`not json`, `{"author":"a","title":"","body":"no title"}`, `{"author":"a b","title":"t"}`} {
+	for i, content := range []string{`not json`, `{"author":"a","title":"","body":"no title"}`, `{"author":"a b","title":"t"}`} {
 		a := BoardAction{Op: ActPostCreate, Board: g.boardKey("b"), Post: newPostID(), TTL: "7d", At: time.Now().UnixMilli(),
 			Sealed: sealString(g.seal, sealPost, []byte(content))}
+		// and frames no member's node would seal: another board's slug,
+		// an invalid one, a title out of bounds
+		g.frame(&a, []frameInfo{{Slug: "other", Title: "t"}, {Slug: "B!"}, {Slug: "b", Title: strings.Repeat("x", maxTitle+1)}}[i])
 		signed, err := g.sign(a)
 		if err == nil {
 			_, err = propose(h.svc.cfg.Log, Op{Board: &signed, Quota: &Quota{}})
@@ -380,6 +387,9 @@ func TestMisSealedPrivatePostIsNeverShown(t *testing.T) {
 	tok := []string{"x-cluster-token", token}
 	if st, v := h.call("POST", base+"/boards/b/posts?agent=alice", `{"title":"fine","ttl":"7d"}`, tok...); st != 201 {
 		t.Fatalf("a valid post: %d %v", st, v)
+	}
+	if f := watch.next(KindBoard); f["slug"] != "b" || f["title"] != "fine" {
+		t.Fatalf("the first board frame is %v, want the valid post's (the mis-sealed ones' frames are dropped)", f)
 	}
 	if st, v := h.call("GET", base+"/boards/b/posts", "", tok...); st != 200 || v["count"] != float64(1) {
 		t.Fatalf("list: %d %v, want only the valid post", st, v)
