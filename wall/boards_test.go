@@ -214,16 +214,9 @@ func TestBoardIdxQueryMatchesScan(t *testing.T) {
 // board whose index went is read again in full, posts committed since
 // included.
 func TestBoardIndexesAreBounded(t *testing.T) {
-	cat, p := memCatalog(t)
+	cat, p, g := memCluster(t, Public)
 	cat.SetIndexLimit(3)
-	rec, s, _, admin, err := newCluster(Public, Meta{Name: "city"}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := propose(p, Op{Create: &s}); err != nil {
-		t.Fatal(err)
-	}
-	g := &signer{admin: admin}
+	rec := g.cl
 	apply := func(a BoardAction) {
 		t.Helper()
 		g.cl, _ = cat.Get(rec.ID)
@@ -291,20 +284,11 @@ func TestBoardIndexesAreBounded(t *testing.T) {
 // copy of the creation replayed after the sweep of the deletion's first
 // ten minutes is still refused.
 func TestDeletedPostStaysDeadForTheReplayWindow(t *testing.T) {
-	cat, p := memCatalog(t)
-	rec, s, token, admin, err := newCluster(Private, Meta{Name: "club"}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := propose(p, Op{Create: &s}); err != nil {
-		t.Fatal(err)
-	}
+	cat, p, g := memCluster(t, Private)
 	t0 := time.Now()
-	cl, _ := cat.Get(rec.ID)
-	g := &signer{cl: cl, admin: admin, member: token, seal: newSealer(rec.ID, token)}
 	at := func(d time.Duration, a BoardAction) (Signed, error) {
 		t.Helper()
-		g.cl, _ = cat.Get(rec.ID)
+		g.cl, _ = cat.Get(g.cl.ID)
 		if a.At == 0 {
 			a.At = t0.Add(d).UnixMilli()
 		}
@@ -405,4 +389,24 @@ func TestMisSealedPrivatePostIsNeverShown(t *testing.T) {
 			t.Fatalf("a mis-sealed post deleted by the admin: %d %v", st, v)
 		}
 	}
+}
+
+// memCluster is a catalog holding a new cluster of visibility vis, and a
+// signer with the cluster's credentials.
+func memCluster(t *testing.T, vis string) (*Catalog, cmdlog.Proposer, *signer) {
+	t.Helper()
+	cat, p := memCatalog(t)
+	rec, s, token, admin, err := newCluster(vis, Meta{Name: "club"}, 1)
+	if err == nil {
+		_, err = propose(p, Op{Create: &s})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := cat.Get(rec.ID)
+	g := &signer{cl: cl, admin: admin}
+	if vis != Public {
+		g.member, g.seal = token, newSealer(rec.ID, token)
+	}
+	return cat, p, g
 }
