@@ -1,8 +1,11 @@
 package wall
 
 import (
+	"context"
 	"crypto/ed25519"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,5 +43,76 @@ func TestMemberProofChecked(t *testing.T) {
 	r := roster{Epoch: 1, Members: []member{cases[0].m, cases[2].m}}
 	if r.check("c_a") == nil {
 		t.Error("a roster with a forged proof passed")
+	}
+}
+
+// countVerifies counts the signature verifications until the test ends.
+func countVerifies(t *testing.T) *atomic.Int64 {
+	var n atomic.Int64
+	t.Cleanup(func() { verify = ed25519.Verify })
+	verify = func(pub ed25519.PublicKey, msg, sig []byte) bool {
+		n.Add(1)
+		return ed25519.Verify(pub, msg, sig)
+	}
+	return &n
+}
+
+// provenMembers are n members of cluster, each with a fresh proof of key.
+func provenMembers(n int, cluster string) []member {
+	out := make([]member, n)
+	for i := range out {
+		key := identity.GenerateKey()
+		h := fmt.Sprintf("m%d", i)
+		out[i] = member{Agent: h, DID: identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey)), Vis: VisPublic,
+			Proof: SignConnect(key, cluster, h, time.Now())}
+	}
+	return out
+}
+
+// TestRosterProofsVerifiedOnce: a roster taken again (every exchange,
+// every stale beat) does not cost its proofs' verifications again; a
+// remembered proof still proves nothing for another handle or cluster.
+func TestRosterProofsVerifiedOnce(t *testing.T) {
+	n := countVerifies(t)
+	r := roster{Epoch: 1, Members: provenMembers(50, "c_a")}
+	for range 3 {
+		if err := r.check("c_a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.Load(); got != 50 {
+		t.Fatalf("%d verifications for 3 checks of a roster of 50", got)
+	}
+	stolen := r.Members[0]
+	stolen.Agent = "mallory"
+	if stolen.check("c_a") == nil || r.Members[0].check("c_b") == nil {
+		t.Fatal("a remembered proof passed for another handle or cluster")
+	}
+}
+
+// TestStrangersRosterNotVerified: a node that peeks, or that the
+// rendezvous does not vouch for, has its roster's proofs left unchecked:
+// a stranger cannot make a node verify up to maxRoster signatures a
+// request.
+func TestStrangersRosterNotVerified(t *testing.T) {
+	h := newHarness(t, nil)
+	h.dial(LobbyID, vals("agent", "ann")).listen().next(KindWelcome)
+	mallory := rawPeer(t, h)
+	n := countVerifies(t)
+	ctx := context.Background()
+	claim := roster{Epoch: 1, Rev: 1, Members: provenMembers(20, LobbyID)}
+	ask := func(peek bool) error {
+		req := encodeWire(nil, "", rosterRequest{Cluster: LobbyID, Body: encodeWire(nil, sealRosterReq, claim), Peek: peek})
+		_, err := mallory.Request(ctx, h.host.ID(), rosterProto, req, maxRosterResp)
+		return err
+	}
+	if err := ask(true); err != nil {
+		t.Fatalf("a peek was refused: %v", err)
+	}
+	if ask(false) == nil {
+		t.Fatal("an unvouched node's roster exchange was answered")
+	}
+	if got := n.Load(); got != 0 {
+		t.Fatalf("a stranger's rosters cost %d verifications", got)
 	}
 }

@@ -381,12 +381,12 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
 		return nil, err // a private cluster's roster goes only to token holders
 	}
-	if err := theirs.check(q.Cluster); err != nil {
-		return nil, err
-	}
-	if !q.Peek {
+	if !q.Peek { // a peek's roster is not read: its proofs are not checked
 		if !r.vouched(ctx, from, asked) {
 			return nil, fmt.Errorf("%w: roster exchange from %s for %s refused", errUnvouched, from, q.Cluster)
+		}
+		if err := theirs.check(q.Cluster); err != nil { // a vouched node's only: up to maxRoster verifications
+			return nil, err
 		}
 		r.setRoster(from, theirs)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
