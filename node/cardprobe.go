@@ -145,7 +145,7 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 		result = registryapi.LiveUnreachable
 	}
 	p.probes.WithLabelValues(result).Inc() // counted before it shows
-	p.n.dir.RecordProbe(t.AgentID, t.Reg, p.n.cfg.Now(), err)
+	p.n.dir.RecordProbe(t.AgentID, t.Reg, t.Endpoint, p.n.cfg.Now(), err)
 	if err != nil || t.Pushed {
 		return
 	}

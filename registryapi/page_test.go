@@ -1,10 +1,12 @@
 package registryapi
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -104,4 +106,40 @@ func FuzzFullCard(f *testing.F) {
 		a.skills()
 		a.pricing()
 	})
+}
+
+// TestLivenessFollowsEndpoint: an agent that moves to another endpoint
+// does not keep the former one's reachability; the new one is due for a
+// probe at once, and a probe of the former one that ends late is dropped.
+func TestLivenessFollowsEndpoint(t *testing.T) {
+	h := newHarness(t)
+	key := identity.GenerateKey()
+	h.registerKeyed("mover", key)
+	a, _ := h.dir.Agent("mover")
+	h.dir.RecordProbe("mover", a.Reg, a.Endpoint, h.clock.Now(), nil)
+	state := func() string {
+		r := h.want(h.do("GET", "/agent/mover", "", "Accept", "application/json"), 200, "")
+		return r.body["liveness"].(map[string]any)["state"].(string)
+	}
+	if s := state(); s != LiveReachable {
+		t.Fatalf("after a probe that read the card: %s", s)
+	}
+	body := jsonBody(map[string]any{"agent_id": "mover", "capabilities": []string{"echo"}, "endpoint": "https://dead.example",
+		"pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+	h.want(h.signed(key, "POST", "/v1/agents/register", body), 200, "")
+	if s := state(); s != LiveUnchecked {
+		t.Fatalf("after moving to another endpoint: %s, want %s", s, LiveUnchecked)
+	}
+	due, _, err := h.dir.ProbesDue("", 10, 10, h.clock.Now(), time.Hour)
+	if err != nil || len(due) != 1 || due[0].Endpoint != "https://dead.example" {
+		t.Fatalf("probes due: %+v %v", due, err)
+	}
+	h.dir.RecordProbe("mover", a.Reg, a.Endpoint, h.clock.Now(), nil) // the former endpoint's, late
+	if s := state(); s != LiveUnchecked {
+		t.Fatalf("after a late probe of the former endpoint: %s", s)
+	}
+	h.dir.RecordProbe("mover", a.Reg, "https://dead.example", h.clock.Now(), errors.New("unreachable: timed out"))
+	if s := state(); s != LiveUnreachable {
+		t.Fatalf("after a failed probe of the new endpoint: %s", s)
+	}
 }
