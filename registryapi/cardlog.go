@@ -103,7 +103,7 @@ func (d *Directory) probeDue(a *Agent, now time.Time, every time.Duration) bool 
 // of agent id, unless it is the card kept already (or the agent hands its
 // own over): then it proposes nothing.
 func (d *Directory) ProposeCard(ctx context.Context, p cmdlog.Proposer, now time.Time, id string, reg uint64, raw []byte) (bool, error) {
-	card, _, err := parseFullCard(raw)
+	card, _, err := admitFullCard(raw)
 	if err != nil {
 		return false, err
 	}

@@ -2,7 +2,9 @@ package registryapi
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +143,30 @@ func TestLivenessFollowsEndpoint(t *testing.T) {
 	h.dir.RecordProbe("mover", a.Reg, "https://dead.example", h.clock.Now(), errors.New("unreachable: timed out"))
 	if s := state(); s != LiveUnreachable {
 		t.Fatalf("after a failed probe of the new endpoint: %s", s)
+	}
+}
+
+// TestFullCardDepthBounded: a card nesting past maxCardDepth is refused
+// with its registration, and when fetched (the probe's check); brackets
+// and escaped quotes inside strings do not count.
+func TestFullCardDepthBounded(t *testing.T) {
+	h := newHarness(t)
+	nested := func(depth int) json.RawMessage {
+		inner := `"deep \" [[[{{{"`
+		for range depth - 1 {
+			inner = `{"a":` + inner + `}`
+		}
+		return json.RawMessage(`{"name":"n","x":` + inner + `}`)
+	}
+	register := func(id string, card json.RawMessage) reply {
+		return h.do("POST", "/v1/agents/register", jsonBody(map[string]any{"agent_id": id, "capabilities": []string{"x"}, "full_card": card}))
+	}
+	h.want(register("deep-ok", nested(maxCardDepth)), 201, "")
+	r := h.want(register("too-deep", nested(maxCardDepth+1)), 400, "invalid_request")
+	if !strings.Contains(r.str("detail"), "32 deep") {
+		t.Fatalf("detail %q", r.str("detail"))
+	}
+	if ValidateFullCard(nested(maxCardDepth)) != nil || ValidateFullCard(nested(maxCardDepth+1)) == nil {
+		t.Fatal("the fetched cards' check does not bound the depth at 32")
 	}
 }
