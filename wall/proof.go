@@ -34,6 +34,11 @@ const maxProof = 512
 // (Tuning.ProofNonces): each is kept identity.NonceMemory.
 const DefaultProofNonces = 100_000
 
+// proofNoncesPerClient is the share of the proofs' nonces (of all) one
+// client address (httpx.AddrKey) may hold, so that one client cannot make
+// every signed connect wait: a hundredth.
+func proofNoncesPerClient(all int) int { return max(all/100, 1) }
+
 // SignConnect returns the proof that key's did is the did of the socket of
 // handle in cluster clusterID: the value of a connect request's Mesh-Sig
 // header, or of its query parameter sig.
@@ -135,9 +140,12 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	if d := now.Sub(time.Unix(h.TS, 0)); d > identity.ClockTolerance || d < -identity.ClockTolerance {
 		return ErrStaleProof.With("the proof's ts is %ds away from the node's clock (limit %ds)", int64(d/time.Second), int64(identity.ClockTolerance/time.Second))
 	}
-	switch err := s.proofNonces.Claim(h.Pubkey, h.Nonce, now); {
+	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), h.Pubkey, h.Nonce, now); {
 	case errors.Is(err, nonces.ErrFull):
 		return httpx.ErrUnavailable.With("too many signed connects in the last %v: retry shortly", identity.NonceMemory)
+	case errors.Is(err, nonces.ErrScopeFull):
+		return httpx.ErrRateLimited.With("too many signed connects from your address in the last %v (at most %d): retry in a few minutes",
+			identity.NonceMemory, proofNoncesPerClient(s.cfg.ProofNonces))
 	case err != nil:
 		return ErrProofReplay
 	}

@@ -3,7 +3,10 @@ package wall
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,5 +117,39 @@ func TestStrangersRosterNotVerified(t *testing.T) {
 	}
 	if got := n.Load(); got != 0 {
 		t.Fatalf("a stranger's rosters cost %d verifications", got)
+	}
+}
+
+// TestProofNoncesShareOfOneClient: one client address holds at most a
+// hundredth of the proofs' nonces, even with plain GETs that never become
+// sockets: past it that client gets 429, and another client still proves
+// its key.
+func TestProofNoncesShareOfOneClient(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ProofNonces = 200 }) // 2 a client
+	key := identity.GenerateKey()
+	get := func(from string) (int, map[string]any) {
+		q := vals("agent", "ann", "sig", SignConnect(key, LobbyID, "ann", time.Now())).Encode()
+		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+LobbyID+"/ws?"+q, nil)
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	for range 2 {
+		if status, body := get("127.0.0.1"); status != http.StatusUpgradeRequired {
+			t.Fatalf("a proven plain GET: %d %v", status, body)
+		}
+	}
+	if status, body := get("127.0.0.1"); status != http.StatusTooManyRequests || body["code"] != "rate_limited" {
+		t.Fatalf("past the client's share: %d %v", status, body)
+	}
+	if status, body := get("127.0.0.2"); status != http.StatusUpgradeRequired {
+		t.Fatalf("another client: %d %v", status, body)
 	}
 }
