@@ -1,6 +1,7 @@
 package safefetch
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"net/http"
@@ -34,6 +35,23 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/gzip-bomb", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		zw.Write(make([]byte, 8<<20)) // some 8 KiB on the wire
+		zw.Close()
+	})
+	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
+		for {
+			w.Write([]byte(" "))
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
 		}
 	})
 	mux.HandleFunc("/to-private", func(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +108,8 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		{"oversized (Content-Length)", client(loopbackAllowed()), srv.URL + "/big", ErrTooLarge, "1024"},
 		{"oversized (chunked)", client(loopbackAllowed()), srv.URL + "/big-chunked", ErrTooLarge, "1024"},
 		{"slow server", slow, srv.URL + "/slow", ErrUnreachable, "timed out"},
+		{"trickled body", slow, srv.URL + "/trickle", ErrUnreachable, "timed out"},
+		{"gzip bomb", client(loopbackAllowed()), srv.URL + "/gzip-bomb", ErrTooLarge, "1024"},
 		{"file scheme", client(loopbackAllowed()), "file:///etc/passwd", ErrScheme, "file"},
 		{"gopher scheme", client(loopbackAllowed()), "gopher://127.0.0.1" + port + "/", ErrScheme, "gopher"},
 		{"not found", client(loopbackAllowed()), srv.URL + "/nothing", ErrStatus, "404"},
