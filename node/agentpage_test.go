@@ -440,3 +440,31 @@ func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
 		t.Fatalf("the card was read %d times: the restart forgot when it was probed", n)
 	}
 }
+
+// TestCardFetchStaysOnTheWellKnownPath: an endpoint with a query and a
+// fragment does not aim the directory's fetch at another URL of its host:
+// the fetches go to the well-known paths under the endpoint's path.
+func TestCardFetchStaysOnTheWellKnownPath(t *testing.T) {
+	m := newMeshWith(t, probing)
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.RequestURI())
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	m.registerAgent(m.boot, "steer-1", identity.GenerateKey(), srv.URL+"/api/delete?id=5#")
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "steer-1")
+		return v["liveness"].(map[string]any)["state"] == registryapi.LiveUnreachable
+	}, "the endpoint was never probed")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, uri := range asked {
+		if uri != "/api/delete/.well-known/agent.json" && uri != "/api/delete/.well-known/agent-card.json" {
+			t.Fatalf("the directory asked for %q (all: %q)", uri, asked)
+		}
+	}
+}
