@@ -111,8 +111,9 @@ func FuzzFullCard(f *testing.F) {
 }
 
 // TestLivenessFollowsEndpoint: an agent that moves to another endpoint
-// does not keep the former one's reachability; the new one is due for a
-// probe at once, and a probe of the former one that ends late is dropped.
+// does not keep the former one's reachability, nor gets a probe sooner
+// for it (the new one is due when the former one's probe is refresh old),
+// and a probe of the former one that ends late is dropped.
 func TestLivenessFollowsEndpoint(t *testing.T) {
 	h := newHarness(t)
 	key := identity.GenerateKey()
@@ -132,9 +133,13 @@ func TestLivenessFollowsEndpoint(t *testing.T) {
 	if s := state(); s != LiveUnchecked {
 		t.Fatalf("after moving to another endpoint: %s, want %s", s, LiveUnchecked)
 	}
+	if due, _, err := h.dir.ProbesDue("", 10, 10, h.clock.Now(), time.Hour); err != nil || len(due) != 0 {
+		t.Fatalf("probes due at once after a move: %+v %v", due, err)
+	}
+	h.clock.Advance(time.Hour)
 	due, _, err := h.dir.ProbesDue("", 10, 10, h.clock.Now(), time.Hour)
 	if err != nil || len(due) != 1 || due[0].Endpoint != "https://dead.example" {
-		t.Fatalf("probes due: %+v %v", due, err)
+		t.Fatalf("probes due a refresh on: %+v %v", due, err)
 	}
 	h.dir.RecordProbe("mover", a.Reg, a.Endpoint, h.clock.Now(), nil) // the former endpoint's, late
 	if s := state(); s != LiveUnchecked {
