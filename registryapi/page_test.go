@@ -175,3 +175,24 @@ func TestFullCardDepthBounded(t *testing.T) {
 		t.Fatal("the fetched cards' check does not bound the depth at 32")
 	}
 }
+
+// TestPageLinksOnlyWebURLs: a script URL never becomes a link on the page:
+// the catalog refuses one as a listing's url, an endpoint is refused at
+// registration, and the template would defuse one that got through.
+func TestPageLinksOnlyWebURLs(t *testing.T) {
+	h := newHarness(t)
+	for _, u := range []string{"javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,<script>alert(1)</script>", "vbscript:x"} {
+		cat := jsonBody(map[string]any{"listings": []map[string]any{{"agent_id": "evil-1", "name": "E", "url": u}}})
+		h.want(h.signed(h.admin, "POST", "/v1/admin/catalog", cat), 400, "invalid_request")
+		h.want(h.do("POST", "/v1/agents/register", jsonBody(map[string]any{"agent_id": "evil-2", "capabilities": []string{"x"}, "endpoint": u})),
+			400, "invalid_request")
+		var out strings.Builder
+		v := &DiscoveryView{AgentID: "evil-1", Name: "E", Listing: &Listing{Name: "E", URL: u}, Card: &u, Liveness: LivenessView{State: LiveNoEndpoint}}
+		if err := pageTemplates.ExecuteTemplate(&out, "agent", newPageData(v)); err != nil {
+			t.Fatal(err)
+		}
+		if html := strings.ToLower(out.String()); strings.Contains(html, `href="`+strings.ToLower(u[:5])) {
+			t.Fatalf("%s became a link:\n%s", u, out.String())
+		}
+	}
+}
