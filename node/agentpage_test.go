@@ -468,3 +468,24 @@ func TestCardFetchStaysOnTheWellKnownPath(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeReasonHidesResolvedAddress: a refused endpoint's reason names
+// the class of address it led to, not the address the directory resolved
+// (its resolver may answer for internal names).
+func TestProbeReasonHidesResolvedAddress(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) {
+		probing(c)
+		c.Cards.Allow = nil
+	})
+	m.registerAgent(m.boot, "inner-1", identity.GenerateKey(), "http://localhost:1/")
+	var reason string
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "inner-1")
+		l := v["liveness"].(map[string]any)
+		reason, _ = l["reason"].(string)
+		return l["state"] == registryapi.LiveUnreachable
+	}, "the endpoint was never probed")
+	if !strings.Contains(reason, "loopback") || strings.Contains(reason, "127.0.0.1") || strings.Contains(reason, "::1") {
+		t.Fatalf("reason %q", reason)
+	}
+}

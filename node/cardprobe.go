@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -146,7 +147,7 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 		result = registryapi.LiveUnreachable
 	}
 	p.probes.WithLabelValues(result).Inc() // counted before it shows
-	p.n.dir.RecordProbe(t.AgentID, t.Reg, t.Endpoint, p.n.cfg.Now(), err)
+	p.n.dir.RecordProbe(t.AgentID, t.Reg, t.Endpoint, p.n.cfg.Now(), publicReason(err))
 	if err != nil || t.Pushed {
 		return
 	}
@@ -159,6 +160,18 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 	if proposed {
 		p.cards.Inc()
 	}
+}
+
+// publicReason is err as every node's page shows it: a refused address by
+// its class only, not the address, which the directory's resolver (maybe
+// one that answers for internal names) found for the stranger who
+// registered the endpoint.
+func publicReason(err error) error {
+	var fe *safefetch.ForbiddenError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%w: the endpoint leads to an address that is %s", safefetch.ErrForbidden, fe.Why)
+	}
+	return err
 }
 
 // fetchCard reads the card at endpoint's well-known paths.

@@ -91,10 +91,22 @@ func (c *Client) Check(ip netip.Addr) error {
 		}
 	}
 	if why := forbidden(ip); why != "" {
-		return fmt.Errorf("%w: %s is %s", ErrForbidden, ip, why)
+		return &ForbiddenError{IP: ip, Why: why}
 	}
 	return nil
 }
+
+// ForbiddenError is a refused address: IP, of the class Why (private,
+// loopback, ...). It is an ErrForbidden.
+type ForbiddenError struct {
+	IP  netip.Addr
+	Why string
+}
+
+func (e *ForbiddenError) Error() string { return fmt.Sprintf("%v: %s is %s", ErrForbidden, e.IP, e.Why) }
+
+// Unwrap makes a ForbiddenError an ErrForbidden.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > c.cfg.MaxRedirects {
