@@ -103,7 +103,9 @@ type ForbiddenError struct {
 	Why string
 }
 
-func (e *ForbiddenError) Error() string { return fmt.Sprintf("%v: %s is %s", ErrForbidden, e.IP, e.Why) }
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("%v: %s is %s", ErrForbidden, e.IP, e.Why)
+}
 
 // Unwrap makes a ForbiddenError an ErrForbidden.
 func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
