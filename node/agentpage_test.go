@@ -440,3 +440,52 @@ func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
 		t.Fatalf("the card was read %d times: the restart forgot when it was probed", n)
 	}
 }
+
+// TestCardFetchStaysOnTheWellKnownPath: an endpoint with a query and a
+// fragment does not aim the directory's fetch at another URL of its host:
+// the fetches go to the well-known paths under the endpoint's path.
+func TestCardFetchStaysOnTheWellKnownPath(t *testing.T) {
+	m := newMeshWith(t, probing)
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.RequestURI())
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	m.registerAgent(m.boot, "steer-1", identity.GenerateKey(), srv.URL+"/api/delete?id=5#")
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "steer-1")
+		return v["liveness"].(map[string]any)["state"] == registryapi.LiveUnreachable
+	}, "the endpoint was never probed")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, uri := range asked {
+		if uri != "/api/delete/.well-known/agent.json" && uri != "/api/delete/.well-known/agent-card.json" {
+			t.Fatalf("the directory asked for %q (all: %q)", uri, asked)
+		}
+	}
+}
+
+// TestProbeReasonHidesResolvedAddress: a refused endpoint's reason names
+// the class of address it led to, not the address the directory resolved
+// (its resolver may answer for internal names).
+func TestProbeReasonHidesResolvedAddress(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) {
+		probing(c)
+		c.Cards.Allow = nil
+	})
+	m.registerAgent(m.boot, "inner-1", identity.GenerateKey(), "http://localhost:1/")
+	var reason string
+	eventually(t, 15*time.Second, func() bool {
+		_, v := publicCard(t, m.boot, "inner-1")
+		l := v["liveness"].(map[string]any)
+		reason, _ = l["reason"].(string)
+		return l["state"] == registryapi.LiveUnreachable
+	}, "the endpoint was never probed")
+	if !strings.Contains(reason, "loopback") || strings.Contains(reason, "127.0.0.1") || strings.Contains(reason, "::1") {
+		t.Fatalf("reason %q", reason)
+	}
+}

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -145,7 +147,7 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 		result = registryapi.LiveUnreachable
 	}
 	p.probes.WithLabelValues(result).Inc() // counted before it shows
-	p.n.dir.RecordProbe(t.AgentID, t.Reg, p.n.cfg.Now(), err)
+	p.n.dir.RecordProbe(t.AgentID, t.Reg, t.Endpoint, p.n.cfg.Now(), publicReason(err))
 	if err != nil || t.Pushed {
 		return
 	}
@@ -160,13 +162,38 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 	}
 }
 
+// publicReason is err as every node's page shows it: a refused address by
+// its class only, not the address, which the directory's resolver (maybe
+// one that answers for internal names) found for the stranger who
+// registered the endpoint.
+func publicReason(err error) error {
+	var fe *safefetch.ForbiddenError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%w: the endpoint leads to an address that is %s", safefetch.ErrForbidden, fe.Why)
+	}
+	return err
+}
+
 // fetchCard reads the card at endpoint's well-known paths.
 func (p *cardProber) fetchCard(ctx context.Context, endpoint string) ([]byte, error) {
-	base := strings.TrimRight(endpoint, "/")
-	raw, err := p.fetch.Get(ctx, base+"/.well-known/agent.json", "application/json")
+	raw, err := p.fetch.Get(ctx, cardURL(endpoint, "agent.json"), "application/json")
 	var se *safefetch.StatusError
 	if errors.As(err, &se) && se.Code == 404 {
-		return p.fetch.Get(ctx, base+"/.well-known/agent-card.json", "application/json")
+		return p.fetch.Get(ctx, cardURL(endpoint, "agent-card.json"), "application/json")
 	}
 	return raw, err
+}
+
+// cardURL is the URL of the well-known file name under endpoint's path,
+// without the endpoint's query or fragment: appended to those, the
+// well-known path would be a query value or a fragment, and a stranger
+// could aim the directory's GET at any URL of a host.
+func cardURL(endpoint, name string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "" // registration checked it; safefetch refuses ""
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/.well-known/" + name
+	u.RawPath, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", "", false, "", ""
+	return u.String()
 }

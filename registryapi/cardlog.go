@@ -94,16 +94,18 @@ func (d *Directory) ProbesDue(after string, scan, max int, now time.Time, every 
 	return due, next, err
 }
 
+// probeDue reports whether a's last probe, of whichever endpoint, is every
+// old: an owner who changes endpoints does not get more probes for it.
 func (d *Directory) probeDue(a *Agent, now time.Time, every time.Duration) bool {
-	l, ok := d.Liveness(a)
-	return !ok || now.Sub(l.CheckedAt()) >= every
+	b, ok := d.presence.get(a.ID)
+	return !ok || b.Reg != a.Reg || b.Live == nil || now.Sub(b.Live.CheckedAt()) >= every
 }
 
 // ProposeCard proposes to p the full card fetched from registration reg
 // of agent id, unless it is the card kept already (or the agent hands its
 // own over): then it proposes nothing.
 func (d *Directory) ProposeCard(ctx context.Context, p cmdlog.Proposer, now time.Time, id string, reg uint64, raw []byte) (bool, error) {
-	card, _, err := parseFullCard(raw)
+	card, _, err := admitFullCard(raw)
 	if err != nil {
 		return false, err
 	}

@@ -20,6 +20,12 @@ import (
 // MaxFullCard bounds a full card the directory keeps.
 const MaxFullCard = 64 << 10
 
+// maxCardDepth bounds the nesting of a full card's objects and arrays
+// (A2A's own go 4 deep, a skill's JSON schema a few more): every node
+// keeps the card, and A2A tooling reads the mirror, so a card nested some
+// 30,000 deep in its 64 KiB would only cost them.
+const maxCardDepth = 32
+
 // Where a kept full card came from.
 const (
 	cardFromRegistration = "registration"
@@ -119,8 +125,41 @@ func (c *fullCard) validate() error {
 
 // ValidateFullCard checks a full card as the directory would keep it.
 func ValidateFullCard(raw []byte) error {
-	_, _, err := parseFullCard(raw)
+	_, _, err := admitFullCard(raw)
 	return err
+}
+
+// admitFullCard is parseFullCard for a card on its way to the log (handed
+// over or fetched), which must not nest past maxCardDepth. Applying the
+// log does not check the depth, so that entries taken before the bound
+// still apply.
+func admitFullCard(raw []byte) (json.RawMessage, *fullCard, error) {
+	if jsonDepth(raw) > maxCardDepth {
+		return nil, nil, httpx.ErrInvalid.With("full_card nests objects and arrays more than %d deep", maxCardDepth)
+	}
+	return parseFullCard(raw)
+}
+
+// jsonDepth is how deep JSON text b nests objects and arrays.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // view decodes a kept card; nil for none (or one that no longer decodes).
@@ -140,7 +179,7 @@ func fullCardOf(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	card, _, err := parseFullCard(raw)
+	card, _, err := admitFullCard(raw)
 	return card, err
 }
 

@@ -1,6 +1,8 @@
 package registryapi
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"time"
 	"unicode/utf8"
 )
@@ -21,6 +23,16 @@ type Liveness struct {
 	// FailingSince is the first failure of the failures since the last
 	// success; 0 while the last probe succeeded.
 	FailingSince int64 `json:"fs,omitempty"`
+	// Endpoint tags the endpoint probed (endpointTag): the record counts
+	// only while the agent keeps that endpoint, so that an agent cannot
+	// show a former endpoint's reachability for a new one.
+	Endpoint string `json:"e,omitempty"`
+}
+
+// endpointTag is a short digest of an endpoint, for Liveness.Endpoint.
+func endpointTag(endpoint string) string {
+	sum := sha256.Sum256([]byte(endpoint))
+	return base64.RawURLEncoding.EncodeToString(sum[:6])
 }
 
 // maxReasonLen bounds a failure's reason (it travels to every node).
@@ -57,16 +69,16 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// probe records a probe of registration reg of agent id.
-func (p *Presence) probe(id string, reg uint64, at time.Time, failure error) {
+// probe records a probe of endpoint of registration reg of agent id.
+func (p *Presence) probe(id string, reg uint64, endpoint string, at time.Time, failure error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, ok := p.beats[id]
 	if !ok || b.Reg != reg {
 		b = Beat{ID: id, Reg: reg}
 	}
-	var l Liveness
-	if b.Live != nil {
+	l := Liveness{Endpoint: endpointTag(endpoint)}
+	if b.Live != nil && b.Live.Endpoint == l.Endpoint {
 		l = *b.Live
 	}
 	l = l.after(at.UTC(), failure)
@@ -74,19 +86,21 @@ func (p *Presence) probe(id string, reg uint64, at time.Time, failure error) {
 	p.putLocked(b)
 }
 
-// RecordProbe records, on the directory node, a probe at at of the
-// endpoint of registration reg of agent id (failure nil when it read a
-// card), unless that registration is gone since the probe began.
-func (d *Directory) RecordProbe(id string, reg uint64, at time.Time, failure error) {
-	if a, err := d.Agent(id); err == nil && a.Reg == reg {
-		d.presence.probe(id, reg, at, failure)
+// RecordProbe records, on the directory node, a probe at at of endpoint,
+// the endpoint of registration reg of agent id (failure nil when it read
+// a card), unless that registration is gone, or has another endpoint,
+// since the probe began.
+func (d *Directory) RecordProbe(id string, reg uint64, endpoint string, at time.Time, failure error) {
+	if a, err := d.Agent(id); err == nil && a.Reg == reg && a.Endpoint == endpoint {
+		d.presence.probe(id, reg, endpoint, at, failure)
 	}
 }
 
-// Liveness returns the probes' record of a's current registration.
+// Liveness returns the probes' record of a's current registration and
+// endpoint.
 func (d *Directory) Liveness(a *Agent) (Liveness, bool) {
 	b, ok := d.presence.get(a.ID)
-	if !ok || b.Reg != a.Reg || b.Live == nil {
+	if !ok || b.Reg != a.Reg || b.Live == nil || b.Live.Endpoint != endpointTag(a.Endpoint) {
 		return Liveness{}, false
 	}
 	return *b.Live, true

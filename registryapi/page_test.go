@@ -1,10 +1,14 @@
 package registryapi
 
 import (
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -104,4 +108,91 @@ func FuzzFullCard(f *testing.F) {
 		a.skills()
 		a.pricing()
 	})
+}
+
+// TestLivenessFollowsEndpoint: an agent that moves to another endpoint
+// does not keep the former one's reachability, nor gets a probe sooner
+// for it (the new one is due when the former one's probe is refresh old),
+// and a probe of the former one that ends late is dropped.
+func TestLivenessFollowsEndpoint(t *testing.T) {
+	h := newHarness(t)
+	key := identity.GenerateKey()
+	h.registerKeyed("mover", key)
+	a, _ := h.dir.Agent("mover")
+	h.dir.RecordProbe("mover", a.Reg, a.Endpoint, h.clock.Now(), nil)
+	state := func() string {
+		r := h.want(h.do("GET", "/agent/mover", "", "Accept", "application/json"), 200, "")
+		return r.body["liveness"].(map[string]any)["state"].(string)
+	}
+	if s := state(); s != LiveReachable {
+		t.Fatalf("after a probe that read the card: %s", s)
+	}
+	body := jsonBody(map[string]any{"agent_id": "mover", "capabilities": []string{"echo"}, "endpoint": "https://dead.example",
+		"pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+	h.want(h.signed(key, "POST", "/v1/agents/register", body), 200, "")
+	if s := state(); s != LiveUnchecked {
+		t.Fatalf("after moving to another endpoint: %s, want %s", s, LiveUnchecked)
+	}
+	if due, _, err := h.dir.ProbesDue("", 10, 10, h.clock.Now(), time.Hour); err != nil || len(due) != 0 {
+		t.Fatalf("probes due at once after a move: %+v %v", due, err)
+	}
+	h.clock.Advance(time.Hour)
+	due, _, err := h.dir.ProbesDue("", 10, 10, h.clock.Now(), time.Hour)
+	if err != nil || len(due) != 1 || due[0].Endpoint != "https://dead.example" {
+		t.Fatalf("probes due a refresh on: %+v %v", due, err)
+	}
+	h.dir.RecordProbe("mover", a.Reg, a.Endpoint, h.clock.Now(), nil) // the former endpoint's, late
+	if s := state(); s != LiveUnchecked {
+		t.Fatalf("after a late probe of the former endpoint: %s", s)
+	}
+	h.dir.RecordProbe("mover", a.Reg, "https://dead.example", h.clock.Now(), errors.New("unreachable: timed out"))
+	if s := state(); s != LiveUnreachable {
+		t.Fatalf("after a failed probe of the new endpoint: %s", s)
+	}
+}
+
+// TestFullCardDepthBounded: a card nesting past maxCardDepth is refused
+// with its registration, and when fetched (the probe's check); brackets
+// and escaped quotes inside strings do not count.
+func TestFullCardDepthBounded(t *testing.T) {
+	h := newHarness(t)
+	nested := func(depth int) json.RawMessage {
+		inner := `"deep \" [[[{{{"`
+		for range depth - 1 {
+			inner = `{"a":` + inner + `}`
+		}
+		return json.RawMessage(`{"name":"n","x":` + inner + `}`)
+	}
+	register := func(id string, card json.RawMessage) reply {
+		return h.do("POST", "/v1/agents/register", jsonBody(map[string]any{"agent_id": id, "capabilities": []string{"x"}, "full_card": card}))
+	}
+	h.want(register("deep-ok", nested(maxCardDepth)), 201, "")
+	r := h.want(register("too-deep", nested(maxCardDepth+1)), 400, "invalid_request")
+	if !strings.Contains(r.str("detail"), "32 deep") {
+		t.Fatalf("detail %q", r.str("detail"))
+	}
+	if ValidateFullCard(nested(maxCardDepth)) != nil || ValidateFullCard(nested(maxCardDepth+1)) == nil {
+		t.Fatal("the fetched cards' check does not bound the depth at 32")
+	}
+}
+
+// TestPageLinksOnlyWebURLs: a script URL never becomes a link on the page:
+// the catalog refuses one as a listing's url, an endpoint is refused at
+// registration, and the template would defuse one that got through.
+func TestPageLinksOnlyWebURLs(t *testing.T) {
+	h := newHarness(t)
+	for _, u := range []string{"javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,<script>alert(1)</script>", "vbscript:x"} {
+		cat := jsonBody(map[string]any{"listings": []map[string]any{{"agent_id": "evil-1", "name": "E", "url": u}}})
+		h.want(h.signed(h.admin, "POST", "/v1/admin/catalog", cat), 400, "invalid_request")
+		h.want(h.do("POST", "/v1/agents/register", jsonBody(map[string]any{"agent_id": "evil-2", "capabilities": []string{"x"}, "endpoint": u})),
+			400, "invalid_request")
+		var out strings.Builder
+		v := &DiscoveryView{AgentID: "evil-1", Name: "E", Listing: &Listing{Name: "E", URL: u}, Card: &u, Liveness: LivenessView{State: LiveNoEndpoint}}
+		if err := pageTemplates.ExecuteTemplate(&out, "agent", newPageData(v)); err != nil {
+			t.Fatal(err)
+		}
+		if html := strings.ToLower(out.String()); strings.Contains(html, `href="`+strings.ToLower(u[:5])) {
+			t.Fatalf("%s became a link:\n%s", u, out.String())
+		}
+	}
 }

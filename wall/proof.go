@@ -2,10 +2,12 @@ package wall
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
@@ -32,6 +34,11 @@ const maxProof = 512
 // (Tuning.ProofNonces): each is kept identity.NonceMemory.
 const DefaultProofNonces = 100_000
 
+// proofNoncesPerClient is the share of the proofs' nonces (of all) one
+// client address (httpx.AddrKey) may hold, so that one client cannot make
+// every signed connect wait: a hundredth.
+func proofNoncesPerClient(all int) int { return max(all/100, 1) }
+
 // SignConnect returns the proof that key's did is the did of the socket of
 // handle in cluster clusterID: the value of a connect request's Mesh-Sig
 // header, or of its query parameter sig.
@@ -56,10 +63,56 @@ func checkProof(proof, cluster, handle, did string) (identity.SigHeader, error) 
 		return h, fmt.Errorf("sign %s, not %s", identity.SigVersion, identity.SigVersionBound)
 	case identity.DIDFromPublicKey(h.Pubkey) != did:
 		return h, errDIDMismatch
-	case !ed25519.Verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), []byte(handle), h.TS, h.Nonce), h.Sig):
+	case verifiedProofs.has(cluster, handle, proof):
+	case !verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), []byte(handle), h.TS, h.Nonce), h.Sig):
 		return h, fmt.Errorf("the signature does not verify over GET %s with the handle %q as the body", proofPath(cluster), handle)
+	default:
+		verifiedProofs.add(cluster, handle, proof)
 	}
 	return h, nil
+}
+
+// verify is ed25519.Verify; tests count its calls.
+var verify = ed25519.Verify
+
+// maxVerifiedProofs bounds the proofs remembered as verified.
+const maxVerifiedProofs = 100_000
+
+// verifiedProofs remembers the proofs that verified (their digests, at
+// most maxVerifiedProofs, all forgotten at once past it), so that the
+// members another node sends at every roster exchange, up to maxRoster of
+// them, cost a lookup each, not a signature verification: a node fetches
+// a roster whenever its digest looks stale, and a rogue node can make it
+// look so at every beat.
+var verifiedProofs = proofSet{m: map[[sha256.Size]byte]struct{}{}}
+
+type proofSet struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]struct{}
+}
+
+// proofKey names proof for handle in cluster: the proof holds the key and
+// what it signed but for those two.
+func proofKey(cluster, handle, proof string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(cluster + "\x00" + handle + "\x00" + proof))
+}
+
+func (s *proofSet) has(cluster, handle, proof string) bool {
+	k := proofKey(cluster, handle, proof)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[k]
+	return ok
+}
+
+func (s *proofSet) add(cluster, handle, proof string) {
+	k := proofKey(cluster, handle, proof)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= maxVerifiedProofs {
+		clear(s.m)
+	}
+	s.m[k] = struct{}{}
 }
 
 var errDIDMismatch = errors.New("the proof is signed by another key than the did's")
@@ -87,9 +140,12 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	if d := now.Sub(time.Unix(h.TS, 0)); d > identity.ClockTolerance || d < -identity.ClockTolerance {
 		return ErrStaleProof.With("the proof's ts is %ds away from the node's clock (limit %ds)", int64(d/time.Second), int64(identity.ClockTolerance/time.Second))
 	}
-	switch err := s.proofNonces.Claim(h.Pubkey, h.Nonce, now); {
+	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), h.Pubkey, h.Nonce, now); {
 	case errors.Is(err, nonces.ErrFull):
 		return httpx.ErrUnavailable.With("too many signed connects in the last %v: retry shortly", identity.NonceMemory)
+	case errors.Is(err, nonces.ErrScopeFull):
+		return httpx.ErrRateLimited.With("too many signed connects from your address in the last %v (at most %d): retry in a few minutes",
+			identity.NonceMemory, proofNoncesPerClient(s.cfg.ProofNonces))
 	case err != nil:
 		return ErrProofReplay
 	}

@@ -1,8 +1,14 @@
 package wall
 
 import (
+	"context"
 	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,5 +46,110 @@ func TestMemberProofChecked(t *testing.T) {
 	r := roster{Epoch: 1, Members: []member{cases[0].m, cases[2].m}}
 	if r.check("c_a") == nil {
 		t.Error("a roster with a forged proof passed")
+	}
+}
+
+// countVerifies counts the signature verifications until the test ends.
+func countVerifies(t *testing.T) *atomic.Int64 {
+	var n atomic.Int64
+	t.Cleanup(func() { verify = ed25519.Verify })
+	verify = func(pub ed25519.PublicKey, msg, sig []byte) bool {
+		n.Add(1)
+		return ed25519.Verify(pub, msg, sig)
+	}
+	return &n
+}
+
+// provenMembers are n members of cluster, each with a fresh proof of key.
+func provenMembers(n int, cluster string) []member {
+	out := make([]member, n)
+	for i := range out {
+		key := identity.GenerateKey()
+		h := fmt.Sprintf("m%d", i)
+		out[i] = member{Agent: h, DID: identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey)), Vis: VisPublic,
+			Proof: SignConnect(key, cluster, h, time.Now())}
+	}
+	return out
+}
+
+// TestRosterProofsVerifiedOnce: a roster taken again (every exchange,
+// every stale beat) does not cost its proofs' verifications again; a
+// remembered proof still proves nothing for another handle or cluster.
+func TestRosterProofsVerifiedOnce(t *testing.T) {
+	n := countVerifies(t)
+	r := roster{Epoch: 1, Members: provenMembers(50, "c_a")}
+	for range 3 {
+		if err := r.check("c_a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.Load(); got != 50 {
+		t.Fatalf("%d verifications for 3 checks of a roster of 50", got)
+	}
+	stolen := r.Members[0]
+	stolen.Agent = "mallory"
+	if stolen.check("c_a") == nil || r.Members[0].check("c_b") == nil {
+		t.Fatal("a remembered proof passed for another handle or cluster")
+	}
+}
+
+// TestStrangersRosterNotVerified: a node that peeks, or that the
+// rendezvous does not vouch for, has its roster's proofs left unchecked:
+// a stranger cannot make a node verify up to maxRoster signatures a
+// request.
+func TestStrangersRosterNotVerified(t *testing.T) {
+	h := newHarness(t, nil)
+	h.dial(LobbyID, vals("agent", "ann")).listen().next(KindWelcome)
+	mallory := rawPeer(t, h)
+	n := countVerifies(t)
+	ctx := context.Background()
+	claim := roster{Epoch: 1, Rev: 1, Members: provenMembers(20, LobbyID)}
+	ask := func(peek bool) error {
+		req := encodeWire(nil, "", rosterRequest{Cluster: LobbyID, Body: encodeWire(nil, sealRosterReq, claim), Peek: peek})
+		_, err := mallory.Request(ctx, h.host.ID(), rosterProto, req, maxRosterResp)
+		return err
+	}
+	if err := ask(true); err != nil {
+		t.Fatalf("a peek was refused: %v", err)
+	}
+	if ask(false) == nil {
+		t.Fatal("an unvouched node's roster exchange was answered")
+	}
+	if got := n.Load(); got != 0 {
+		t.Fatalf("a stranger's rosters cost %d verifications", got)
+	}
+}
+
+// TestProofNoncesShareOfOneClient: one client address holds at most a
+// hundredth of the proofs' nonces, even with plain GETs that never become
+// sockets: past it that client gets 429, and another client still proves
+// its key.
+func TestProofNoncesShareOfOneClient(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ProofNonces = 200 }) // 2 a client
+	key := identity.GenerateKey()
+	get := func(from string) (int, map[string]any) {
+		q := vals("agent", "ann", "sig", SignConnect(key, LobbyID, "ann", time.Now())).Encode()
+		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+LobbyID+"/ws?"+q, nil)
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	for range 2 {
+		if status, body := get("127.0.0.1"); status != http.StatusUpgradeRequired {
+			t.Fatalf("a proven plain GET: %d %v", status, body)
+		}
+	}
+	if status, body := get("127.0.0.1"); status != http.StatusTooManyRequests || body["code"] != "rate_limited" {
+		t.Fatalf("past the client's share: %d %v", status, body)
+	}
+	if status, body := get("127.0.0.2"); status != http.StatusUpgradeRequired {
+		t.Fatalf("another client: %d %v", status, body)
 	}
 }

@@ -79,7 +79,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
 		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{},
-		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces)}
+		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces).LimitScope(proofNoncesPerClient(cfg.ProofNonces))}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -381,12 +381,12 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
 		return nil, err // a private cluster's roster goes only to token holders
 	}
-	if err := theirs.check(q.Cluster); err != nil {
-		return nil, err
-	}
-	if !q.Peek {
+	if !q.Peek { // a peek's roster is not read: its proofs are not checked
 		if !r.vouched(ctx, from, asked) {
 			return nil, fmt.Errorf("%w: roster exchange from %s for %s refused", errUnvouched, from, q.Cluster)
+		}
+		if err := theirs.check(q.Cluster); err != nil { // a vouched node's only: up to maxRoster verifications
+			return nil, err
 		}
 		r.setRoster(from, theirs)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)

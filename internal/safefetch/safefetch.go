@@ -91,10 +91,24 @@ func (c *Client) Check(ip netip.Addr) error {
 		}
 	}
 	if why := forbidden(ip); why != "" {
-		return fmt.Errorf("%w: %s is %s", ErrForbidden, ip, why)
+		return &ForbiddenError{IP: ip, Why: why}
 	}
 	return nil
 }
+
+// ForbiddenError is a refused address: IP, of the class Why (private,
+// loopback, ...). It is an ErrForbidden.
+type ForbiddenError struct {
+	IP  netip.Addr
+	Why string
+}
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("%v: %s is %s", ErrForbidden, e.IP, e.Why)
+}
+
+// Unwrap makes a ForbiddenError an ErrForbidden.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > c.cfg.MaxRedirects {
@@ -202,6 +216,9 @@ func forbidden(ip netip.Addr) string {
 			return r.why
 		}
 	}
+	if ip.Is6() && !globalUnicast6.Contains(ip) && !nat64.Contains(ip) {
+		return "not global unicast IPv6"
+	}
 	return ""
 }
 
@@ -221,6 +238,9 @@ func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour = netip.MustParsePrefix("2002::/16")
+	// globalUnicast6 is where every reachable IPv6 host is (RFC 4291);
+	// outside it, only NAT64 (checked by the IPv4 it reaches) is fetched.
+	globalUnicast6 = netip.MustParsePrefix("2000::/3")
 )
 
 type forbiddenRange struct {
@@ -248,6 +268,11 @@ var forbiddenRanges = func() []forbiddenRange {
 		{"240.0.0.0/4", "reserved (and broadcast)"},
 		{"::/128", "unspecified"},
 		{"::1/128", "loopback"},
+		{"::/96", "IPv4-compatible (deprecated)"},
+		{"::ffff:0:0:0/96", "IPv4-translated (SIIT)"},
+		{"64:ff9b:1::/48", "local-use NAT64 (RFC 8215)"},
+		{"2001::/32", "Teredo (tunnels to an address it hides)"},
+		{"2001:db8::/32", "documentation"},
 		{"fc00::/7", "unique local (private)"},
 		{"fe80::/10", "link-local"},
 		{"ff00::/8", "multicast"},

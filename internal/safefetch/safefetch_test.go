@@ -1,6 +1,7 @@
 package safefetch
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"net/http"
@@ -34,6 +35,23 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/gzip-bomb", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		zw.Write(make([]byte, 8<<20)) // some 8 KiB on the wire
+		zw.Close()
+	})
+	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
+		for {
+			w.Write([]byte(" "))
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
 		}
 	})
 	mux.HandleFunc("/to-private", func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +92,13 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		{"fe80::", client(nil), "http://[fe80::1]/", ErrForbidden, "link-local"},
 		{"v4-mapped loopback", client(nil), "http://[::ffff:127.0.0.1]" + port + "/ok", ErrForbidden, "loopback"},
 		{"NAT64 of private", client(nil), "http://[64:ff9b::a00:1]/", ErrForbidden, "private"},
+		{"v4-compatible loopback", client(nil), "http://[::127.0.0.1]" + port + "/ok", ErrForbidden, "IPv4-compatible"},
+		{"v4-translated", client(nil), "http://[::ffff:0:a00:1]/", ErrForbidden, "IPv4-translated"},
+		{"local-use NAT64", client(nil), "http://[64:ff9b:1::a00:1]/", ErrForbidden, "local-use NAT64"},
+		{"Teredo", client(nil), "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", ErrForbidden, "Teredo"},
+		{"6to4 of loopback", client(nil), "http://[2002:7f00:1::1]/", ErrForbidden, "loopback"},
+		{"discard-only", client(nil), "http://[100::1]/", ErrForbidden, "not global unicast"},
+		{"zoned link-local", client(nil), "http://[fe80::1%25lo]" + port + "/", ErrForbidden, "link-local"},
 		{"multicast", client(nil), "http://224.0.0.1/", ErrForbidden, "multicast"},
 		{"name resolving to loopback", client(nil), "http://localhost" + port + "/ok", ErrForbidden, "loopback"},
 		{"redirect to 10/8", client(loopbackAllowed()), srv.URL + "/to-private", ErrForbidden, "10.1.2.3"},
@@ -83,6 +108,8 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		{"oversized (Content-Length)", client(loopbackAllowed()), srv.URL + "/big", ErrTooLarge, "1024"},
 		{"oversized (chunked)", client(loopbackAllowed()), srv.URL + "/big-chunked", ErrTooLarge, "1024"},
 		{"slow server", slow, srv.URL + "/slow", ErrUnreachable, "timed out"},
+		{"trickled body", slow, srv.URL + "/trickle", ErrUnreachable, "timed out"},
+		{"gzip bomb", client(loopbackAllowed()), srv.URL + "/gzip-bomb", ErrTooLarge, "1024"},
 		{"file scheme", client(loopbackAllowed()), "file:///etc/passwd", ErrScheme, "file"},
 		{"gopher scheme", client(loopbackAllowed()), "gopher://127.0.0.1" + port + "/", ErrScheme, "gopher"},
 		{"not found", client(loopbackAllowed()), srv.URL + "/nothing", ErrStatus, "404"},
@@ -106,7 +133,8 @@ func TestAllowNarrowsToItsRange(t *testing.T) {
 	c := client(allow)
 	for addr, ok := range map[string]bool{
 		"10.0.0.5": true, "10.0.0.6": false, "192.168.0.77": true, "192.168.1.1": false,
-		"127.0.0.1": false, "8.8.8.8": true, "2001:db8::1": true, "::1": false,
+		"127.0.0.1": false, "8.8.8.8": true, "2606:4700::1111": true, "::1": false,
+		"64:ff9b::808:808": true, "2002:808:808::1": true, "2001:db8::1": false,
 	} {
 		if err := c.Check(netip.MustParseAddr(addr)); (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed=%v", addr, err, ok)
