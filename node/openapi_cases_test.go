@@ -188,11 +188,16 @@ func clusterCases(h *apiHarness) {
 	pubID, _ := pub["cluster_id"].(string)
 	member := identity.GenerateKey()
 	did := identity.DIDFromPublicKey(member.Public().(ed25519.PublicKey))
-	h.run(apiCase{name: "join a wall proving a did", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did,
-		hdr: append(upgrade, identity.SigHeaderName, wall.SignConnect(member, pubID, "bob", h.m.clock.Now())), status: 101})
+	ch, _ := h.run(apiCase{name: "a connect challenge", method: "GET", path: "/v1/clusters/" + slug + "/challenge", status: 200})["challenge"].(string)
+	h.run(apiCase{name: "a challenge of an unknown cluster", method: "GET", path: "/v1/clusters/c_nope/challenge", status: 404, code: "cluster_not_found"})
+	h.run(apiCase{name: "join a wall proving a did", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did + "&challenge=" + ch,
+		hdr: append(upgrade, identity.SigHeaderName, wall.SignConnect(member, pubID, "bob", ch, h.m.clock.Now())), status: 101})
 	h.run(apiCase{name: "join a wall with another's proof", method: "GET",
-		path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did + "&sig=" + url.QueryEscape(wall.SignConnect(identity.GenerateKey(), pubID, "bob", h.m.clock.Now())),
+		path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did + "&challenge=" + ch + "&sig=" + url.QueryEscape(wall.SignConnect(identity.GenerateKey(), pubID, "bob", ch, h.m.clock.Now())),
 		hdr:  upgrade, status: 401, code: "did_mismatch"})
+	h.run(apiCase{name: "join a wall with a proof and no challenge", method: "GET",
+		path: "/v1/clusters/" + slug + "/ws?agent=bob&did=" + did + "&sig=" + url.QueryEscape(wall.SignConnect(member, pubID, "bob", ch, h.m.clock.Now())),
+		hdr:  upgrade, status: 401, code: "invalid_challenge"})
 	h.run(apiCase{name: "spectate a wall", method: "GET", path: "/v1/clusters/" + slug + "/ws?spectate=1", hdr: upgrade, status: 101})
 	h.run(apiCase{name: "spectate a private wall", method: "GET", path: "/v1/clusters/" + privID + "/ws?spectate=1&token=" + url.QueryEscape(priv["token"].(string)),
 		hdr: upgrade, status: 400, code: "invalid_request"})

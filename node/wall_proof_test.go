@@ -23,8 +23,9 @@ func TestWallProofOfKey(t *testing.T) {
 	alice, carol := identity.GenerateKey(), identity.GenerateKey()
 
 	// alice proves her key in the header, without naming her did.
-	hdr := http.Header{identity.SigHeaderName: {wall.SignConnect(alice, id, "alice", time.Now())}}
-	ca, resp, err := tryDialWallWith(t, b, id, q("agent", "alice"), hdr)
+	chb := challenge(t, b, id)
+	hdr := http.Header{identity.SigHeaderName: {wall.SignConnect(alice, id, "alice", chb, time.Now())}}
+	ca, resp, err := tryDialWallWith(t, b, id, q("agent", "alice", "challenge", chb), hdr)
 	if err != nil {
 		t.Fatalf("alice's signed connect: %v (%v)", err, resp)
 	}
@@ -43,7 +44,8 @@ func TestWallProofOfKey(t *testing.T) {
 
 	// carol proves hers in the query, on the other node: alice's node
 	// checks the proof again when the delta arrives.
-	cc := dialWall(t, c, id, q("agent", "carol", "did", didOf(carol), "sig", wall.SignConnect(carol, id, "carol", time.Now())))
+	chc := challenge(t, c, id)
+	cc := dialWall(t, c, id, q("agent", "carol", "did", didOf(carol), "challenge", chc, "sig", wall.SignConnect(carol, id, "carol", chc, time.Now())))
 	if w := cc.next("welcome"); w["did_verified"] != true {
 		t.Fatalf("carol's welcome: %v", w)
 	}
@@ -71,34 +73,47 @@ func TestWallProofOfKey(t *testing.T) {
 }
 
 // TestWallProofRefused: forged, misdirected, stale and replayed proofs are
-// refused before the upgrade, each with its code.
+// refused before the upgrade, each with its code; so is a proof presented
+// to another node than the one whose challenge it signed, although that
+// node saw it, valid, in the member's record.
 func TestWallProofRefused(t *testing.T) {
 	m := newMesh(t)
-	b := m.join()
+	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
 	other := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
 	alice, mallory := identity.GenerateKey(), identity.GenerateKey()
 	now := time.Now()
-	replayed := wall.SignConnect(alice, id, "alice", now)
-	if c := enterWall(t, b, id, q("agent", "alice", "sig", replayed)); c == nil {
-		t.Fatal("no socket")
+	ch := challenge(t, b, id)
+	sign := func(key ed25519.PrivateKey, cluster, handle, ch string, at time.Time) string {
+		return wall.SignConnect(key, cluster, handle, ch, at)
+	}
+	replayed := sign(alice, id, "alice", ch, now)
+	watcher := enterWall(t, c, id, q("agent", "watcher"))
+	enterWall(t, b, id, q("agent", "alice", "challenge", ch, "sig", replayed))
+	if p := watcher.next("presence"); p["agent"] != "alice" || p["did_verified"] != true {
+		t.Fatalf("node c's view of alice: %v", p)
 	}
 	cases := []struct {
 		name   string
+		node   *Node
 		query  []string
 		header string
 		status int
 		code   string
 	}{
-		{"signed by another key than the did's", []string{"agent", "alice", "did", didOf(alice), "sig", wall.SignConnect(mallory, id, "alice", now)}, "", 401, "did_mismatch"},
-		{"signed for another handle", []string{"agent", "mallory", "did", didOf(alice), "sig", wall.SignConnect(alice, id, "alice", now)}, "", 401, "invalid_signature"},
-		{"signed for another cluster", []string{"agent", "alice", "sig", wall.SignConnect(alice, other, "alice", now)}, "", 401, "invalid_signature"},
-		{"stale", []string{"agent", "alice", "sig", wall.SignConnect(alice, id, "alice", now.Add(-5*time.Minute))}, "", 401, "stale_signature"},
-		{"replayed", []string{"agent", "alice", "sig", replayed}, "", 401, "nonce_reused"},
-		{"replayed in the header", []string{"agent", "alice"}, replayed, 401, "nonce_reused"},
-		{"header and query both", []string{"agent", "alice", "sig", wall.SignConnect(alice, id, "alice", now)}, wall.SignConnect(alice, id, "alice", now), 401, "invalid_signature"},
-		{"garbage", []string{"agent", "alice", "sig", "v1 nope"}, "", 401, "invalid_signature"},
-		{"a bound signature", []string{"agent", "alice", "sig", identity.SignBound(alice, "GET", "/v1/clusters/"+id+"/ws", []byte("alice"), now, identity.Binding{})}, "", 401, "invalid_signature"},
+		{"signed by another key than the did's", b, []string{"agent", "alice", "did", didOf(alice), "challenge", ch, "sig", sign(mallory, id, "alice", ch, now)}, "", 401, "did_mismatch"},
+		{"signed for another handle", b, []string{"agent", "mallory", "did", didOf(alice), "challenge", ch, "sig", sign(alice, id, "alice", ch, now)}, "", 401, "invalid_signature"},
+		{"signed for another cluster", b, []string{"agent", "alice", "challenge", ch, "sig", sign(alice, other, "alice", ch, now)}, "", 401, "invalid_signature"},
+		{"signed for another challenge", b, []string{"agent", "alice", "challenge", ch, "sig", sign(alice, id, "alice", challenge(t, b, other), now)}, "", 401, "invalid_signature"},
+		{"without its challenge", b, []string{"agent", "alice", "sig", sign(alice, id, "alice", ch, now)}, "", 401, "invalid_challenge"},
+		{"another cluster's challenge", b, []string{"agent", "alice", "challenge", challenge(t, b, other), "sig", sign(alice, id, "alice", challenge(t, b, other), now)}, "", 401, "invalid_challenge"},
+		{"stale", b, []string{"agent", "alice", "challenge", ch, "sig", sign(alice, id, "alice", ch, now.Add(-5*time.Minute))}, "", 401, "stale_signature"},
+		{"replayed", b, []string{"agent", "alice", "challenge", ch, "sig", replayed}, "", 401, "nonce_reused"},
+		{"replayed in the header", b, []string{"agent", "alice", "challenge", ch}, replayed, 401, "nonce_reused"},
+		{"replayed to another node", c, []string{"agent", "alice", "challenge", ch, "sig", replayed}, "", 401, "invalid_challenge"},
+		{"header and query both", b, []string{"agent", "alice", "challenge", ch, "sig", sign(alice, id, "alice", ch, now)}, sign(alice, id, "alice", ch, now), 401, "invalid_signature"},
+		{"garbage", b, []string{"agent", "alice", "challenge", ch, "sig", "v1 nope"}, "", 401, "invalid_signature"},
+		{"a bound signature", b, []string{"agent", "alice", "challenge", ch, "sig", identity.SignBound(alice, "GET", "/v1/clusters/"+id+"/ws", []byte("alice\n"+ch), now, identity.Binding{})}, "", 401, "invalid_signature"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,9 +121,9 @@ func TestWallProofRefused(t *testing.T) {
 			if tc.header != "" {
 				h = http.Header{identity.SigHeaderName: {tc.header}}
 			}
-			c, resp, err := tryDialWallWith(t, b, id, q(tc.query...), h)
+			ws, resp, err := tryDialWallWith(t, tc.node, id, q(tc.query...), h)
 			if err == nil {
-				t.Fatalf("socket opened: %v", c.next("welcome"))
+				t.Fatalf("socket opened: %v", ws.next("welcome"))
 			}
 			if resp == nil || resp.StatusCode != tc.status {
 				t.Fatalf("status %v, want %d", resp, tc.status)
@@ -118,6 +133,17 @@ func TestWallProofRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// challenge fetches a connect challenge for cluster id from n.
+func challenge(t *testing.T, n *Node, id string) string {
+	t.Helper()
+	st, v := call(t, n, "GET", "/v1/clusters/"+id+"/challenge", "")
+	ch, _ := v["challenge"].(string)
+	if st != 200 || ch == "" || v["cluster_id"] != id {
+		t.Fatalf("challenge of %s: %d %v", id, st, v)
+	}
+	return ch
 }
 
 func didOf(key ed25519.PrivateKey) string {

@@ -2,10 +2,14 @@ package wall
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -117,3 +121,42 @@ func (c *Client) Send(ctx context.Context, payload any, to ...string) error {
 
 // Close says goodbye and closes the socket.
 func (c *Client) Close() error { return c.conn.Close(websocket.StatusNormalClosure, "bye") }
+
+// SignedURL returns wall address wsURL (ws://node/v1/clusters/<id or
+// slug>/ws?agent=...) with a proof that the socket holds key's did: it
+// fetches a challenge from the node wsURL names and adds challenge= and
+// sig= (SignConnect), which Dial then presents. Use it right before Dial:
+// the challenge lasts 120 s.
+func SignedURL(ctx context.Context, wsURL string, key ed25519.PrivateKey) (string, error) {
+	u, err := url.Parse(wsURL)
+	if err != nil {
+		return "", err
+	}
+	scheme := map[string]string{"ws": "http", "wss": "https"}[u.Scheme]
+	if scheme == "" || !strings.HasSuffix(u.Path, "/ws") {
+		return "", fmt.Errorf("wall: %q is not a wall address (ws://…/v1/clusters/<id>/ws)", wsURL)
+	}
+	at := url.URL{Scheme: scheme, Host: u.Host, Path: strings.TrimSuffix(u.Path, "/ws") + "/challenge"}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, at.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("wall: fetching a challenge: %w", err)
+	}
+	defer resp.Body.Close()
+	var c struct {
+		ClusterID string `json:"cluster_id"`
+		Challenge string `json:"challenge"`
+		Detail    string `json:"detail"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&c); err != nil || resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("wall: fetching a challenge: %s %s", resp.Status, c.Detail)
+	}
+	q := u.Query()
+	q.Set("challenge", c.Challenge)
+	q.Set("sig", SignConnect(key, c.ClusterID, q.Get("agent"), c.Challenge, time.Now()))
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}

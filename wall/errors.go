@@ -52,3 +52,8 @@ var (
 // post. Not the client's fault.
 var ErrClockSkew = httpx.E(http.StatusServiceUnavailable, "clock_skew",
 	"this node's clock is more than 10 minutes from the directory's: its operator must set it right (NTP)")
+
+// ErrBadChallenge: a proof of key signs a challenge this node issued
+// lately (challenge.go).
+var ErrBadChallenge = httpx.E(http.StatusUnauthorized, "invalid_challenge",
+	"the proof's challenge is not one this node issued for this cluster in the last 120 s: fetch one with GET /v1/clusters/<id>/challenge from the node you connect to")

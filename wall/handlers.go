@@ -39,6 +39,7 @@ func (s *Service) Routes(mux httpx.Router) {
 	h("GET /v1/clusters/{id}", s.get)
 	h("DELETE /v1/clusters/{id}", s.delete)
 	h("GET /v1/clusters/{id}/ws", s.connect)
+	h("GET /v1/clusters/{id}/challenge", s.challenge)
 	h("GET /v1/clusters/{id}/history", s.history)
 	s.boardRoutes(h)
 }
@@ -255,6 +256,7 @@ type joinQuery struct {
 	agent, did, vis, token string
 	owner                  bool
 	proof                  string // the did's proof of key (proof.go), "" when unproved
+	challenge              string // the challenge proof signed
 	// spectate: a read-only ghost of a public cluster (spectate=1), as the
 	// cluster's web page connects: it receives broadcasts and presence,
 	// never a direct message, and every frame it sends is refused.

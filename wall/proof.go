@@ -17,8 +17,9 @@ import (
 
 // Proof of key on connect (docs/api.md, "Proving a did"). A client that
 // connects with a did may prove it holds the did's key: a Mesh-Sig (v1)
-// over GET, the socket's path without its query, and the handle's bytes as
-// the body. It travels in the upgrade request's Mesh-Sig header, or, from
+// over GET, the socket's path without its query, and as the body its
+// handle, a line feed and a challenge the node issued (challenge.go),
+// which the connect names in its query parameter challenge. It travels in the upgrade request's Mesh-Sig header, or, from
 // a browser, which cannot set headers, in the query parameter sig. The
 // node checks it (time and nonce too) before the upgrade, and the socket's
 // welcome and presence frames say did_verified. The proof travels on with
@@ -40,20 +41,24 @@ const DefaultProofNonces = 100_000
 func proofNoncesPerClient(all int) int { return max(all/100, 1) }
 
 // SignConnect returns the proof that key's did is the did of the socket of
-// handle in cluster clusterID: the value of a connect request's Mesh-Sig
-// header, or of its query parameter sig.
-func SignConnect(key ed25519.PrivateKey, clusterID, handle string, now time.Time) string {
-	return identity.Sign(key, http.MethodGet, proofPath(clusterID), []byte(handle), now)
+// handle in cluster clusterID, for the node that issued challenge: the
+// value of a connect request's Mesh-Sig header, or of its query parameter
+// sig (the connect also names the challenge).
+func SignConnect(key ed25519.PrivateKey, clusterID, handle, challenge string, now time.Time) string {
+	return identity.Sign(key, http.MethodGet, proofPath(clusterID), connectBody(handle, challenge), now)
 }
+
+// connectBody is the body a connect proof signs.
+func connectBody(handle, challenge string) []byte { return []byte(handle + "\n" + challenge) }
 
 // proofPath is the path a connect proof signs: the socket's, by id.
 func proofPath(clusterID string) string { return "/v1/clusters/" + clusterID + "/ws" }
 
-// checkProof checks that proof is did's signature for handle in cluster:
-// everything but its time.
-func checkProof(proof, cluster, handle, did string) (identity.SigHeader, error) {
-	if len(proof) > maxProof {
-		return identity.SigHeader{}, fmt.Errorf("longer than %d bytes", maxProof)
+// checkProof checks that proof is did's signature for handle in cluster
+// and challenge: everything but its time and whose challenge it is.
+func checkProof(proof, challenge, cluster, handle, did string) (identity.SigHeader, error) {
+	if len(proof) > maxProof || len(challenge) > maxChallenge {
+		return identity.SigHeader{}, fmt.Errorf("proof longer than %d bytes or challenge longer than %d", maxProof, maxChallenge)
 	}
 	h, err := identity.ParseSigHeader(proof)
 	switch {
@@ -63,11 +68,11 @@ func checkProof(proof, cluster, handle, did string) (identity.SigHeader, error) 
 		return h, fmt.Errorf("sign %s, not %s", identity.SigVersion, identity.SigVersionBound)
 	case identity.DIDFromPublicKey(h.Pubkey) != did:
 		return h, errDIDMismatch
-	case verifiedProofs.has(cluster, handle, proof):
-	case !verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), []byte(handle), h.TS, h.Nonce), h.Sig):
-		return h, fmt.Errorf("the signature does not verify over GET %s with the handle %q as the body", proofPath(cluster), handle)
+	case verifiedProofs.has(cluster, handle, challenge, proof):
+	case !verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), connectBody(handle, challenge), h.TS, h.Nonce), h.Sig):
+		return h, fmt.Errorf("the signature does not verify over GET %s with the body %q", proofPath(cluster), connectBody(handle, challenge))
 	default:
-		verifiedProofs.add(cluster, handle, proof)
+		verifiedProofs.add(cluster, handle, challenge, proof)
 	}
 	return h, nil
 }
@@ -91,22 +96,22 @@ type proofSet struct {
 	m  map[[sha256.Size]byte]struct{}
 }
 
-// proofKey names proof for handle in cluster: the proof holds the key and
-// what it signed but for those two.
-func proofKey(cluster, handle, proof string) [sha256.Size]byte {
-	return sha256.Sum256([]byte(cluster + "\x00" + handle + "\x00" + proof))
+// proofKey names proof for handle and challenge in cluster: the proof
+// holds the key and what it signed but for those three.
+func proofKey(cluster, handle, challenge, proof string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(cluster + "\x00" + handle + "\x00" + challenge + "\x00" + proof))
 }
 
-func (s *proofSet) has(cluster, handle, proof string) bool {
-	k := proofKey(cluster, handle, proof)
+func (s *proofSet) has(cluster, handle, challenge, proof string) bool {
+	k := proofKey(cluster, handle, challenge, proof)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.m[k]
 	return ok
 }
 
-func (s *proofSet) add(cluster, handle, proof string) {
-	k := proofKey(cluster, handle, proof)
+func (s *proofSet) add(cluster, handle, challenge, proof string) {
+	k := proofKey(cluster, handle, challenge, proof)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.m) >= maxVerifiedProofs {
@@ -129,7 +134,11 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 			j.did = identity.DIDFromPublicKey(h.Pubkey)
 		}
 	}
-	h, err := checkProof(proof, cl.ID, j.agent, j.did)
+	challenge := r.URL.Query().Get("challenge")
+	if challenge == "" {
+		return ErrBadChallenge.With("a proof of key signs a challenge of this node, named by ?challenge=: fetch one with GET /v1/clusters/%s/challenge", cl.ID)
+	}
+	h, err := checkProof(proof, challenge, cl.ID, j.agent, j.did)
 	switch {
 	case errors.Is(err, errDIDMismatch):
 		return ErrDIDMismatch.With("the proof is signed by %s, not by the key of did %s", identity.DIDFromPublicKey(h.Pubkey), j.did)
@@ -137,6 +146,9 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 		return ErrBadProof.With("proof of key: %v", err)
 	}
 	now := s.cfg.Now()
+	if err := s.challenges.check(cl.ID, challenge, now); err != nil {
+		return err
+	}
 	if d := now.Sub(time.Unix(h.TS, 0)); d > identity.ClockTolerance || d < -identity.ClockTolerance {
 		return ErrStaleProof.With("the proof's ts is %ds away from the node's clock (limit %ds)", int64(d/time.Second), int64(identity.ClockTolerance/time.Second))
 	}
@@ -149,7 +161,7 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	case err != nil:
 		return ErrProofReplay
 	}
-	j.proof = proof
+	j.proof, j.challenge = proof, challenge
 	return nil
 }
 

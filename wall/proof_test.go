@@ -22,28 +22,32 @@ func TestMemberProofChecked(t *testing.T) {
 	key, other := identity.GenerateKey(), identity.GenerateKey()
 	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
 	long := time.Now().Add(-30 * 24 * time.Hour) // connected a month ago
-	good := SignConnect(key, "c_a", "alice", long)
+	const ch = "challenge-of-b"
+	good := SignConnect(key, "c_a", "alice", ch, long)
 	cases := []struct {
 		name string
 		m    member
 		ok   bool
 	}{
-		{"valid, however old", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good}, true},
+		{"valid, however old", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good, Challenge: ch}, true},
+		{"another challenge", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good, Challenge: "challenge-of-c"}, false},
+		{"no challenge", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good}, false},
 		{"no proof", member{Agent: "alice", DID: did, Vis: VisPublic}, true},
-		{"another handle", member{Agent: "mallory", DID: did, Vis: VisPublic, Proof: good}, false},
-		{"another did", member{Agent: "alice", DID: identity.DIDFromPublicKey(other.Public().(ed25519.PublicKey)), Vis: VisPublic, Proof: good}, false},
-		{"signed by another key", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: SignConnect(other, "c_a", "alice", long)}, false},
-		{"another cluster", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: SignConnect(key, "c_b", "alice", long)}, false},
-		{"a proof without a did", member{Agent: "alice", Vis: VisPublic, Proof: good}, false},
+		{"another handle", member{Agent: "mallory", DID: did, Vis: VisPublic, Proof: good, Challenge: ch}, false},
+		{"another did", member{Agent: "alice", DID: identity.DIDFromPublicKey(other.Public().(ed25519.PublicKey)), Vis: VisPublic, Proof: good, Challenge: ch}, false},
+		{"signed by another key", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: SignConnect(other, "c_a", "alice", ch, long), Challenge: ch}, false},
+		{"another cluster", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: SignConnect(key, "c_b", "alice", ch, long), Challenge: ch}, false},
+		{"a proof without a did", member{Agent: "alice", Vis: VisPublic, Proof: good, Challenge: ch}, false},
 		{"garbage", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: "v1 x"}, false},
-		{"oversized", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good + strings.Repeat(" ", maxProof)}, false},
+		{"oversized", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good + strings.Repeat(" ", maxProof), Challenge: ch}, false},
+		{"oversized challenge", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good, Challenge: strings.Repeat("c", maxChallenge+1)}, false},
 	}
 	for _, tc := range cases {
 		if err := tc.m.check("c_a"); (err == nil) != tc.ok {
 			t.Errorf("%s: check = %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
-	r := roster{Epoch: 1, Members: []member{cases[0].m, cases[2].m}}
+	r := roster{Epoch: 1, Members: []member{cases[0].m, cases[4].m}}
 	if r.check("c_a") == nil {
 		t.Error("a roster with a forged proof passed")
 	}
@@ -67,7 +71,7 @@ func provenMembers(n int, cluster string) []member {
 		key := identity.GenerateKey()
 		h := fmt.Sprintf("m%d", i)
 		out[i] = member{Agent: h, DID: identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey)), Vis: VisPublic,
-			Proof: SignConnect(key, cluster, h, time.Now())}
+			Proof: SignConnect(key, cluster, h, "ch", time.Now()), Challenge: "ch"}
 	}
 	return out
 }
@@ -128,7 +132,8 @@ func TestProofNoncesShareOfOneClient(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.ProofNonces = 200 }) // 2 a client
 	key := identity.GenerateKey()
 	get := func(from string) (int, map[string]any) {
-		q := vals("agent", "ann", "sig", SignConnect(key, LobbyID, "ann", time.Now())).Encode()
+		ch := h.svc.challenges.issue(LobbyID, time.Now())
+		q := vals("agent", "ann", "challenge", ch, "sig", SignConnect(key, LobbyID, "ann", ch, time.Now())).Encode()
 		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+LobbyID+"/ws?"+q, nil)
 		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 		c := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}

@@ -28,7 +28,7 @@ const (
 	receiptProtoV1 = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
 	// A roster travels as JSON, base64 inside the request's JSON: twice
 	// its members' worst case covers both.
-	maxRosterReq  = 2 * (maxRoster*(maxHandleLen+maxDIDLen+64) + 4096)
+	maxRosterReq  = 2 * (maxRoster*(maxHandleLen+maxDIDLen+maxProof+maxChallenge+128) + 4096)
 	maxRosterResp = maxRosterReq
 )
 
@@ -54,6 +54,7 @@ type Service struct {
 	joins        pendingJoins      // joins queued for the directory, not answered yet
 	sendMemory   sendMemory        // frames waiting for the sockets
 	proofNonces  *nonces.Memory    // of connect proofs (proof.go)
+	challenges   challenger        // for connect proofs (challenge.go)
 
 	joiningMu sync.Mutex
 	joining   map[string]bool // on the directory: clusters being logged as joined
@@ -79,7 +80,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
 		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{},
-		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces).LimitScope(proofNoncesPerClient(cfg.ProofNonces))}
+		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces).LimitScope(proofNoncesPerClient(cfg.ProofNonces)),
+		challenges:  newChallenger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil

@@ -79,8 +79,10 @@ type socket struct {
 	handle string
 	did    string
 	proof  string // the did's proof of key (proof.go), "" when unproved
-	vis    string
-	owner  bool
+	// challenge is the node's challenge the proof signed.
+	challenge string
+	vis       string
+	owner     bool
 	// spectator: a ghost holding a private cluster's token, which
 	// receives every direct message of the room (spec 5).
 	spectator bool
@@ -140,12 +142,12 @@ func text(data []byte) outFrame { return outFrame{f: &frame{data: data}} }
 
 // member is the socket as other nodes see it.
 func (s *socket) member() member {
-	return member{Agent: s.handle, DID: s.did, Vis: s.vis, Proof: s.proof}
+	return member{Agent: s.handle, DID: s.did, Vis: s.vis, Proof: s.proof, Challenge: s.challenge}
 }
 
 func newSocket(conn *wsConn, svc *Service, j joinQuery) *socket {
 	c := &svc.cfg
-	return &socket{conn: conn, svc: svc, wg: &svc.wg, handle: j.agent, did: j.did, proof: j.proof, vis: j.vis, owner: j.owner, limit: c.SendQueue,
+	return &socket{conn: conn, svc: svc, wg: &svc.wg, handle: j.agent, did: j.did, proof: j.proof, challenge: j.challenge, vis: j.vis, owner: j.owner, limit: c.SendQueue,
 		sendLimit: sendLimiter(c.SocketRate, c.socketBurst()), controls: rate.NewLimiter(rate.Limit(c.ControlRate), max(1, burstOf(c.ControlRate))),
 		done: make(chan struct{}), freed: make(chan struct{}, 1)}
 }

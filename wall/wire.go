@@ -78,6 +78,9 @@ type member struct {
 	// Proof is the did's proof of key (proof.go), checked again by every
 	// node that takes the member; "" when the did is only claimed.
 	Proof string `json:"proof,omitempty"`
+	// Challenge is the challenge of the node it connected to, which the
+	// proof signed.
+	Challenge string `json:"challenge,omitempty"`
 }
 
 // check validates a member of cluster's roster on another node.
@@ -98,7 +101,7 @@ func (m member) check(cluster string) error {
 		return err
 	}
 	if m.Proof != "" {
-		if _, err := checkProof(m.Proof, cluster, m.Agent, m.DID); err != nil {
+		if _, err := checkProof(m.Proof, m.Challenge, cluster, m.Agent, m.DID); err != nil {
 			return fmt.Errorf("member %q: proof of key: %w", m.Agent, err)
 		}
 	}

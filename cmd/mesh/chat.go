@@ -52,7 +52,7 @@ key (mesh keygen), proving your did:key: the others see did_verified.`,
 			}
 			u, err := chatURL(args[0], nodeURL, given, defaults)
 			if err == nil && keyFile != "" {
-				u, err = signChatURL(u, keyFile)
+				u, err = signedURL(cmd.Context(), u, keyFile)
 			}
 			if err != nil {
 				return err
@@ -66,7 +66,7 @@ key (mesh keygen), proving your did:key: the others see did_verified.`,
 	f.StringVar(&token, "token", env("MESH_CLUSTER_TOKEN", ""), "cluster token (ck_) or admin token (ak_); private clusters need one (env MESH_CLUSTER_TOKEN)")
 	f.StringVar(&vis, "vis", "", "your visibility: public (default), private or ghost")
 	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified unless --key proves it)")
-	f.StringVar(&keyFile, "key", "", "sign the connect with this key file, proving your did:key (the cluster must be given by id, not slug)")
+	f.StringVar(&keyFile, "key", "", "sign the connect with this key file, proving your did:key")
 	return c
 }
 
@@ -106,25 +106,16 @@ func chatURL(arg, nodeURL string, given, defaults url.Values) (string, error) {
 	return u.String(), nil
 }
 
-// signChatURL adds to wall address u the proof of the key in keyFile
-// (wall.SignConnect), and its did unless u names one.
-func signChatURL(u, keyFile string) (string, error) {
+// signedURL adds to wall address u the proof of the key in keyFile
+// (wall.SignedURL).
+func signedURL(ctx context.Context, u, keyFile string) (string, error) {
 	key, err := identity.LoadKey(keyFile)
 	if err != nil {
 		return "", err
 	}
-	pu, err := url.Parse(u)
-	if err != nil {
-		return "", err
-	}
-	id := strings.TrimSuffix(strings.TrimPrefix(pu.Path, "/v1/clusters/"), "/ws")
-	if !strings.HasPrefix(id, "c_") || strings.Contains(id, "/") {
-		return "", fmt.Errorf("--key signs for a cluster id (c_...): %q is not one", id)
-	}
-	q := pu.Query()
-	q.Set("sig", wall.SignConnect(key, id, q.Get("agent"), time.Now()))
-	pu.RawQuery = q.Encode()
-	return pu.String(), nil
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return wall.SignedURL(ctx, u, key)
 }
 
 // answerWait bounds how long chat waits, at the end of its input, for the
