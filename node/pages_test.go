@@ -167,7 +167,8 @@ func TestClusterPagesHTTP(t *testing.T) {
 func TestClusterPageAssets(t *testing.T) {
 	n := startNode(t, testConfig(t, t.TempDir()))
 	for file, ctype := range map[string]string{
-		"cluster.js": "text/javascript; charset=utf-8", "wall.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
+		"cluster.js": "text/javascript; charset=utf-8", "boards.js": "text/javascript; charset=utf-8",
+		"wall.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
 	} {
 		p := getPage(t, n, "/assets/wall/"+file)
 		if p.status != 200 || p.header.Get("Content-Type") != ctype || p.header.Get("X-Content-Type-Options") != "nosniff" {
