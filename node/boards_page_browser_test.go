@@ -15,7 +15,9 @@ import (
 )
 
 // present is a JavaScript test that CSS selector sel matches an element.
-func present(sel string) string { return fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(sel)) }
+func present(sel string) string {
+	return fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(sel))
+}
 
 func absent(sel string) string { return "!(" + present(sel) + ")" }
 
