@@ -12,13 +12,6 @@ import (
 	"time"
 )
 
-// Board texts that would run script if a page put them in as HTML.
-const (
-	xssPostTitle = `<script>document.title="post"</script>Bike & "bell"`
-	xssLabel     = `<img src=x onerror=alert(3)>Quai & "Seine"`
-	xssAbout     = `</p><script>alert('about')</script><b>charter</b>`
-)
-
 // boardPageFixture is a mesh of a bootstrap and two nodes with a public
 // cluster whose boards b made: market (located in Paris) with a post at a
 // place of its own (bike, labelled xssLabel), one at the board's place

@@ -18,6 +18,11 @@ const (
 	// xssHandle and xssText are a message's sender and text.
 	xssHandle = `<img/src=x/onerror=alert(2)>`
 	xssText   = `<script>alert("m")</script><i>hi</i>`
+	// xssPostTitle, xssLabel and xssAbout are a post's title and label
+	// and a board's charter.
+	xssPostTitle = `<script>document.title="post"</script>Bike & "bell"`
+	xssLabel     = `<img src=x onerror=alert(3)>Quai & "Seine"`
+	xssAbout     = `</p><script>alert('about')</script><b>charter</b>`
 )
 
 // pageFixture is a mesh of a bootstrap and a node, with a public cluster
