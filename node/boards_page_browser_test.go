@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -75,20 +76,42 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 	browsertest.Until(t, tab, absent(postItem(f.posts["lamp"])), "the deleted post gone")
 	browsertest.Until(t, tab, markersAre(append(f.ids("bike", "tokyo"), sydney)...), "the deleted post's marker gone")
 
-	// A board made through c, with a post, then global deleted through b.
+	// A board made through c, with a post in Honolulu, then market
+	// deleted through b: the posts left (Tokyo, Sydney, Honolulu) span
+	// the antimeridian.
 	mustCall(t, f.c, 201, "POST", f.cl.path("/boards"), `{"slug":"events","kind":"events","about":"What is on."}`, "x-cluster-token", f.cl.admin)
 	browsertest.Until(t, tab, `[...document.querySelectorAll("#boards li.board")].map(b => b.dataset.board).join() === "adults,events,global,market"`,
 		"the new board in its place")
-	berlin := createPost(t, f.c, f.cl, "events", "bob", map[string]any{"title": "Berlin concert", "ttl": "7d",
-		"props": map[string]any{"where": map[string]any{"lat": 52.52, "lon": 13.405, "label": "Berlin"}}})["id"].(string)
-	browsertest.Until(t, tab, present(postItem(berlin)), "the new board's post")
-	mustCall(t, f.b, 200, "DELETE", f.cl.path("/boards/global"), "", "x-cluster-token", f.cl.admin)
-	browsertest.Until(t, tab, absent(`li.board[data-board="global"]`), "the deleted board gone")
-	browsertest.Until(t, tab, markersAre(f.posts["bike"], berlin), "only bike's and berlin's markers")
+	honolulu := createPost(t, f.c, f.cl, "events", "bob", map[string]any{"title": "Luau", "ttl": "7d",
+		"props": map[string]any{"where": map[string]any{"lat": 21.31, "lon": -157.86, "label": "Honolulu"}}})["id"].(string)
+	browsertest.Until(t, tab, present(postItem(honolulu)), "the new board's post")
+	mustCall(t, f.b, 200, "DELETE", f.cl.path("/boards/market"), "", "x-cluster-token", f.cl.admin)
+	browsertest.Until(t, tab, absent(`li.board[data-board="market"]`), "the deleted board gone")
+	browsertest.Until(t, tab, markersAre(f.posts["tokyo"], sydney, honolulu), "the markers of the boards left")
+	sameMap(t, tab, boot, f.slug)
 
-	// The script's map is the node's: the same markers at the same
-	// places as on the page the bootstrap renders now.
-	want, _ := pageMarkers(t, getPage(t, boot, "/clusters/"+f.slug).body)
+	// events deleted and made again: a new board, without the old posts.
+	mustCall(t, f.b, 200, "DELETE", f.cl.path("/boards/events"), "", "x-cluster-token", f.cl.admin)
+	mustCall(t, f.c, 201, "POST", f.cl.path("/boards"), `{"slug":"events","kind":"generic"}`, "x-cluster-token", f.cl.admin)
+	browsertest.Until(t, tab, textIs(`li.board[data-board="events"] .kind`, "generic"), "the new events board")
+	browsertest.Until(t, tab, textIs(`li.board[data-board="events"] .no-posts`, "No live post."), "the new board empty")
+	browsertest.Until(t, tab, markersAre(f.posts["tokyo"], sydney), "the old board's marker gone")
+	sameMap(t, tab, boot, f.slug)
+
+	if p := problems(); len(p) > 0 {
+		t.Fatalf("the page reported errors (a refused script, style or fetch?): %q", p)
+	}
+	if title, err := chromedp.Run(tab, chromedp.Title()); err != nil || title != "Plaza · mesh" {
+		t.Fatalf("title %q (%v): did a post's script run?", title, err)
+	}
+	browsertest.Until(t, tab, absent(`li.board[data-board="adults"] li.post`), "still no post of the age-gated board")
+}
+
+// sameMap fails t unless the markers the page's script drew in tab are
+// those n draws on the page of cluster slug now, at the same places.
+func sameMap(t *testing.T, tab context.Context, n *Node, slug string) {
+	t.Helper()
+	want, _ := pageMarkers(t, getPage(t, n, "/clusters/"+slug).body)
 	js, err := chromedp.Run(tab, chromedp.Evaluate[string](
 		`JSON.stringify(Object.fromEntries([...document.querySelectorAll("#board-map circle.marker")].map(c => [c.dataset.post, [+c.getAttribute("cx"), +c.getAttribute("cy")]])))`))
 	if err != nil {
@@ -103,12 +126,4 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 			t.Fatalf("marker %s: the script put it at %v, the node at %v", id, at, w)
 		}
 	}
-
-	if p := problems(); len(p) > 0 {
-		t.Fatalf("the page reported errors (a refused script, style or fetch?): %q", p)
-	}
-	if title, err := chromedp.Run(tab, chromedp.Title()); err != nil || title != "Plaza · mesh" {
-		t.Fatalf("title %q (%v): did a post's script run?", title, err)
-	}
-	browsertest.Until(t, tab, absent(`li.board[data-board="adults"] li.post`), "still no post of the age-gated board")
 }

@@ -215,10 +215,20 @@ function refresh(key) {
     });
 }
 
-// onBoardFrame acts on a board frame of the page's socket.
+// onBoardFrame acts on a board frame of the page's socket: a board
+// deleted goes at once (a board made again under its slug is a new one);
+// a board made, or a post on a board the page does not show yet, fetches
+// the list; a post made or deleted fetches its board's posts.
 export function onBoardFrame(f) {
   if (!section || typeof f.slug !== "string") return;
-  if (f.event === "board_created" || f.event === "board_deleted" || !boardItem(f.slug)) refresh("");
+  const li = boardItem(f.slug);
+  if (f.event === "board_deleted") {
+    if (!li) return;
+    li.remove();
+    placed.delete(f.slug);
+    document.getElementById("boards-empty").hidden = section.querySelector("li.board") !== null;
+    drawMap();
+  } else if (f.event === "board_created" || !li) refresh("");
   else refresh(f.slug);
 }
 
