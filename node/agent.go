@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -63,8 +64,11 @@ type agentRuntime struct {
 	key        ed25519.PrivateKey
 	api        *interop.Agent
 	registered atomic.Bool
-	ready      chan struct{} // closed once registered
-	token      string
+	// sentCard is the card the registration handed over: a different one
+	// is sent again with a new registration.
+	sentCard atomic.Pointer[interop.Card]
+	ready    chan struct{} // closed once registered
+	token    string
 }
 
 // openAgent builds the embedded agent (before the bridge is built).
@@ -176,6 +180,11 @@ func (n *Node) keepRegistered(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if n.cardChanged() {
+			if err := n.agentRegister(ctx); err != nil {
+				n.log.Warn("agent registration with its new card failed", "agent", a.cfg.ID, "err", err)
+			}
+		}
 		if err := n.agentHeartbeat(ctx); err != nil {
 			n.log.Warn("agent heartbeat failed; registering again", "agent", a.cfg.ID, "err", err)
 			if err := n.agentRegister(ctx); err != nil {
@@ -214,6 +223,8 @@ func (n *Node) agentRegister(ctx context.Context) error {
 			tok, err := n.agentToken(ctx, strings.TrimSpace(string(b)))
 			if err == nil {
 				a.token = tok
+				card := a.api.Card()
+				a.sentCard.Store(&card)
 				return nil
 			}
 			// Only a directory that refuses the key earns a new
@@ -224,8 +235,9 @@ func (n *Node) agentRegister(ctx context.Context) error {
 			}
 		}
 	}
+	card := a.api.Card()
 	body, _ := json.Marshal(map[string]any{"agent_id": a.cfg.ID, "capabilities": a.cfg.Capabilities,
-		"endpoint": n.URL(), "pubkey": pub, "card": discoveryCard(a.api.Card())})
+		"endpoint": n.URL(), "pubkey": pub, "card": discoveryCard(card), "full_card": card})
 	st, out, err := n.local(ctx, a.key, http.MethodPost, "/v1/agents/register", body, "")
 	if err != nil {
 		return err
@@ -246,7 +258,17 @@ func (n *Node) agentRegister(ctx context.Context) error {
 	}
 	tok, err := n.agentToken(ctx, reg.APIKey)
 	a.token = tok
+	if err == nil {
+		a.sentCard.Store(&card)
+	}
 	return err
+}
+
+// cardChanged reports whether the agent's card differs from the one its
+// registration handed over (the directory mirrors that one).
+func (n *Node) cardChanged() bool {
+	sent := n.agent.sentCard.Load()
+	return sent != nil && !sameJSON(*sent, n.agent.api.Card())
 }
 
 // discoveryCard is the slim card of c that the directory indexes for search.
@@ -274,9 +296,23 @@ func (n *Node) registrationMatches(ctx context.Context, pub string) bool {
 		Capabilities []string                   `json:"capabilities"`
 		Card         *registryapi.DiscoveryCard `json:"card"`
 	}
+	card := n.agent.api.Card()
 	return json.Unmarshal(out, &v) == nil && v.Endpoint != nil && *v.Endpoint == n.URL() &&
 		v.Pubkey != nil && *v.Pubkey == pub && slices.Equal(v.Capabilities, n.agent.cfg.Capabilities) &&
-		sameJSON(v.Card, discoveryCard(n.agent.api.Card()))
+		sameJSON(v.Card, discoveryCard(card)) && n.mirrorMatches(ctx, card)
+}
+
+// mirrorMatches reports whether the directory mirrors card as the
+// agent's full card (the mirror adds nothing to a card of this project's
+// agents: it holds every field A2A requires).
+func (n *Node) mirrorMatches(ctx context.Context, card interop.Card) bool {
+	st, out, err := n.local(ctx, nil, http.MethodGet, "/agent/"+url.PathEscape(n.agent.cfg.ID)+"/.well-known/agent.json", nil, "")
+	if err != nil || st != http.StatusOK {
+		return false
+	}
+	var mirrored, sent any
+	b, _ := json.Marshal(card)
+	return json.Unmarshal(out, &mirrored) == nil && json.Unmarshal(b, &sent) == nil && reflect.DeepEqual(mirrored, sent)
 }
 
 // sameJSON compares a and b as JSON, where an empty list and none are alike.

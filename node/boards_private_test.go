@@ -31,6 +31,7 @@ func TestBoardsHashtags(t *testing.T) {
 		{map[string]any{"payload": map[string]any{"text": "(#market)", "media": []any{}}}, "market", nil},
 		{"#nope and p_aaaaaaaaaaaaaaaaaaaaaaaa", nil, nil},
 		{"#Market x" + pid, nil, nil},
+		{pid + "a and " + pid + "_2", nil, nil},
 		{map[string]any{"to": "bob", "payload": pid}, nil, pid},
 	} {
 		alice.send(tc.send)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/quorum"
+	"github.com/agentmesh/mesh/internal/safefetch"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
@@ -139,13 +141,17 @@ type Config struct {
 	// Budgets meter writes (internal/admission): per client address and
 	// per established credential on every node; on the directory, per
 	// node that forwards to it and for its log in all. A zero budget is
-	// unlimited; DefaultConfig sets admission.DefaultConfig.
+	// unlimited; DefaultConfig sets admission.DefaultConfig. Budgets.Search
+	// is not read: SearchRate and SearchBurst size it.
 	Budgets admission.Config `json:"budgets"`
 	// AgentActivationWindow is, on the directory, how long a new agent
 	// registration waits for its agent's first token before it expires
 	// (a catalog listing under it stays); 0 keeps registrations until
 	// they are deleted.
 	AgentActivationWindow time.Duration `json:"agent_activation_window"`
+	// Cards tunes how the directory fetches agents' full cards from their
+	// endpoints and probes their liveness (see CardFetch).
+	Cards CardFetch `json:"cards"`
 	// ClusterJoinWindow is, on the directory, how long a new public
 	// cluster waits for its first member before it expires; 0 keeps
 	// clusters until their admin deletes them.
@@ -154,6 +160,47 @@ type Config struct {
 	// (boards, live posts and their bytes, per cluster and per board);
 	// zero fields are unlimited.
 	BoardQuota wall.Quota `json:"board_quota"`
+}
+
+// CardFetch tunes the directory's fetches of agents' cards
+// (node/cardprobe.go). Each registered agent with an endpoint is probed at
+// most once every Refresh; at most Concurrency fetches run at once, each
+// within Timeout, reading at most MaxBytes, following at most Redirects
+// redirects, and never to a loopback, private, link-local, CGNAT,
+// multicast, unspecified or metadata address unless Allow (CIDRs) lets it.
+type CardFetch struct {
+	Refresh     time.Duration `json:"refresh"` // 0: no probes, no fetched cards
+	Timeout     time.Duration `json:"timeout"`
+	MaxBytes    int64         `json:"max_bytes"`
+	Concurrency int           `json:"concurrency"`
+	Redirects   int           `json:"redirects"`
+	Allow       []string      `json:"allow"`
+}
+
+// DefaultCardFetch is CardFetch's default.
+func DefaultCardFetch() CardFetch {
+	return CardFetch{Refresh: 10 * time.Minute, Timeout: 5 * time.Second, MaxBytes: registryapi.MaxFullCard,
+		Concurrency: 8, Redirects: 3}
+}
+
+func (c *CardFetch) validate() error {
+	if c.Refresh < 0 || c.Timeout <= 0 || c.Concurrency <= 0 || c.Redirects < 0 {
+		return errors.New("node: card fetch: refresh and redirects must not be negative; timeout and concurrency must be positive")
+	}
+	if c.MaxBytes <= 0 || c.MaxBytes > registryapi.MaxFullCard {
+		return fmt.Errorf("node: card fetch: max bytes %d: want 1..%d (the largest card the directory keeps)", c.MaxBytes, registryapi.MaxFullCard)
+	}
+	_, err := safefetch.ParseAllow(c.Allow)
+	return err
+}
+
+// budgets are Budgets with the search's from SearchRate and SearchBurst
+// (their flags predate the write budgets; 0 takes the defaults).
+func (n *Node) budgets() admission.Config {
+	b := n.cfg.Budgets
+	rate, burst := cmp.Or(n.cfg.SearchRate, registryapi.DefaultSearchRate), cmp.Or(n.cfg.SearchBurst, registryapi.DefaultSearchBurst)
+	b.Search = admission.Budget{Rate: float64(rate) / 60, Burst: burst}
+	return b
 }
 
 // RaftTimings are the timings of a quorum member (see quorum.Config).
@@ -237,6 +284,7 @@ func DefaultConfig() Config {
 		SolUSDTimeout:    5 * time.Second,
 		Budgets:          admission.DefaultConfig(),
 
+		Cards:                 DefaultCardFetch(),
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
 		ClusterJoinWindow:     wall.DefaultJoinWindow,
 		BoardQuota:            wall.DefaultQuota,
@@ -341,6 +389,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
 		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")
+	}
+	if err := c.Cards.validate(); err != nil {
+		return err
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return errors.New("node: Key is not an Ed25519 private key")

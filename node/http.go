@@ -31,8 +31,7 @@ func (n *Node) buildHTTP() error {
 		IsAdmin:          n.isAdmin,
 		Now:              n.cfg.Now,
 		Logger:           n.log,
-		SearchRate:       n.cfg.SearchRate,
-		SearchBurst:      n.cfg.SearchBurst,
+		Admission:        n.admission,
 		SolUSD:           n.solUSD,
 		ActivationWindow: n.cfg.AgentActivationWindow,
 	}

@@ -126,7 +126,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.metrics = prometheus.NewRegistry()
-	if n.admission, err = admission.New(n.cfg.Budgets, n.metrics); err != nil {
+	if n.admission, err = admission.New(n.budgets(), n.metrics); err != nil {
 		return err
 	}
 	if err := n.startP2P(ctx); err != nil {
@@ -187,6 +187,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goroutine(func() { n.compactLog(ctx) })
 	if n.role == RoleBootstrap {
 		n.goroutine(func() { n.sweepExpired(ctx) })
+		n.goroutine(func() { n.probeCards(ctx) })
 	}
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil

@@ -67,6 +67,7 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 		boardCases(h)
 		nodeCases(h)
 		agentCases(h, chain, provider.Address())
+		pageCases(h)
 		h.run(apiCase{name: "a priced skill of a prepaid-only agent", node: prepaid, method: "POST", path: "/v1/echo", body: `{"x":1}`,
 			status: http.StatusPaymentRequired, code: "payment_required"})
 		h.checkCoverage()

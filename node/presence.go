@@ -22,8 +22,8 @@ const (
 	presenceProto = p2p.ProtocolPrefix + "/directory/presence/1.0.0"
 
 	maxPresenceReq = 1 << 10
-	// maxPresenceResp bounds a full copy: about 80 bytes a beat, so some
-	// 800,000 agents.
+	// maxPresenceResp bounds a full copy: about 80 bytes a beat and 40
+	// more with a probe's liveness, so some 500,000 probed agents.
 	maxPresenceResp = 64 << 20
 	// presenceFlush is how often the directory writes new beats to its
 	// store; a crash loses at most this much of who was online.

@@ -106,3 +106,24 @@ func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchMeteredByAdmission: the search's budget (--search-rate,
+// --search-burst) is admission control's: a refusal is 429
+// search_rate_limited, counted and shown in /health like a write's.
+func TestSearchMeteredByAdmission(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SearchRate, c.SearchBurst = 1, 1 })
+	if st, v := call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`); st != 200 {
+		t.Fatalf("first search: %d %v", st, v)
+	}
+	st, hdr, v := callFull(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`)
+	if st != 429 || v["code"] != "search_rate_limited" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("second search: %d %v %v", st, v, hdr)
+	}
+	_, h := call(t, m.boot, "GET", "/health", "")
+	if a := h["admission"].(map[string]any); a["shedding"] != true || fmt.Sprint(a["budgets"]) != "[search]" || a["directory_shedding"] != false {
+		t.Fatalf("health admission %v", a)
+	}
+	if got := metric(t, m.boot, `mesh_admission_refused_total{reason="search",surface="search"}`); got != 1 {
+		t.Fatalf("refusals counted: %v", got)
+	}
+}

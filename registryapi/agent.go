@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"encoding/json"
 	"net/url"
 	"strings"
 	"time"
@@ -36,6 +37,12 @@ type Agent struct {
 	Listing *Listing `json:"listing,omitempty"`
 	// Card is the discovery card sent with the registration, if any.
 	Card *DiscoveryCard `json:"card,omitempty"`
+	// FullCard is the agent's full public card (fullcard.go), compacted:
+	// handed over with the registration (CardFrom "registration") or
+	// fetched from its endpoint by the directory ("fetched"), at CardAt.
+	FullCard json.RawMessage `json:"full_card,omitempty"`
+	CardFrom string          `json:"card_from,omitempty"`
+	CardAt   time.Time       `json:"card_at,omitzero"`
 	// ActivateBy (Unix ns) is when the registration expires unless its
 	// agent takes a token; 0 once it did, or when it never expires.
 	ActivateBy int64 `json:"activate_by,omitempty"`

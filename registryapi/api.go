@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
-	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 // Defaults of Config.
@@ -49,9 +49,9 @@ type Config struct {
 	// replica still catching up): from the DHT or the directory node. It
 	// returns ErrAgentNotFound when it knows of none.
 	Fallback func(ctx context.Context, id string) (*Agent, error)
-	// SearchRate is how many searches one client address may make a
-	// minute, SearchBurst how many at once.
-	SearchRate, SearchBurst int
+	// Admission meters searches per client address (its Search budget,
+	// internal/admission); nil: searches are not metered.
+	Admission *admission.Admitter
 	// SolUSD is the rate of the max_price_usd filter; nil: none known.
 	SolUSD *SolUSD
 	// MaxBody bounds request bodies, in bytes.
@@ -67,9 +67,8 @@ type Config struct {
 
 // API serves the registry over HTTP.
 type API struct {
-	cfg          Config
-	log          *slog.Logger
-	searchLimits *ratelimit.Keyed[string]
+	cfg Config
+	log *slog.Logger
 }
 
 // NewAPI checks cfg and returns the API; it starts nothing.
@@ -79,12 +78,6 @@ func NewAPI(cfg Config) (*API, error) {
 	}
 	if cfg.OnlineWindow <= 0 {
 		cfg.OnlineWindow = DefaultOnlineWindow
-	}
-	if cfg.SearchRate <= 0 {
-		cfg.SearchRate = DefaultSearchRate
-	}
-	if cfg.SearchBurst <= 0 {
-		cfg.SearchBurst = DefaultSearchBurst
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
@@ -96,7 +89,7 @@ func NewAPI(cfg Config) (*API, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &API{cfg: cfg, log: cfg.Logger, searchLimits: newSearchLimits(cfg.SearchRate, cfg.SearchBurst)}, nil
+	return &API{cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Routes adds the registry's routes to mux: the /v1 surface and the legacy
@@ -117,6 +110,7 @@ func (a *API) Routes(mux httpx.Router) {
 	h("POST /agents/register", a.register)
 	h("POST /agents/token", a.token)
 	h("GET /agents/{id}", a.getAgent)
+	a.pageRoutes(mux)
 }
 
 // writeRoutes names the registry's write surfaces by route: what write

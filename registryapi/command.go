@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type Command struct {
 	Catalog   *CatalogOp   `json:"catalog,omitempty"`
 	Activate  *ActivateOp  `json:"activate,omitempty"`
 	Expire    *ExpireOp    `json:"expire,omitempty"`
+	Card      *CardOp      `json:"card,omitempty"`
 }
 
 // Time returns At as a time.Time in UTC.
@@ -38,6 +40,8 @@ func (c *Command) agentIDs() []string {
 		return []string{c.Delete.AgentID}
 	case c.Activate != nil:
 		return []string{c.Activate.AgentID}
+	case c.Card != nil:
+		return []string{c.Card.AgentID}
 	case c.Expire != nil:
 		ids := make([]string, len(c.Expire.Agents))
 		for i, a := range c.Expire.Agents {
@@ -76,11 +80,23 @@ type RegisterOp struct {
 	Signed *Signed `json:"signed,omitempty"`
 	// Card is the registration's discovery card, if it sent one.
 	Card *DiscoveryCard `json:"card,omitempty"`
+	// FullCard is the registration's full card (compacted), if it sent one.
+	FullCard json.RawMessage `json:"full_card,omitempty"`
 	// ActivateBy (Unix ns), when set, is when a new registration that
 	// never took a token expires (see ExpireOp). It travels in the command,
 	// set by the directory's handler, so that every node applies the same
 	// deadline and registrations logged before it existed never expire.
 	ActivateBy int64 `json:"activate_by,omitempty"`
+}
+
+// CardOp sets the full card the directory fetched from registration Reg's
+// endpoint (fullcard.go). The directory proposes it only when the card
+// changed; Apply refuses one equal to the kept card, or for a
+// registration gone since, or one whose agent hands its card over itself.
+type CardOp struct {
+	AgentID string          `json:"agent_id"`
+	Reg     uint64          `json:"reg"`
+	Card    json.RawMessage `json:"card"`
 }
 
 // ActivateOp marks a registration as in use: its agent took its first
@@ -170,6 +186,8 @@ func (c Command) Surface() string {
 		return "token"
 	case c.Expire != nil:
 		return "expire"
+	case c.Card != nil:
+		return "card_fetch"
 	}
 	return Kind
 }

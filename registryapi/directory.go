@@ -182,6 +182,9 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 		return res, 0, err
 	case cmd.Expire != nil:
 		return applyExpire(tx, cmd, cmd.Expire)
+	case cmd.Card != nil:
+		res, err := applyCard(tx, cmd, cmd.Card)
+		return res, 0, err
 	}
 	return Result{}, 0, errors.New("registry: command has no operation")
 }
@@ -234,6 +237,7 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 			return Result{}, 0, err
 		}
 	}
+	keepFullCard(a, op, created, now)
 	a.Capabilities, a.Endpoint, a.APIKeyHash, a.Card = op.Capabilities, op.Endpoint, op.APIKeyHash, op.Card
 	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
 		a.Record, a.RecordSeq = op.Signed, cmd.Seq

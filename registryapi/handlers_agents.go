@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -22,6 +23,9 @@ type registerRequest struct {
 	Endpoint     string   `json:"endpoint"`
 	// Card is this project's extension: the discovery card the oracle indexes.
 	Card *DiscoveryCard `json:"card"`
+	// FullCard is this project's extension: the agent's full public card
+	// (spec 2.3), mirrored by its public address.
+	FullCard json.RawMessage `json:"full_card"`
 }
 
 func (q *registerRequest) validate() error {
@@ -46,6 +50,11 @@ func (q *registerRequest) validate() error {
 			return err
 		}
 	}
+	card, err := fullCardOf(q.FullCard)
+	if err != nil {
+		return err
+	}
+	q.FullCard = card
 	return validateEndpoint("endpoint", q.Endpoint)
 }
 
@@ -96,7 +105,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	now := a.now()
 	op := &RegisterOp{
 		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
-		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg, Card: req.Card,
+		APIKeyHash: hashAPIKey(apiKey), OwnerReg: ownerReg, Card: req.Card, FullCard: req.FullCard,
 	}
 	if a.cfg.ActivationWindow > 0 {
 		op.ActivateBy = now.Add(a.cfg.ActivationWindow).UnixNano()

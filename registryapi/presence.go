@@ -52,6 +52,9 @@ type Beat struct {
 	At     time.Time `json:"at"`
 	Status string    `json:"status,omitempty"`
 	Ver    uint64    `json:"ver"`
+	// Live is what the directory's probes of the agent's endpoint found
+	// (liveness.go); it travels with the beats.
+	Live *Liveness `json:"live,omitempty"`
 }
 
 // PresenceChanges is what a follower receives: the beats changed since its
@@ -113,9 +116,18 @@ func (p *Presence) load(db *store.DB) error {
 }
 
 // record stores a heartbeat of the directory node and returns it numbered.
+// The probes' record of the same registration stays.
 func (p *Presence) record(b Beat) Beat {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if old, ok := p.beats[b.ID]; ok && old.Reg == b.Reg {
+		b.Live = old.Live
+	}
+	return p.putLocked(b)
+}
+
+// putLocked stores b under a new version.
+func (p *Presence) putLocked(b Beat) Beat {
 	p.ver++
 	p.gen++
 	b.Ver = p.ver

@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/time/rate"
-
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
-	"github.com/agentmesh/mesh/internal/ratelimit"
 )
 
 // Bounds of one search: what a request can make the node do.
@@ -22,7 +20,6 @@ const (
 	maxLimit          = 50
 	maxSearchWindow   = 500 // offset + limit
 	maxSearchBody     = 4 << 10
-	searchClients     = 4096 // per-address buckets kept
 	lamportsPerSOL    = 1e9
 	DefaultSearchRate = 120 // per minute and client address
 	// DefaultSearchBurst searches at once from one address.
@@ -33,9 +30,8 @@ const (
 var (
 	ErrNoRate = httpx.E(http.StatusServiceUnavailable, "price_rate_unknown",
 		"max_price_usd needs a SOL/USD rate and this node knows none; search without it")
-	ErrSearchRateLimited = httpx.E(http.StatusTooManyRequests, "search_rate_limited",
-		"too many searches from this address; retry after Retry-After seconds")
-	ErrBadCursor = httpx.E(http.StatusBadRequest, "invalid_cursor", "cursor is not one this search returned")
+	ErrSearchRateLimited = admission.ErrSearchRateLimited
+	ErrBadCursor         = httpx.E(http.StatusBadRequest, "invalid_cursor", "cursor is not one this search returned")
 )
 
 // SearchRequest is the body of POST /v1/search.
@@ -142,18 +138,13 @@ type rateView struct {
 	Source string  `json:"source"`
 }
 
-func newSearchLimits(perMinute, burst int) *ratelimit.Keyed[string] {
-	return ratelimit.NewKeyed[string](rate.Every(time.Minute/time.Duration(perMinute)), burst, searchClients)
-}
-
 func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	now := a.now()
 	// Per client address (an IPv6 host by its /64), before the body is read.
-	res := a.searchLimits.Bucket(httpx.AddrKey(httpx.ClientIP(r)), now).ReserveN(now, 1)
-	if wait := res.DelayFrom(now); wait > 0 {
-		res.CancelAt(now)
-		httpx.RetryAfter(w, wait)
-		return ErrSearchRateLimited
+	if ad := a.cfg.Admission; ad != nil {
+		if err := ad.Admit("search", admission.Key{Budget: admission.Search, ID: httpx.AddrKey(httpx.ClientIP(r))}); err != nil {
+			return err
+		}
 	}
 	body, err := httpx.ReadBody(w, r, maxSearchBody)
 	if err != nil {

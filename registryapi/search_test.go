@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
 )
@@ -223,16 +224,23 @@ func TestSearchBadInput(t *testing.T) {
 }
 
 func TestSearchBudgetPerAddress(t *testing.T) {
-	h := newHarnessOn(t, storetest.DB(t), func(c *Config) { c.SearchRate, c.SearchBurst = 1, 2 })
+	ad, err := admission.New(admission.Config{Search: admission.Budget{Rate: 1.0 / 60, Burst: 2}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessOn(t, storetest.DB(t), func(c *Config) { c.Admission = ad })
 	h.want(h.search(`{"query":"a"}`), 200, "")
 	h.want(h.search(`{"query":"a"}`), 200, "")
 	r := h.want(h.search(`{"query":"a"}`), 429, "search_rate_limited")
 	if r.hdr.Get("Retry-After") != "60" {
 		t.Fatalf("Retry-After %q", r.hdr.Get("Retry-After"))
 	}
-	// A bad request spends from the same budget: the bucket is taken first.
-	h.clock.Advance(time.Minute)
-	h.want(h.search(`{"query":"a"}`), 200, "")
+	// The budget is taken before the body is read: a bad request past it
+	// is refused as such, unread.
+	h.want(h.search(`{"query":`), 429, "search_rate_limited")
+	if s := ad.Status(); !slices.Equal(s.Budgets, []string{admission.Search}) || s.DirectoryShedding {
+		t.Fatalf("admission status %+v", s)
+	}
 }
 
 func FuzzDecodeSearch(f *testing.F) {

@@ -276,7 +276,3 @@ var (
 	ErrQuotaBoards   = httpx.E(http.StatusTooManyRequests, "quota_boards", "the cluster has the most boards it may have")
 	ErrQuotaBytes    = httpx.E(http.StatusRequestEntityTooLarge, "quota_bytes", "the posts' bytes quota is reached")
 )
-
-// memberPubOK reports whether cl can sign member actions: public clusters
-// need none; private ones need a v2 record's member key.
-func memberPubOK(cl *Cluster) bool { return cl.Public() || cl.memberPub() != nil }

@@ -167,6 +167,7 @@ func payloadText(payload json.RawMessage) string {
 // of text, at most maxHashtags of each.
 func hashtags(text string) (slugs, posts []string) {
 	isSlug := func(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' }
+	isWord := func(c byte) bool { return isSlug(rune(c)) || c >= 'A' && c <= 'Z' || c == '_' }
 	for i := 0; i < len(text); i++ {
 		switch {
 		case text[i] == '#' && len(slugs) < maxHashtags:
@@ -177,9 +178,9 @@ func hashtags(text string) (slugs, posts []string) {
 			if slug := strings.TrimRight(text[i+1:end], "-"); validSlug(slug) {
 				slugs = append(slugs, slug)
 			}
-		case strings.HasPrefix(text[i:], "p_") && len(posts) < maxHashtags && (i == 0 || !isSlug(rune(text[i-1]))):
-			if id := text[i:min(len(text), i+26)]; validPostID(id) {
-				posts = append(posts, id)
+		case strings.HasPrefix(text[i:], "p_") && len(posts) < maxHashtags && (i == 0 || !isWord(text[i-1])):
+			if end := i + 26; end <= len(text) && validPostID(text[i:end]) && (end == len(text) || !isWord(text[end])) {
+				posts = append(posts, text[i:end])
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package wall
 
 import (
-	"bytes"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -142,20 +141,7 @@ func (s *Service) errorPage(w http.ResponseWriter, r *http.Request, err error) {
 
 // render writes template t with data as a page with status.
 func (s *Service) render(w http.ResponseWriter, status int, t *template.Template, data any) {
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
-		s.log.Error("page template failed", "template", t.Name(), "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	httpx.RenderPage(s.log, w, status, pageCSP, t, "layout", data)
 }
 
 // serveStatic serves a file of web/static, and nothing else (no directory

@@ -85,6 +85,12 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Var((*budgetFlag)(&cfg.Budgets.Credential), "budget-credential", "writes a second one registered agent (bearer token, or Mesh-Sig by its bound key) may make, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_CREDENTIAL)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Node), "budget-node", "directory only: requests a second the directory takes from each node forwarding to it, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_NODE)")
 	f.Var((*budgetFlag)(&cfg.Budgets.Directory), "budget-directory", "directory only: writes a second its log takes in all, as RATE/BURST; 0 is unlimited (env MESH_BUDGET_DIRECTORY)")
+	f.DurationVar(&cfg.Cards.Refresh, "card-refresh", cfg.Cards.Refresh, "directory only: each registered agent's card is fetched from its endpoint, and its liveness probed, at most once this often; 0 fetches and probes nothing (env MESH_CARD_REFRESH)")
+	f.DurationVar(&cfg.Cards.Timeout, "card-fetch-timeout", cfg.Cards.Timeout, "directory only: bound of one card fetch, redirects and body included (env MESH_CARD_FETCH_TIMEOUT)")
+	f.Int64Var(&cfg.Cards.MaxBytes, "card-fetch-max-bytes", cfg.Cards.MaxBytes, "directory only: largest card a fetch reads, at most 65536 (env MESH_CARD_FETCH_MAX_BYTES)")
+	f.IntVar(&cfg.Cards.Concurrency, "card-fetch-concurrency", cfg.Cards.Concurrency, "directory only: card fetches under way at once (env MESH_CARD_FETCH_CONCURRENCY)")
+	f.IntVar(&cfg.Cards.Redirects, "card-fetch-redirects", cfg.Cards.Redirects, "directory only: redirects a card fetch follows, each hop checked like the first (env MESH_CARD_FETCH_REDIRECTS)")
+	f.StringSliceVar(&cfg.Cards.Allow, "card-fetch-allow", envList("MESH_CARD_FETCH_ALLOW", nil), "directory only: CIDR or address card fetches may reach although it is loopback, private, link-local, CGNAT or metadata, repeatable or comma-separated (env MESH_CARD_FETCH_ALLOW)")
 	f.DurationVar(&cfg.AgentActivationWindow, "agent-activation-window", cfg.AgentActivationWindow, "directory only: a new registration whose agent takes no token within this expires; 0 never (env MESH_AGENT_ACTIVATION_WINDOW)")
 	f.DurationVar(&cfg.ClusterJoinWindow, "cluster-join-window", cfg.ClusterJoinWindow, "directory only: a new public cluster nobody joins within this expires; 0 never (env MESH_CLUSTER_JOIN_WINDOW)")
 	f.IntVar(&cfg.BoardQuota.Boards, "board-max-boards", cfg.BoardQuota.Boards, "directory only: boards one cluster may have; 0 unlimited (env MESH_BOARD_MAX_BOARDS)")
@@ -139,6 +145,12 @@ var nodeEnv = map[string]string{
 	"budget-credential":       "MESH_BUDGET_CREDENTIAL",
 	"budget-node":             "MESH_BUDGET_NODE",
 	"budget-directory":        "MESH_BUDGET_DIRECTORY",
+
+	"card-refresh":           "MESH_CARD_REFRESH",
+	"card-fetch-timeout":     "MESH_CARD_FETCH_TIMEOUT",
+	"card-fetch-max-bytes":   "MESH_CARD_FETCH_MAX_BYTES",
+	"card-fetch-concurrency": "MESH_CARD_FETCH_CONCURRENCY",
+	"card-fetch-redirects":   "MESH_CARD_FETCH_REDIRECTS",
 
 	"agent-activation-window": "MESH_AGENT_ACTIVATION_WINDOW",
 	"cluster-join-window":     "MESH_CLUSTER_JOIN_WINDOW",

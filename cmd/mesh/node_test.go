@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -47,14 +48,9 @@ func TestNodeWallRateFlags(t *testing.T) {
 		{name: "negative", args: []string{"--wall-room-rate", "-1", "--data", t.TempDir()}, err: "wall rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := nodeConfigOf(t, tc.env, tc.args)
+			got, ok := nodeConfigCase(t, tc.env, tc.args, tc.err)
 			switch {
-			case tc.err != "":
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %q", err, tc.err)
-				}
-			case err != nil:
-				t.Fatal(err)
+			case !ok:
 			case got.WallSocketRate != tc.socket || got.WallRoomRate != tc.room:
 				t.Fatalf("rates %v, %v; want %v, %v", got.WallSocketRate, got.WallRoomRate, tc.socket, tc.room)
 			case tc.memory != 0 && (got.Wall.SendMemory != tc.memory || got.Wall.ControlRate != tc.control):
@@ -116,6 +112,24 @@ func nodeConfigOf(t *testing.T, env map[string]string, args []string) (node.Conf
 	return got, c.Execute()
 }
 
+// nodeConfigCase is nodeConfigOf for a table case that wants an error
+// naming wantErr ("" for none): ok reports whether the config is to be
+// checked (no error wanted, none had).
+func nodeConfigCase(t *testing.T, env map[string]string, args []string, wantErr string) (cfg node.Config, ok bool) {
+	t.Helper()
+	cfg, err := nodeConfigOf(t, env, args)
+	switch {
+	case wantErr != "":
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one naming %q", err, wantErr)
+		}
+		return cfg, false
+	case err != nil:
+		t.Fatal(err)
+	}
+	return cfg, true
+}
+
 // TestNodeBudgetFlags: the write budgets and expiry windows come from the
 // flags, else from the environment, else the defaults; 0 is unlimited (or
 // never); a malformed value names where it came from.
@@ -140,16 +154,46 @@ func TestNodeBudgetFlags(t *testing.T) {
 		{name: "negative window", args: []string{"--cluster-join-window", "-1h", "--data", t.TempDir()}, err: "ClusterJoinWindow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := nodeConfigOf(t, tc.env, tc.args)
+			got, ok := nodeConfigCase(t, tc.env, tc.args, tc.err)
 			switch {
-			case tc.err != "":
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %q", err, tc.err)
-				}
-			case err != nil:
-				t.Fatal(err)
+			case !ok:
 			case got.Budgets != tc.want || got.AgentActivationWindow != tc.agentTT:
 				t.Fatalf("budgets %+v, window %s; want %+v, %s", got.Budgets, got.AgentActivationWindow, tc.want, tc.agentTT)
+			}
+		})
+	}
+}
+
+// TestNodeCardFetchFlags: the card fetch settings come from the flags,
+// else from the environment, else the defaults; bad values are refused.
+func TestNodeCardFetchFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want node.CardFetch
+		err  string
+	}{
+		{name: "defaults", want: node.DefaultCardFetch()},
+		{name: "flags", args: []string{"--card-refresh", "1m", "--card-fetch-timeout", "2s", "--card-fetch-max-bytes", "4096",
+			"--card-fetch-concurrency", "3", "--card-fetch-redirects", "0", "--card-fetch-allow", "10.0.0.0/8,127.0.0.1"},
+			want: node.CardFetch{Refresh: time.Minute, Timeout: 2 * time.Second, MaxBytes: 4096, Concurrency: 3, Allow: []string{"10.0.0.0/8", "127.0.0.1"}}},
+		{name: "env", env: map[string]string{"MESH_CARD_REFRESH": "0", "MESH_CARD_FETCH_ALLOW": "192.168.0.0/16", "MESH_CARD_FETCH_CONCURRENCY": "2"},
+			want: func() node.CardFetch {
+				c := node.DefaultCardFetch()
+				c.Refresh, c.Concurrency, c.Allow = 0, 2, []string{"192.168.0.0/16"}
+				return c
+			}()},
+		{name: "bad allow", args: []string{"--card-fetch-allow", "10.0.0.0/33"}, err: "10.0.0.0/33"},
+		{name: "too large", args: []string{"--card-fetch-max-bytes", "1000000"}, err: "max bytes"},
+		{name: "no concurrency", env: map[string]string{"MESH_CARD_FETCH_CONCURRENCY": "0"}, err: "concurrency"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := nodeConfigCase(t, tc.env, tc.args, tc.err)
+			switch {
+			case !ok:
+			case !reflect.DeepEqual(got.Cards, tc.want):
+				t.Fatalf("cards %+v, want %+v", got.Cards, tc.want)
 			}
 		})
 	}

@@ -21,9 +21,12 @@ const (
 	Credential = "credential"
 	Node       = "node"
 	Directory  = "directory"
+	// Search is a read's budget: searches (POST /v1/search) per client
+	// address, on every node.
+	Search = "search"
 )
 
-var budgetNames = []string{Client, Credential, Node, Directory}
+var budgetNames = []string{Client, Credential, Node, Directory, Search}
 
 // Config sizes the budgets. The zero value is unlimited everywhere; a
 // node starts from DefaultConfig.
@@ -39,6 +42,11 @@ type Config struct {
 	// Directory is, at the directory, the budget of the log: every write
 	// it takes, from anywhere.
 	Directory Budget `json:"directory"`
+	// Search is the budget of each client address (as Client) for
+	// searches, the one read that costs more than a lookup. Metered by the
+	// search handler itself (Admit), not by Writes. A node sizes it from
+	// its own search settings (--search-rate, --search-burst).
+	Search Budget `json:"search"`
 }
 
 // Defaults: far above what honest use needs (a client walking through
@@ -59,7 +67,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first malformed budget.
 func (c *Config) Validate() error {
-	for _, b := range []Budget{c.Client, c.Credential, c.Node, c.Directory} {
+	for _, b := range []Budget{c.Client, c.Credential, c.Node, c.Directory, c.Search} {
 		if err := b.validate(); err != nil {
 			return err
 		}
@@ -81,6 +89,9 @@ var (
 	// ErrDirectoryBusy: the directory sheds load; the client is not at fault.
 	ErrDirectoryBusy = httpx.E(http.StatusServiceUnavailable, "directory_busy",
 		"the directory is taking no more writes for now; retry after Retry-After seconds")
+	// ErrSearchRateLimited: the client is over its search budget.
+	ErrSearchRateLimited = httpx.E(http.StatusTooManyRequests, "search_rate_limited",
+		"too many searches from this address; retry after Retry-After seconds")
 )
 
 // Admitter holds the budgets of one node. It is safe for concurrent use.
@@ -118,10 +129,10 @@ func New(cfg Config, reg prometheus.Registerer) (*Admitter, error) {
 	a := &Admitter{now: time.Now, budgets: map[string]*budget{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mesh_admission_refused_total",
-			Help: "Requests refused by a write budget (reason: client, credential, node, directory) or by the forward stream (reason: route, origin, client_addr), by surface.",
+			Help: "Requests refused by a budget (reason: client, credential, node, directory, search) or by the forward stream (reason: route, origin, client_addr), by surface.",
 		}, []string{"surface", "reason"}),
 	}
-	sizes := map[string]Budget{Client: cfg.Client, Credential: cfg.Credential, Node: cfg.Node, Directory: cfg.Directory}
+	sizes := map[string]Budget{Client: cfg.Client, Credential: cfg.Credential, Node: cfg.Node, Directory: cfg.Directory, Search: cfg.Search}
 	for name, size := range sizes {
 		b := &budget{name: name, size: size}
 		if !size.Unlimited() {
@@ -184,6 +195,8 @@ func (a *Admitter) refuse(surface string, b *budget, now time.Time, wait time.Du
 		return ErrRateLimited.With("too many writes from this address (at most %s); retry after %d s", rateDesc, httpx.RetryAfterSeconds(wait)).After(wait)
 	case Credential:
 		return ErrRateLimited.With("too many writes by this agent (at most %s); retry after %d s", rateDesc, httpx.RetryAfterSeconds(wait)).After(wait)
+	case Search:
+		return ErrSearchRateLimited.With("too many searches from this address (at most %s); retry after %d s", rateDesc, httpx.RetryAfterSeconds(wait)).After(wait)
 	case Node:
 		return ErrDirectoryBusy.With("the directory takes at most %s from each node, and the node you called is over it; retry after %d s, or through another node", rateDesc, httpx.RetryAfterSeconds(wait)).After(wait)
 	default:
@@ -203,7 +216,8 @@ func (a *Admitter) DirectoryShed() { a.dirShed.Store(a.now().UnixNano()) }
 
 // Status is what /health says of admission.
 type Status struct {
-	// Shedding: this node refused writes over a budget in the last minute.
+	// Shedding: this node refused writes, or searches, over a budget in
+	// the last minute.
 	Shedding bool `json:"shedding"`
 	// Budgets are the budgets it refused writes over.
 	Budgets []string `json:"budgets,omitempty"`

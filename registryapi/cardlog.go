@@ -1,0 +1,119 @@
+package registryapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/store"
+)
+
+// How a full card reaches every node: through the canonical log, like the
+// rest of the row. A registration carries the card its agent hands over;
+// for the others the directory fetches the card from the agent's endpoint
+// (node/cardprobe.go) and proposes a CardOp, only when the card differs
+// from the one kept, so the log grows with the changes of cards, never
+// with the probes.
+
+// errCardUnchanged refuses a CardOp that would change nothing, so that it
+// takes no log entry.
+var errCardUnchanged = errors.New("registry: card unchanged")
+
+// keepFullCard sets the full card of registration op on row a (before
+// op's endpoint is): the card op carries; else a fetched card stays while
+// the same owner keeps the same endpoint, and goes otherwise.
+func keepFullCard(a *Agent, op *RegisterOp, created bool, now time.Time) {
+	switch {
+	case op.FullCard != nil:
+		a.FullCard, a.CardFrom, a.CardAt = op.FullCard, cardFromRegistration, now
+	case created || a.Endpoint != op.Endpoint || a.CardFrom != cardFromFetch:
+		a.FullCard, a.CardFrom, a.CardAt = nil, "", time.Time{}
+	}
+}
+
+func applyCard(tx *store.Txn, cmd *Command, op *CardOp) (Result, error) {
+	a, err := registeredAgent(tx, op.AgentID, op.Reg)
+	if err != nil {
+		return Result{}, err
+	}
+	card, _, err := parseFullCard(op.Card)
+	if err != nil {
+		return Result{}, err
+	}
+	switch {
+	case a.CardFrom == cardFromRegistration:
+		return Result{}, errCardUnchanged // the agent's own card wins
+	case bytes.Equal(card, a.FullCard):
+		return Result{}, errCardUnchanged
+	}
+	a.FullCard, a.CardFrom, a.CardAt = card, cardFromFetch, cmd.Time()
+	return Result{Agent: a}, tx.SetJSON(agentKey(a.ID), a)
+}
+
+// ProbeTarget is a registered agent whose endpoint the directory probes.
+type ProbeTarget struct {
+	AgentID  string
+	Reg      uint64
+	Endpoint string
+	// Pushed: the agent hands its card over itself; the probe only feeds
+	// liveness.
+	Pushed bool
+}
+
+// ProbesDue returns up to max registered agents with an endpoint, after
+// agent id after in id order, whose last probe is at least every old at
+// now, and the id to resume from ("" once the walk went round). It reads
+// at most scan rows.
+func (d *Directory) ProbesDue(after string, scan, max int, now time.Time, every time.Duration) ([]ProbeTarget, string, error) {
+	var due []ProbeTarget
+	next, read := "", 0
+	start := agentKey(after + "\x00")
+	if after == "" {
+		start = nil
+	}
+	err := d.db.View(func(tx *store.Txn) error {
+		return tx.Scan([]byte("a/"), start, func(_, v []byte) (bool, error) {
+			var a Agent
+			if err := json.Unmarshal(v, &a); err != nil {
+				return false, err
+			}
+			read++
+			if a.Registered() && a.Endpoint != "" && d.probeDue(&a, now, every) {
+				due = append(due, ProbeTarget{AgentID: a.ID, Reg: a.Reg, Endpoint: a.Endpoint, Pushed: a.CardFrom == cardFromRegistration})
+			}
+			if read >= scan || len(due) >= max {
+				next = a.ID
+				return false, nil
+			}
+			return true, nil
+		})
+	})
+	return due, next, err
+}
+
+func (d *Directory) probeDue(a *Agent, now time.Time, every time.Duration) bool {
+	l, ok := d.Liveness(a)
+	return !ok || now.Sub(l.CheckedAt()) >= every
+}
+
+// ProposeCard proposes to p the full card fetched from registration reg
+// of agent id, unless it is the card kept already (or the agent hands its
+// own over): then it proposes nothing.
+func (d *Directory) ProposeCard(ctx context.Context, p cmdlog.Proposer, now time.Time, id string, reg uint64, raw []byte) (bool, error) {
+	card, _, err := parseFullCard(raw)
+	if err != nil {
+		return false, err
+	}
+	a, err := d.Lookup(id)
+	if err != nil || a.Reg != reg || a.CardFrom == cardFromRegistration || bytes.Equal(a.FullCard, card) {
+		return false, nil
+	}
+	_, err = p.Propose(ctx, Kind, now.UnixNano(), Command{Card: &CardOp{AgentID: id, Reg: reg, Card: card}})
+	if errors.Is(err, errCardUnchanged) || errors.Is(err, ErrAgentNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
