@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,9 +62,11 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 
 	// A located post made through c: its frame reaches the page on the
 	// bootstrap, which fetches the board's posts again.
-	sydney := createPost(t, f.c, f.cl, "global", "bob", map[string]any{"title": "Sydney surf", "ttl": "24h",
+	sydney := createPost(t, f.c, f.cl, "global", "bob", map[string]any{"title": "Sydney surf", "ttl": "24h", "body": strings.Repeat("ß", 300),
 		"props": map[string]any{"where": map[string]any{"lat": -33.87, "lon": 151.21, "label": "Sydney"}}})["id"].(string)
 	browsertest.Until(t, tab, textIs(postItem(sydney)+" .post-title", "Sydney surf"), "the new post")
+	browsertest.Until(t, tab, textIs(postItem(sydney)+" .excerpt", strings.Repeat("ß", 280)+"…"), "its body's first 280 characters")
+	browsertest.Until(t, tab, textIs(postItem(sydney)+" .where", "Sydney"), "its label")
 	browsertest.Until(t, tab, markersAre(append(f.ids("bike", "lamp", "tokyo"), sydney)...), "the new post's marker")
 	browsertest.Until(t, tab, textIs(marker(sydney)+" title", "Sydney — Sydney surf"), "the new marker's title")
 	plain := createPost(t, f.c, f.cl, "market", "bob", map[string]any{"title": "Nowhere in particular", "ttl": "24h", "props": map[string]any{"where": "none"}})["id"].(string)

@@ -20,11 +20,11 @@ const (
 
 // boardsSection is the boards part of a cluster page.
 type boardsSection struct {
-	Boards     []pageBoard
-	More       bool // the cluster has more boards than are shown
-	Map        *postMap
-	MaxBoards  int
-	ShownPosts int
+	Boards []pageBoard
+	More   bool // the cluster has more boards than are shown
+	Map    *postMap
+	// The bounds, for the page's script.
+	MaxBoards, ShownPosts, ExcerptLen int
 }
 
 // pageBoard is a board as its cluster's page shows it.
@@ -52,7 +52,7 @@ func (s *Service) pageBoardsOf(cl *Cluster) (*boardsSection, error) {
 		bc  boardContent
 	}
 	g := &signer{cl: cl}
-	sec := &boardsSection{MaxBoards: pageBoards, ShownPosts: pagePosts}
+	sec := &boardsSection{MaxBoards: pageBoards, ShownPosts: pagePosts, ExcerptLen: excerptLen}
 	var boards []listed
 	err := s.scanBoards(g, func(row *boardRow, bc boardContent) bool {
 		if len(boards) == pageBoards {

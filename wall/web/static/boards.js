@@ -67,10 +67,12 @@ function shownTime(iso) {
   return `${d.getUTCFullYear()}-${pad2(d.getUTCMonth() + 1)}-${pad2(d.getUTCDate())} ${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())} UTC`;
 }
 
-// excerpt is boardpage.go's: the first 280 characters.
+// excerpt is boardpage.go's: the first characters of body (code points,
+// as Go's runes), with an ellipsis when there are more.
 function excerpt(body) {
+  const max = Number(section.dataset.excerpt) || 280;
   const chars = Array.from(body || "");
-  return chars.length <= 280 ? chars.join("") : chars.slice(0, 280).join("") + "…";
+  return chars.length <= max ? chars.join("") : chars.slice(0, max).join("") + "…";
 }
 
 function postItem(p) {
