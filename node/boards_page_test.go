@@ -17,7 +17,8 @@ import (
 // place of its own (bike, labelled xssLabel), one at the board's place
 // (lamp) and one with where none (remote); global (where none) with a
 // post without a place (ama) and one in Tokyo; adults (age-gated) with
-// one post.
+// one post. On the way, it checks that the page has no boards section
+// while boards are off, and says there is no board once they are on.
 type boardPageFixture struct {
 	m     *mesh
 	b, c  *Node
@@ -39,6 +40,10 @@ func newBoardPageFixture(t *testing.T) *boardPageFixture {
 		t.Fatalf("boards off: the page has a boards section (%d):\n%s", p.status, p.body)
 	}
 	mustCall(t, f.b, 200, "PATCH", f.cl.path(""), `{"boards_enabled": true}`, "x-cluster-token", f.cl.admin)
+	eventually(t, 5*time.Second, func() bool {
+		p := getPage(t, f.c, "/clusters/"+f.slug).body
+		return strings.Contains(p, `<p id="boards-empty" class="empty">No board yet.</p>`) && strings.Contains(p, `<p class="map-empty">`)
+	}, "boards on, none made: the page never said so")
 	f.addBoard("market", "buysell", xssAbout, map[string]any{"where": map[string]any{"lat": 48.8566, "lon": 2.3522, "label": "Paris"}})
 	f.addBoard("global", "generic", "", map[string]any{"where": "none"})
 	f.addBoard("adults", "generic", "Grown-ups only.", map[string]any{"entry": map[string]any{"age_min": 18}})
