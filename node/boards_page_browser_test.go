@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,10 +113,17 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 }
 
 // sameMap fails t unless the markers the page's script drew in tab are
-// those n draws on the page of cluster slug now, at the same places.
+// those n draws on the page of cluster slug now, at the same places, on
+// a map of the same box.
 func sameMap(t *testing.T, tab context.Context, n *Node, slug string) {
 	t.Helper()
-	want, _ := pageMarkers(t, getPage(t, n, "/clusters/"+slug).body)
+	body := getPage(t, n, "/clusters/"+slug).body
+	want, _ := pageMarkers(t, body)
+	box, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#board-map svg.map").getAttribute("viewBox")`))
+	wantBox := regexp.MustCompile(`<svg class="map" viewBox="([^"]+)"`).FindStringSubmatch(body)
+	if err != nil || wantBox == nil || !closeNumbers(box, wantBox[1]) {
+		t.Fatalf("the script's map is of the box %q (%v), the node's %q", box, err, wantBox)
+	}
 	js, err := chromedp.Run(tab, chromedp.Evaluate[string](
 		`JSON.stringify(Object.fromEntries([...document.querySelectorAll("#board-map circle.marker")].map(c => [c.dataset.post, [+c.getAttribute("cx"), +c.getAttribute("cy")]])))`))
 	if err != nil {
@@ -129,4 +138,21 @@ func sameMap(t *testing.T, tab context.Context, n *Node, slug string) {
 			t.Fatalf("marker %s: the script put it at %v, the node at %v", id, at, w)
 		}
 	}
+}
+
+// closeNumbers reports whether a and b are lists of as many numbers,
+// each within 0.02 of the other's (both are rounded to 2 decimals).
+func closeNumbers(a, b string) bool {
+	as, bs := strings.Fields(a), strings.Fields(b)
+	if len(as) != len(bs) {
+		return false
+	}
+	for i := range as {
+		x, errX := strconv.ParseFloat(as[i], 64)
+		y, errY := strconv.ParseFloat(bs[i], 64)
+		if errX != nil || errY != nil || math.Abs(x-y) > 0.02 {
+			return false
+		}
+	}
+	return true
 }

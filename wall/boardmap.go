@@ -19,7 +19,8 @@ import (
 //     mapMinPad degrees (a single post is at the center of a 1° box),
 //     latitudes kept within ±90 and longitudes within 360°;
 //   - x is scaled by the cosine of the box's middle latitude (at least
-//     mapMinCos), then the box is fitted in mapWidth × mapHeight, centered.
+//     mapMinCos), then the box is fitted in mapWidth × mapHeight, centered;
+//     the SVG's viewBox is the box, so the page shows the box alone.
 //
 // web/static/boards.js draws the same map with the same arithmetic when
 // board frames change the posts; keep them alike.

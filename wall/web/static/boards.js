@@ -327,16 +327,9 @@ function drawMap() {
     return;
   }
   const f = fitMap(posts);
-  const map = svg("svg", { class: "map", viewBox: `0 0 ${mapWidth} ${mapHeight}`, role: "img", "aria-label": "Map of the posts that have a place" });
-  map.append(
-    svg("rect", {
-      class: "map-box",
-      x: num(f.xOf(f.west)),
-      y: num(f.y(f.north)),
-      width: num((f.east - f.west) * f.kx * f.scale),
-      height: num((f.north - f.south) * f.scale),
-    }),
-  );
+  const box = [f.xOf(f.west), f.y(f.north), (f.east - f.west) * f.kx * f.scale, (f.north - f.south) * f.scale].map(num);
+  const map = svg("svg", { class: "map", viewBox: box.join(" "), role: "img", "aria-label": "Map of the posts that have a place" });
+  map.append(svg("rect", { class: "map-box", x: box[0], y: box[1], width: box[2], height: box[3] }));
   const grid = svg("g", { class: "graticule" });
   graticule(f, grid);
   const markers = svg("g", { class: "markers" });
