@@ -22,7 +22,7 @@ const section = document.getElementById("boards-section");
 const api = page ? `/v1/clusters/${encodeURIComponent(page.dataset.cluster)}/boards` : "";
 
 // placed holds, by board slug, the shown posts that have a location:
-// {id, board, label, title, lat, lon}. It starts from the map the node
+// {id, board, markerTitle, lat, lon}. It starts from the map the node
 // drew.
 const placed = new Map();
 
