@@ -18,6 +18,11 @@ const (
 	// xssHandle and xssText are a message's sender and text.
 	xssHandle = `<img/src=x/onerror=alert(2)>`
 	xssText   = `<script>alert("m")</script><i>hi</i>`
+	// xssPostTitle, xssLabel and xssAbout are a post's title and label
+	// and a board's charter.
+	xssPostTitle = `<script>document.title="post"</script>Bike & "bell"`
+	xssLabel     = `<img src=x onerror=alert(3)>Quai & "Seine"`
+	xssAbout     = `</p><script>alert('about')</script><b>charter</b>`
 )
 
 // pageFixture is a mesh of a bootstrap and a node, with a public cluster
@@ -167,7 +172,8 @@ func TestClusterPagesHTTP(t *testing.T) {
 func TestClusterPageAssets(t *testing.T) {
 	n := startNode(t, testConfig(t, t.TempDir()))
 	for file, ctype := range map[string]string{
-		"cluster.js": "text/javascript; charset=utf-8", "wall.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
+		"cluster.js": "text/javascript; charset=utf-8", "boards.js": "text/javascript; charset=utf-8",
+		"wall.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
 	} {
 		p := getPage(t, n, "/assets/wall/"+file)
 		if p.status != 200 || p.header.Get("Content-Type") != ctype || p.header.Get("X-Content-Type-Options") != "nosniff" {

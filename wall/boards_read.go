@@ -105,15 +105,9 @@ func (s *Service) listBoards(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := boardsList{ClusterID: g.cl.ID, BoardsEnabled: g.cl.Boards, ClusterProps: g.clusterProps(), Boards: []boardView{}}
 	if g.cl.Boards {
-		err := s.cfg.Catalog.db.View(func(tx *store.Txn) error {
-			return tx.Scan(store.Key("w", "bb", g.cl.ID, ""), nil, func(_, v []byte) (bool, error) {
-				var row boardRow
-				var bc boardContent
-				if json.Unmarshal(v, &row) == nil && unpack(g.seal, sealBoard, row.Content, row.Sealed, &bc) == nil {
-					out.Boards = append(out.Boards, viewBoard(&row, bc))
-				}
-				return true, nil
-			})
+		err := s.scanBoards(g, func(row *boardRow, bc boardContent) bool {
+			out.Boards = append(out.Boards, viewBoard(row, bc))
+			return true
 		})
 		if err != nil {
 			return err
@@ -123,6 +117,22 @@ func (s *Service) listBoards(w http.ResponseWriter, r *http.Request) error {
 	out.Count = len(out.Boards)
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// scanBoards calls fn with each board of g's cluster it can open, in the
+// order of their keys (a public board's key is its slug), until fn
+// returns false.
+func (s *Service) scanBoards(g *signer, fn func(*boardRow, boardContent) bool) error {
+	return s.cfg.Catalog.db.View(func(tx *store.Txn) error {
+		return tx.Scan(store.Key("w", "bb", g.cl.ID, ""), nil, func(_, v []byte) (bool, error) {
+			var row boardRow
+			var bc boardContent
+			if json.Unmarshal(v, &row) != nil || unpack(g.seal, sealBoard, row.Content, row.Sealed, &bc) != nil {
+				return true, nil
+			}
+			return fn(&row, bc), nil
+		})
+	})
 }
 
 // postsPage is a page of a board's live posts, newest first.

@@ -30,12 +30,12 @@ var staticFS, _ = fs.Sub(webFS, "web/static")
 // The page templates, each with the shared layout.
 var (
 	listTemplate    = pageTemplate("web/clusters.html")
-	clusterTemplate = pageTemplate("web/cluster.html")
+	clusterTemplate = pageTemplate("web/cluster.html", "web/boards.html")
 	errorTemplate   = pageTemplate("web/error.html")
 )
 
-func pageTemplate(file string) *template.Template {
-	return template.Must(template.ParseFS(webFS, "web/layout.html", file))
+func pageTemplate(files ...string) *template.Template {
+	return template.Must(template.ParseFS(webFS, append([]string{"web/layout.html"}, files...)...))
 }
 
 // maxListed bounds the clusters GET /clusters shows; the rest are in
@@ -104,6 +104,7 @@ func (s *Service) listPage(w http.ResponseWriter, r *http.Request) {
 type clusterPageData struct {
 	clusterView
 	Online int
+	Boards *boardsSection // nil when boards are off
 }
 
 func (s *Service) clusterPage(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +118,12 @@ func (s *Service) clusterPage(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, clusterTemplate, clusterPageData{clusterView: s.view(r, cl), Online: len(s.peek(r.Context(), cl))})
+	boards, err := s.pageBoardsOf(cl)
+	if err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, clusterTemplate, clusterPageData{clusterView: s.view(r, cl), Online: len(s.peek(r.Context(), cl)), Boards: boards})
 }
 
 // errorPage answers err as a page: its status and detail when it is an

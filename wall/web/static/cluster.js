@@ -1,7 +1,10 @@
 // The live wall of a public cluster's page. It connects with spectate=1:
 // a read-only ghost, neither announced nor counted, whose frames the node
 // refuses; this script never sends one. Everything a frame carries is put
-// in the page as text (textContent), never as HTML.
+// in the page as text (textContent), never as HTML. The boards, when the
+// page has them, are boards.js's: it is handed the board frames.
+
+import { onBoardFrame, refreshBoards } from "./boards.js";
 
 const maxShown = 200; // messages kept on the page, oldest dropped first
 const maxRetry = 30000; // ms between reconnections, at most
@@ -13,6 +16,7 @@ const count = document.getElementById("member-count");
 const online = new Set();
 let retry = 1000;
 let ended = false;
+let welcomed = false; // a welcome came before: the next is a reconnection
 
 function setStatus(text, state) {
   status.textContent = text;
@@ -61,6 +65,8 @@ const handlers = {
     showCount();
     retry = 1000;
     setStatus("live", "live");
+    if (welcomed) refreshBoards(); // board frames may have been missed meanwhile
+    welcomed = true;
   },
   presence(f) {
     if (f.status === "online") online.add(f.agent);
@@ -68,6 +74,7 @@ const handlers = {
     showCount();
   },
   message: showMessage,
+  board: onBoardFrame,
   closed(f) {
     ended = true;
     setStatus("closed: " + String(f.reason), "closed");
