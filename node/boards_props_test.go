@@ -185,6 +185,7 @@ func TestBoardsAgeGatedFramesHideTitles(t *testing.T) {
 	admin := []string{"x-cluster-token", cl.admin}
 	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"night","props":{"entry":{"age_min":18}}}`, admin...)
 	mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"day"}`, admin...)
+	waitStatus(t, c, 200, cl.path("/boards/day")) // so that c sends the watcher no board_created frame
 	watch := enterWall(t, c, cl.id, q("agent", "watcher"))
 	post := `{"title":"Not for minors","ttl":"24h"}`
 	mustCall(t, b, 201, "POST", cl.path("/boards/night/posts?agent=a&adult=1"), post)
