@@ -172,14 +172,7 @@ func (n *Node) keepRegistered(ctx context.Context) {
 		}
 		backoff = min(2*backoff, time.Minute)
 	}
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, a.cfg.HeartbeatInterval, func() {
 		if n.cardChanged() {
 			if err := n.agentRegister(ctx); err != nil {
 				n.log.Warn("agent registration with its new card failed", "agent", a.cfg.ID, "err", err)
@@ -191,7 +184,7 @@ func (n *Node) keepRegistered(ctx context.Context) {
 				n.log.Warn("agent registration failed", "agent", a.cfg.ID, "err", err)
 			}
 		}
-	}
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

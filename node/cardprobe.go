@@ -73,18 +73,11 @@ func (n *Node) probeCards(ctx context.Context) {
 	}
 	p := newCardProber(n)
 	defer p.wg.Wait()
-	tick := time.NewTicker(min(max(n.cfg.Cards.Refresh/10, probeTickMin), probeTickMax))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, min(max(n.cfg.Cards.Refresh/10, probeTickMin), probeTickMax), func() {
 		if n.view.isDirectory() {
 			p.round(ctx)
 		}
-	}
+	})
 }
 
 // round starts the probes due among the next rows.

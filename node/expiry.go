@@ -23,16 +23,7 @@ const (
 
 // sweepExpired runs the directory's expiry sweeps until ctx ends.
 func (n *Node) sweepExpired(ctx context.Context) {
-	tick := time.NewTicker(sweepInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			n.sweepOnce(ctx)
-		}
-	}
+	every(ctx, sweepInterval, func() { n.sweepOnce(ctx) })
 }
 
 // sweepOnce logs the expiries due at the node's clock, on the node that
