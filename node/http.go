@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/mesh/internal/openapi"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
+	"github.com/agentmesh/mesh/wall/pages"
 )
 
 // buildHTTP assembles the bridge: one route table, panic recovery, the
@@ -58,7 +59,7 @@ func (n *Node) buildHTTP() error {
 		return err
 	}
 	n.wall.Routes(mux)
-	n.wall.PageRoutes(mux)
+	pages.New(n.wall, n.log.With("component", "pages")).Routes(mux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
 	mux.Handle("GET /openapi.json", openapi.Handler())
 	n.quorumRoutes(mux)

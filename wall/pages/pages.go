@@ -1,25 +1,28 @@
-package wall
+// Package pages serves the public clusters' HTML pages: GET /clusters
+// lists them, GET /clusters/{id} (id or slug) shows one with its live
+// wall and boards. They are built from the embedded templates (web/*.html)
+// with what the wall's exported API (wall.Service.PublicClusters,
+// PublicPage) lets a stranger see; the script and the style sheet are
+// served from the node itself (web/static, at /assets/wall/): the
+// Content-Security-Policy lets a page load nothing else and run no inline
+// script. A private or unknown cluster is the same 404 page.
+//
+// The page's wall is read-only: its script connects with spectate=1, as
+// a ghost that is neither announced nor counted and whose frames the wall
+// refuses.
+package pages
 
 import (
 	"embed"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/wall"
 )
-
-// The cluster pages: GET /clusters lists the public clusters, GET
-// /clusters/{id} (id or slug) shows one with its live wall. They are HTML
-// built from the embedded templates (web/*.html), with the script and the
-// style sheet served from the node itself (web/static, at /assets/wall/):
-// the Content-Security-Policy lets a page load nothing else and run no
-// inline script. A private or unknown cluster is the same 404 page.
-//
-// The page's wall is read-only: its script connects with spectate=1, as
-// a ghost that is neither announced nor counted and whose frames are
-// refused (handlers.go).
 
 //go:embed web
 var webFS embed.FS
@@ -47,10 +50,24 @@ const maxListed = 200
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// PageRoutes adds the cluster pages and their static files to mux.
-func (s *Service) PageRoutes(mux httpx.Router) {
-	mux.Handle("GET /clusters", http.HandlerFunc(s.listPage))
-	mux.Handle("GET /clusters/{id}", http.HandlerFunc(s.clusterPage))
+// Pages serves the cluster pages.
+type Pages struct {
+	wall *wall.Service
+	log  *slog.Logger
+}
+
+// New returns the pages of w's public clusters; log may be nil.
+func New(w *wall.Service, log *slog.Logger) *Pages {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pages{wall: w, log: log}
+}
+
+// Routes adds the cluster pages and their static files to mux.
+func (p *Pages) Routes(mux httpx.Router) {
+	mux.Handle("GET /clusters", http.HandlerFunc(p.listPage))
+	mux.Handle("GET /clusters/{id}", http.HandlerFunc(p.clusterPage))
 	mux.Handle("GET /assets/wall/{file}", http.HandlerFunc(serveStatic))
 }
 
@@ -60,88 +77,64 @@ func wantsJSON(r *http.Request) bool {
 	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
 }
 
-// listedCluster is a row of GET /clusters. Online is nil when this node
-// serves no socket of the cluster, so knows no count without asking the
-// other nodes (the cluster's own page asks them).
-type listedCluster struct {
-	clusterView
-	Online *int
-}
-
 type listPage struct {
-	Clusters []listedCluster
+	Clusters []wall.PublicCluster
 	More     bool // over maxListed: the rest are in GET /v1/clusters
 }
 
-func (s *Service) listPage(w http.ResponseWriter, r *http.Request) {
+func (p *Pages) listPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Add("Vary", "Accept")
 	if wantsJSON(r) {
-		httpx.Handle(s.log, s.list).ServeHTTP(w, r)
+		httpx.Handle(p.log, p.wall.ServeCatalog).ServeHTTP(w, r)
 		return
 	}
-	var p listPage
-	err := s.cfg.Catalog.Public(func(cl *Cluster) bool {
-		if len(p.Clusters) == maxListed {
-			p.More = true
-			return false
-		}
-		row := listedCluster{clusterView: s.view(r, cl)}
-		if room := s.room(cl.ID); room != nil {
-			n := len(room.members())
-			row.Online = &n
-		}
-		p.Clusters = append(p.Clusters, row)
-		return true
-	})
+	var page listPage
+	var err error
+	page.Clusters, page.More, err = p.wall.PublicClusters(r, maxListed)
 	if err != nil {
-		s.errorPage(w, r, err)
+		p.errorPage(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, listTemplate, p)
+	p.render(w, http.StatusOK, listTemplate, page)
 }
 
 // clusterPageData is the page of one cluster.
 type clusterPageData struct {
-	clusterView
+	wall.PublicCluster
 	Online int
 	Boards *boardsSection // nil when boards are off
 }
 
-func (s *Service) clusterPage(w http.ResponseWriter, r *http.Request) {
+func (p *Pages) clusterPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Add("Vary", "Accept")
 	if wantsJSON(r) {
-		httpx.Handle(s.log, s.get).ServeHTTP(w, r)
+		httpx.Handle(p.log, p.wall.ServeCluster).ServeHTTP(w, r)
 		return
 	}
-	cl, err := s.cluster(r.Context(), r.PathValue("id"), true)
+	cl, err := p.wall.PublicPage(r, r.PathValue("id"), wall.PageOptions{Members: true, Boards: pageBoards, Posts: pagePosts})
 	if err != nil {
-		s.errorPage(w, r, err)
+		p.errorPage(w, r, err)
 		return
 	}
-	boards, err := s.pageBoardsOf(cl)
-	if err != nil {
-		s.errorPage(w, r, err)
-		return
-	}
-	s.render(w, http.StatusOK, clusterTemplate, clusterPageData{clusterView: s.view(r, cl), Online: len(s.peek(r.Context(), cl)), Boards: boards})
+	p.render(w, http.StatusOK, clusterTemplate, clusterPageData{PublicCluster: cl.PublicCluster, Online: len(cl.Members), Boards: boardsSectionOf(cl.Boards)})
 }
 
 // errorPage answers err as a page: its status and detail when it is an
 // *httpx.Error (a private cluster's is the unknown one's, 404), else 500.
-func (s *Service) errorPage(w http.ResponseWriter, r *http.Request, err error) {
+func (p *Pages) errorPage(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away: nobody reads the page
 	}
 	e, ok := httpx.AsError(err)
 	if !ok {
-		s.log.Error("page failed", "path", r.URL.Path, "err", err)
+		p.log.Error("page failed", "path", r.URL.Path, "err", err)
 	}
-	s.render(w, e.Status, errorTemplate, e)
+	p.render(w, e.Status, errorTemplate, e)
 }
 
 // render writes template t with data as a page with status.
-func (s *Service) render(w http.ResponseWriter, status int, t *template.Template, data any) {
-	httpx.RenderPage(s.log, w, status, pageCSP, t, "layout", data)
+func (p *Pages) render(w http.ResponseWriter, status int, t *template.Template, data any) {
+	httpx.RenderPage(p.log, w, status, pageCSP, t, "layout", data)
 }
 
 // serveStatic serves a file of web/static, and nothing else (no directory
