@@ -3,6 +3,8 @@ package wall
 import (
 	"net/http"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/httpx"
 )
 
 // What the node's pages (package wall/pages) read of the public clusters:
@@ -19,6 +21,8 @@ type PublicCluster struct {
 	// the cluster on this node, as the client of the request reached
 	// it, ending in "?vis=public&agent=" (the handle goes last).
 	WS string
+	// Node is this node's base URL, as the client reached it.
+	Node string
 	// Online counts who is online when this node knows it without asking
 	// other nodes (it serves the cluster); nil otherwise.
 	Online *int
@@ -27,7 +31,7 @@ type PublicCluster struct {
 func (s *Service) publicCluster(r *http.Request, cl *Cluster) PublicCluster {
 	v := s.view(r, cl)
 	return PublicCluster{ID: v.ID, Slug: v.Slug, Name: v.Name, Topic: v.Topic, Description: v.Description,
-		BoardsEnabled: v.BoardsEnabled, WS: v.WS}
+		BoardsEnabled: v.BoardsEnabled, WS: v.WS, Node: httpx.BaseURL(r, s.cfg.PublicURL)}
 }
 
 // PublicClusters returns the first max public clusters of the catalog,
