@@ -1,7 +1,6 @@
 package registryapi
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -106,7 +105,7 @@ func (a *API) agentsPage(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	for _, hit := range res.Results {
 		if ag, err := a.cfg.Directory.Lookup(hit.AgentID); err == nil {
-			d.Agents = append(d.Agents, a.agentLink(ag, hit.PriceLamports, res.usdPerSOL(), now))
+			d.Agents = append(d.Agents, a.agentLink(ag, hit, res.usdPerSOL(), now))
 		}
 	}
 	d.Notes, d.First, d.Last = res.Notes, q.offset+1, q.offset+len(d.Agents)
@@ -151,16 +150,16 @@ func cloneValues(v url.Values) url.Values {
 	return out
 }
 
-// agentLink is ag as a list shows it: price (its cheapest request price,
-// in lamports; nil unknown) at usdPerSOL (nil unknown), status and
-// weighted reputation at now.
-func (a *API) agentLink(ag *Agent, price *uint64, usdPerSOL *float64, now time.Time) site.AgentLink {
+// agentLink is ag, found as res, as a list shows it: its price at
+// usdPerSOL (nil unknown), its status at now and its reputation as the
+// oracle ranks it (as of its newest report).
+func (a *API) agentLink(ag *Agent, res SearchResult, usdPerSOL *float64, now time.Time) site.AgentLink {
 	d := a.cfg.Directory
 	name, desc := ag.texts()
 	l := site.AgentLink{ID: ag.ID, Name: name, Description: excerptText(desc, linkDescLen), Verified: ag.Pubkey != "",
-		Capabilities: ag.allCapabilities(), Reputation: reputationWords(Weighted{})}
-	if price != nil {
-		l.Price = priceWords(*price, unitRequest, usdPerSOL)
+		Capabilities: ag.allCapabilities(), Reputation: reputationWords(res.weighted)}
+	if res.PriceLamports != nil {
+		l.Price = priceWords(*res.PriceLamports, unitRequest, usdPerSOL)
 	}
 	online, live := false, LivenessView{State: LiveNoEndpoint}
 	var beat *time.Time
@@ -168,11 +167,6 @@ func (a *API) agentLink(ag *Agent, price *uint64, usdPerSOL *float64, now time.T
 		online, live = d.Online(ag, now, a.cfg.OnlineWindow), a.livenessView(ag)
 		if at, ok := d.LastBeat(ag); ok {
 			beat = &at
-		}
-		if _, roll, err := d.Reputation(ag.ID, now); err == nil {
-			l.Reputation = reputationWords(roll.Weighted)
-		} else if !errors.Is(err, ErrAgentNotFound) {
-			a.log.Warn("reputation for a list", "agent", ag.ID, "err", err)
 		}
 	}
 	st := statusOf(!ag.Registered(), online, beat, live)
@@ -212,7 +206,7 @@ func (a *API) OnlineAgents(r *http.Request, n int) ([]site.AgentLink, error) {
 	var out []site.AgentLink
 	for _, hit := range res.Results {
 		if ag, err := a.cfg.Directory.Lookup(hit.AgentID); err == nil {
-			out = append(out, a.agentLink(ag, hit.PriceLamports, res.usdPerSOL(), now))
+			out = append(out, a.agentLink(ag, hit, res.usdPerSOL(), now))
 		}
 	}
 	return out, nil

@@ -130,6 +130,10 @@ type SearchResult struct {
 		Relevance       float64 `json:"relevance"`
 		ReputationBoost float64 `json:"reputation_boost"`
 	} `json:"score_parts"`
+
+	// weighted is the view oracle_reputation is the score of, for the
+	// pages' words.
+	weighted Weighted
 }
 
 type searchResponse struct {
@@ -228,7 +232,7 @@ func (a *API) searchResult(r *http.Request, h hit, now time.Time) (SearchResult,
 		AgentID: ag.ID, DID: nullable(ag.DID), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
 		Handle: a.handle(r, ag.ID), Registered: ag.Registered(), CatalogOnly: !ag.Registered(),
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow), Capabilities: ag.allCapabilities(),
-		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(),
+		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(), weighted: h.doc.weighted,
 	}
 	res.Name, res.Description = ag.texts()
 	res.ScoreParts.Relevance, res.ScoreParts.ReputationBoost = h.relevance, h.boost

@@ -37,7 +37,9 @@ type searchDoc struct {
 	terms map[string]uint16 // term frequency
 	len   int
 	caps  map[string]bool // lower-cased capabilities, for the filter
-	// rep is the weighted score as of the agent's newest report, 0 without.
+	// weighted is the agent's weighted view as of its newest report; rep
+	// its score, 0 without.
+	weighted   Weighted
 	rep        float64
 	registered bool
 	reg        uint64 // registration, for presence
@@ -104,9 +106,9 @@ func tokens(s string, add func(string)) {
 	}
 }
 
-// docOf builds the indexed form of row a with its reputation rep.
-func docOf(a *Agent, rep float64) *searchDoc {
-	d := &searchDoc{id: a.ID, terms: map[string]uint16{}, caps: map[string]bool{}, rep: rep,
+// docOf builds the indexed form of row a with its oracle reputation w.
+func docOf(a *Agent, w Weighted) *searchDoc {
+	d := &searchDoc{id: a.ID, terms: map[string]uint16{}, caps: map[string]bool{}, weighted: w,
 		registered: a.Registered(), reg: a.Reg, verified: a.Pubkey != ""}
 	add := func(t string) {
 		if d.terms[t] < math.MaxUint16 {
@@ -122,6 +124,9 @@ func docOf(a *Agent, rep float64) *searchDoc {
 		d.caps[strings.ToLower(c)] = true
 	}
 	d.price = a.requestPrice(full)
+	if w.Score != nil {
+		d.rep = *w.Score
+	}
 	return d
 }
 
@@ -284,13 +289,13 @@ func (x *searchIndex) reindex(db *store.DB, ids []string) error {
 	})
 }
 
-// oracleReputation is a's weighted score in the reputation window ending
+// oracleReputation is a's weighted view in the reputation window ending
 // at its newest report: the log alone decides it, so every node computes
 // the same boost whenever it rebuilt its index (a read at the reader's
 // clock would drift apart as reports leave the window).
-func oracleReputation(tx *store.Txn, a *Agent) (float64, error) {
+func oracleReputation(tx *store.Txn, a *Agent) (Weighted, error) {
 	if !a.Registered() {
-		return 0, nil
+		return Weighted{}, nil
 	}
 	var newest int64
 	err := tx.Scan(reportPrefix(a.ID, a.Reg), nil, func(k, _ []byte) (bool, error) {
@@ -299,11 +304,8 @@ func oracleReputation(tx *store.Txn, a *Agent) (float64, error) {
 		return true, nil
 	})
 	if err != nil || newest == 0 {
-		return 0, err
+		return Weighted{}, err
 	}
 	r, err := rollupIn(tx, a, time.Unix(0, newest).UTC())
-	if err != nil || r.Weighted.Score == nil {
-		return 0, err
-	}
-	return *r.Weighted.Score, nil
+	return r.Weighted, err
 }
