@@ -211,15 +211,7 @@ func TestCrossSiteWritesAreRefused(t *testing.T) {
 			g.try(m, method+" "+path, attempt{"Origin foreign, JSON", map[string]string{"Origin": evilOrigin, "Content-Type": "application/json"}, 403, "origin_not_allowed"})
 		}
 	}
-	var snap struct{ Conversations []any }
-	g.get("/chat/snapshot", &snap)
-	if len(snap.Conversations) != 0 || len(g.runs()) != 0 || g.agentRuns() != "" || g.site.count(&g.site.heads) != 0 {
-		t.Fatalf("a refused request acted: conversations %v, runs %v, agent %q, site reads %d",
-			snap.Conversations, g.runs(), g.agentRuns(), g.site.count(&g.site.heads))
-	}
-	if after := files(t, g.dir); !maps(before, after) {
-		t.Fatal("a refused request changed a file of the project")
-	}
+	g.untouched(before)
 	var tail struct{ Events []struct{ Msg string } }
 	g.get("/debug/tail", &tail)
 	for _, ev := range tail.Events {
@@ -251,6 +243,22 @@ func TestCrossSiteWritesAreRefused(t *testing.T) {
 		t.Fatalf("the dashboard's dispatch: %d %+v", code, d)
 	}
 	eventually(t, "the two turns", func() bool { return len(strings.Fields(g.agentRuns())) == 2 })
+}
+
+// untouched checks that nothing was done: no conversation, no run, no turn
+// of the agent, no read of the site, no file of the project changed since
+// before.
+func (g *guarded) untouched(before map[string][32]byte) {
+	g.t.Helper()
+	var snap struct{ Conversations []any }
+	g.get("/chat/snapshot", &snap)
+	if len(snap.Conversations) != 0 || len(g.runs()) != 0 || g.agentRuns() != "" || g.site.count(&g.site.heads) != 0 {
+		g.t.Fatalf("a refused request acted: conversations %v, runs %v, agent %q, site reads %d",
+			snap.Conversations, g.runs(), g.agentRuns(), g.site.count(&g.site.heads))
+	}
+	if !maps(before, files(g.t, g.dir)) {
+		g.t.Fatal("a refused request changed a file of the project")
+	}
 }
 
 func maps(a, b map[string][32]byte) bool {
