@@ -363,8 +363,8 @@ type x402RequiredT struct {
 	Error       string `json:"error"`
 	Accepts     []struct {
 		Scheme, Network, MaxAmountRequired, Resource, Description, MimeType, PayTo, Asset string
-		MaxTimeoutSeconds                                                              int
-		Extra                                                                          struct {
+		MaxTimeoutSeconds                                                                 int
+		Extra                                                                             struct {
 			Nonce, Network, ChainPayURL, ExpiresAt string
 		}
 	} `json:"accepts"`
