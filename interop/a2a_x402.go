@@ -102,7 +102,7 @@ func (s *submission) payload(raw json.RawMessage) *rpcError {
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &p) != nil || len(p.Payload) == 0 {
 		return bad
 	}
-	if _, sig := p.Payload["signature"]; sig && len(p.Payload) <= 2 {
+	if meshShaped(p.Payload) {
 		var m meshPayload
 		if json.Unmarshal(raw, &m) != nil || m.Payload.Signature == "" {
 			return bad
@@ -129,6 +129,18 @@ func (s *submission) payload(raw json.RawMessage) *rpcError {
 		return rpcErr(rpcInvalidParams, "%s x402Version must be 1 or 2", MetaPaymentPayload)
 	}
 	return nil
+}
+
+// meshShaped: a payload of this project's proof, a signature and maybe
+// its nonce (x402's EVM payload also has a signature, and more).
+func meshShaped(payload map[string]json.RawMessage) bool {
+	for k := range payload {
+		if k != "signature" && k != "nonce" {
+			return false
+		}
+	}
+	_, ok := payload["signature"]
+	return ok
 }
 
 // x402Receipt is an x402 SettleResponse, the extension's receipt.

@@ -136,6 +136,7 @@ func TestA2AX402Payloads(t *testing.T) {
 	v1 := `{"x402Version":1,"scheme":"exact","network":"solana-devnet","payload":{"transaction":"AQID"}}`
 	v2 := `{"x402Version":2,"accepted":{"scheme":"exact","network":"solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"},"payload":{"transaction":"AQID"}}`
 	mesh := `{"x402Version":1,"scheme":"exact","network":"chain-devnet","payload":{"signature":"5sig","nonce":"n1"}}`
+	evm := `{"x402Version":1,"scheme":"exact","network":"base","payload":{"signature":"0x1","authorization":{"from":"0x2"}}}`
 	for _, c := range []struct {
 		payload string
 		want    map[string]string
@@ -143,6 +144,7 @@ func TestA2AX402Payloads(t *testing.T) {
 		{v1, map[string]string{"X-Payment": base64.StdEncoding.EncodeToString([]byte(v1))}},
 		{v2, map[string]string{"Payment-Signature": base64.StdEncoding.EncodeToString([]byte(v2))}},
 		{mesh, map[string]string{HeaderPaymentProof: "5sig", HeaderPaymentNonce: "n1"}},
+		{evm, map[string]string{"X-Payment": base64.StdEncoding.EncodeToString([]byte(evm))}},
 	} {
 		sub := submission{header: http.Header{}}
 		if e := sub.payload(json.RawMessage(c.payload)); e != nil {
