@@ -10,8 +10,32 @@
 const page = document.getElementById("cluster");
 const part = page ? `/clusters/${encodeURIComponent(page.dataset.cluster)}/boards` : "";
 
-let busy = false;
-let again = false;
+// oneAtATime wraps async fn so that it never runs twice at once: a call
+// while it runs makes one more run once it ends. A failure waits for the
+// next call (the socket's reconnection makes one).
+export function oneAtATime(fn) {
+  let busy = false;
+  let again = false;
+  const run = async () => {
+    if (busy) {
+      again = true;
+      return;
+    }
+    busy = true;
+    try {
+      await fn();
+    } catch {
+      // the next call asks again
+    } finally {
+      busy = false;
+      if (again) {
+        again = false;
+        run();
+      }
+    }
+  };
+  return run;
+}
 
 // onBoardFrame acts on a board frame: the boards are fetched again.
 export function onBoardFrame() {
@@ -19,26 +43,11 @@ export function onBoardFrame() {
 }
 
 // refreshBoards fetches the boards section again and swaps it in.
-export async function refreshBoards() {
+export const refreshBoards = oneAtATime(async () => {
   if (!document.getElementById("boards-section")) return;
-  if (busy) {
-    again = true;
-    return;
-  }
-  busy = true;
-  try {
-    const resp = await fetch(part, { cache: "no-store" });
-    if (resp.ok) swap(await resp.text());
-  } catch {
-    // the socket's reconnection fetches them again
-  } finally {
-    busy = false;
-    if (again) {
-      again = false;
-      refreshBoards();
-    }
-  }
-}
+  const resp = await fetch(part, { cache: "no-store" });
+  if (resp.ok) swap(await resp.text());
+});
 
 // focusKey names the focused element of the section so that its
 // counterpart in a fresh section can take the focus back.

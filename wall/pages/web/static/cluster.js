@@ -8,7 +8,7 @@
 // (GET /v1/clusters/{id}: handles masked as on every outside surface). The
 // boards are boards.js's: it is handed the board frames.
 
-import { onBoardFrame, refreshBoards } from "./boards.js";
+import { oneAtATime, onBoardFrame, refreshBoards } from "./boards.js";
 
 const minRetry = 1000; // ms before the first reconnection
 const maxRetry = 30000; // ms between reconnections, at most
@@ -40,32 +40,13 @@ function el(tag, className, text) {
 
 // Members are fetched one request at a time; a change meanwhile asks for
 // one more once it ends.
-let membersBusy = false;
-let membersAgain = false;
-
-async function refreshMembers() {
-  if (membersBusy) {
-    membersAgain = true;
-    return;
-  }
-  membersBusy = true;
-  try {
-    const resp = await fetch(api, { headers: { Accept: "application/json" }, cache: "no-store" });
-    if (resp.ok) {
-      const list = ((await resp.json()).cluster || {}).members || [];
-      count.textContent = String(list.length);
-      members.replaceChildren(...list.map((h) => el("li", "member", String(h))));
-    }
-  } catch {
-    // the socket's reconnection asks again
-  } finally {
-    membersBusy = false;
-    if (membersAgain) {
-      membersAgain = false;
-      refreshMembers();
-    }
-  }
-}
+const refreshMembers = oneAtATime(async () => {
+  const resp = await fetch(api, { headers: { Accept: "application/json" }, cache: "no-store" });
+  if (!resp.ok) return;
+  const list = ((await resp.json()).cluster || {}).members || [];
+  count.textContent = String(list.length);
+  members.replaceChildren(...list.map((h) => el("li", "member", String(h))));
+});
 
 // payloadText is what a message shows: a string payload, an object's
 // text, else the payload as JSON.
