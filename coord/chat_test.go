@@ -178,9 +178,12 @@ func TestChatQueueAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestChatRetries: transient upstream errors are retried for the same
-// turn after min(2^n, 8) s of the clock, at most twice, and never stored
-// as the answer; other errors end the turn at once.
+// TestChatRetries: transient upstream errors, as the coding agents report
+// them, are retried for the same turn after min(2^n, 8) s of the clock, at
+// most twice, and never stored as the answer; other errors end the turn at
+// once, and a local failure whose output merely holds numbers and words of
+// upstream errors (a traceback's "line 503", "429 bytes", "overloaded.md")
+// runs the agent once and is shown as agent_failed with its exit status.
 func TestChatRetries(t *testing.T) {
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
@@ -199,6 +202,7 @@ func TestChatRetries(t *testing.T) {
 		{"prompt", 1, 0, "prompt_too_long"},
 		{"request", 1, 0, "request_error"},
 		{"crash", 1, 0, "agent_failed"},
+		{"traceback", 3, 0, "agent_failed"},
 	} {
 		conv := fmt.Sprintf("%s-%d", tc.kind, tc.fails)
 		t.Run(conv, func(t *testing.T) {
@@ -210,7 +214,13 @@ func TestChatRetries(t *testing.T) {
 				}
 				h.clk.Advance(time.Duration(1<<n) * time.Second)
 			}
-			if ev := ws.next("conv.stream.final"); ev["conv"] != conv || ev["error"] != tc.wantError {
+			evs := ws.until("conv.stream.final", nil)
+			for _, ev := range evs {
+				if ev["type"] == "conv.stream.retry" {
+					t.Fatalf("a retry more: %v", ev)
+				}
+			}
+			if ev := evs[len(evs)-1]; ev["conv"] != conv || ev["error"] != tc.wantError {
 				t.Fatalf("final %v", ev)
 			}
 			ms := h.messages(conv, "").Messages
@@ -219,6 +229,9 @@ func TestChatRetries(t *testing.T) {
 			}
 			if tc.wantError == "" && ms[1].Text != fmt.Sprintf("answer of attempt %d\n", tc.fails) {
 				t.Fatalf("answer %q", ms[1].Text)
+			}
+			if tc.kind == "traceback" && !strings.HasPrefix(ms[1].Text, "the agent failed: agent_failed (exit status 1)\nTraceback") {
+				t.Fatalf("failure %q", ms[1].Text)
 			}
 		})
 	}

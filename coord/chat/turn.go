@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -60,10 +61,13 @@ func (e *Engine) finish(c *conv, it Item, stream string, out outcome) {
 	}
 }
 
-// failureText is what the timeline says of a failed turn: its class and
-// the end of the agent's stderr.
+// failureText is what the timeline says of a failed turn: its class, the
+// agent's exit status and the end of its stderr (else of its stdout).
 func failureText(out outcome) string {
 	s := "the agent failed: " + out.class
+	if out.exit >= 0 {
+		s += fmt.Sprintf(" (exit status %d)", out.exit)
+	}
 	if d := out.detail; d != "" {
 		if len(d) > 1024 {
 			d = d[len(d)-1024:]
