@@ -114,10 +114,11 @@ func (l *Log) Close() error {
 	return err
 }
 
-// Append redacts ev's data, stamps it when it has no time, and stores it.
+// Append redacts ev's data, stamps it when it has no time (or a time to
+// come: an event is never younger than its arrival), and stores it.
 func (l *Log) Append(ev Event) error {
-	if ev.TS.IsZero() {
-		ev.TS = l.cfg.Clock.Now()
+	if now := l.cfg.Clock.Now(); ev.TS.IsZero() || ev.TS.After(now) {
+		ev.TS = now
 	}
 	ev.TS = ev.TS.UTC()
 	ev.Data = Redact(ev.Data)
@@ -155,19 +156,28 @@ func (l *Log) write(line []byte) error {
 	return err
 }
 
-// trim drops the oldest events past MaxAge and MaxBytes, and rewrites the
-// file when it dropped any (or always, at open).
+// trim drops the events past MaxAge, wherever they are (a client's event
+// may be dated before those appended earlier), then the oldest past
+// MaxBytes, and rewrites the file when it dropped any (or always, at open).
 func (l *Log) trim(rewrite bool) {
 	cut := l.cfg.Clock.Now().Add(-l.cfg.MaxAge)
+	kept := make([]stored, 0, len(l.events))
+	for _, s := range l.events {
+		if l.cfg.MaxAge > 0 && s.ev.TS.Before(cut) {
+			l.bytes -= len(s.line) + 1
+			continue
+		}
+		kept = append(kept, s)
+	}
 	n := 0
-	for n < len(l.events) && ((l.cfg.MaxAge > 0 && l.events[n].ev.TS.Before(cut)) || (l.cfg.MaxBytes > 0 && l.bytes > l.cfg.MaxBytes)) {
-		l.bytes -= len(l.events[n].line) + 1
+	for n < len(kept) && l.cfg.MaxBytes > 0 && l.bytes > l.cfg.MaxBytes {
+		l.bytes -= len(kept[n].line) + 1
 		n++
 	}
-	if n == 0 && !rewrite {
+	if len(kept) == len(l.events) && n == 0 && !rewrite {
 		return
 	}
-	l.events = append([]stored(nil), l.events[n:]...)
+	l.events = append([]stored(nil), kept[n:]...)
 	if l.cfg.Path != "" {
 		l.rewrite()
 	}
@@ -208,8 +218,8 @@ func (l *Log) Tail(q Query) ([]Event, float64) {
 		out = append(out, s.ev)
 	}
 	retained := 0.0
-	if len(l.events) > 0 {
-		retained = max(0, l.cfg.Clock.Now().Sub(l.events[0].ev.TS).Seconds())
+	for _, s := range l.events {
+		retained = max(retained, l.cfg.Clock.Now().Sub(s.ev.TS).Seconds())
 	}
 	return out, retained
 }
