@@ -3,6 +3,7 @@ package roadmap
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/agentmesh/mesh/internal/atomicfile"
@@ -81,12 +82,13 @@ func Reconcile(r *Roadmap, now time.Time, head string) ([]Change, error) {
 var statusOfWall = map[string]string{WallActive: Active, WallNext: Next, WallBacklog: Backlog, WallArchived: Done}
 
 // Reorder moves initiative id to position order (0 first; past the end is
-// the end) of wall, and renumbers the wall's wall_order 0, 1, 2... Moving
-// onto the archived wall sets status done and archived true; onto another
-// wall sets the wall's status (a blocked initiative stays blocked on the
-// active wall), removes archived and, when it leaves done, completed_at and
-// commit_sha. Initiatives of the wall whose frontmatter is malformed keep
-// their place but are not renumbered. It returns the position taken.
+// the end) of wall, and renumbers the wall's wall_order 0, 1, 2..., and the
+// wall it left, when it changed walls, likewise. Moving onto the archived
+// wall sets status done and archived true; onto another wall sets the
+// wall's status (a blocked initiative stays blocked on the active wall),
+// removes archived and, when it leaves done, completed_at and commit_sha.
+// Initiatives whose frontmatter is malformed keep their place but are not
+// renumbered. It returns the position taken.
 func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
 	in := r.Find(id)
 	switch {
@@ -97,28 +99,42 @@ func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
 	case in.Error != "":
 		return 0, fmt.Errorf("%s: %w: fix the file first", in.File, ErrFrontmatter)
 	}
-	var members []*Initiative
-	for _, m := range Walls(r.Initiatives)[wall] {
-		if m != in {
-			members = append(members, m)
-		}
+	walls := Walls(r.Initiatives)
+	without := func(list []*Initiative) []*Initiative {
+		return slices.DeleteFunc(slices.Clone(list), func(m *Initiative) bool { return m == in })
 	}
+	members := without(walls[wall])
 	order = min(max(order, 0), len(members))
-	members = append(members[:order], append([]*Initiative{in}, members[order:]...)...)
+	members = slices.Insert(members, order, in)
 	if edits := moveEdits(in, wall, order); len(edits) > 0 {
 		if err := edit(in.path, edits...); err != nil {
 			return 0, err
 		}
 	}
-	for i, m := range members {
-		if m == in || m.Error != "" || (m.WallOrder != nil && *m.WallOrder == i) {
-			continue
-		}
-		if err := edit(m.path, Edit{Key: "wall_order", Value: i}); err != nil {
+	if err := renumber(members, in); err != nil {
+		return 0, err
+	}
+	if in.Wall != wall {
+		if err := renumber(without(walls[in.Wall]), nil); err != nil {
 			return 0, err
 		}
 	}
 	return order, nil
+}
+
+// renumber writes wall_order 0, 1, 2... into the members of a wall, in
+// their order, where it differs; moved (already written) and malformed
+// ones are passed by.
+func renumber(members []*Initiative, moved *Initiative) error {
+	for i, m := range members {
+		if m == moved || m.Error != "" || (m.WallOrder != nil && *m.WallOrder == i) {
+			continue
+		}
+		if err := edit(m.path, Edit{Key: "wall_order", Value: i}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // moveEdits are the edits that put in at order on wall; none for what is
