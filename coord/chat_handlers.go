@@ -23,6 +23,7 @@ var (
 	errNoConv    = httpx.E(http.StatusNotFound, "conv_not_found", "no such conversation")
 	errQueueFull = httpx.E(http.StatusTooManyRequests, "queue_full", "the conversation's queue is full")
 	errTooMany   = httpx.E(http.StatusTooManyRequests, "too_many_conversations", "too many conversations")
+	errNoContent = httpx.E(http.StatusBadRequest, "no_content", "the message has no text and none of its attachments could be kept")
 )
 
 // newChat makes the conversation engine, wired to the roadmap (anchors),
@@ -80,6 +81,11 @@ func (d *Daemon) dispatch(w http.ResponseWriter, r *http.Request) error {
 		return httpx.ErrInvalid.With("agent_id is longer than 128 bytes")
 	}
 	res, err := d.chat.Dispatch(chat.Request{Conv: req.Conv, Text: req.Text, AgentID: req.AgentID, Uploads: req.Attachments})
+	if errors.Is(err, chat.ErrNoContent) {
+		// An error with the attachments it skipped, and why.
+		httpx.WriteJSON(w, errNoContent.Status, map[string]any{"code": errNoContent.Code, "detail": err.Error(), "skipped_uploads": res.Skipped})
+		return nil
+	}
 	if err != nil {
 		return chatError(err)
 	}

@@ -352,3 +352,34 @@ func TestChatPages(t *testing.T) {
 		t.Fatalf("page 2 %+v", p)
 	}
 }
+
+// TestChatOnlyRefusedAttachments: a message without text whose attachments
+// were all refused is answered no_content, with why each was refused; the
+// agent does not run and no conversation is made.
+func TestChatOnlyRefusedAttachments(t *testing.T) {
+	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.AttachmentMax = 16 }))
+	ws := h.socket()
+	body := fmt.Sprintf(`{"conv":"c1","text":" ","attachments":[{"name":"bad","data":"***"},{"name":"none","data":""},{"name":"big","data":%q}]}`,
+		base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", 17))))
+	var e struct {
+		Code, Detail string
+		Skipped      []struct{ Name, Reason string } `json:"skipped_uploads"`
+	}
+	if code := h.do("POST", "/chat/dispatch", body, &e); code != http.StatusBadRequest || e.Code != "no_content" || e.Detail == "" {
+		t.Fatalf("dispatch: %d %+v", code, e)
+	}
+	if got := fmt.Sprint(e.Skipped); got != "[{bad decode_failed} {none empty} {big too_large}]" {
+		t.Fatalf("skipped %s", got)
+	}
+	var s struct{ Conversations []convView }
+	h.get("/chat/snapshot", &s)
+	if len(s.Conversations) != 0 {
+		t.Fatalf("conversations %+v", s.Conversations)
+	}
+	h.wantError("GET", "/chat/conv/c1/messages", "", http.StatusNotFound, "conv_not_found")
+	// The next message of the socket is this one's: nothing ran before.
+	h.send("c2", "echo hi", http.StatusOK)
+	if ev := ws.next("conv.activity"); ev["conv"] != "c2" {
+		t.Fatalf("activity %v", ev)
+	}
+}

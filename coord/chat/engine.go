@@ -90,7 +90,10 @@ type Result struct {
 	Skipped  []Skipped `json:"skipped_uploads,omitempty"`
 }
 
-// Dispatch starts a turn for r, or queues it behind the live one.
+// Dispatch starts a turn for r, or queues it behind the live one. A
+// message without text whose attachments were all skipped is refused
+// (ErrNoContent, with the skipped ones in the result): the agent would be
+// asked nothing.
 func (e *Engine) Dispatch(r Request) (Result, error) {
 	switch {
 	case !e.Enabled():
@@ -101,6 +104,10 @@ func (e *Engine) Dispatch(r Request) (Result, error) {
 		return Result{}, fmt.Errorf("%w: longer than %d bytes", ErrText, e.cfg.MaxText)
 	case strings.TrimSpace(r.Text) == "" && len(r.Uploads) == 0:
 		return Result{}, fmt.Errorf("%w: a message needs text or attachments", ErrText)
+	}
+	kept, skipped := e.decodeUploads(r.Uploads)
+	if strings.TrimSpace(r.Text) == "" && len(kept) == 0 {
+		return Result{Conv: r.Conv, Skipped: skipped}, fmt.Errorf("%w: the message has no text and none of its attachments could be kept", ErrNoContent)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -114,8 +121,8 @@ func (e *Engine) Dispatch(r Request) (Result, error) {
 	c.st.Items++
 	it := Item{ID: fmt.Sprintf("q%d", c.st.Items), Text: r.Text, AgentID: r.AgentID, RunID: r.RunID,
 		QueuedAt: e.cfg.Clock.Now().UTC()}
-	res := Result{Conv: r.Conv, ItemID: it.ID}
-	if it.Attachments, res.Skipped, err = e.saveUploads(c, it.ID, r.Uploads); err != nil {
+	res := Result{Conv: r.Conv, ItemID: it.ID, Skipped: skipped}
+	if it.Attachments, err = e.saveUploads(c, it.ID, kept); err != nil {
 		return Result{}, err
 	}
 	if c.st.Live == nil {
