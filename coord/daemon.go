@@ -42,6 +42,7 @@ type Daemon struct {
 	storageCache storageCache
 	watch        watchState
 	dlog         *debuglog.Log
+	lock         *projectLock
 	srv          *http.Server
 	ln           net.Listener
 	clusterID    string
@@ -82,8 +83,9 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// Start reads the project, chooses the port and starts serving. A project
-// folder without cluster.yaml is an error: it is not a project.
+// Start takes the project's lock, reads the project, chooses the port and
+// starts serving. A project folder without cluster.yaml is an error: it is
+// not a project; one another live daemon runs on is ErrRunning.
 func (d *Daemon) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -92,6 +94,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}()
 	if _, err := os.Stat(filepath.Join(d.cfg.Dir, cluster.FileName)); err != nil {
 		return fmt.Errorf("coord: %s has no %s (is it the project folder?): %w", d.cfg.Dir, cluster.FileName, err)
+	}
+	// One daemon per project: nothing is written before the lock is held.
+	if err := d.lockProject(); err != nil {
+		return err
 	}
 	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, "debug.jsonl"),
 		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock}); err != nil {
@@ -173,7 +179,27 @@ func (d *Daemon) listen() error {
 	}
 	port := d.ln.Addr().(*net.TCPAddr).Port
 	d.endpoint = scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
+	if err := d.lock.write(lockInfo{PID: os.Getpid(), Port: port, URL: d.endpoint, Started: d.cfg.Clock.Now().UTC()}); err != nil {
+		return fmt.Errorf("coord: %s: %w", LockFile, err)
+	}
 	return nil
+}
+
+// lockProject takes the project's lock, or fails naming the daemon that
+// holds it.
+func (d *Daemon) lockProject() error {
+	path := filepath.Join(d.cfg.Dir, LockFile)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	if d.lock, err = takeLock(f, d.cfg.Dir); err != nil {
+		return err
+	}
+	return d.lock.write(lockInfo{PID: os.Getpid(), Started: d.cfg.Clock.Now().UTC()})
 }
 
 // URL is the address the daemon serves at, e.g. http://127.0.0.1:5570.
@@ -183,8 +209,9 @@ func (d *Daemon) URL() string { return d.endpoint }
 func (d *Daemon) PortReason() string { return d.reason }
 
 // Close stops serving (listener and sockets first), then the loops and the
-// crons (runs under way are killed), and releases the port in the
-// registry. It is safe to call twice and after a failed Start.
+// crons (runs under way are killed), releases the port in the registry and
+// last the project's lock. It is safe to call twice and after a failed
+// Start.
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		if d.srv != nil {
@@ -208,6 +235,9 @@ func (d *Daemon) Close() error {
 			if err := portreg.Release(d.cfg.Registry, d.clusterID); err != nil {
 				d.log.Warn("port registry", "err", err)
 			}
+		}
+		if d.lock != nil {
+			d.lock.release()
 		}
 	})
 	return d.closeErr
