@@ -72,4 +72,3 @@ func TestOneDaemonPerProject(t *testing.T) {
 		t.Fatalf("after the first stopped: %v %s", err, third.URL())
 	}
 }
-
