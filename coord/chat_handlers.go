@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/agentmesh/mesh/coord/chat"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -31,7 +32,7 @@ var (
 func (d *Daemon) newChat() (*chat.Engine, error) {
 	c := d.cfg.Chat
 	c.Dir, c.Project, c.Clock, c.Logger = filepath.Join(d.cfg.StateDir, "chat"), d.cfg.Dir, d.cfg.Clock, d.log
-	c.ArchiveDir = filepath.Join(d.cfg.StateDir, "chat-archive")
+	c.ArchiveDir, c.Files = filepath.Join(d.cfg.StateDir, "chat-archive"), d.files
 	c.Emit, c.CheckAnchor, c.TurnEnded = d.events.publish, d.checkAnchor, d.turnEnded
 	c.Coordinating = func(conv string) bool { return d.runs.Coordinating(conv) }
 	e, err := chat.New(c)
@@ -103,7 +104,8 @@ func chatError(err error) error {
 		err error
 		as  *httpx.Error
 	}{{chat.ErrDisabled, errChatOff}, {chat.ErrConvID, errConvID}, {chat.ErrNoConv, errNoConv},
-		{chat.ErrQueueFull, errQueueFull}, {chat.ErrTooMany, errTooMany}, {chat.ErrText, httpx.ErrInvalid}} {
+		{chat.ErrQueueFull, errQueueFull}, {chat.ErrTooMany, errTooMany}, {chat.ErrText, httpx.ErrInvalid},
+		{atomicfile.ErrOutside, errOutside}} {
 		if errors.Is(err, m.err) {
 			return m.as.With("%v", err)
 		}

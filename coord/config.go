@@ -32,8 +32,8 @@ type Config struct {
 	// Listener, when set, is served instead of choosing a port: for
 	// tests and embedding.
 	Listener net.Listener
-	// StateDir keeps the daemon's own files: the debug log, cron runs
-	// (default Dir/.coord).
+	// StateDir, a folder inside Dir, keeps the daemon's own files: the
+	// debug log, cron runs (default Dir/.coord).
 	StateDir string
 	// TLSBundle is a PEM file with the certificate chain and its private
 	// key; when it exists the daemon serves HTTPS (default

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/portreg"
 	"github.com/agentmesh/mesh/coord/runs"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -43,16 +44,20 @@ type Daemon struct {
 	watch        watchState
 	dlog         *debuglog.Log
 	lock         *projectLock
-	srv          *http.Server
-	ln           net.Listener
-	clusterID    string
-	endpoint     string
-	reason       string
-	started      time.Time
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	closeOnce    sync.Once
-	closeErr     error
+	// files confines every write (and read of what is rendered) to the
+	// project folder; refusals are warnings of /state.
+	files     atomicfile.Root
+	refusals  refusals
+	srv       *http.Server
+	ln        net.Listener
+	clusterID string
+	endpoint  string
+	reason    string
+	started   time.Time
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New checks cfg and prepares a daemon; it starts nothing.
@@ -68,13 +73,17 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join(dir, ".coord")
 	}
+	if rel, err := filepath.Rel(dir, cfg.StateDir); err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%w: the state folder %s is not inside the project folder", ErrConfig, cfg.StateDir)
+	}
 	if cfg.TLSBundle == "" {
 		cfg.TLSBundle = filepath.Join(cfg.StateDir, "tls.pem")
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux(), watch: watchState{restart: make(chan struct{})}}
+	d.files = atomicfile.NewRoot(dir, d.fileReport)
 	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
 	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
-		Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
+		Files: d.files, Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
 	if d.chat, err = d.newChat(); err != nil {
 		return nil, err
 	}
@@ -99,8 +108,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err := d.lockProject(); err != nil {
 		return err
 	}
-	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, "debug.jsonl"),
-		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock}); err != nil {
+	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, debugLogFile),
+		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock, Files: d.files}); err != nil {
 		return fmt.Errorf("coord: debug log: %w", err)
 	}
 	if _, err := d.rebuild(); err != nil {
@@ -188,11 +197,9 @@ func (d *Daemon) listen() error {
 // lockProject takes the project's lock, or fails naming the daemon that
 // holds it.
 func (d *Daemon) lockProject() error {
-	path := filepath.Join(d.cfg.Dir, LockFile)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("coord: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// Through the project's files: a .coord linked outside the project
+	// stops the daemon here, before it writes anything there.
+	f, err := d.files.OpenFile("open", LockFile, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/instructions"
 	"github.com/agentmesh/mesh/coord/roadmap"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -24,6 +25,7 @@ var (
 	errFrontmatter = httpx.E(http.StatusConflict, "frontmatter_malformed", "the initiative's frontmatter is malformed")
 	errLevel       = httpx.E(http.StatusBadRequest, "invalid_level", "lvl must be debug, info, warn or error")
 	errNoJob       = httpx.E(http.StatusNotFound, "cron_not_found", "no such cron job")
+	errOutside     = httpx.E(http.StatusConflict, "path_outside_project", "a file this needs leads outside the project folder")
 )
 
 // routes is the daemon's one route table.
@@ -104,10 +106,7 @@ type moduleView struct {
 
 func (d *Daemon) getState(w http.ResponseWriter, _ *http.Request) error {
 	st := d.current()
-	warns := st.warnings
-	if warns == nil {
-		warns = []string{}
-	}
+	warns := append(append([]string{}, st.warnings...), d.refusals.list()...)
 	httpx.WriteJSON(w, http.StatusOK, stateView{Cluster: st.cluster, Modules: modules(st), Docs: st.docs,
 		Roadmap: map[string]any{"initiatives": st.roadmap.Initiatives}, Warnings: warns, BuiltAt: st.builtAt})
 	return nil
@@ -177,7 +176,7 @@ func (d *Daemon) reorder(w http.ResponseWriter, r *http.Request) error {
 // daemon's own writes as a rebuild.
 func (d *Daemon) applyReorder(id, wall string, order int) (int, error) {
 	d.writeMu.Lock()
-	order, err := roadmap.Reorder(roadmap.Load(d.cfg.Dir), id, wall, order)
+	order, err := roadmap.Reorder(roadmap.Load(d.cfg.Dir), d.files, id, wall, order)
 	d.writeMu.Unlock()
 	switch {
 	case errors.Is(err, roadmap.ErrWall):
@@ -186,6 +185,8 @@ func (d *Daemon) applyReorder(id, wall string, order int) (int, error) {
 		return 0, errNoInit.With("no initiative %q", id)
 	case errors.Is(err, roadmap.ErrFrontmatter):
 		return 0, errFrontmatter.With("%v", err)
+	case errors.Is(err, atomicfile.ErrOutside):
+		return 0, errOutside.With("%v: fix the link first", err)
 	case err != nil:
 		return 0, err
 	}

@@ -25,7 +25,7 @@ var (
 )
 
 func (d *Daemon) newRuns() *runs.Manager {
-	return runs.New(runs.Config{Dir: filepath.Join(d.cfg.StateDir, "runs"), Keep: d.cfg.RunsKept, MaxRunning: d.cfg.RunsMax,
+	return runs.New(runs.Config{Dir: filepath.Join(d.cfg.StateDir, "runs"), Files: d.files, Keep: d.cfg.RunsKept, MaxRunning: d.cfg.RunsMax,
 		Clock: d.cfg.Clock, Logger: d.log, Emit: d.runEvent, Send: d.sendTask, Pending: d.chat.Pending})
 }
 

@@ -77,7 +77,7 @@ func (d *Daemon) rebuild() (bool, error) {
 		return false, err
 	}
 	r := roadmap.Load(d.cfg.Dir)
-	if changes, err := roadmap.Reconcile(r, d.cfg.Clock.Now(), gitHead(d.cfg.Dir)); len(changes) > 0 || err != nil {
+	if changes, err := roadmap.Reconcile(r, d.files, d.cfg.Clock.Now(), gitHead(d.cfg.Dir)); len(changes) > 0 || err != nil {
 		if err != nil {
 			d.log.Error("reconcile: cannot write an initiative", "err", err)
 		}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Config configures an Engine. Zero limits take their defaults.
@@ -40,8 +42,11 @@ type Config struct {
 	// the attachments of one message (8).
 	AttachmentMax  int
 	MaxAttachments int
-	Clock          clock.Clock
-	Logger         *slog.Logger
+	// Files confines every write of the engine (default: the folder that
+	// holds Dir).
+	Files  atomicfile.Root
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// Emit publishes an event to the daemon's socket.
 	Emit func(typ string, fields map[string]any)
 	// CheckAnchor says whether an anchor names an initiative (and task)
@@ -84,6 +89,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TurnTimeout < 0 || c.MaxTimeline < 0 {
 		return fmt.Errorf("%w: the turn timeout and the timeline size must be positive", ErrConfig)
+	}
+	if c.Files.Dir() == "" {
+		c.Files = atomicfile.NewRoot(filepath.Dir(c.Dir), nil)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

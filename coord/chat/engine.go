@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -38,7 +37,7 @@ func (e *Engine) Enabled() bool { return e.cfg.AgentCmd != "" }
 // when it stopped is put back at the head of its queue, with a system
 // message saying so, and each queue starts again.
 func (e *Engine) Start() error {
-	convs, err := loadConvs(e.cfg.Dir)
+	convs, err := loadConvs(e.cfg.Dir, e.cfg.Files)
 	if err != nil {
 		return err
 	}
@@ -145,8 +144,8 @@ func (e *Engine) open(id string) (*conv, error) {
 		return nil, fmt.Errorf("%w: %d", ErrTooMany, e.cfg.MaxConvs)
 	}
 	now := e.cfg.Clock.Now().UTC()
-	c := &conv{dir: filepath.Join(e.cfg.Dir, id), st: convState{ID: id, Created: now, Updated: now, Queue: []Item{}}}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	c := &conv{dir: filepath.Join(e.cfg.Dir, id), files: e.cfg.Files, st: convState{ID: id, Created: now, Updated: now, Queue: []Item{}}}
+	if err := e.cfg.Files.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.convs[id] = c

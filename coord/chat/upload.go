@@ -3,7 +3,6 @@ package chat
 import (
 	"encoding/base64"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -77,10 +76,7 @@ func (e *Engine) saveUploads(c *conv, item string, kept []decoded) ([]string, er
 	var names []string
 	for _, u := range kept {
 		name := fmt.Sprintf("%s-%d-%s", item, u.index, safeName(u.name))
-		if err := os.MkdirAll(filepath.Join(c.dir, uploadsDir), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(c.dir, uploadsDir, name), u.data, 0o644); err != nil {
+		if err := e.cfg.Files.Write(filepath.Join(c.dir, uploadsDir, name), u.data, 0o644); err != nil {
 			return nil, err
 		}
 		names = append(names, name)

@@ -54,6 +54,8 @@ type Config struct {
 	MaxAge    time.Duration
 	TrimEvery int
 	Clock     clock.Clock
+	// Files confines the log's writes (default: the file's folder).
+	Files atomicfile.Root
 }
 
 // Log is the debug log. It is safe for concurrent use.
@@ -84,10 +86,13 @@ func Open(cfg Config) (*Log, error) {
 	if cfg.Path == "" {
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+	if cfg.Files.Dir() == "" {
+		l.cfg.Files = atomicfile.NewRoot(filepath.Dir(cfg.Path), nil)
+	}
+	if err := l.cfg.Files.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
 		return nil, err
 	}
-	if f, err := os.Open(cfg.Path); err == nil {
+	if f, err := l.cfg.Files.OpenFile("read", cfg.Path, os.O_RDONLY, 0); err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
@@ -146,7 +151,7 @@ func (l *Log) push(ev Event, line []byte) {
 
 func (l *Log) write(line []byte) error {
 	if l.file == nil {
-		f, err := os.OpenFile(l.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := l.cfg.Files.OpenAppend(l.cfg.Path, 0o600)
 		if err != nil {
 			return err
 		}
@@ -194,7 +199,7 @@ func (l *Log) rewrite() {
 		l.file.Close()
 		l.file = nil
 	}
-	atomicfile.Write(l.cfg.Path, buf.Bytes(), 0o600) // a failure keeps the old file, trimmed next time
+	l.cfg.Files.Write(l.cfg.Path, buf.Bytes(), 0o600) // a failure keeps the old file, trimmed next time
 }
 
 // Query selects events for Tail.

@@ -2,7 +2,6 @@ package roadmap
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -12,13 +11,14 @@ import (
 // edit rewrites the frontmatter of the file at path with edits, reading it
 // afresh so that what someone else wrote meanwhile outside these keys is
 // kept. The new content replaces the file atomically (a temporary file in
-// the same folder, renamed), with the old file's mode.
-func edit(path string, edits ...Edit) error {
-	st, err := os.Stat(path)
+// the same folder, renamed), with the old file's mode, through files: a
+// file or folder linked outside the project is not written.
+func edit(files atomicfile.Root, path string, edits ...Edit) error {
+	st, err := files.Stat(path)
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(path)
+	b, err := files.ReadFile(path)
 	if err != nil {
 		return err
 	}
@@ -26,7 +26,7 @@ func edit(path string, edits ...Edit) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return atomicfile.Write(path, out, st.Mode().Perm())
+	return files.Write(path, out, st.Mode().Perm())
 }
 
 // Change is one initiative a reconcile moved.
@@ -42,7 +42,7 @@ type Change struct {
 // goes back to active and loses both. Initiatives without tasks, archived
 // ones and those whose frontmatter is malformed are left alone. It returns
 // what it changed; an error stops at the first file it could not write.
-func Reconcile(r *Roadmap, now time.Time, head string) ([]Change, error) {
+func Reconcile(r *Roadmap, files atomicfile.Root, now time.Time, head string) ([]Change, error) {
 	var changes []Change
 	for _, in := range r.Initiatives {
 		if len(in.Tasks) == 0 || in.Archived || in.Error != "" {
@@ -66,7 +66,7 @@ func Reconcile(r *Roadmap, now time.Time, head string) ([]Change, error) {
 		default:
 			continue
 		}
-		if err := edit(in.path, edits...); err != nil {
+		if err := edit(files, in.path, edits...); err != nil {
 			return changes, err
 		}
 		c := Change{ID: in.ID, Status: edits[0].Value.(string)}
@@ -89,7 +89,7 @@ var statusOfWall = map[string]string{WallActive: Active, WallNext: Next, WallBac
 // removes archived and, when it leaves done, completed_at and commit_sha.
 // Initiatives whose frontmatter is malformed keep their place but are not
 // renumbered. It returns the position taken.
-func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
+func Reorder(r *Roadmap, files atomicfile.Root, id, wall string, order int) (int, error) {
 	in := r.Find(id)
 	switch {
 	case statusOfWall[wall] == "":
@@ -107,15 +107,15 @@ func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
 	order = min(max(order, 0), len(members))
 	members = slices.Insert(members, order, in)
 	if edits := moveEdits(in, wall, order); len(edits) > 0 {
-		if err := edit(in.path, edits...); err != nil {
+		if err := edit(files, in.path, edits...); err != nil {
 			return 0, err
 		}
 	}
-	if err := renumber(members, in); err != nil {
+	if err := renumber(files, members, in); err != nil {
 		return 0, err
 	}
 	if in.Wall != wall {
-		if err := renumber(without(walls[in.Wall]), nil); err != nil {
+		if err := renumber(files, without(walls[in.Wall]), nil); err != nil {
 			return 0, err
 		}
 	}
@@ -125,12 +125,12 @@ func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
 // renumber writes wall_order 0, 1, 2... into the members of a wall, in
 // their order, where it differs; moved (already written) and malformed
 // ones are passed by.
-func renumber(members []*Initiative, moved *Initiative) error {
+func renumber(files atomicfile.Root, members []*Initiative, moved *Initiative) error {
 	for i, m := range members {
 		if m == moved || m.Error != "" || (m.WallOrder != nil && *m.WallOrder == i) {
 			continue
 		}
-		if err := edit(m.path, Edit{Key: "wall_order", Value: i}); err != nil {
+		if err := edit(files, m.path, Edit{Key: "wall_order", Value: i}); err != nil {
 			return err
 		}
 	}
