@@ -32,7 +32,7 @@ var (
 func (d *Daemon) newChat() (*chat.Engine, error) {
 	c := d.cfg.Chat
 	c.Dir, c.Project, c.Clock, c.Logger = filepath.Join(d.cfg.StateDir, "chat"), d.cfg.Dir, d.cfg.Clock, d.log
-	c.ArchiveDir, c.Files = filepath.Join(d.cfg.StateDir, "chat-archive"), d.files
+	c.ArchiveDir, c.Files, c.Env = filepath.Join(d.cfg.StateDir, "chat-archive"), d.files, d.environ
 	c.Emit, c.CheckAnchor, c.TurnEnded = d.events.publish, d.checkAnchor, d.turnEnded
 	c.Coordinating = func(conv string) bool { return d.runs.Coordinating(conv) }
 	e, err := chat.New(c)

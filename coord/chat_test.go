@@ -13,12 +13,14 @@ import (
 	"github.com/agentmesh/mesh/coord"
 )
 
-// withAgent configures the fake coding agent of testdata.
+// withAgent configures the fake coding agent of testdata, which reads
+// FAKE_AGENT_* variables of the environment.
 func withAgent(edit func(*coord.Config)) func(*coord.Config) {
 	return func(c *coord.Config) {
 		path, _ := filepath.Abs(filepath.Join("testdata", "fake-agent.sh"))
 		c.Chat.AgentCmd = "bash " + path
 		c.Chat.TurnTimeout = time.Minute
+		c.AgentEnv = []string{"default", "FAKE_AGENT_*"}
 		if edit != nil {
 			edit(c)
 		}

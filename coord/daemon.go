@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/cron"
@@ -46,8 +47,10 @@ type Daemon struct {
 	lock         *projectLock
 	// files confines every write (and read of what is rendered) to the
 	// project folder; refusals are warnings of /state.
-	files     atomicfile.Root
-	refusals  refusals
+	files    atomicfile.Root
+	refusals refusals
+	// env decides the environment of agent turns and crons.
+	env       agentenv.Policy
 	srv       *http.Server
 	ln        net.Listener
 	clusterID string
@@ -80,10 +83,11 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.TLSBundle = filepath.Join(cfg.StateDir, "tls.pem")
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux(), watch: watchState{restart: make(chan struct{})}}
+	d.env, _ = agentenv.New(cfg.AgentEnv) // checked by Validate
 	d.files = atomicfile.NewRoot(dir, d.fileReport)
 	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
 	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
-		Files: d.files, Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
+		Files: d.files, Env: d.environ, Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
 	if d.chat, err = d.newChat(); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,7 @@ func (d *Daemon) rebuild() (bool, error) {
 		r = roadmap.Load(d.cfg.Dir)
 	}
 	warns = append(warns, r.Warnings...)
+	d.dlog.SetSecrets(secrets(c))
 	s := &snapshot{cluster: c, roadmap: r, docs: d.docs(), warnings: warns, builtAt: d.cfg.Clock.Now().UTC(), fingerprint: fp}
 	d.logNewWarnings(prev, warns)
 	d.mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -51,7 +50,7 @@ func (e *Engine) attempt(ctx context.Context, c *conv, it Item, stream string, n
 	errs, outTail := tailbuf.New(reportTail), tailbuf.New(reportTail)
 	cmd := exec.Command("/bin/sh", "-c", e.cfg.AgentCmd)
 	cmd.Dir = e.cfg.Project
-	cmd.Env = append(os.Environ(), "MESH_COORD_CONV="+c.st.ID, "MESH_COORD_ATTEMPT="+strconv.Itoa(n),
+	cmd.Env = append(e.cfg.Env(), "MESH_COORD_CONV="+c.st.ID, "MESH_COORD_ATTEMPT="+strconv.Itoa(n),
 		"MESH_COORD_AGENT_ID="+it.AgentID, "MESH_COORD_RUN_ID="+it.RunID,
 		"MESH_COORD_ATTACHMENTS="+strings.Join(attachmentPaths(c, it), "\n"))
 	cmd.Stdin = strings.NewReader(it.Text)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/internal/atomicfile"
 )
@@ -53,10 +54,21 @@ type Config struct {
 	// of the roadmap; nil accepts every anchor.
 	CheckAnchor func(Anchor) error
 	// TurnEnded is told when a turn ends for good, outside the engine's
-	// lock (a story run then sends its next task).
-	TurnEnded func(conv string, it Item, ok bool)
+	// lock (a story run then sends its next task), with how it failed
+	// (empty class: it succeeded).
+	TurnEnded func(conv string, it Item, end TurnEnd)
+	// Env is the environment of the agent, before the MESH_COORD_*
+	// variables of the turn (default: agentenv's default allow list over
+	// the daemon's environment).
+	Env func() []string
 	// Coordinating says whether a conversation drives a story run.
 	Coordinating func(conv string) bool
+}
+
+// TurnEnd is how a turn ended: Class is empty when it succeeded; Detail is
+// the end of the agent's stderr (or its report on stdout) when it failed.
+type TurnEnd struct {
+	Class, Detail string
 }
 
 // DefaultConfig holds the default limits.
@@ -101,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Emit == nil {
 		c.Emit = func(string, map[string]any) {}
+	}
+	if c.Env == nil {
+		c.Env = agentenv.DefaultEnviron
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func (e *Engine) turn(c *conv, it Item, stream string) {
 	}
 	e.finish(c, it, stream, out)
 	if e.cfg.TurnEnded != nil {
-		e.cfg.TurnEnded(c.st.ID, it, out.class == "")
+		e.cfg.TurnEnded(c.st.ID, it, TurnEnd{Class: out.class, Detail: out.detail})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/internal/atomicfile"
 )
@@ -22,7 +23,7 @@ type Config struct {
 	// a cwd that resolves outside is not run.
 	Files atomicfile.Root
 	// Env is the environment of the jobs, before their own env (default:
-	// none).
+	// agentenv's default allow list over the daemon's environment).
 	Env func() []string
 	// Tick is how often due jobs are looked for (10 s).
 	Tick   time.Duration
@@ -72,7 +73,7 @@ func New(cfg Config) *Scheduler {
 		cfg.Files = atomicfile.NewRoot(cfg.Project, nil)
 	}
 	if cfg.Env == nil {
-		cfg.Env = func() []string { return nil }
+		cfg.Env = agentenv.DefaultEnviron
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Scheduler{cfg: cfg, ctx: ctx, cancel: cancel, jobs: map[string]*state{}}

@@ -1,7 +1,8 @@
 // Package debuglog is the daemon's debug log: events from the daemon and
 // from the dashboard ({ts, src, lvl, tag, msg, conv?, agent_id?, data}),
-// with secret-like keys redacted before anything is stored, kept in
-// memory and in a JSON-lines file, and trimmed to a size and an age.
+// redacted before anything is stored (the values of secret-like keys, and
+// in every text the known secret values and token-shaped strings), kept
+// in memory and in a JSON-lines file, and trimmed to a size and an age.
 package debuglog
 
 import (
@@ -11,8 +12,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/mesh/coord/clock"
@@ -61,6 +64,7 @@ type Config struct {
 // Log is the debug log. It is safe for concurrent use.
 type Log struct {
 	cfg     Config
+	secrets atomic.Pointer[[]string]
 	mu      sync.Mutex
 	events  []stored
 	bytes   int
@@ -119,14 +123,27 @@ func (l *Log) Close() error {
 	return err
 }
 
-// Append redacts ev's data, stamps it when it has no time (or a time to
-// come: an event is never younger than its arrival), and stores it.
+// SetSecrets sets the values blanked out of every text appended from now
+// on (the secrets of the environments the daemon knows).
+func (l *Log) SetSecrets(values []string) {
+	v := slices.Clone(values)
+	l.secrets.Store(&v)
+}
+
+// Append redacts ev's message and data, stamps it when it has no time (or
+// a time to come: an event is never younger than its arrival), and
+// stores it.
 func (l *Log) Append(ev Event) error {
 	if now := l.cfg.Clock.Now(); ev.TS.IsZero() || ev.TS.After(now) {
 		ev.TS = now
 	}
 	ev.TS = ev.TS.UTC()
-	ev.Data = Redact(ev.Data)
+	var secrets []string
+	if p := l.secrets.Load(); p != nil {
+		secrets = *p
+	}
+	ev.Msg = RedactText(ev.Msg, secrets)
+	ev.Data = Redact(ev.Data, secrets)
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("debuglog: %w", err)
@@ -239,9 +256,11 @@ func contains(list []string, s string) bool {
 }
 
 // Redact returns v with the value of every secret-like key, at any depth
-// of maps and lists, replaced by Redacted. v is decoded JSON (maps of
-// string to any, lists of any, scalars); it is copied, never changed.
-func Redact(v any) any {
+// of maps and lists, replaced by Redacted, and every string redacted as
+// RedactText does. v is decoded JSON (maps of string to any, lists of
+// any, scalars), or the daemon's maps of string to any; it is copied,
+// never changed.
+func Redact(v any, secrets []string) any {
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
@@ -249,16 +268,24 @@ func Redact(v any) any {
 			if Secretish(k) {
 				out[k] = Redacted
 			} else {
-				out[k] = Redact(x)
+				out[k] = Redact(x, secrets)
 			}
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = Redact(x)
+			out[i] = Redact(x, secrets)
 		}
 		return out
+	case []string:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = RedactText(x, secrets)
+		}
+		return out
+	case string:
+		return RedactText(v, secrets)
 	}
 	return v
 }

@@ -10,6 +10,9 @@
 #   hang             answers one line and never ends
 #   gate FILE        answers one line, waits for FILE to exist, answers another
 #   attach           answers the name and content of each attachment
+#   env              answers its environment, one variable a line, sorted
+#   leak             prints its ANTHROPIC_API_KEY and a bearer token on
+#                    stderr and fails
 #   Story run ...    a task of a story run: waits for $FAKE_AGENT_GATE to
 #                    exist when set, fails when the message names
 #                    $FAKE_AGENT_FAIL_TASK, else answers "worked on TASK"
@@ -67,6 +70,12 @@ attach)
 	while IFS= read -r f; do
 		[ -n "$f" ] && echo "$(basename "$f"): $(cat "$f")"
 	done <<<"$MESH_COORD_ATTACHMENTS"
+	;;
+env) env | sort ;;
+leak)
+	echo "debug: ANTHROPIC_API_KEY is $ANTHROPIC_API_KEY" >&2
+	echo "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz' failed" >&2
+	exit 3
 	;;
 Story)
 	task=$7
