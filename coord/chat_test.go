@@ -28,12 +28,13 @@ func withAgent(edit func(*coord.Config)) func(*coord.Config) {
 }
 
 type dispatched struct {
-	Started  bool
-	Conv     string
-	ItemID   string `json:"item_id"`
-	StreamID string `json:"stream_id"`
-	Position int
-	Skipped  []struct{ Name, Reason string } `json:"skipped_uploads"`
+	Started   bool
+	Conv      string
+	ItemID    string `json:"item_id"`
+	StreamID  string `json:"stream_id"`
+	Position  int
+	ResumesAt *time.Time                      `json:"resumes_at"`
+	Skipped   []struct{ Name, Reason string } `json:"skipped_uploads"`
 }
 
 // send dispatches text to conv and checks the status.
@@ -187,7 +188,8 @@ func TestChatQueueAcrossRestart(t *testing.T) {
 // upstream errors (a traceback's "line 503", "429 bytes", "overloaded.md")
 // runs the agent once and is shown as agent_failed with its exit status.
 func TestChatRetries(t *testing.T) {
-	h := start(t, project(t), withAgent(nil))
+	// Three rate limits in a row would pause the agent (TestPausedAgentTypes).
+	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.PauseAfter = 4 }))
 	ws := h.socket()
 	for _, tc := range []struct {
 		kind      string
@@ -383,5 +385,74 @@ func TestChatOnlyRefusedAttachments(t *testing.T) {
 	h.send("c2", "echo hi", http.StatusOK)
 	if ev := ws.next("conv.activity"); ev["conv"] != "c2" {
 		t.Fatalf("activity %v", ev)
+	}
+}
+
+// TestPausedAgentTypes: an agent type whose attempts are rate-limited
+// three times in a row is paused for 5 minutes of the clock: /health
+// names it and says when it resumes, its new messages wait (202, with
+// resumes_at) without running the agent, other types go on, and at the end
+// of the pause its waiting messages run.
+func TestPausedAgentTypes(t *testing.T) {
+	h := start(t, project(t), withAgent(nil))
+	ws := h.socket()
+	dispatch := func(conv, agent, text string, want int) dispatched {
+		t.Helper()
+		var d dispatched
+		if code := h.do("POST", "/chat/dispatch", fmt.Sprintf(`{"conv":%q,"agent_id":%q,"text":%q}`, conv, agent, text), &d); code != want {
+			t.Fatalf("dispatch %s: %d, want %d", text, code, want)
+		}
+		return d
+	}
+	type health struct {
+		Paused []string             `json:"paused_agent_types"`
+		Until  map[string]time.Time `json:"paused_until"`
+	}
+	dispatch("c1", "claude-1", "flaky rate 9", http.StatusOK)
+	for n := 1; n <= 2; n++ {
+		ws.next("conv.stream.retry")
+		h.clk.Advance(time.Duration(1<<n) * time.Second)
+	}
+	ev := ws.next("agent_type.paused")
+	resumes := t0.Add(6*time.Second + 5*time.Minute)
+	if ev["agent_type"] != "claude" || ev["resumes_at"] != resumes.Format(time.RFC3339) {
+		t.Fatalf("paused %v", ev)
+	}
+	if ev := ws.next("conv.stream.final"); ev["conv"] != "c1" || ev["error"] != "rate_limited" {
+		t.Fatalf("final %v", ev)
+	}
+	var hl health
+	h.get("/health", &hl)
+	if fmt.Sprint(hl.Paused) != "[claude]" || !hl.Until["claude"].Equal(resumes) {
+		t.Fatalf("health %+v", hl)
+	}
+
+	// Another instance of the type waits; another type runs.
+	d := dispatch("c2", "Claude-2", "echo waited", http.StatusAccepted)
+	if d.Started || d.Position != 1 || d.ResumesAt == nil || !d.ResumesAt.Equal(resumes) {
+		t.Fatalf("dispatch while paused %+v", d)
+	}
+	dispatch("c3", "codex-1", "echo other", http.StatusOK)
+	if ev := ws.next("conv.stream.final"); ev["conv"] != "c3" {
+		t.Fatalf("final %v", ev)
+	}
+	if c := h.conv("c2"); c.Live || !c.Waiting || len(h.messages("c2", "").Messages) != 0 {
+		t.Fatalf("c2 while paused %+v", c)
+	}
+
+	h.clk.Advance(5 * time.Minute)
+	if ev := ws.next("agent_type.resumed"); ev["agent_type"] != "claude" {
+		t.Fatalf("resumed %v", ev)
+	}
+	if ev := ws.next("conv.stream.final"); ev["conv"] != "c2" || ev["error"] != "" {
+		t.Fatalf("final %v", ev)
+	}
+	if got := roles(h.messages("c2", "").Messages); got != "operator:echo waited|agent:waited" {
+		t.Fatalf("c2 %s", got)
+	}
+	hl = health{}
+	h.get("/health", &hl)
+	if len(hl.Paused) != 0 || len(hl.Until) != 0 {
+		t.Fatalf("health after the pause %+v", hl)
 	}
 }

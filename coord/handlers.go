@@ -55,11 +55,12 @@ func (d *Daemon) routes() {
 
 func (d *Daemon) health(w http.ResponseWriter, _ *http.Request) error {
 	st := d.current()
+	paused, until := d.chat.Paused()
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"ok": true, "cluster_id": st.cluster.ID, "cluster_name": st.cluster.Name, "endpoint": d.endpoint,
 		"version": Version, "device_id": d.cfg.DeviceID, "port_reason": d.reason, "started_at": d.started,
 		"standard":           d.standardView(),
-		"paused_agent_types": []string{},
+		"paused_agent_types": paused, "paused_until": until,
 		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": instructions.HasSource(d.cfg.Dir), "chat": d.chat.Enabled()},
 		"event_clients":      d.events.count(),
 	})

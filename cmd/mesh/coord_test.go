@@ -43,6 +43,8 @@ func TestCoordFlags(t *testing.T) {
 			}},
 		{name: "flag over env", env: map[string]string{"MESH_COORD_PORT": "5580"}, args: []string{"--port", "5581"},
 			want: func(c coord.Config) bool { return c.Port == 5581 }},
+		{name: "agent pause", env: map[string]string{"MESH_COORD_AGENT_PAUSE": "90s"}, args: []string{"--agent-pause-after", "5"},
+			want: func(c coord.Config) bool { return c.Chat.PauseFor == 90*time.Second && c.Chat.PauseAfter == 5 }},
 		{name: "agent env", env: map[string]string{"MESH_COORD_AGENT_ENV": "default,DATABASE_URL"},
 			want: func(c coord.Config) bool { return strings.Join(c.AgentEnv, " ") == "default DATABASE_URL" }},
 		{name: "agent env flag", args: []string{"--agent-env", "PATH", "--agent-env", "AWS_*"},

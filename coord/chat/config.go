@@ -28,6 +28,10 @@ type Config struct {
 	TurnTimeout time.Duration
 	// MaxRetries bounds the retries of a turn after transient errors (2).
 	MaxRetries int
+	// PauseAfter rate-limited attempts in a row of an agent type pause
+	// the type (3) for PauseFor (5 min): its turns wait.
+	PauseAfter int
+	PauseFor   time.Duration
 	// QueueMax bounds the messages waiting in one conversation (32).
 	QueueMax int
 	// MaxConvs bounds the conversations (1,000).
@@ -73,7 +77,7 @@ type TurnEnd struct {
 
 // DefaultConfig holds the default limits.
 func DefaultConfig() Config {
-	return Config{TurnTimeout: 30 * time.Minute, MaxRetries: 2, QueueMax: 32, MaxConvs: 1000, MaxText: 64 << 10,
+	return Config{TurnTimeout: 30 * time.Minute, MaxRetries: 2, PauseAfter: 3, PauseFor: 5 * time.Minute, QueueMax: 32, MaxConvs: 1000, MaxText: 64 << 10,
 		MaxOutput: 1 << 20, MaxTimeline: 64 << 20, AttachmentMax: 5 << 20, MaxAttachments: 8}
 }
 
@@ -83,7 +87,7 @@ var ErrConfig = errors.New("chat: invalid configuration")
 // Validate fills what is left at zero and checks the limits.
 func (c *Config) Validate() error {
 	d := DefaultConfig()
-	for _, f := range []struct{ v, def *int }{{&c.MaxRetries, &d.MaxRetries}, {&c.QueueMax, &d.QueueMax},
+	for _, f := range []struct{ v, def *int }{{&c.MaxRetries, &d.MaxRetries}, {&c.PauseAfter, &d.PauseAfter}, {&c.QueueMax, &d.QueueMax},
 		{&c.MaxConvs, &d.MaxConvs}, {&c.MaxText, &d.MaxText}, {&c.MaxOutput, &d.MaxOutput},
 		{&c.AttachmentMax, &d.AttachmentMax}, {&c.MaxAttachments, &d.MaxAttachments}} {
 		if *f.v == 0 {
@@ -99,8 +103,11 @@ func (c *Config) Validate() error {
 	if c.TurnTimeout == 0 {
 		c.TurnTimeout = d.TurnTimeout
 	}
-	if c.TurnTimeout < 0 || c.MaxTimeline < 0 {
-		return fmt.Errorf("%w: the turn timeout and the timeline size must be positive", ErrConfig)
+	if c.PauseFor == 0 {
+		c.PauseFor = d.PauseFor
+	}
+	if c.TurnTimeout < 0 || c.MaxTimeline < 0 || c.PauseFor < 0 {
+		return fmt.Errorf("%w: the turn timeout, the pause and the timeline size must be positive", ErrConfig)
 	}
 	if c.Files.Dir() == "" {
 		c.Files = atomicfile.NewRoot(filepath.Dir(c.Dir), nil)

@@ -13,12 +13,17 @@ import (
 
 // Engine keeps the conversations and runs their turns.
 type Engine struct {
-	cfg    Config
-	mu     sync.Mutex
-	convs  map[string]*conv
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg     Config
+	cmdType string // the agent type of messages without an agent id
+	mu      sync.Mutex
+	convs   map[string]*conv
+	// rateHits counts the rate-limited attempts in a row of each agent
+	// type; paused are the types paused, until when.
+	rateHits map[string]int
+	paused   map[string]time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // New checks cfg; it reads and starts nothing.
@@ -27,7 +32,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{cfg: cfg, convs: map[string]*conv{}, ctx: ctx, cancel: cancel}, nil
+	return &Engine{cfg: cfg, cmdType: commandType(cfg.AgentCmd), convs: map[string]*conv{}, rateHits: map[string]int{},
+		paused: map[string]time.Time{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Enabled reports whether an agent command is configured.
@@ -87,6 +93,9 @@ type Result struct {
 	StreamID string    `json:"stream_id,omitempty"`
 	Position int       `json:"position,omitempty"`
 	Skipped  []Skipped `json:"skipped_uploads,omitempty"`
+	// ResumesAt, on a message that waits for its agent type's pause,
+	// is when the pause ends.
+	ResumesAt *time.Time `json:"resumes_at,omitempty"`
 }
 
 // Dispatch starts a turn for r, or queues it behind the live one. A
@@ -114,7 +123,9 @@ func (e *Engine) Dispatch(r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if c.st.Live != nil && len(c.st.Queue) >= e.cfg.QueueMax {
+	pausedUntil := e.pausedUntil(r.AgentID)
+	start := c.st.Live == nil && len(c.st.Queue) == 0 && pausedUntil.IsZero()
+	if !start && len(c.st.Queue) >= e.cfg.QueueMax {
 		return Result{}, fmt.Errorf("%w: %d messages wait already", ErrQueueFull, len(c.st.Queue))
 	}
 	c.st.Items++
@@ -124,13 +135,16 @@ func (e *Engine) Dispatch(r Request) (Result, error) {
 	if it.Attachments, err = e.saveUploads(c, it.ID, kept); err != nil {
 		return Result{}, err
 	}
-	if c.st.Live == nil {
+	if start {
 		res.Started = true
 		res.StreamID, err = e.begin(c, it, false)
 		return res, err
 	}
 	c.st.Queue = append(c.st.Queue, it)
 	res.Position = len(c.st.Queue)
+	if !pausedUntil.IsZero() {
+		res.ResumesAt = &pausedUntil
+	}
 	e.cfg.Emit("queue.item.added", map[string]any{"conv": r.Conv, "item_id": it.ID, "position": res.Position})
 	return res, c.save()
 }
