@@ -61,8 +61,8 @@ func (d *Daemon) health(w http.ResponseWriter, _ *http.Request) error {
 		"version": Version, "device_id": d.cfg.DeviceID, "port_reason": d.reason, "started_at": d.started,
 		"standard":           d.standardView(),
 		"paused_agent_types": paused, "paused_until": until,
-		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": instructions.HasSource(d.cfg.Dir), "chat": d.chat.Enabled()},
-		"event_clients":      d.events.count(),
+		"features":      map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": instructions.HasSource(d.cfg.Dir), "chat": d.chat.Enabled()},
+		"event_clients": d.events.count(),
 	})
 	return nil
 }
