@@ -206,3 +206,19 @@ func TestStateFolderLinkedOutside(t *testing.T) {
 	}
 	untouched(t, out)
 }
+
+// TestDebugLogLinkedOutside: a debug log that is a link out of the project
+// is not written (nor read); the daemon runs on and says so in /state.
+func TestDebugLogLinkedOutside(t *testing.T) {
+	dir, out := project(t), t.TempDir()
+	os.WriteFile(filepath.Join(out, "log"), []byte("theirs\n"), 0o600)
+	(&harness{t: t, dir: dir}).symlink(filepath.Join(out, "log"), ".coord/debug.jsonl")
+	h := start(t, dir, nil)
+	h.wantError("POST", "/debug/log", `{"msg":"x"}`, http.StatusConflict, "path_outside_project")
+	if got := h.refused(); len(got) != 1 || !strings.Contains(got[0], ".coord/debug.jsonl") {
+		t.Fatalf("warnings %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "log")); string(b) != "theirs\n" {
+		t.Fatalf("the file outside changed: %q", b)
+	}
+}

@@ -262,7 +262,9 @@ func (d *Daemon) debugLog(w http.ResponseWriter, r *http.Request) error {
 		req.Src = "client"
 	}
 	ev := debuglog.Event{TS: ts, Src: req.Src, Lvl: req.Lvl, Tag: req.Tag, Msg: req.Msg, Conv: req.Conv, AgentID: req.AgentID, Data: req.Data}
-	if err := d.dlog.Append(ev); err != nil {
+	if err := d.dlog.Append(ev); errors.Is(err, atomicfile.ErrOutside) {
+		return errOutside.With("the debug log %s leads outside the project folder", debugLogFile)
+	} else if err != nil {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusAccepted, map[string]any{"stored": true})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +39,7 @@ func TestCoordOneDaemonPerProject(t *testing.T) {
 		waitVersion(t, fmt.Sprintf("http://127.0.0.1:%d", port), "go-0.1.0")
 		return cmd
 	}
-	p1, p2 := freePort(t), freePort(t)
+	p1, p2 := freeLoopbackPort(t), freeLoopbackPort(t)
 	first := start(p1)
 	registry, _ := os.ReadFile(reg)
 	debug, _ := os.ReadFile(filepath.Join(proj, ".coord", "debug.jsonl"))
@@ -79,15 +78,4 @@ func TestCoordOneDaemonPerProject(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(proj, ".coord", "daemon.lock")); len(b) != 0 {
 		t.Fatalf("the lock file still names a daemon: %s", b)
 	}
-}
-
-// freePort is a port free on loopback now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

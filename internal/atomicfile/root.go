@@ -183,17 +183,7 @@ func (r Root) write(op, path string, mode os.FileMode, replace bool, fill func(i
 			return err
 		}
 		defer root.Remove(tmp) // after a rename, a name nothing holds any more
-		err = fill(f)
-		if err == nil {
-			err = f.Chmod(mode)
-		}
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := fillFile(f, mode, fill); err != nil {
 			return err
 		}
 		if replace {
