@@ -50,7 +50,9 @@ type Daemon struct {
 	files    atomicfile.Root
 	refusals refusals
 	// env decides the environment of agent turns and crons.
-	env       agentenv.Policy
+	env agentenv.Policy
+	// token is the daemon's token, a secret of the debug log.
+	token     string
 	srv       *http.Server
 	ln        net.Listener
 	clusterID string
@@ -135,6 +137,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	d.token = g.token
+	d.setSecrets(d.current().cluster)
 	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	d.started = d.cfg.Clock.Now().UTC()
 	d.srv = &http.Server{Handler: httpx.Recover(d.log, g.wrap(d.mux)), ReadHeaderTimeout: 10 * time.Second,

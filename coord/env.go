@@ -18,13 +18,13 @@ func (d *Daemon) environ() []string {
 	return d.env.Environ(os.Environ(), set)
 }
 
-// secrets are the values the debug log blanks out: those of the secret
-// variables of the daemon's environment, of cluster.yaml's env and of the
-// crons' env.
-func secrets(c cluster.Cluster) []string {
-	sets := []map[string]string{c.Env}
+// setSecrets tells the debug log the values it blanks out: those of the
+// secret variables of the daemon's environment, of cluster.yaml's env and
+// of the crons' env, and the daemon's token.
+func (d *Daemon) setSecrets(c cluster.Cluster) {
+	sets := []map[string]string{c.Env, {"TOKEN": d.token}}
 	for _, j := range c.Crons {
 		sets = append(sets, j.Env)
 	}
-	return agentenv.Secrets(os.Environ(), sets...)
+	d.dlog.SetSecrets(agentenv.Secrets(os.Environ(), sets...))
 }

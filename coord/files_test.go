@@ -222,3 +222,20 @@ func TestDebugLogLinkedOutside(t *testing.T) {
 		t.Fatalf("the file outside changed: %q", b)
 	}
 }
+
+// TestTokenLinkedOutside: a token file that is a link out of the project
+// (say, to a file whose content someone else knows) is not taken: the
+// daemon does not start.
+func TestTokenLinkedOutside(t *testing.T) {
+	dir, out := project(t), t.TempDir()
+	os.WriteFile(filepath.Join(out, "known"), []byte("known-to-someone-else-0123456789\n"), 0o644)
+	(&harness{t: t, dir: dir}).symlink(filepath.Join(out, "known"), ".coord/token")
+	d, err := coord.New(coord.Config{Dir: dir, Listener: mustListen(t), Registry: filepath.Join(t.TempDir(), "p.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(context.Background()); !errors.Is(err, atomicfile.ErrOutside) || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("start: %v", err)
+	}
+}
