@@ -35,20 +35,15 @@ const DeclarePrefix = "mesh-coord-error:"
 var declarable = map[string]bool{ClassThinking: true, ClassRateLimited: true, ClassServer: true, ClassOverloaded: true,
 	ClassGatewayTimeout: true, ClassPromptTooLong: true, ClassRequest: true, ClassAgent: true}
 
-// Classify reads why an attempt that exited non-zero failed, and whether
-// that is transient, from the ends of its stdout and stderr. Only a report
-// the agent command makes as such counts: a line of stderr that declares
-// the class (DeclarePrefix), else the last error report of a coding agent
-// (see shapes) on stderr, else on stdout. A number or a word anywhere else
-// in the output is not a report: without one the failure is local
+// diagnose reads why an attempt that exited non-zero failed from the ends
+// of its stdout and stderr, and returns the class (transient[class] says
+// whether it is retried) with the report line of stdout it was read from
+// (empty when it came from stderr or from nothing). Only a report the
+// agent command makes as such counts: a line of stderr that declares the
+// class (DeclarePrefix), else the last error report of a coding agent (see
+// the shapes below) on stderr, else on stdout. A number or a word anywhere
+// else in the output is not a report: without one the failure is local
 // (agent_failed) and not retried.
-func Classify(stdout, stderr string) (class string, isTransient bool) {
-	class, _ = diagnose(stdout, stderr)
-	return class, transient[class]
-}
-
-// diagnose is Classify's class, with the report line of stdout it was read
-// from (empty when it came from stderr or from nothing).
 func diagnose(stdout, stderr string) (class, stdoutLine string) {
 	if class = declared(stderr); class != "" {
 		return class, ""

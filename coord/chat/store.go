@@ -43,7 +43,7 @@ type Message struct {
 	Attachments []string  `json:"attachments,omitempty"`
 	AgentID     string    `json:"agent_id,omitempty"`
 	RunID       string    `json:"run_id,omitempty"`
-	// Error is the class of a turn that failed (see Classify).
+	// Error is the class of a turn that failed (the Class constants).
 	Error     string `json:"error,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 }
