@@ -159,7 +159,12 @@ func searchCases(h *apiHarness) {
 	if res, _ := v["results"].([]any); len(res) == 0 {
 		h.t.Errorf("the search found nothing, so its results were not validated: %v", v)
 	}
-	h.run(apiCase{name: "search over the limit", method: "POST", path: "/v1/search", body: `{"query":"echo","limit":99}`,
+	v = h.run(apiCase{name: "search over the limit", method: "POST", path: "/v1/search", body: `{"query":"echo","limit":99}`, status: 200})
+	if notes, _ := v["notes"].([]any); len(notes) != 1 {
+		h.t.Errorf("a limit over 50 is not noted: %v", v)
+	}
+	h.run(apiCase{name: "search by filters alone", method: "POST", path: "/v1/search", body: `{"capabilities":["echo"]}`, status: 200})
+	h.run(apiCase{name: "search with a negative limit", method: "POST", path: "/v1/search", body: `{"limit":-1}`,
 		status: 400, code: "invalid_request", invalid: true})
 	h.run(apiCase{name: "search with a made-up cursor", method: "POST", path: "/v1/search", body: `{"query":"echo","cursor":"zzz"}`,
 		status: 400, code: "invalid_cursor"})
@@ -209,8 +214,9 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "a private cluster's page as JSON", method: "GET", path: "/clusters/" + privID, hdr: []string{"Accept", "application/json"},
 		status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "the pages' script", method: "GET", path: "/assets/wall/cluster.js", status: 200})
-	h.run(apiCase{name: "the pages' style", method: "GET", path: "/assets/wall/wall.css", status: 200})
-	h.run(apiCase{name: "the pages' icon", method: "GET", path: "/assets/wall/favicon.svg", status: 200})
+	h.run(apiCase{name: "the map's land", method: "GET", path: "/assets/wall/land.svg", status: 200})
+	h.run(apiCase{name: "a cluster's boards without boards", method: "GET", path: "/clusters/" + slug + "/boards", status: 404, code: "not_found"})
+	h.run(apiCase{name: "the boards of a private cluster", method: "GET", path: "/clusters/" + privID + "/boards", status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "no such asset", method: "GET", path: "/assets/wall/nope.js", status: 404, code: "not_found"})
 	h.run(apiCase{name: "join a wall over plain HTTP", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice",
 		status: 426, code: "websocket_required", invalid: true})
