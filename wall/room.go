@@ -321,8 +321,7 @@ func (r *room) admit(sk *socket) error {
 		touch(sk.handle)
 		join = r.addLocked(sk)
 		r.record("join", sk)
-		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did), Verified: sk.proof != "",
-			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})))
+		sk.send(r.greetingLocked(sk))
 	})
 	r.publishDelta(join)
 	return err
