@@ -214,6 +214,7 @@ func cardURL(endpoint, name string) string {
 		return "" // registration checked it; safefetch refuses ""
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + "/.well-known/" + name
+	u.User = nil // never sent as Basic auth: rows of earlier releases may carry some
 	u.RawPath, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", "", false, "", ""
 	return u.String()
 }

@@ -263,7 +263,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, http.StatusOK, agentView{
 		Reputation: specOf(roll), WeightedReputation: roll.Weighted,
-		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
+		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(publicEndpoint(ag.Endpoint)),
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
 		Handle: a.handle(r, ag.ID), Registered: true, Live: online, Online: online,
 		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,

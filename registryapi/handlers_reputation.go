@@ -115,7 +115,7 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := identityView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID),
-		Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
+		Verified: ag.Pubkey != "", Endpoint: nullable(publicEndpoint(ag.Endpoint)), Registered: true,
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow),
 	}
 	v.Reputation, v.WeightedReputation = specOf(roll), roll.Weighted

@@ -229,7 +229,7 @@ func (a *API) searchResult(r *http.Request, h hit, now time.Time) (SearchResult,
 		return SearchResult{}, false
 	}
 	res := SearchResult{
-		AgentID: ag.ID, DID: nullable(ag.DID), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
+		AgentID: ag.ID, DID: nullable(ag.DID), Verified: ag.Pubkey != "", Endpoint: nullable(publicEndpoint(ag.Endpoint)),
 		Handle: a.handle(r, ag.ID), Registered: ag.Registered(), CatalogOnly: !ag.Registered(),
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow), Capabilities: ag.allCapabilities(),
 		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(), weighted: h.doc.weighted,
