@@ -74,6 +74,9 @@ func (n *Node) startP2P(ctx context.Context) error {
 	var onDHTServer func(peer.ID)
 	if n.role == RoleBootstrap {
 		n.publisher = newPublisher(n)
+		if n.cfg.Cards.Refresh > 0 {
+			n.prober = newCardProber(n)
+		}
 		onDHTServer = n.publisher.dhtServerConnected
 	}
 	cfg := p2p.Config{
@@ -144,7 +147,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 		return err
 	}
 	local := cmdlog.NewLocal(n.clog)
-	local.OnCommit = n.publisher.committed
+	local.OnCommit = n.ordered
 	n.orderer = metered(n, local)
 	n.proposer = n.orderer
 	n.serveDirectory(ctx)

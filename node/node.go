@@ -59,6 +59,7 @@ type Node struct {
 	replica   follower       // nil on a single directory node
 	dirTopic  *p2p.Topic
 	publisher *publisher    // nil unless a bootstrap node
+	prober    *cardProber   // nil unless a bootstrap node probing cards
 	agent     *agentRuntime // nil unless an agent is embedded
 	solUSD    *registryapi.SolUSD
 
