@@ -88,7 +88,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.DurationVar(&cfg.Cards.Refresh, "card-refresh", cfg.Cards.Refresh, "directory only: each registered agent's card is fetched from its endpoint, and its liveness probed, at most once this often; 0 fetches and probes nothing (env MESH_CARD_REFRESH)")
 	f.DurationVar(&cfg.Cards.Timeout, "card-fetch-timeout", cfg.Cards.Timeout, "directory only: bound of one card fetch, redirects and body included (env MESH_CARD_FETCH_TIMEOUT)")
 	f.Int64Var(&cfg.Cards.MaxBytes, "card-fetch-max-bytes", cfg.Cards.MaxBytes, "directory only: largest card a fetch reads, at most 65536 (env MESH_CARD_FETCH_MAX_BYTES)")
-	f.IntVar(&cfg.Cards.Concurrency, "card-fetch-concurrency", cfg.Cards.Concurrency, "directory only: card fetches under way at once (env MESH_CARD_FETCH_CONCURRENCY)")
+	f.IntVar(&cfg.Cards.Concurrency, "card-fetch-concurrency", cfg.Cards.Concurrency, "directory only: card fetches under way at once in each lane: the walk, and new agents' first probes (env MESH_CARD_FETCH_CONCURRENCY)")
 	f.IntVar(&cfg.Cards.Redirects, "card-fetch-redirects", cfg.Cards.Redirects, "directory only: redirects a card fetch follows, each hop checked like the first (env MESH_CARD_FETCH_REDIRECTS)")
 	f.StringSliceVar(&cfg.Cards.Allow, "card-fetch-allow", envList("MESH_CARD_FETCH_ALLOW", nil), "directory only: CIDR or address card fetches may reach although it is loopback, private, link-local, CGNAT or metadata, repeatable or comma-separated (env MESH_CARD_FETCH_ALLOW)")
 	f.DurationVar(&cfg.AgentActivationWindow, "agent-activation-window", cfg.AgentActivationWindow, "directory only: a new registration whose agent takes no token within this expires; 0 never (env MESH_AGENT_ACTIVATION_WINDOW)")
