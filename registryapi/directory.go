@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,12 +21,7 @@ const Kind = "agents"
 type Directory struct {
 	db *store.DB
 
-	// cache holds decoded rows for reads; rows are shared and immutable.
-	// cacheMu also orders cache fills against commits (see Lookup): gen
-	// counts commits.
-	cacheMu sync.RWMutex
-	cache   map[string]*Agent
-	gen     atomic.Uint64
+	cache *rowCache // decoded rows for reads
 
 	presence *Presence // who heartbeats: soft state, outside the log
 	// index is the search's; a snapshot's install swaps in a new one.
@@ -39,9 +33,6 @@ var _ cmdlog.Machine = (*Directory)(nil)
 // reportTTL keeps a counted report a little longer than the reputation
 // window, so that clock skew between nodes never drops one early.
 const reportTTL = ReputationWindow + 48*time.Hour
-
-// maxCachedAgents bounds the read cache (a row is a few hundred bytes).
-const maxCachedAgents = 100_000
 
 // storedReport is a counted reputation report as kept in the store.
 type storedReport struct {
@@ -58,7 +49,7 @@ type storedReport struct {
 // NewDirectory returns the directory kept in db and registers it with log,
 // which must use the same store.
 func NewDirectory(log *cmdlog.Log) (*Directory, error) {
-	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano()))}
+	d := &Directory{db: log.DB(), cache: newRowCache(), presence: newPresence(uint64(time.Now().UnixNano()))}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
 	}
@@ -106,16 +97,11 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	if json.Unmarshal(e.Op, &cmd) != nil {
 		return
 	}
-	d.cacheMu.Lock()
-	for _, id := range cmd.agentIDs() {
-		delete(d.cache, id)
-	}
-	d.gen.Add(1)
-	d.cacheMu.Unlock()
+	ids := cmd.agentIDs()
+	d.cache.drop(ids)
 	if cmd.Delete != nil {
 		d.presence.forget(cmd.Delete.AgentID)
 	}
-	ids := cmd.agentIDs()
 	if cmd.Feedback != nil {
 		ids = append(ids, cmd.Feedback.Target)
 	}
@@ -134,10 +120,7 @@ func (d *Directory) State() [][]byte {
 
 // Restored implements cmdlog.Machine: every cached row may be stale.
 func (d *Directory) Restored() {
-	d.cacheMu.Lock()
-	clear(d.cache)
-	d.gen.Add(1)
-	d.cacheMu.Unlock()
+	d.cache.reset()
 	// Searches go on with the old index until the new one is whole; one
 	// that cannot be built leaves the old one, whose results are checked
 	// against the rows anyway (searchResult).

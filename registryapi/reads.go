@@ -9,42 +9,36 @@ import (
 )
 
 // Lookup returns the stored row of id, registered or catalog-only, or
-// ErrAgentNotFound.
-// The row is shared: callers must not modify it.
+// ErrAgentNotFound. The row is shared: callers must not modify it. It
+// comes without its DHT record (Record; see rowCache).
 func (d *Directory) Lookup(id string) (*Agent, error) {
-	d.cacheMu.RLock()
-	a, ok := d.cache[id]
-	d.cacheMu.RUnlock()
-	if ok {
+	if a, ok := d.cache.get(id); ok {
 		return a, nil
 	}
-	gen := d.gen.Load()
-	err := d.db.View(func(tx *store.Txn) error {
-		var err error
-		a, err = getAgent(tx, id)
-		return err
-	})
+	gen := d.cache.gen.Load()
+	var row cachedRow
+	err := d.db.View(func(tx *store.Txn) error { return tx.GetJSON(agentKey(id), &row) })
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrAgentNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	// Cache only if no commit happened since the read began: Committed
-	// bumps gen under cacheMu after invalidating, so a stale row never lands.
-	d.cacheMu.Lock()
-	if d.gen.Load() == gen {
-		if len(d.cache) >= maxCachedAgents {
-			for k := range d.cache { // evict an arbitrary row
-				delete(d.cache, k)
-				break
-			}
-		}
-		d.cache[id] = a
-	}
-	d.cacheMu.Unlock()
+	a := &row.Agent
+	d.cache.fill(gen, a)
 	return a, nil
 }
+
+// cachedRow decodes a row without its DHT record.
+type cachedRow struct {
+	Agent
+	Record skipped `json:"record,omitempty"`
+}
+
+// skipped is a JSON value left undecoded.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // Agent returns the registered agent id, or ErrAgentNotFound when the id is
 // absent, deregistered or catalog-only.
