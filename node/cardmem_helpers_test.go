@@ -1,66 +1,28 @@
 package node
 
 import (
-	"crypto/ed25519"
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/loadgen"
 )
-
-// cardWords draws words of a synthetic vocabulary of 20,000 words, a few
-// common and most rare (Zipf), as cards' text is.
-type cardWords struct{ zipf *rand.Zipf }
-
-func newCardWords(seed uint64) *cardWords {
-	return &cardWords{rand.NewZipf(rand.New(rand.NewPCG(seed, 7)), 1.1, 1, 20_000)}
-}
-
-func (w *cardWords) text(n int) string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("w%x", w.zipf.Uint64()*2654435761%1_000_003)
-	}
-	return strings.Join(out, " ")
-}
-
-// bigCard is an A2A card of about size bytes: a name, a description and
-// skills with descriptions and tags.
-func (w *cardWords) bigCard(id string, size int) []byte {
-	card := map[string]any{"name": "Agent " + id, "description": w.text(60), "version": "1.0.0"}
-	var skills []map[string]any
-	for b, _ := json.Marshal(card); len(b) < size; b, _ = json.Marshal(card) {
-		skills = append(skills, map[string]any{"id": fmt.Sprintf("skill-%d", len(skills)), "name": w.text(3),
-			"description": w.text(80), "tags": strings.Fields(w.text(3))})
-		card["skills"] = skills
-	}
-	b, _ := json.Marshal(card)
-	return b
-}
 
 // registerWithCards registers n agents through node, each signed by a key
 // of its own and handing over a full card of about size bytes; it returns
 // the cards' bytes.
 func registerWithCards(t testing.TB, node *Node, prefix string, n, size int) int64 {
 	t.Helper()
-	words := newCardWords(uint64(len(prefix)))
+	words := loadgen.NewWords(uint64(len(prefix)))
 	var total int64
 	for i := range n {
 		id := fmt.Sprintf("%s-%05d", prefix, i)
-		key := identity.GenerateKey()
-		card := words.bigCard(id, size)
+		card := words.Card(id, size)
 		total += int64(len(card))
-		body, _ := json.Marshal(map[string]any{"agent_id": id, "capabilities": []string{"summarize"},
-			"endpoint": "https://" + id + ".example", "pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey)),
-			"full_card": json.RawMessage(card)})
-		path := "/v1/agents/register"
-		st, v := call(t, node, "POST", path, string(body), identity.SigHeaderName, identity.Sign(key, "POST", path, body, node.cfg.Now()))
-		if st != 201 {
+		body, sig := loadgen.Registration(id, identity.GenerateKey(), card, node.cfg.Now())
+		if st, v := call(t, node, "POST", loadgen.RegisterPath, string(body), identity.SigHeaderName, sig); st != 201 {
 			t.Fatalf("register %s: %d %v", id, st, v)
 		}
 	}

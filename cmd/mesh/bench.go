@@ -16,7 +16,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd())
 	return c
 }
 
@@ -126,5 +126,46 @@ p99 and failures, and the writes a second the directory's log took.`,
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each phase")
 	f.IntVar(&o.Flooders, "flooders", 64, "flood requests kept in flight")
 	f.Float64Var(&o.HonestRate, "honest-rate", 20, "honest registrations a second, each from its own address")
+	return c
+}
+
+func benchCardMemoryCmd() *cobra.Command {
+	o := bench.CardMemoryOptions{Cards: 1000, CardSize: 30 << 10}
+	c := &cobra.Command{
+		Use:   "card-memory",
+		Short: "Measure what agents' full cards cost a directory, and a node that joins it, in memory",
+		Long: `Starts a directory (mesh node, fsync on, no write budgets) in a process of
+its own, registers --cards agents through it from 8 clients, each signed and
+handing over a full card of about --size bytes (words of a synthetic
+vocabulary), reads each back (its record and its mirrored card), and reads
+the growth of the directory's heap in use and resident set from its
+/metrics; then starts a node that joins it, in another process, and
+samples its memory every 50 ms until it holds the whole directory. Growth
+is over an idle node's, and given as a multiple of the cards' bytes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Cards < 1 || o.CardSize < 1 {
+				return fmt.Errorf("--cards and --size must be at least 1")
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "mesh-card-memory-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			o.Exe, o.Dir = exe, dir
+			res, err := bench.CardMemory(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&o.Cards, "cards", o.Cards, "agents to register, each with a full card")
+	c.Flags().IntVar(&o.CardSize, "size", o.CardSize, "bytes of each card, about (at most 65536)")
 	return c
 }
