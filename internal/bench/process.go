@@ -108,7 +108,9 @@ func (p *Proc) Memory(ctx context.Context) (Mem, error) {
 type Mem struct{ Live, Heap, RSS, Anon float64 }
 
 // Sub is m less o.
-func (m Mem) Sub(o Mem) Mem { return Mem{m.Live - o.Live, m.Heap - o.Heap, m.RSS - o.RSS, m.Anon - o.Anon} }
+func (m Mem) Sub(o Mem) Mem {
+	return Mem{m.Live - o.Live, m.Heap - o.Heap, m.RSS - o.RSS, m.Anon - o.Anon}
+}
 
 // Max is the larger of m and o, field by field.
 func (m Mem) Max(o Mem) Mem {
