@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -204,10 +205,21 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 }
 
 // httpMetrics counts requests by route pattern, so that cardinality stays
-// bounded whatever paths clients send.
+// bounded whatever paths clients send. Each route's series are looked up
+// once and kept (routes): every request records two, and the registry's
+// own lookup hashes the labels under a lock.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	mu       sync.RWMutex
+	routes   map[string]*routeMetrics
+}
+
+// routeMetrics are one route's series.
+type routeMetrics struct {
+	duration prometheus.Observer
+	mu       sync.RWMutex
+	codes    map[int]prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -219,9 +231,39 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "mesh_http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
+		routes: map[string]*routeMetrics{},
 	}
 	reg.MustRegister(m.requests, m.duration)
 	return m
+}
+
+func (m *httpMetrics) route(route string) *routeMetrics {
+	m.mu.RLock()
+	rm := m.routes[route]
+	m.mu.RUnlock()
+	if rm != nil {
+		return rm
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rm = m.routes[route]; rm == nil {
+		rm = &routeMetrics{duration: m.duration.WithLabelValues(route), codes: map[int]prometheus.Counter{}}
+		m.routes[route] = rm
+	}
+	return rm
+}
+
+func (m *httpMetrics) count(rm *routeMetrics, route string, code int) {
+	rm.mu.RLock()
+	c := rm.codes[code]
+	rm.mu.RUnlock()
+	if c == nil {
+		c = m.requests.WithLabelValues(route, strconv.Itoa(code))
+		rm.mu.Lock()
+		rm.codes[code] = c
+		rm.mu.Unlock()
+	}
+	c.Inc()
 }
 
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
@@ -233,8 +275,9 @@ func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		rm := m.route(route)
+		m.count(rm, route, sw.status)
+		rm.duration.Observe(time.Since(start).Seconds())
 	})
 }
 

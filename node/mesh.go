@@ -112,10 +112,7 @@ func (n *Node) reachability() string {
 }
 
 // selfPeer is the node's peer ID, derived from its key.
-func (n *Node) selfPeer() peer.ID {
-	id, _ := p2p.PeerID(n.key.Public().(ed25519.PublicKey))
-	return id
-}
+func (n *Node) selfPeer() peer.ID { return n.self }
 
 // startRegistry wires the directory for the node's role.
 func (n *Node) startRegistry(ctx context.Context) error {

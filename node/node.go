@@ -46,6 +46,7 @@ type Node struct {
 	metrics     *prometheus.Registry
 
 	host      *p2p.Host
+	self      peer.ID // the host's, of key
 	role      string
 	view      *dirView // who runs the directory: this node, its quorum, or what bootstrap nodes said
 	tokens    *registryapi.Tokens
@@ -212,6 +213,7 @@ func (n *Node) openState() error {
 	if n.key == nil {
 		n.key = identity.GenerateKey()
 	}
+	n.self, _ = p2p.PeerID(n.key.Public().(ed25519.PublicKey))
 	db, err := store.Open(store.Options{
 		Dir: filepath.Join(n.cfg.DataDir, "store"), InMemory: n.cfg.InMemory,
 		SyncWrites: n.cfg.SyncWrites, Logger: n.log,

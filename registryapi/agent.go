@@ -142,6 +142,9 @@ func validateEndpoint(field, s string) error {
 // a row an earlier release took keeps its endpoint as logged, and no
 // answer shows the credentials.
 func publicEndpoint(endpoint string) string {
+	if !strings.Contains(endpoint, "@") {
+		return endpoint // no userinfo, without parsing it at each read
+	}
 	u, err := url.Parse(endpoint)
 	if err != nil || u.User == nil {
 		return endpoint

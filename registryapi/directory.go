@@ -90,15 +90,15 @@ func (d *Directory) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	return res, tx.Set(agentCountKey, []byte(store.U64(uint64(int64(n)+delta))))
 }
 
-// Committed implements cmdlog.Machine: it drops the cached rows the
-// command may have changed, and the heartbeats of an agent it deleted.
+// Committed implements cmdlog.Machine: it indexes again, and drops from
+// the cache, the rows the command may have changed (a feedback's target
+// among them), and drops the heartbeats of an agent it deleted.
 func (d *Directory) Committed(e *cmdlog.Entry) {
 	var cmd Command
 	if json.Unmarshal(e.Op, &cmd) != nil {
 		return
 	}
 	ids := cmd.agentIDs()
-	d.cache.drop(ids)
 	if cmd.Delete != nil {
 		d.presence.forget(cmd.Delete.AgentID)
 	}
@@ -110,6 +110,9 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 			x.remove(id)
 		}
 	}
+	// After the index: what a read derives from a row it caches (whether
+	// it has reports) is read from the index as it is now.
+	d.cache.drop(ids)
 }
 
 // State implements cmdlog.Machine: the registry's keys (see keys.go);

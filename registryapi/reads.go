@@ -12,8 +12,17 @@ import (
 // ErrAgentNotFound. The row is shared: callers must not modify it. It
 // comes without its DHT record (Record; see rowCache).
 func (d *Directory) Lookup(id string) (*Agent, error) {
-	if a, ok := d.cache.get(id); ok {
-		return a, nil
+	e, err := d.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return e.a, nil
+}
+
+// lookup is Lookup, with what reads derived from the row.
+func (d *Directory) lookup(id string) (*cachedAgent, error) {
+	if e, ok := d.cache.get(id); ok {
+		return e, nil
 	}
 	gen := d.cache.gen.Load()
 	var row cachedRow
@@ -24,9 +33,9 @@ func (d *Directory) Lookup(id string) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &row.Agent
-	d.cache.fill(gen, a)
-	return a, nil
+	e := &cachedAgent{a: &row.Agent}
+	d.cache.fill(gen, e)
+	return e, nil
 }
 
 // cachedRow decodes a row without its DHT record.
@@ -70,6 +79,31 @@ func (d *Directory) Reputation(id string, now time.Time) (*Agent, Rollup, error)
 		return nil, r, ErrAgentNotFound
 	}
 	return a, r, err
+}
+
+// Rollup returns the rollup of registered agent a's reports in the window
+// ending at now. An agent the search index knows without a report (most
+// of them) costs no read of the store.
+func (d *Directory) Rollup(a *Agent, now time.Time) (Rollup, error) {
+	return d.rollup(&cachedAgent{a: a}, now)
+}
+
+// rollup is Rollup of a row read through the cache, which remembers that
+// it has no report.
+func (d *Directory) rollup(e *cachedAgent, now time.Time) (Rollup, error) {
+	a := e.a
+	if e.reportless.Load() || d.index.Load().reportless(a.ID, a.Reg) {
+		e.reportless.Store(true)
+		var none rollupBuilder
+		return none.rollup(), nil
+	}
+	var r Rollup
+	err := d.db.View(func(tx *store.Txn) error {
+		var err error
+		r, err = rollupIn(tx, a, now)
+		return err
+	})
+	return r, err
 }
 
 // Agents calls fn for every registered agent, in id order, until fn

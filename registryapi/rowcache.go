@@ -11,13 +11,26 @@ import (
 // store in memory. Rows are shared and immutable, and kept without their
 // DHT record (Agent.Record, which repeats the card inside the agent's
 // signed request): only the log's machines and the publisher read that,
-// in their own transactions.
+// in their own transactions. Reads take no lock (rows is a sync.Map);
+// changes take mu.
 type rowCache struct {
-	// mu also orders fills against commits (see fill): gen counts commits.
-	mu    sync.RWMutex
-	rows  map[string]*Agent
+	rows sync.Map // id → *cachedAgent
+	// mu orders changes, and fills against commits (see fill): gen
+	// counts commits.
+	mu    sync.Mutex
+	n     int   // rows held
 	bytes int64 // rowCost of the rows held
 	gen   atomic.Uint64
+}
+
+// cachedAgent is a row, and what reads derived from it once (its answer's
+// parts, see agentjson.go): rows are immutable, a change makes a new one.
+type cachedAgent struct {
+	a     *Agent
+	parts atomic.Pointer[viewParts]
+	// reportless: the row's registration has no report (a feedback drops
+	// the row from the cache).
+	reportless atomic.Bool
 }
 
 const (
@@ -29,47 +42,54 @@ const (
 	rowOverhead = 512
 )
 
-func newRowCache() *rowCache { return &rowCache{rows: map[string]*Agent{}} }
+func newRowCache() *rowCache { return &rowCache{} }
 
 func rowCost(a *Agent) int64 { return int64(len(a.FullCard)) + rowOverhead }
 
-func (c *rowCache) get(id string) (*Agent, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	a, ok := c.rows[id]
-	return a, ok
+func (c *rowCache) get(id string) (*cachedAgent, bool) {
+	e, ok := c.rows.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return e.(*cachedAgent), true
 }
 
-// fill keeps a, read when the cache's generation was gen, unless a commit
+// fill keeps e, read when the cache's generation was gen, unless a commit
 // happened since: drop bumps the generation after dropping, so a stale
 // row never lands.
-func (c *rowCache) fill(gen uint64, a *Agent) {
-	cost := rowCost(a)
+func (c *rowCache) fill(gen uint64, e *cachedAgent) {
+	cost := rowCost(e.a)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen.Load() != gen {
 		return
 	}
-	for k, held := range c.rows { // evict arbitrary rows until a fits
-		if len(c.rows) < maxCachedAgents && c.bytes+cost <= maxCachedBytes {
-			break
+	c.removeLocked(e.a.ID)
+	c.rows.Range(func(k, _ any) bool { // evict arbitrary rows until e fits
+		if c.n < maxCachedAgents && c.bytes+cost <= maxCachedBytes {
+			return false
 		}
-		delete(c.rows, k)
-		c.bytes -= rowCost(held)
-	}
-	if old, ok := c.rows[a.ID]; ok {
-		c.bytes -= rowCost(old)
-	}
-	c.rows[a.ID] = a
+		c.removeLocked(k.(string))
+		return true
+	})
+	c.rows.Store(e.a.ID, e)
+	c.n++
 	c.bytes += cost
+}
+
+func (c *rowCache) removeLocked(id string) {
+	if e, ok := c.rows.LoadAndDelete(id); ok {
+		c.n--
+		c.bytes -= rowCost(e.(*cachedAgent).a)
+	}
 }
 
 // reset forgets every row.
 func (c *rowCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clear(c.rows)
-	c.bytes = 0
+	c.rows.Clear()
+	c.n, c.bytes = 0, 0
 	c.gen.Add(1)
 }
 
@@ -78,10 +98,7 @@ func (c *rowCache) drop(ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
-		if a, ok := c.rows[id]; ok {
-			delete(c.rows, id)
-			c.bytes -= rowCost(a)
-		}
+		c.removeLocked(id)
 	}
 	c.gen.Add(1)
 }

@@ -242,6 +242,16 @@ func (x *searchIndex) put(dr draft) {
 	}
 }
 
+// reportless reports whether the index holds registration reg of agent
+// id, without a report: the index is current once an entry is committed,
+// feedback included (Directory.Committed).
+func (x *searchIndex) reportless(id string, reg uint64) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	d := x.docs[id]
+	return d != nil && d.reg == reg && d.weighted.N == 0
+}
+
 // remove drops the row of id.
 func (x *searchIndex) remove(id string) {
 	x.mu.Lock()

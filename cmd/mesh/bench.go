@@ -3,79 +3,83 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/internal/bench"
-	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/node"
 )
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd(), benchServeBytesCmd())
 	return c
 }
 
 func benchGetAgentCmd() *cobra.Command {
-	var url string
-	var agents, conc int
-	var dur time.Duration
+	o := bench.GetAgentOptions{Agents: 1000, Concurrency: 16, Duration: 10 * time.Second, Rounds: 2}
 	c := &cobra.Command{
 		Use:   "get-agent",
-		Short: "Drive GET /v1/agents/<id> over HTTP and report requests/s and latency",
-		Long: `Registers --agents agents, then drives GET /v1/agents/<id> over real HTTP for
---duration with --concurrency connections. Without --url it starts an
-in-memory node on a loopback port in this process, without write budgets.
-A running node takes 100 registrations at once from one address, then 5 a
-second (its --budget-client): the bench waits as told (Retry-After), so
-start the node with --budget-client 0 to register many agents quickly.`,
+		Short: "Drive GET /v1/agents/<id> over HTTP against plain net/http writing the same bytes",
+		Long: `Registers --agents agents, reads each one's answer to GET /v1/agents/<id>
+once, and starts the baseline in a process of its own: plain net/http
+answering each id with those same bytes. Then drives GET /v1/agents/<id>
+over real HTTP with --concurrency connections, against the node and the
+baseline alternately, --rounds times each for --duration, and prints
+requests/s, p50, p99 and max of each run and the node's throughput and
+p99 as multiples of the baseline's. Without --url it starts a node (mesh
+node, without write budgets) in a process of its own too. A running node
+takes 100 registrations at once from one address, then 5 a second (its
+--budget-client): the bench waits as told (Retry-After), so start the
+node with --budget-client 0 to register many agents quickly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if agents < 1 || conc < 1 || dur <= 0 {
-				return fmt.Errorf("--agents and --concurrency must be at least 1 and --duration positive")
+			if o.Agents < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
+				return fmt.Errorf("--agents, --concurrency and --rounds must be at least 1 and --duration positive")
 			}
-			ctx := cmd.Context()
-			if url == "" {
-				n, err := startBenchNode(ctx, bench.Unmetered)
-				if err != nil {
-					return err
-				}
-				defer n.Close()
-				url = n.URL()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
 			}
-			// Ids of this run only, so that runs against one node do not collide.
-			prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano())
-			fmt.Fprintf(os.Stderr, "registering %d agents at %s\n", agents, url)
-			for i := range agents {
-				body := fmt.Sprintf(`{"agent_id":"%s-%d","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, prefix, i, i)
-				if err := loadgen.Post(ctx, url+"/v1/agents/register", body); err != nil {
-					return err
-				}
+			dir, err := os.MkdirTemp("", "mesh-get-agent-")
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(os.Stderr, "GET /v1/agents/<id> for %s with %d connections\n", dur, conc)
-			res := loadgen.Run(ctx, loadgen.Options{
-				Concurrency: conc, Duration: dur,
-				Request: func(w, i int) (*http.Request, error) {
-					return http.NewRequest("GET", fmt.Sprintf("%s/v1/agents/%s-%d", url, prefix, (w*7919+i)%agents), nil)
-				},
-				Progress: func(done int64) { fmt.Fprintf(os.Stderr, "  %d requests\n", done) },
-			})
+			defer os.RemoveAll(dir)
+			o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
+			res, err := bench.GetAgent(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), res)
-			if res.Errors > 0 {
-				return fmt.Errorf("%d requests failed", res.Errors)
-			}
 			return nil
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&url, "url", "", "node base URL; empty starts an in-memory node")
-	f.IntVar(&agents, "agents", 1000, "agents to register first")
-	f.IntVar(&conc, "concurrency", 16, "parallel connections")
-	f.DurationVar(&dur, "duration", 10*time.Second, "measured duration")
+	f.StringVar(&o.URL, "url", "", "node base URL; empty starts a node in a process of its own")
+	f.IntVar(&o.Agents, "agents", o.Agents, "agents to register first")
+	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "parallel connections")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "measured duration of each run")
+	f.IntVar(&o.Rounds, "rounds", o.Rounds, "runs of the node and of the baseline, alternately")
+	return c
+}
+
+// benchServeBytesCmd is get-agent's baseline, in a process of its own.
+func benchServeBytesCmd() *cobra.Command {
+	var addr, file string
+	c := &cobra.Command{
+		Use:    "serve-bytes",
+		Short:  "Serve GET /v1/agents/<id> with stored bytes (the baseline of get-agent)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.ServeBytes(cmd.Context(), addr, file)
+		},
+	}
+	c.Flags().StringVar(&addr, "http", "127.0.0.1:0", "listen address")
+	c.Flags().StringVar(&file, "file", "", "the stored bytes: one JSON [id, bytes] a line")
 	return c
 }
 
