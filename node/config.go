@@ -2,6 +2,7 @@ package node
 
 import (
 	"cmp"
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -113,6 +114,9 @@ type Config struct {
 	Now func() time.Time `json:"-"`
 	// Agent, when set, embeds an agent in the node (see AgentConfig).
 	Agent *AgentConfig `json:"-"`
+	// beforeIndex, in tests, runs before the search index is built (in
+	// the background: it may hold the build back).
+	beforeIndex func(context.Context)
 	// WallSocketRate paces one wall socket, in frames a second, and
 	// WallRoomRate all the sockets of one cluster on this node together,
 	// in messages a second (bursts of twice the rate): while either does
@@ -130,6 +134,13 @@ type Config struct {
 	// the defaults.
 	SearchRate  int `json:"search_rate"`
 	SearchBurst int `json:"search_burst"`
+	// SearchConcurrency bounds the searches this node ranks at once,
+	// whoever asks (0 takes registryapi.DefaultSearchConcurrency, a
+	// negative value leaves them unbounded); a search past it waits at
+	// most SearchWait (0: registryapi.DefaultSearchWait) for its turn, the
+	// newest first, and is then refused with 503 search_busy.
+	SearchConcurrency int           `json:"search_concurrency"`
+	SearchWait        time.Duration `json:"search_wait"`
 	// SolUSD is a fixed SOL/USD rate for the search's max_price_usd
 	// filter; SolUSDURL a URL polled for it instead, every SolUSDInterval,
 	// each fetch within SolUSDTimeout (registryapi.SolUSDConfig says what
@@ -268,25 +279,27 @@ const (
 // DefaultConfig returns the configuration of `mesh node` without flags.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:          "./mesh-data",
-		HTTPAddr:         "127.0.0.1:7777",
-		Listen:           p2p.DefaultListen,
-		SyncWrites:       true,
-		OnlineWindow:     registryapi.DefaultOnlineWindow,
-		WallSocketRate:   wall.DefaultSocketRate,
-		WallRoomRate:     wall.DefaultRoomRate,
-		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
-		Wall:             wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate, ProofNonces: wall.DefaultProofNonces},
-		Raft:             DefaultRaftTimings(),
-		ForwardTimeout:   DefaultForwardTimeout,
-		ForwardRetry:     DefaultForwardRetry,
-		ChangesKept:      DefaultChangesKept,
-		ShutdownGrace:    DefaultShutdownGrace,
-		SearchRate:       registryapi.DefaultSearchRate,
-		SearchBurst:      registryapi.DefaultSearchBurst,
-		SolUSDInterval:   time.Minute,
-		SolUSDTimeout:    5 * time.Second,
-		Budgets:          admission.DefaultConfig(),
+		DataDir:           "./mesh-data",
+		HTTPAddr:          "127.0.0.1:7777",
+		Listen:            p2p.DefaultListen,
+		SyncWrites:        true,
+		OnlineWindow:      registryapi.DefaultOnlineWindow,
+		WallSocketRate:    wall.DefaultSocketRate,
+		WallRoomRate:      wall.DefaultRoomRate,
+		GossipQueueBytes:  p2p.DefaultGossipQueueBytes,
+		Wall:              wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate, ProofNonces: wall.DefaultProofNonces},
+		Raft:              DefaultRaftTimings(),
+		ForwardTimeout:    DefaultForwardTimeout,
+		ForwardRetry:      DefaultForwardRetry,
+		ChangesKept:       DefaultChangesKept,
+		ShutdownGrace:     DefaultShutdownGrace,
+		SearchRate:        registryapi.DefaultSearchRate,
+		SearchBurst:       registryapi.DefaultSearchBurst,
+		SearchConcurrency: registryapi.DefaultSearchConcurrency,
+		SearchWait:        registryapi.DefaultSearchWait,
+		SolUSDInterval:    time.Minute,
+		SolUSDTimeout:     5 * time.Second,
+		Budgets:           admission.DefaultConfig(),
 
 		Cards:                 DefaultCardFetch(),
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
@@ -360,7 +373,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("node: reachability %q: want public, private or empty", c.Reachability)
 	}
-	if c.SolUSD < 0 || c.SearchRate < 0 || c.SearchBurst < 0 || c.SolUSDInterval < 0 || c.SolUSDTimeout < 0 {
+	if c.SolUSD < 0 || c.SearchRate < 0 || c.SearchBurst < 0 || c.SearchWait < 0 || c.SolUSDInterval < 0 || c.SolUSDTimeout < 0 {
 		return errors.New("node: SolUSD, SearchRate, SearchBurst, SolUSDInterval and SolUSDTimeout must not be negative")
 	}
 	if c.SolUSD > 0 && c.SolUSDURL != "" {

@@ -27,18 +27,20 @@ func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	pagesSite := site.New(site.Info{Node: shortID(n.host.ID().String()), Role: n.role, Version: Version}, n.log.With("component", "pages"))
 	cfg := registryapi.Config{
-		Site:             pagesSite,
-		Directory:        n.dir,
-		Log:              n.proposer,
-		Tokens:           n.tokens,
-		PublicURL:        n.cfg.PublicURL,
-		OnlineWindow:     n.cfg.OnlineWindow,
-		IsAdmin:          n.isAdmin,
-		Now:              n.cfg.Now,
-		Logger:           n.log,
-		Admission:        n.admission,
-		SolUSD:           n.solUSD,
-		ActivationWindow: n.cfg.AgentActivationWindow,
+		Site:              pagesSite,
+		Directory:         n.dir,
+		Log:               n.proposer,
+		Tokens:            n.tokens,
+		PublicURL:         n.cfg.PublicURL,
+		OnlineWindow:      n.cfg.OnlineWindow,
+		IsAdmin:           n.isAdmin,
+		Now:               n.cfg.Now,
+		Logger:            n.log,
+		Admission:         n.admission,
+		SolUSD:            n.solUSD,
+		ActivationWindow:  n.cfg.AgentActivationWindow,
+		SearchConcurrency: n.cfg.SearchConcurrency,
+		SearchWait:        n.cfg.SearchWait,
 	}
 	if n.role == RoleNode {
 		cfg.Fallback = n.fallbackAgent

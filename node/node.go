@@ -127,6 +127,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.openState(); err != nil {
 		return err
 	}
+	n.goroutine(func() { n.buildIndex(ctx) })
 	n.metrics = prometheus.NewRegistry()
 	if n.admission, err = admission.New(n.budgets(), n.metrics); err != nil {
 		return err
@@ -225,13 +226,29 @@ func (n *Node) openState() error {
 	if n.clog, err = cmdlog.Open(db); err != nil {
 		return err
 	}
-	if n.dir, err = registryapi.NewDirectory(n.clog); err != nil {
+	if n.dir, err = registryapi.OpenDirectory(n.clog); err != nil {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
 	return nil
+}
+
+// buildIndex builds the search index in the background: the node serves
+// everything else meanwhile, searches answering 503 index_building.
+func (n *Node) buildIndex(ctx context.Context) {
+	if n.cfg.beforeIndex != nil {
+		n.cfg.beforeIndex(ctx)
+	}
+	start := time.Now()
+	if err := n.dir.BuildIndex(ctx); err != nil {
+		if ctx.Err() == nil {
+			n.log.Error("the search index could not be built: searches answer 503 index_building", "err", err)
+		}
+		return
+	}
+	n.log.Info("search index built", "agents", n.dir.AgentCount(), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // goroutine runs fn in a goroutine that Close waits for.

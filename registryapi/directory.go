@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,10 @@ type Directory struct {
 	cache *rowCache // decoded rows for reads
 
 	presence *Presence // who heartbeats: soft state, outside the log
-	// index is the search's; a snapshot's install swaps in a new one.
+	// index is the search's, nil until built (indexing.go); a snapshot's
+	// install swaps in a new one.
 	index atomic.Pointer[searchIndex]
+	ix    indexing
 }
 
 var _ cmdlog.Machine = (*Directory)(nil)
@@ -46,15 +49,24 @@ type storedReport struct {
 	PaidRef string `json:"paid_ref,omitempty"`
 }
 
-// NewDirectory returns the directory kept in db and registers it with log,
-// which must use the same store.
+// NewDirectory returns the directory kept in db, its search index built,
+// and registers it with log, which must use the same store.
 func NewDirectory(log *cmdlog.Log) (*Directory, error) {
+	d, err := OpenDirectory(log)
+	if err == nil {
+		err = d.BuildIndex(context.Background())
+	}
+	return d, err
+}
+
+// OpenDirectory is NewDirectory without the search index: it serves
+// everything but searches, which answer ErrIndexBuilding until BuildIndex
+// is done (a node builds it in the background, so that it serves reads at
+// once after a start, however many agents it holds).
+func OpenDirectory(log *cmdlog.Log) (*Directory, error) {
 	d := &Directory{db: log.DB(), cache: newRowCache(), presence: newPresence(uint64(time.Now().UnixNano()))}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
-	}
-	if err := d.rebuildIndex(); err != nil {
-		return nil, fmt.Errorf("registry: building the search index: %w", err)
 	}
 	log.Handle(Kind, d)
 	return d, nil
@@ -105,11 +117,7 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	if cmd.Feedback != nil {
 		ids = append(ids, cmd.Feedback.Target)
 	}
-	if x := d.index.Load(); x.reindex(d.db, ids) != nil {
-		for _, id := range ids { // a row that cannot be read is not offered
-			x.remove(id)
-		}
-	}
+	d.reindex(ids)
 	// After the index: what a read derives from a row it caches (whether
 	// it has reports) is read from the index as it is now.
 	d.cache.drop(ids)
@@ -121,23 +129,13 @@ func (d *Directory) State() [][]byte {
 	return [][]byte{[]byte("a/"), []byte("k/"), []byte("t/"), []byte("n/"), []byte("r/"), []byte("d/"), []byte("e/"), agentCountKey}
 }
 
-// Restored implements cmdlog.Machine: every cached row may be stale.
+// Restored implements cmdlog.Machine: every cached row may be stale, and
+// the index is built anew. Searches go on with the old index until the
+// new one is whole; one that cannot be built leaves the old one, whose
+// results are checked against the rows anyway (searchResult).
 func (d *Directory) Restored() {
 	d.cache.reset()
-	// Searches go on with the old index until the new one is whole; one
-	// that cannot be built leaves the old one, whose results are checked
-	// against the rows anyway (searchResult).
-	_ = d.rebuildIndex()
-}
-
-// rebuildIndex builds the search index from the store and puts it in use.
-func (d *Directory) rebuildIndex() error {
-	x := newSearchIndex()
-	if err := x.rebuild(d.db); err != nil {
-		return err
-	}
-	d.index.Store(x)
-	return nil
+	_ = d.BuildIndex(context.Background())
 }
 
 // apply runs one command against state; delta is the change in the number

@@ -187,7 +187,15 @@ func (a *API) runSearch(r *http.Request, q *SearchRequest) (*searchResponse, err
 	if q.MaxPriceUSD != nil && !haveRate {
 		return nil, ErrNoRate
 	}
-	hits, more := a.cfg.Directory.index.Load().search(a.searchQuery(q, rt, now), q.offset, q.Limit)
+	x, err := a.cfg.Directory.searchIndex()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.slots.acquire(r.Context()); err != nil {
+		return nil, err
+	}
+	hits, more := x.search(a.searchQuery(q, rt, now), q.offset, q.Limit)
+	a.slots.release()
 	out := &searchResponse{Results: make([]SearchResult, 0, len(hits)), Notes: q.notes}
 	for _, h := range hits {
 		if res, ok := a.searchResult(r, h, now); ok {

@@ -2,12 +2,14 @@ package registryapi
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -246,6 +248,9 @@ func (x *searchIndex) put(dr draft) {
 // id, without a report: the index is current once an entry is committed,
 // feedback included (Directory.Committed).
 func (x *searchIndex) reportless(id string, reg uint64) bool {
+	if x == nil {
+		return false // not built yet
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	d := x.docs[id]
@@ -312,8 +317,9 @@ func (x *searchIndex) renumberLocked() {
 	x.next = uint32(len(live))
 }
 
-// rebuild indexes every row in db, reading each agent's reputation.
-func (x *searchIndex) rebuild(db *store.DB) error {
+// rebuild indexes every row in db, reading each agent's reputation, and
+// counts the rows in rows as it goes; it stops when ctx ends.
+func (x *searchIndex) rebuild(ctx context.Context, db *store.DB, rows *atomic.Int64) error {
 	x.bulk = true
 	defer func() {
 		slices.SortFunc(x.order, byBoost)
@@ -321,13 +327,17 @@ func (x *searchIndex) rebuild(db *store.DB) error {
 	}()
 	return db.View(func(tx *store.Txn) error {
 		return tx.Scan([]byte("a/"), nil, func(_, v []byte) (bool, error) {
-			var a Agent
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			var a cachedRow // its DHT record is not indexed
 			if err := json.Unmarshal(v, &a); err != nil {
 				return false, err
 			}
-			rep, err := oracleReputation(tx, &a)
+			rep, err := oracleReputation(tx, &a.Agent)
 			if err == nil {
-				x.put(docOf(&a, rep))
+				x.put(docOf(&a.Agent, rep))
+				rows.Add(1)
 			}
 			return err == nil, err
 		})

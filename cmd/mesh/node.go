@@ -77,6 +77,8 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader (env MESH_FORWARD_RETRY)")
 	f.IntVar(&cfg.SearchRate, "search-rate", cfg.SearchRate, "searches (POST /v1/search) one client address may make a minute (env MESH_SEARCH_RATE)")
 	f.IntVar(&cfg.SearchBurst, "search-burst", cfg.SearchBurst, "searches one client address may make at once (env MESH_SEARCH_BURST)")
+	f.IntVar(&cfg.SearchConcurrency, "search-concurrency", cfg.SearchConcurrency, "searches the node ranks at once, whoever asks; -1 is unbounded (env MESH_SEARCH_CONCURRENCY)")
+	f.DurationVar(&cfg.SearchWait, "search-wait", cfg.SearchWait, "how long a search past --search-concurrency waits for its turn before it is refused with 503 search_busy (env MESH_SEARCH_WAIT)")
 	f.Float64Var(&cfg.SolUSD, "sol-usd", cfg.SolUSD, "a fixed SOL/USD rate for the search's max_price_usd filter (env MESH_SOL_USD)")
 	f.StringVar(&cfg.SolUSDURL, "sol-usd-url", env("MESH_SOL_USD_URL", ""), `URL polled for the SOL/USD rate instead: it answers a JSON number or {"usd": number} (env MESH_SOL_USD_URL)`)
 	f.DurationVar(&cfg.SolUSDInterval, "sol-usd-interval", cfg.SolUSDInterval, "how often --sol-usd-url is polled (env MESH_SOL_USD_INTERVAL)")
@@ -139,6 +141,8 @@ var nodeEnv = map[string]string{
 	"forward-retry":           "MESH_FORWARD_RETRY",
 	"search-rate":             "MESH_SEARCH_RATE",
 	"search-burst":            "MESH_SEARCH_BURST",
+	"search-concurrency":      "MESH_SEARCH_CONCURRENCY",
+	"search-wait":             "MESH_SEARCH_WAIT",
 	"sol-usd":                 "MESH_SOL_USD",
 	"sol-usd-interval":        "MESH_SOL_USD_INTERVAL",
 	"sol-usd-timeout":         "MESH_SOL_USD_TIMEOUT",
