@@ -135,10 +135,10 @@ type Config struct {
 	SearchRate  int `json:"search_rate"`
 	SearchBurst int `json:"search_burst"`
 	// SearchConcurrency bounds the searches this node ranks at once,
-	// whoever asks (0 takes registryapi.DefaultSearchConcurrency, a
-	// negative value leaves them unbounded); a search past it waits at
-	// most SearchWait (0: registryapi.DefaultSearchWait) for its turn, the
-	// newest first, and is then refused with 503 search_busy.
+	// whoever asks (0: one a core; a negative value leaves them
+	// unbounded); a search past it waits at most SearchWait (0:
+	// registryapi.DefaultSearchWait) for its turn, the newest first, and
+	// is then refused with 503 search_busy.
 	SearchConcurrency int           `json:"search_concurrency"`
 	SearchWait        time.Duration `json:"search_wait"`
 	// SolUSD is a fixed SOL/USD rate for the search's max_price_usd
@@ -279,27 +279,26 @@ const (
 // DefaultConfig returns the configuration of `mesh node` without flags.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:           "./mesh-data",
-		HTTPAddr:          "127.0.0.1:7777",
-		Listen:            p2p.DefaultListen,
-		SyncWrites:        true,
-		OnlineWindow:      registryapi.DefaultOnlineWindow,
-		WallSocketRate:    wall.DefaultSocketRate,
-		WallRoomRate:      wall.DefaultRoomRate,
-		GossipQueueBytes:  p2p.DefaultGossipQueueBytes,
-		Wall:              wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate, ProofNonces: wall.DefaultProofNonces},
-		Raft:              DefaultRaftTimings(),
-		ForwardTimeout:    DefaultForwardTimeout,
-		ForwardRetry:      DefaultForwardRetry,
-		ChangesKept:       DefaultChangesKept,
-		ShutdownGrace:     DefaultShutdownGrace,
-		SearchRate:        registryapi.DefaultSearchRate,
-		SearchBurst:       registryapi.DefaultSearchBurst,
-		SearchConcurrency: registryapi.DefaultSearchConcurrency,
-		SearchWait:        registryapi.DefaultSearchWait,
-		SolUSDInterval:    time.Minute,
-		SolUSDTimeout:     5 * time.Second,
-		Budgets:           admission.DefaultConfig(),
+		DataDir:          "./mesh-data",
+		HTTPAddr:         "127.0.0.1:7777",
+		Listen:           p2p.DefaultListen,
+		SyncWrites:       true,
+		OnlineWindow:     registryapi.DefaultOnlineWindow,
+		WallSocketRate:   wall.DefaultSocketRate,
+		WallRoomRate:     wall.DefaultRoomRate,
+		GossipQueueBytes: p2p.DefaultGossipQueueBytes,
+		Wall:             wall.Tuning{SendMemory: wall.DefaultSendMemory, ControlRate: wall.DefaultControlRate, ProofNonces: wall.DefaultProofNonces},
+		Raft:             DefaultRaftTimings(),
+		ForwardTimeout:   DefaultForwardTimeout,
+		ForwardRetry:     DefaultForwardRetry,
+		ChangesKept:      DefaultChangesKept,
+		ShutdownGrace:    DefaultShutdownGrace,
+		SearchRate:       registryapi.DefaultSearchRate,
+		SearchBurst:      registryapi.DefaultSearchBurst,
+		SearchWait:       registryapi.DefaultSearchWait,
+		SolUSDInterval:   time.Minute,
+		SolUSDTimeout:    5 * time.Second,
+		Budgets:          admission.DefaultConfig(),
 
 		Cards:                 DefaultCardFetch(),
 		AgentActivationWindow: registryapi.DefaultActivationWindow,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -58,9 +59,9 @@ type Config struct {
 	// MaxBody bounds request bodies, in bytes.
 	MaxBody int64
 	// SearchConcurrency bounds the searches ranked at once on this node,
-	// whoever asks (0: DefaultSearchConcurrency; negative: no bound); a
-	// search past it waits at most SearchWait (0: DefaultSearchWait) for
-	// its turn, then is refused with ErrSearchBusy.
+	// whoever asks (0: one a core; negative: no bound); a search past it
+	// waits at most SearchWait (0: DefaultSearchWait) for its turn, then
+	// is refused with ErrSearchBusy.
 	SearchConcurrency int
 	SearchWait        time.Duration
 	// ActivationWindow is how long a new registration made through this
@@ -106,7 +107,7 @@ func NewAPI(cfg Config) (*API, error) {
 		cfg.Site = site.New(site.Info{}, cfg.Logger)
 	}
 	if cfg.SearchConcurrency == 0 {
-		cfg.SearchConcurrency = DefaultSearchConcurrency
+		cfg.SearchConcurrency = runtime.GOMAXPROCS(0)
 	}
 	if cfg.SearchWait <= 0 {
 		cfg.SearchWait = DefaultSearchWait

@@ -31,6 +31,19 @@ type cachedAgent struct {
 	// reportless: the row's registration has no report (a feedback drops
 	// the row from the cache).
 	reportless atomic.Bool
+	// names are the row's name and description (Agent.texts, which
+	// decodes its full card).
+	names atomic.Pointer[[2]string]
+}
+
+// texts is e's Agent.texts, read from its card once.
+func (e *cachedAgent) texts() (name, desc string) {
+	if t := e.names.Load(); t != nil {
+		return t[0], t[1]
+	}
+	name, desc = e.a.texts()
+	e.names.Store(&[2]string{name, desc})
+	return name, desc
 }
 
 const (

@@ -10,12 +10,10 @@ import (
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
-// Defaults of the node-wide bound on searches (Config.SearchConcurrency,
-// Config.SearchWait).
-const (
-	DefaultSearchConcurrency = 4
-	DefaultSearchWait        = 100 * time.Millisecond
-)
+// DefaultSearchWait is how long a search past the node-wide bound waits
+// for its turn (Config.SearchWait); the bound's default is one search a
+// core (Config.SearchConcurrency).
+const DefaultSearchWait = 100 * time.Millisecond
 
 // ErrSearchBusy: the node ranks as many searches as it may, and more
 // waited for a turn than the wait allows.

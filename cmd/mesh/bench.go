@@ -14,7 +14,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd(), benchServeBytesCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd(), benchServeBytesCmd(), benchSearchCrowdCmd())
 	return c
 }
 
@@ -171,5 +171,56 @@ is over an idle node's, and given as a multiple of the cards' bytes.`,
 	}
 	c.Flags().IntVar(&o.Cards, "cards", o.Cards, "agents to register, each with a full card")
 	c.Flags().IntVar(&o.CardSize, "size", o.CardSize, "bytes of each card, about (at most 65536)")
+	return c
+}
+
+func benchSearchCrowdCmd() *cobra.Command {
+	o := bench.SearchCrowdOptions{Agents: 10752, CardSize: 2000, Crowd: 200, Rate: 2, Every: 500 * time.Millisecond, Duration: 30 * time.Second}
+	c := &cobra.Command{
+		Use:   "search-crowd",
+		Short: "Time an honest client's searches alone and while many addresses search, each within its budget",
+		Long: `Fills a node with --agents agents (cards of --card-size bytes of words of a
+synthetic vocabulary),
+then times an honest client's two-word searches, one every --every, for
+--duration alone, and again while --crowd other client addresses each search
+--rate times a second (the per-address budget: 120 a minute by default).
+Without --url it starts a node (mesh node, without write budgets, trusting
+127.0.0.1 as a proxy so that X-Forwarded-For names each client) in a process
+of its own; a node given with --url must trust 127.0.0.1 likewise. Reports
+the honest client's p50, p90 and refusals in both phases, and the crowd's
+searches by status. The crowd asks the most a search may: 16 words, 50
+results.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Agents < 1 || o.Crowd < 1 || o.Rate <= 0 || o.Every <= 0 || o.Duration <= 0 {
+				return fmt.Errorf("--agents and --crowd must be at least 1; --rate, --every and --duration positive")
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "mesh-search-crowd-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			bench.RaiseFileLimit()
+			o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
+			res, err := bench.SearchCrowd(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.URL, "url", "", "node base URL (trusting 127.0.0.1 as a proxy); empty starts a node in a process of its own")
+	f.IntVar(&o.Agents, "agents", o.Agents, "agents to register first")
+	f.IntVar(&o.CardSize, "card-size", o.CardSize, "bytes of each agent's card, about")
+	f.IntVar(&o.Crowd, "crowd", o.Crowd, "client addresses searching at once")
+	f.Float64Var(&o.Rate, "rate", o.Rate, "searches a second of each crowd address")
+	f.DurationVar(&o.Every, "every", o.Every, "time between the honest client's searches")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "length of each phase")
 	return c
 }

@@ -77,7 +77,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader (env MESH_FORWARD_RETRY)")
 	f.IntVar(&cfg.SearchRate, "search-rate", cfg.SearchRate, "searches (POST /v1/search) one client address may make a minute (env MESH_SEARCH_RATE)")
 	f.IntVar(&cfg.SearchBurst, "search-burst", cfg.SearchBurst, "searches one client address may make at once (env MESH_SEARCH_BURST)")
-	f.IntVar(&cfg.SearchConcurrency, "search-concurrency", cfg.SearchConcurrency, "searches the node ranks at once, whoever asks; -1 is unbounded (env MESH_SEARCH_CONCURRENCY)")
+	f.IntVar(&cfg.SearchConcurrency, "search-concurrency", cfg.SearchConcurrency, "searches the node ranks at once, whoever asks; 0 is one a core, -1 unbounded (env MESH_SEARCH_CONCURRENCY)")
 	f.DurationVar(&cfg.SearchWait, "search-wait", cfg.SearchWait, "how long a search past --search-concurrency waits for its turn before it is refused with 503 search_busy (env MESH_SEARCH_WAIT)")
 	f.Float64Var(&cfg.SolUSD, "sol-usd", cfg.SolUSD, "a fixed SOL/USD rate for the search's max_price_usd filter (env MESH_SOL_USD)")
 	f.StringVar(&cfg.SolUSDURL, "sol-usd-url", env("MESH_SOL_USD_URL", ""), `URL polled for the SOL/USD rate instead: it answers a JSON number or {"usd": number} (env MESH_SOL_USD_URL)`)
