@@ -101,6 +101,3 @@ func (d *Directory) searchIndex() (*searchIndex, error) {
 	return nil, ErrIndexBuilding.With("this node is building its search index since it started (%d of some %d rows); retry after %d s, or search on another node",
 		done, total, httpx.RetryAfterSeconds(left)).After(min(max(left, time.Second), time.Minute))
 }
-
-// IndexReady reports whether searches are answered (the index is built).
-func (d *Directory) IndexReady() bool { return d.index.Load() != nil }

@@ -81,15 +81,10 @@ func (d *Directory) Reputation(id string, now time.Time) (*Agent, Rollup, error)
 	return a, r, err
 }
 
-// Rollup returns the rollup of registered agent a's reports in the window
-// ending at now. An agent the search index knows without a report (most
-// of them) costs no read of the store.
-func (d *Directory) Rollup(a *Agent, now time.Time) (Rollup, error) {
-	return d.rollup(&cachedAgent{a: a}, now)
-}
-
-// rollup is Rollup of a row read through the cache, which remembers that
-// it has no report.
+// rollup returns the rollup of the reports of registered agent e.a in the
+// window ending at now. An agent the search index knows without a report
+// (most of them) costs no read of the store, and a row read through the
+// cache remembers it.
 func (d *Directory) rollup(e *cachedAgent, now time.Time) (Rollup, error) {
 	a := e.a
 	if e.reportless.Load() || d.index.Load().reportless(a.ID, a.Reg) {
