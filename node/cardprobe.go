@@ -99,19 +99,11 @@ func (n *Node) probeCards(ctx context.Context) {
 			}
 		})
 	})
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-p.wake:
-		}
+	everyOrWoken(ctx, tick, p.wake, func() {
 		if n.view.isDirectory() {
 			p.startFirst(ctx)
 		}
-	}
+	})
 }
 
 // committed queues the agents a committed entry registered for their

@@ -261,7 +261,10 @@ func (n *Node) goroutine(fn func()) {
 }
 
 // every runs fn every d until ctx is done.
-func every(ctx context.Context, d time.Duration, fn func()) {
+func every(ctx context.Context, d time.Duration, fn func()) { everyOrWoken(ctx, d, nil, fn) }
+
+// everyOrWoken runs fn every d, and whenever wake fires, until ctx is done.
+func everyOrWoken(ctx context.Context, d time.Duration, wake <-chan struct{}, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -269,8 +272,9 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fn()
+		case <-wake:
 		}
+		fn()
 	}
 }
 

@@ -39,22 +39,10 @@ node with --budget-client 0 to register many agents quickly.`,
 			if o.Agents < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
 				return fmt.Errorf("--agents, --concurrency and --rounds must be at least 1 and --duration positive")
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			dir, err := os.MkdirTemp("", "mesh-get-agent-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
-			res, err := bench.GetAgent(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), res)
-			return nil
+			return runInProcesses(cmd, "mesh-get-agent-", func(exe, dir string) (fmt.Stringer, error) {
+				o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
+				return bench.GetAgent(cmd.Context(), o)
+			})
 		},
 	}
 	f := c.Flags()
@@ -64,6 +52,27 @@ node with --budget-client 0 to register many agents quickly.`,
 	f.DurationVar(&o.Duration, "duration", o.Duration, "measured duration of each run")
 	f.IntVar(&o.Rounds, "rounds", o.Rounds, "runs of the node and of the baseline, alternately")
 	return c
+}
+
+// runInProcesses runs a bench whose nodes run in processes of their own
+// (this binary's), with their data under a temporary directory named
+// after prefix, and prints its result.
+func runInProcesses(cmd *cobra.Command, prefix string, run func(exe, dir string) (fmt.Stringer, error)) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	res, err := run(exe, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), res)
+	return nil
 }
 
 // benchServeBytesCmd is get-agent's baseline, in a process of its own.
@@ -151,22 +160,10 @@ is over an idle node's, and given as a multiple of the cards' bytes.`,
 			if o.Cards < 1 || o.CardSize < 1 {
 				return fmt.Errorf("--cards and --size must be at least 1")
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			dir, err := os.MkdirTemp("", "mesh-card-memory-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			o.Exe, o.Dir = exe, dir
-			res, err := bench.CardMemory(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), res)
-			return nil
+			return runInProcesses(cmd, "mesh-card-memory-", func(exe, dir string) (fmt.Stringer, error) {
+				o.Exe, o.Dir = exe, dir
+				return bench.CardMemory(cmd.Context(), o)
+			})
 		},
 	}
 	c.Flags().IntVar(&o.Cards, "cards", o.Cards, "agents to register, each with a full card")
@@ -195,23 +192,11 @@ results.`,
 			if o.Agents < 1 || o.Crowd < 1 || o.Rate <= 0 || o.Every <= 0 || o.Duration <= 0 {
 				return fmt.Errorf("--agents and --crowd must be at least 1; --rate, --every and --duration positive")
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			dir, err := os.MkdirTemp("", "mesh-search-crowd-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
 			bench.RaiseFileLimit()
-			o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
-			res, err := bench.SearchCrowd(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), res)
-			return nil
+			return runInProcesses(cmd, "mesh-search-crowd-", func(exe, dir string) (fmt.Stringer, error) {
+				o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
+				return bench.SearchCrowd(cmd.Context(), o)
+			})
 		},
 	}
 	f := c.Flags()
