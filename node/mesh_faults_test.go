@@ -158,6 +158,15 @@ func TestMeshDHTFallback(t *testing.T) {
 	if st, v := call(t, n, "GET", "/v1/agents/reused", ""); st != 200 || v["did"] != secondDID {
 		t.Fatalf("an id registered again: %d %v, want the second owner %s", st, v, secondDID)
 	}
+	// did:mesh aliases resolve through the records under the dids: the
+	// first owner's key, which a tombstone holds, names nobody.
+	for alias, want := range map[string]string{registryapi.AliasOf(did): "in-dht", registryapi.AliasOf(secondDID): "reused",
+		aliasOf(first): "", aliasOf(identity.GenerateKey()): ""} {
+		st, v := call(t, n, "GET", "/v1/agents/"+alias+"/identity", "")
+		if want == "" && st != 404 || want != "" && (st != 200 || v["agent_id"] != want) {
+			t.Fatalf("%s through the DHT: %d %v, want %q", alias, st, v, want)
+		}
+	}
 }
 
 // TestMeshDHTRecordsSurviveBootstrapRestart: the DHT keeps records in

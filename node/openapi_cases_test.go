@@ -131,7 +131,12 @@ func registryCases(h *apiHarness) {
 	for _, p := range []string{"/v1/agents/%s", "/agents/%s", "/v1/agents/%s/identity", "/v1/agents/%s/reputation"} {
 		h.run(apiCase{name: "GET " + p, method: "GET", path: fmt.Sprintf(p, "oa-1"), status: 200})
 		h.run(apiCase{name: "GET " + p + " of nobody", method: "GET", path: fmt.Sprintf(p, "nobody"), status: 404, code: "agent_not_found"})
+		h.run(apiCase{name: "GET " + p + " by alias", method: "GET", path: fmt.Sprintf(p, aliasOf(key)), status: 200})
+		h.run(apiCase{name: "GET " + p + " by a malformed alias", method: "GET", path: fmt.Sprintf(p, "did:mesh:z6Mk"), status: 400, code: "invalid_alias"})
+		h.run(apiCase{name: "GET " + p + " by an alias nobody holds", method: "GET", path: fmt.Sprintf(p, aliasOf(other)), status: 404, code: "agent_not_found"})
 	}
+	h.run(apiCase{name: "register an id in the alias namespace", method: "POST", path: "/v1/agents/register",
+		body: `{"agent_id":"` + aliasOf(other) + `","pubkey":"` + pubkeyOf(other) + `"}`, sign: other, status: 400, code: "invalid_request", invalid: true})
 
 	report := `{"success":true,"latency_ms":300,"quality":5}`
 	h.run(apiCase{name: "feedback", method: "POST", path: "/v1/agents/oa-1/feedback", body: report, sign: other, status: 200})
