@@ -226,6 +226,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
+	n.catalog.SetClock(n.cfg.Now)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
 	return nil

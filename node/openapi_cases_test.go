@@ -234,6 +234,16 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "history with a bad limit", method: "GET", path: "/v1/clusters/" + privID + "/history?limit=0",
 		hdr: []string{"X-Cluster-Token", ck}, status: 400, code: "invalid_request", invalid: true})
 
+	pubAdmin := []string{"X-Cluster-Token", pub["admin_token"].(string)}
+	h.run(apiCase{name: "rename a cluster", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"name":"OpenAPI Plaza"}`, hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "a renamed cluster by its former slug", method: "GET", path: "/v1/clusters/" + slug, status: 200})
+	h.run(apiCase{name: "make a cluster private", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"private"}`, hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "make it public again", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"public","name":"OpenAPI Square"}`,
+		hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "a visibility it has", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"public"}`, hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "another visibility", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"secret"}`, hdr: pubAdmin,
+		status: 400, code: "invalid_request", invalid: true})
+
 	ak, _ := priv["admin_token"].(string)
 	h.run(apiCase{name: "delete with the member token", method: "DELETE", path: "/v1/clusters/" + privID,
 		hdr: []string{"X-Cluster-Token", ck}, status: 401, code: "admin_token_required"})
@@ -361,6 +371,8 @@ func boardCases(h *apiHarness) {
 	h.run(apiCase{name: "create a board twice", method: "POST", path: path + "/boards", body: `{"slug":"market"}`, hdr: admin,
 		status: 409, code: "board_exists"})
 	h.run(apiCase{name: "list boards", method: "GET", path: path + "/boards", status: 200})
+	h.run(apiCase{name: "make a cluster with boards private", method: "PATCH", path: path, body: `{"visibility":"private"}`, hdr: admin,
+		status: 409, code: "boards_present"})
 	h.run(apiCase{name: "edit a board", method: "PATCH", path: path + "/boards/market", body: `{"about":"Buy, sell, swap.","props":{"lang":null}}`,
 		hdr: admin, status: 200})
 	post := h.run(apiCase{name: "post", method: "POST", path: path + "/boards/market/posts?agent=alice", status: 201,

@@ -118,6 +118,10 @@ func (s *Service) clusterPage(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, err)
 		return
 	}
+	if p := r.PathValue("id"); p != cl.ID && p != cl.Slug { // a renamed cluster's former slug
+		http.Redirect(w, r, "/clusters/"+cl.Slug, http.StatusMovedPermanently)
+		return
+	}
 	boards, err := s.pageBoardsOf(cl)
 	if err != nil {
 		s.errorPage(w, r, err)

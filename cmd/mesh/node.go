@@ -93,6 +93,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringSliceVar(&cfg.Cards.Allow, "card-fetch-allow", envList("MESH_CARD_FETCH_ALLOW", nil), "directory only: CIDR or address card fetches may reach although it is loopback, private, link-local, CGNAT or metadata, repeatable or comma-separated (env MESH_CARD_FETCH_ALLOW)")
 	f.DurationVar(&cfg.AgentActivationWindow, "agent-activation-window", cfg.AgentActivationWindow, "directory only: a new registration whose agent takes no token within this expires; 0 never (env MESH_AGENT_ACTIVATION_WINDOW)")
 	f.DurationVar(&cfg.ClusterJoinWindow, "cluster-join-window", cfg.ClusterJoinWindow, "directory only: a new public cluster nobody joins within this expires; 0 never (env MESH_CLUSTER_JOIN_WINDOW)")
+	f.DurationVar(&cfg.ClusterSlugRedirect, "cluster-slug-redirect", cfg.ClusterSlugRedirect, "directory only: how long a renamed public cluster's former slug leads to it and is given to no other; 0 for ever (env MESH_CLUSTER_SLUG_REDIRECT)")
 	f.IntVar(&cfg.BoardQuota.Boards, "board-max-boards", cfg.BoardQuota.Boards, "directory only: boards one cluster may have; 0 unlimited (env MESH_BOARD_MAX_BOARDS)")
 	f.IntVar(&cfg.BoardQuota.BoardPosts, "board-max-posts", cfg.BoardQuota.BoardPosts, "directory only: live posts one board may hold; 0 unlimited (env MESH_BOARD_MAX_POSTS)")
 	f.Int64Var(&cfg.BoardQuota.BoardBytes, "board-max-bytes", cfg.BoardQuota.BoardBytes, "directory only: bytes of live posts one board may hold; 0 unlimited (env MESH_BOARD_MAX_BYTES)")
@@ -155,6 +156,7 @@ var nodeEnv = map[string]string{
 
 	"agent-activation-window": "MESH_AGENT_ACTIVATION_WINDOW",
 	"cluster-join-window":     "MESH_CLUSTER_JOIN_WINDOW",
+	"cluster-slug-redirect":   "MESH_CLUSTER_SLUG_REDIRECT",
 	"board-max-boards":        "MESH_BOARD_MAX_BOARDS",
 	"board-max-posts":         "MESH_BOARD_MAX_POSTS",
 	"board-max-bytes":         "MESH_BOARD_MAX_BYTES",
