@@ -2,9 +2,14 @@ package wall
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net"
+	"net/url"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 )
@@ -231,4 +236,48 @@ func TestVisibilityChanges(t *testing.T) {
 	if _, _, err := u.patch(g, clusterPatch{vis: Private}, 0); !errors.Is(err, ErrBoardsPresent) {
 		t.Fatalf("a change of visibility with boards: %v", err)
 	}
+}
+
+// TestSocketOfEarlierTerms: a socket admitted while its cluster was public
+// (looked up before it was made private, entering after) starts no room
+// under the former terms: it gets the closed frame naming the change and
+// close 1000, like the cluster's other sockets. The PATCH answers the new
+// token, with which sockets join.
+func TestSocketOfEarlierTerms(t *testing.T) {
+	h := newHarness(t, nil)
+	created := h.create(`{"visibility":"public","name":"Open"}`)
+	id := created["cluster_id"].(string)
+	cl, err := h.cat.Get(id) // the connect's lookup, before the change
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, v := h.call("PATCH", "/v1/clusters/"+id, `{"visibility":"private"}`, "X-Cluster-Token", created["admin_token"].(string))
+	if st != 200 || v["token"] == nil {
+		t.Fatalf("PATCH: %d %v", st, v)
+	}
+	server, client := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	sk := newSocket(&wsConn{conn: server, rd: server}, h.svc, joinQuery{agent: "late", vis: VisPublic})
+	go h.svc.serveSocket(cl, "", sk)
+
+	client.SetDeadline(time.Now().Add(10 * time.Second))
+	f, err := ws.ReadFrame(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	json.Unmarshal(f.Payload, &got)
+	if got["kind"] != KindClosed || got["reason"] != causePrivate.reason {
+		t.Fatalf("the socket got %s", f.Payload)
+	}
+	if f, err = ws.ReadFrame(client); err != nil || f.Header.OpCode != ws.OpClose {
+		t.Fatalf("then %v %v, want a close frame", f.Header, err)
+	}
+	if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusNormalClosure {
+		t.Fatalf("close code %d, want 1000", code)
+	}
+	if h.svc.room(id) != nil {
+		t.Fatal("a room of the former terms runs")
+	}
+	h.dial(id, url.Values{"agent": {"ok"}, "token": {v["token"].(string)}}).listen().next(KindWelcome)
 }
