@@ -106,6 +106,8 @@ type harness struct {
 	// noLoop: the agent runs no poll loop; the test calls PollNow and
 	// checkInvoices itself, and nothing races them.
 	noLoop bool
+	// tokens are echo's pricing rows in SPL tokens, beside its lamports row.
+	tokens Prices
 }
 
 type clock struct {
@@ -134,15 +136,22 @@ func newManualHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 
 func makeHarness(t *testing.T, noLoop bool, edit ...func(*PaymentConfig)) *harness {
 	t.Helper()
-	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
-		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t), noLoop: noLoop}
-	h.chain.SetBlockTime(h.clock.Now().Unix())
-	pc := testPayment(h.chain, h.provider.Address())
+	h, pc := fakeChainHarness(t)
+	h.noLoop = noLoop
 	for _, e := range edit {
 		e(pc)
 	}
 	h.start(pc)
 	return h
+}
+
+// fakeChainHarness is a harness on a fake chain, not started yet, and its
+// payment configuration.
+func fakeChainHarness(t *testing.T) (*harness, *PaymentConfig) {
+	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t)}
+	h.chain.SetBlockTime(h.clock.Now().Unix())
+	return h, testPayment(h.chain, h.provider.Address())
 }
 
 // newHarnessOn is a harness on a real RPC endpoint (the LiteSVM shim) with
@@ -174,7 +183,7 @@ func (h *harness) start(pc *PaymentConfig) {
 	cfg := AgentConfig{
 		Card: Card{Name: "Echo", Description: "echoes"},
 		Skills: []Skill{
-			{ID: "echo", Name: "Echo", Pricing: Prices{Lamports(testPrice, NetworkDevnet)}, Handler: echo},
+			{ID: "echo", Name: "Echo", Description: "Echoes its input.", Pricing: append(Prices{Lamports(testPrice, NetworkDevnet)}, h.tokens...), Handler: echo},
 			{ID: "ping", Name: "Ping", Handler: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }},
 		},
 		Payment: pc,

@@ -33,6 +33,57 @@ const (
 	LamportsPerCoin = 1_000_000_000
 )
 
+// CAIP-2 ids of the networks, as x402 v2 names them: "solana:" and the
+// first 32 characters of the genesis hash (@x402/svm's
+// SOLANA_DEVNET_CAIP2 and SOLANA_MAINNET_CAIP2).
+const (
+	CAIP2Devnet  = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
+	CAIP2Mainnet = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+)
+
+// CAIP2 returns the CAIP-2 id of a known network tag; x402 v1's names of
+// the networks ("solana-devnet", "solana") and the CAIP-2 ids themselves
+// are taken too.
+func CAIP2(network string) (string, bool) {
+	switch network {
+	case NetworkDevnet, "solana-devnet", CAIP2Devnet:
+		return CAIP2Devnet, true
+	case NetworkMainnet, "solana", CAIP2Mainnet:
+		return CAIP2Mainnet, true
+	}
+	return "", false
+}
+
+// Currencies of SPL token pricing rows (spec 2.5 and 9: a new currency is
+// a new row). A token row's amount is in the token's smallest unit
+// (USDC: millionths; wSOL: lamports) and its asset names the mint.
+const (
+	CurrencyUSDC = "USDC"
+	CurrencyWSOL = "wSOL"
+)
+
+// Mints of the known currencies: USDC's as @x402/svm knows them, and the
+// native mint (wrapped SOL), the same on every network.
+const (
+	MintUSDCDevnet  = "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU"
+	MintUSDCMainnet = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+	MintWSOL        = "So11111111111111111111111111111111111111112"
+)
+
+// KnownMint is the mint of currency on network, for the currencies whose
+// mint a pricing row may leave out.
+func KnownMint(currency, network string) (string, bool) {
+	switch {
+	case currency == CurrencyWSOL:
+		return MintWSOL, true
+	case currency == CurrencyUSDC && network == NetworkDevnet:
+		return MintUSDCDevnet, true
+	case currency == CurrencyUSDC && network == NetworkMainnet:
+		return MintUSDCMainnet, true
+	}
+	return "", false
+}
+
 // GenesisHash returns the genesis hash of a known network tag.
 func GenesisHash(network string) (string, bool) {
 	switch network {
