@@ -87,7 +87,7 @@ func (f *fakeRegistry) Reports() []Report {
 // harness is an agent with one paid skill ("echo") and one free skill
 // ("ping") behind httptest, on a fake chain, with a controllable clock.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	chain    *soltest.Chain
 	provider *Wallet
 	db       *store.DB
@@ -156,13 +156,20 @@ func fakeChainHarness(t *testing.T) (*harness, *PaymentConfig) {
 
 // newHarnessOn is a harness on a real RPC endpoint (the LiteSVM shim) with
 // its genesis hash as the override, on the wall clock.
-func newHarnessOn(t *testing.T, rpcURL, genesis string) *harness {
+func newHarnessOn(t testing.TB, rpcURL, genesis string) *harness {
 	t.Helper()
+	h, pc := litesvmHarness(t, rpcURL, genesis)
+	h.start(pc)
+	return h
+}
+
+// litesvmHarness is a harness on the LiteSVM shim, not started yet, and
+// its payment configuration.
+func litesvmHarness(t testing.TB, rpcURL, genesis string) (*harness, *PaymentConfig) {
 	h := &harness{t: t, provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
 		clock: &clock{now: time.Now()}, db: storetest.DB(t)}
-	h.start(&PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
-		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}})
-	return h
+	return h, &PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
+		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}}
 }
 
 // start (re)starts the agent on h.db.
