@@ -1,14 +1,18 @@
 package interop
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
 
@@ -282,5 +286,57 @@ func TestPaymentHeader(t *testing.T) {
 	}
 	if _, _, err := PaymentHeader([]byte(`{"x402Version": 3}`)); err == nil {
 		t.Fatal("x402Version 3 taken")
+	}
+}
+
+// TestTokenPricingConfig: a token row names its mint (or a known
+// currency's), and an agent takes token rows only with a fee payer or a
+// facilitator, and beside a lamports row.
+func TestTokenPricingConfig(t *testing.T) {
+	mint := NewWallet().Address()
+	for _, c := range []struct {
+		row Price
+		ok  bool
+	}{
+		{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet), true},
+		{Token(testWSOL, CurrencyWSOL, "", NetworkMainnet), true},
+		{Token(7, "BONK", mint, NetworkDevnet), true},
+		{Token(7, "BONK", "", NetworkDevnet), false},
+		{Token(7, "BONK", "not-base58!", NetworkDevnet), false},
+		{Token(0, CurrencyUSDC, "", NetworkDevnet), false},
+		{Token(testUSDC, CurrencyUSDC, "", ""), false},
+		{Price{Unit: UnitRequest, Amount: 1}, false},
+	} {
+		if err := c.row.validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c.row, err)
+		}
+	}
+	chain := soltest.New(t)
+	echo := func(rows ...Price) []Skill {
+		return []Skill{{ID: "echo", Pricing: rows, Handler: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}}
+	}
+	usdc, lamports := Token(testUSDC, CurrencyUSDC, "", NetworkDevnet), Lamports(testPrice, NetworkDevnet)
+	for _, c := range []struct {
+		name   string
+		skills []Skill
+		edit   func(*PaymentConfig)
+		want   string // "" is valid
+	}{
+		{"fee payer", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, ""},
+		{"facilitator", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FacilitatorURL = "https://facilitator.example" }, ""},
+		{"neither", echo(lamports, usdc), func(*PaymentConfig) {}, "fee payer"},
+		{"both", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FeePayer, pc.FacilitatorURL = NewWallet(), "https://f.example" }, "exclude"},
+		{"facilitator not a URL", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FacilitatorURL = "f.example" }, "facilitator_url"},
+		{"no lamports row", echo(usdc), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, "lamports row"},
+		{"fee payer key file missing", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FeePayerKeyFile = "/nonexistent/fee-payer.json" }, "fee payer key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pc := testPayment(chain, NewWallet().Address())
+			c.edit(pc)
+			_, err := NewAgent(AgentConfig{Card: Card{Name: "Echo"}, Skills: c.skills, Payment: pc}, AgentDeps{DB: storetest.DB(t)})
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
 	}
 }

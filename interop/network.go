@@ -108,24 +108,33 @@ func FormatCoins(lamports uint64) string {
 
 // ParseCoins parses an exact decimal number of whole coins (at most nine
 // decimals, no sign, no exponent) into lamports.
-func ParseCoins(s string) (uint64, error) {
-	if s == "" || len(s) > 32 {
+func ParseCoins(s string) (uint64, error) { return ParseUnits(s, 9) }
+
+// ParseUnits parses an exact decimal amount of a token with the given
+// number of decimals (no sign, no exponent, at most that many fraction
+// digits) into its smallest unit: ParseUnits("0.01", 6) is 10000.
+func ParseUnits(s string, decimals int) (uint64, error) {
+	if s == "" || len(s) > 32 || decimals < 0 || decimals > 18 {
 		return 0, fmt.Errorf("%w: %q", ErrBadAmount, s)
 	}
 	whole, frac, hasDot := strings.Cut(s, ".")
-	if whole == "" || !digits(whole) || hasDot && (frac == "" || !digits(frac)) || len(frac) > 9 {
-		return 0, fmt.Errorf("%w: %q is not a decimal with at most 9 fraction digits", ErrBadAmount, s)
+	if whole == "" || !digits(whole) || hasDot && (frac == "" || !digits(frac)) || len(frac) > decimals {
+		return 0, fmt.Errorf("%w: %q is not a decimal with at most %d fraction digits", ErrBadAmount, s, decimals)
+	}
+	unit := uint64(1)
+	for range decimals {
+		unit *= 10
 	}
 	w, err := strconv.ParseUint(whole, 10, 64)
-	if err != nil || w > (1<<64-1)/LamportsPerCoin {
+	if err != nil || w > (1<<64-1)/unit {
 		return 0, fmt.Errorf("%w: %q is too large", ErrBadAmount, s)
 	}
 	var f uint64
 	if frac != "" {
-		f, _ = strconv.ParseUint(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+		f, _ = strconv.ParseUint(frac+strings.Repeat("0", decimals-len(frac)), 10, 64)
 	}
-	total := w*LamportsPerCoin + f
-	if total < w*LamportsPerCoin {
+	total := w*unit + f
+	if total < w*unit {
 		return 0, fmt.Errorf("%w: %q is too large", ErrBadAmount, s)
 	}
 	return total, nil

@@ -165,6 +165,21 @@ type pageData struct {
 
 type priceText struct{ Unit, SOL, USD, Network string }
 
+// priceAmount is a row's price in its own currency: SOL for lamports, the
+// token for a token row (USDC with its six decimals; another token in
+// its smallest unit).
+func priceAmount(p PriceRow, sol float64) string {
+	switch p.Currency {
+	case currencyLamprt:
+		return decimal(sol, 9) + " SOL"
+	case currencyWSOL:
+		return decimal(sol, 9) + " wSOL"
+	case currencyUSDC:
+		return decimal(float64(p.Amount)/usdcUnits, 6) + " USDC"
+	}
+	return fmt.Sprintf("%d %s (smallest units)", p.Amount, p.Currency)
+}
+
 func newPageData(v *DiscoveryView) pageData {
 	p := pageData{V: v, LiveBanner: v.Registered && v.Listing != nil}
 	switch {
@@ -178,8 +193,7 @@ func newPageData(v *DiscoveryView) pageData {
 	for _, row := range v.Pricing {
 		t := priceText{Unit: row.Unit, Network: row.Network, SOL: "free", USD: "free"}
 		if row.Currency != currencyFree {
-			t.SOL = decimal(row.SOL, 9) + " SOL"
-			t.USD = "—"
+			t.SOL, t.USD = priceAmount(row.PriceRow, row.SOL), "—"
 			if row.USD != nil {
 				t.USD = "$" + decimal(*row.USD, 6)
 			}
