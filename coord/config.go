@@ -1,17 +1,21 @@
 package coord
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path"
+	"slices"
 	"time"
 
 	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/portreg"
+	"github.com/agentmesh/mesh/coord/update"
 )
 
 // Version is the daemon's version string.
@@ -44,9 +48,16 @@ type Config struct {
 	DeviceID string
 	// AllowedOrigins are the host patterns (path.Match syntax, e.g.
 	// "dash.example.com" or "localhost:*") whose pages may read the
-	// answers (CORS) and open /events from another origin. Clients that
-	// send no Origin are always let in.
+	// answers (CORS), write (with the token) and open /events from
+	// another origin. Programs that send no Origin are not concerned.
 	AllowedOrigins []string
+	// AllowedHosts are host name patterns (path.Match syntax) a request's
+	// Host may name besides localhost, loopback addresses, the listen
+	// address and the certificate's names; any other Host is refused.
+	AllowedHosts []string
+	// RequireToken makes every write carry the daemon's token (TokenFile),
+	// programs' too; without it only writes from pages must.
+	RequireToken bool
 	// Poll is the file-change poll (1.5 s).
 	Poll time.Duration
 	// Heartbeat is the socket heartbeat (20 s).
@@ -73,6 +84,12 @@ type Config struct {
 	// (releases/mesh-<os>-<arch>) are published; empty turns the site
 	// watcher and self-update off.
 	SiteURL string
+	// InsecureSite also takes a file:// site and an http:// site on a
+	// loopback address (tests, a local mirror); otherwise only https.
+	InsecureSite bool
+	// ReleaseKey, when set, is the pinned Ed25519 key a release's
+	// signature file must verify against (see update.SignedText).
+	ReleaseKey ed25519.PublicKey
 	// SiteTimeout bounds one check of the site, download included (5 min).
 	SiteTimeout time.Duration
 	// UpdateCooldown is the least time between two update attempts of the
@@ -163,9 +180,30 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: port %d", ErrConfig, c.Port)
 	case c.PortMin < 1 || c.PortMax > 65535 || c.PortMin > c.PortMax:
 		return fmt.Errorf("%w: port range %d..%d", ErrConfig, c.PortMin, c.PortMax)
+	case len(c.ReleaseKey) != 0 && len(c.ReleaseKey) != ed25519.PublicKeySize:
+		return fmt.Errorf("%w: a release key is %d bytes", ErrConfig, ed25519.PublicKeySize)
 	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.ArchiveAfter < 0 || c.ArchiveScan < 0 || c.StorageCache < 0 ||
 		c.SiteTimeout < 0 || c.UpdateCooldown < 0 || c.InstructionsWatch < 0 || c.UpdateMaxBytes < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
 		return fmt.Errorf("%w: durations and sizes must be positive", ErrConfig)
+	}
+	if err := checkPatterns(slices.Concat(c.AllowedOrigins, c.AllowedHosts)); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.SiteURL != "" {
+		if err := update.CheckURL(c.SiteURL, c.InsecureSite); err != nil {
+			return fmt.Errorf("%w: site URL %q: %v", ErrConfig, c.SiteURL, err)
+		}
+	}
+	return nil
+}
+
+// checkPatterns refuses a host pattern that path.Match cannot read (an
+// empty one matches nothing: MESH_COORD_ALLOW_ORIGIN= allows no page).
+func checkPatterns(patterns []string) error {
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("host pattern %q of --allow-origin or --allow-host is malformed", p)
+		}
 	}
 	return nil
 }

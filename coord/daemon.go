@@ -108,12 +108,17 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("coord: conversations: %w", err)
 	}
 	d.runs.Resume()
-	if err := d.listen(); err != nil {
+	tlsNames, err := d.listen()
+	if err != nil {
+		return err
+	}
+	g, err := d.newGuard(tlsNames)
+	if err != nil {
 		return err
 	}
 	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	d.started = d.cfg.Clock.Now().UTC()
-	d.srv = &http.Server{Handler: httpx.Recover(d.log, cors(d.cfg.AllowedOrigins, d.mux)), ReadHeaderTimeout: 10 * time.Second,
+	d.srv = &http.Server{Handler: httpx.Recover(d.log, g.wrap(d.mux)), ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
 	ln := d.ln
 	d.wg.Go(func() {
@@ -141,8 +146,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 }
 
 // listen takes the configured listener or chooses a port, and wraps it in
-// TLS when a certificate bundle is there.
-func (d *Daemon) listen() error {
+// TLS when a certificate bundle is there, whose names it returns.
+func (d *Daemon) listen() ([]string, error) {
 	st := d.current()
 	d.clusterID = st.cluster.ID
 	if d.cfg.Listener != nil {
@@ -154,26 +159,26 @@ func (d *Daemon) listen() error {
 			d.log.Info("port passed over", "port", s)
 		}
 		if err != nil {
-			return fmt.Errorf("coord: %w", err)
+			return nil, fmt.Errorf("coord: %w", err)
 		}
 		d.ln, d.reason = ch.Listener, ch.Reason
 	}
 	host := d.cfg.Host
 	scheme := "http"
-	cert, name, err := loadBundle(d.cfg.TLSBundle)
+	cert, names, err := loadBundle(d.cfg.TLSBundle)
 	switch {
 	case err != nil:
-		return fmt.Errorf("coord: TLS bundle %s: %w", d.cfg.TLSBundle, err)
+		return nil, fmt.Errorf("coord: TLS bundle %s: %w", d.cfg.TLSBundle, err)
 	case cert != nil:
 		d.ln = tls.NewListener(d.ln, &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
 		scheme = "https"
-		if name != "" {
-			host = name
+		if len(names) > 0 {
+			host = names[0]
 		}
 	}
 	port := d.ln.Addr().(*net.TCPAddr).Port
 	d.endpoint = scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
-	return nil
+	return names, nil
 }
 
 // URL is the address the daemon serves at, e.g. http://127.0.0.1:5570.
