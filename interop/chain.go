@@ -264,14 +264,7 @@ func (c *Chain) waitStatus(ctx context.Context, sig solana.Signature, interval t
 	defer t.Stop()
 	for {
 		gone := expired(ctx)
-		var st *rpc.SignatureStatusesResult
-		err := c.call(ctx, "getSignatureStatuses", func(ctx context.Context) error {
-			res, err := c.client.GetSignatureStatuses(ctx, true, sig)
-			if err == nil && len(res.Value) == 1 {
-				st = res.Value[0]
-			}
-			return err
-		})
+		st, err := c.signatureStatus(ctx, sig)
 		switch {
 		case errors.Is(err, context.Canceled):
 			return err
