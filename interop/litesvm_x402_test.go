@@ -374,3 +374,61 @@ func BenchmarkLiteSVM402ToAnswer(b *testing.B) {
 		}
 	})
 }
+
+// TestA2AJSClientPaysWithX402: the same payment through the A2A x402
+// extension. @a2a-js/sdk 1.3.0 (A2A 1.0, its default ClientFactory) calls
+// the paid skill and gets a task awaiting payment whose requirements
+// include the USDC row; @x402/svm's exact client builds the payment of it
+// and the A2A client submits it on the task, which completes with the
+// answer and x402's settlement receipt; the tokens and the fee payer's SOL
+// move exactly.
+func TestA2AJSClientPaysWithX402(t *testing.T) {
+	e := startExactOnLiteSVM(t, false)
+	npmPackage(t, x402JSDir, "@a2a-js/sdk")
+	before := e.balances(MintUSDCDevnet, e.feePayer.PublicKey())
+	cmd := exec.Command("node", "a2a-pay.mjs", e.srv.URL, e.url, MintUSDCDevnet, `{"via":"a2a"}`)
+	cmd.Dir = x402JSDir
+	cmd.Env = append(os.Environ(), "X402_PAYER="+string(e.payer.MarshalKeyFile()))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node a2a-pay.mjs: %v\n%s", err, out)
+	}
+	type taskView struct {
+		State    string           `json:"state"`
+		Status   string           `json:"status"`
+		Error    any              `json:"error"`
+		Receipts []SettleResponse `json:"receipts"`
+		Answer   json.RawMessage  `json:"answer"`
+	}
+	var res struct {
+		Required struct {
+			taskView
+			Accepts []struct {
+				Asset             string            `json:"asset"`
+				MaxAmountRequired string            `json:"maxAmountRequired"`
+				Extra             RequirementsExtra `json:"extra"`
+			} `json:"accepts"`
+		} `json:"required"`
+		Payload       PaymentPayload `json:"payload"`
+		Paid          taskView       `json:"paid"`
+		Ms402ToAnswer float64        `json:"ms402ToAnswer"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("a2a-pay.mjs printed %s: %v", out, err)
+	}
+	if res.Required.State != "TASK_STATE_INPUT_REQUIRED" || res.Required.Status != PaymentStatusRequired || len(res.Required.Accepts) == 0 ||
+		res.Required.Accepts[0].Asset != MintUSDCDevnet || res.Required.Accepts[0].Extra.FeePayer != e.feePayer.Address() {
+		t.Fatalf("unpaid task %+v", res.Required)
+	}
+	if res.Payload.X402Version != 1 || res.Payload.Network != "solana-devnet" {
+		t.Fatalf("payload %+v", res.Payload)
+	}
+	p := res.Paid
+	if p.State != "TASK_STATE_COMPLETED" || p.Status != PaymentStatusCompleted || len(p.Receipts) != 1 || !p.Receipts[0].Success ||
+		p.Receipts[0].Transaction == "" || !strings.Contains(string(p.Answer), `"via":"a2a"`) {
+		t.Fatalf("paid task %s", out)
+	}
+	checkMoved(t, before, e.balances(MintUSDCDevnet, e.feePayer.PublicKey()), testUSDC)
+	t.Logf("@a2a-js/sdk 1.3.0 with @x402/svm paid in USDC over A2A: requirements to answer in %.0f ms", res.Ms402ToAnswer)
+}
