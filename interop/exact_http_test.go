@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,5 +339,28 @@ func TestTokenPricingConfig(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestExactConcurrentSubmissions: the same payment sent many times at once
+// is submitted once and runs the skill once; every request gets the one
+// answer.
+func TestExactConcurrentSubmissions(t *testing.T) {
+	h := newExactHarness(t)
+	s := h.exactSpec(h.challengeV2(`{}`))
+	v := EncodeHeader(s.payload(t, X402Version2, CAIP2Devnet))
+	var wg sync.WaitGroup
+	answers := make([]resp, 8)
+	for i := range answers {
+		wg.Go(func() { answers[i] = h.call(nil, "POST", "/v1/echo", `{}`, HeaderPaymentSignature, v) })
+	}
+	wg.Wait()
+	for i, r := range answers {
+		if r.status != 200 || r.raw != answers[0].raw {
+			t.Fatalf("request %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	if n, m := h.served.Load(), h.chain.Calls("sendTransaction"); n != 1 || m != 1 {
+		t.Fatalf("the skill ran %d times, %d submissions", n, m)
 	}
 }
