@@ -12,10 +12,10 @@ import (
 // make them, before the fee payer signs: each is a small named rule, run
 // in order; the first that fails names the refusal.
 
-// LighthouseProgramID is the program of the wallet-protection assertions
+// lighthouseProgram is the program of the wallet-protection assertions
 // that Phantom and Solflare add to a transaction; the scheme admits them
 // after the transfer.
-var LighthouseProgramID = solana.MustPublicKeyFromBase58("L2TExMFKdjpN9kozasaurPirfHy9P8sbXoAN1qA3S95")
+var lighthouseProgram = solana.MustPublicKeyFromBase58("L2TExMFKdjpN9kozasaurPirfHy9P8sbXoAN1qA3S95")
 
 // Instruction tags read by the rules.
 const (
@@ -168,7 +168,7 @@ func ruleTransfer(t *svmTx, terms exactTerms, out *exactPay) error {
 // instructions only.
 func ruleTrailing(t *svmTx, _ exactTerms, _ *exactPay) error {
 	for i, ix := range t.ixs[3:] {
-		if p := t.program(ix); !p.Equals(solana.MemoProgramID) && !p.Equals(LighthouseProgramID) {
+		if p := t.program(ix); !p.Equals(solana.MemoProgramID) && !p.Equals(lighthouseProgram) {
 			return ErrExtraInstruction.With("instruction %d calls program %s", i+4, p)
 		}
 	}

@@ -224,7 +224,7 @@ func TestExactRules(t *testing.T) {
 		{"Token-2022", func(s *exactSpec) { s.program = solana.Token2022ProgramID }, ""},
 		{"Lighthouse after the memo", func(s *exactSpec) {
 			s.edit = func(ixs []solana.Instruction) []solana.Instruction {
-				return append(ixs, solana.NewInstruction(LighthouseProgramID, solana.AccountMetaSlice{}, []byte{1}))
+				return append(ixs, solana.NewInstruction(lighthouseProgram, solana.AccountMetaSlice{}, []byte{1}))
 			}
 		}, ""},
 		{"foreign fee payer", func(s *exactSpec) { s.feePayer = stranger.PublicKey() }, "payment_fee_payer_mismatch"},
