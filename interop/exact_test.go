@@ -306,3 +306,19 @@ func TestExactRules(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedBy: of a facilitator's refusal, a client sees x402's reason
+// code and nothing else the facilitator said.
+func TestRefusedBy(t *testing.T) {
+	for reason, want := range map[string]string{
+		"invalid_exact_svm_transaction_simulation_failed": "the x402 facilitator refused the payment: invalid_exact_svm_transaction_simulation_failed",
+		"RPC https://rpc.example/?api-key=secret said no": "the x402 facilitator refused the payment",
+		"": "the x402 facilitator refused the payment",
+		"invalid_exact_svm_payload_blockhash_not_found": ErrBlockhashExpired.Detail,
+	} {
+		var he *httpx.Error
+		if err := refusedBy(reason); !errors.As(err, &he) || he.Detail != want {
+			t.Errorf("%q: %v", reason, err)
+		}
+	}
+}

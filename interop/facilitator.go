@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -85,6 +86,7 @@ func (f *facilitatorSettler) verify(ctx context.Context, ep *exactPayment) error
 		return ErrFacilitator
 	}
 	if !v.IsValid {
+		f.log.Info("x402 v2: the facilitator found a payment invalid", "reason", v.InvalidReason)
 		return refusedBy(v.InvalidReason)
 	}
 	return nil
@@ -102,21 +104,27 @@ func (f *facilitatorSettler) settle(ctx context.Context, ep *exactPayment, _ boo
 	case s.ErrorReason == "settlement_pending" || s.ErrorReason == "duplicate_settlement":
 		return "", ErrSettlementPending
 	case s.Transaction != "":
-		return "", ErrTxFailed.With("transaction %s failed on chain (facilitator: %.80s)", s.Transaction, s.ErrorReason)
+		f.log.Info("x402 v2: the facilitator's transaction failed", "transaction", s.Transaction, "reason", s.ErrorReason)
+		return "", ErrTxFailed.With("transaction %s failed on chain", s.Transaction)
 	}
+	f.log.Info("x402 v2: the facilitator refused a payment", "reason", s.ErrorReason)
 	return "", refusedBy(s.ErrorReason)
 }
 
-// refusedBy is the client's error for a facilitator's refusal reason (a
-// stable code of x402's, which is all of the refusal the client sees).
+// reasonCode is an x402 refusal reason as it may reach a client: a stable
+// snake_case code, nothing else an upstream said.
+var reasonCode = regexp.MustCompile(`^[a-z0-9_]{1,80}$`)
+
+// refusedBy is the client's error for a facilitator's refusal reason: its
+// x402 code when it is one, which is all of the refusal the client sees.
 func refusedBy(reason string) error {
 	switch {
 	case strings.Contains(reason, "blockhash"):
 		return ErrBlockhashExpired
-	case reason == "":
+	case !reasonCode.MatchString(reason):
 		return ErrTxRejected.With("the x402 facilitator refused the payment")
 	}
-	return ErrTxRejected.With("the x402 facilitator refused the payment: %.80s", reason)
+	return ErrTxRejected.With("the x402 facilitator refused the payment: %s", reason)
 }
 
 // do runs one request within timeout and decodes its JSON answer into
