@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cron"
@@ -36,8 +37,8 @@ type Config struct {
 	// Listener, when set, is served instead of choosing a port: for
 	// tests and embedding.
 	Listener net.Listener
-	// StateDir keeps the daemon's own files: the debug log, cron runs
-	// (default Dir/.coord).
+	// StateDir, a folder inside Dir, keeps the daemon's own files: the
+	// debug log, cron runs (default Dir/.coord).
 	StateDir string
 	// TLSBundle is a PEM file with the certificate chain and its private
 	// key; when it exists the daemon serves HTTPS (default
@@ -74,6 +75,11 @@ type Config struct {
 	// attachments (chat.DefaultConfig); the daemon fills its folder,
 	// clock, logger and hooks.
 	Chat chat.Config
+	// AgentEnv is the allow list of the variables of the daemon's
+	// environment that agent turns and crons get: names, prefixes ending
+	// in *, and "default" for agentenv.Default. The daemon's own MESH_*
+	// variables never pass; cluster.yaml's env is added.
+	AgentEnv []string
 	// ArchiveAfter is how long a conversation stays idle before its
 	// timeline is archived (90 days); ArchiveScan how often that is looked
 	// for (1 h); StorageCache how long a storage report is served again
@@ -116,6 +122,7 @@ func DefaultConfig() Config {
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
 		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16,
+		AgentEnv:     []string{agentenv.DefaultWord},
 		ArchiveAfter: 90 * 24 * time.Hour, ArchiveScan: time.Hour, StorageCache: 30 * time.Second,
 		SiteTimeout: 5 * time.Minute, UpdateCooldown: 5 * time.Minute, UpdateMaxBytes: 256 << 20, InstructionsWatch: 3 * time.Second}
 }
@@ -174,6 +181,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.AgentEnv == nil {
+		c.AgentEnv = d.AgentEnv
+	}
+	if _, err := agentenv.New(c.AgentEnv); err != nil {
+		return fmt.Errorf("%w: --agent-env: %v", ErrConfig, err)
 	}
 	switch {
 	case c.Port < 0 || c.Port > 65535:

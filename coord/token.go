@@ -5,12 +5,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"path/filepath"
 	"strings"
 
-	"github.com/agentmesh/mesh/internal/fsx"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // TokenFile is where the daemon keeps its token (StateDir/token, mode
@@ -18,18 +19,23 @@ import (
 // may read it there.
 func (d *Daemon) TokenFile() string { return filepath.Join(d.cfg.StateDir, "token") }
 
-// loadToken reads the daemon's token from path, making one (32 random
-// bytes, base64url) when there is none. It is kept across restarts, so
-// that a dashboard given it once keeps working; deleting the file makes a
-// new one at the next start.
-func loadToken(path string) (string, error) {
-	b, err := readHead(path, 1024)
+// loadToken reads the daemon's token from path, through the project's
+// files (a token file linked out of the project is refused), making one
+// (32 random bytes, base64url, mode 0600) when there is none. It is kept
+// across restarts, so that a dashboard given it once keeps working;
+// deleting the file makes a new one at the next start.
+func loadToken(files atomicfile.Root, path string) (string, error) {
+	b, err := readHeadIn(files, path, 1024)
 	if errors.Is(err, fs.ErrNotExist) {
 		raw := make([]byte, 32)
 		rand.Read(raw)
 		tok := base64.RawURLEncoding.EncodeToString(raw)
-		if err := fsx.WriteSecret(path, []byte(tok+"\n"), false); errors.Is(err, fs.ErrExist) {
-			return loadToken(path) // another process made it first
+		err := files.Create(path, 0o600, func(w io.Writer) error {
+			_, err := io.WriteString(w, tok+"\n")
+			return err
+		})
+		if errors.Is(err, fs.ErrExist) {
+			return loadToken(files, path) // another process made it first
 		} else if err != nil {
 			return "", err
 		}
@@ -48,7 +54,7 @@ func loadToken(path string) (string, error) {
 // newGuard makes the request guard of a daemon that listens on d.ln and
 // whose certificate names tlsNames.
 func (d *Daemon) newGuard(tlsNames []string) (*guard, error) {
-	tok, err := loadToken(d.TokenFile())
+	tok, err := loadToken(d.files, d.TokenFile())
 	if err != nil {
 		return nil, fmt.Errorf("coord: token: %w", err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentmesh/mesh/coord/instructions"
 	"github.com/agentmesh/mesh/coord/update"
-	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -51,8 +50,8 @@ func (d *Daemon) preamblePath() string {
 func (d *Daemon) syncInstructions() {
 	preamble, _ := os.ReadFile(d.preamblePath())
 	v, _ := standardVersion(d.cfg.Dir).(int)
-	files, err := instructions.Sync(d.cfg.Dir, preamble, v)
-	if err != nil {
+	files, err := instructions.Sync(d.files, preamble, v)
+	if err := unreported(err); err != nil {
 		d.log.Warn("agent instructions", "err", err)
 	}
 	if len(files) > 0 {
@@ -125,7 +124,7 @@ func (d *Daemon) checkPreamble(ctx context.Context) {
 	if have, err := os.ReadFile(d.preamblePath()); err == nil && bytes.Equal(have, p) {
 		return
 	}
-	if err := atomicfile.Write(d.preamblePath(), p, 0o644); err != nil {
+	if err := d.files.Write(d.preamblePath(), p, 0o644); err != nil {
 		d.log.Error("preamble cache", "err", err)
 		return
 	}

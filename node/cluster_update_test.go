@@ -24,9 +24,6 @@ func patchCluster(t *testing.T, n *Node, id, admin, body string) map[string]any 
 	return v
 }
 
-// noRedirects is a client that shows redirects rather than following them.
-var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 // closedBy waits until c is sent a cluster_updated frame of visibility vis
 // and a closed frame, and the socket closes; it returns when the closed
 // frame came.

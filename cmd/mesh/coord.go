@@ -70,6 +70,9 @@ needs no mesh node.`,
 	f.StringVar(&cfg.Chat.AgentCmd, "agent-cmd", env("MESH_COORD_AGENT_CMD", ""), "coding-agent command of chat turns, run by /bin/sh -c with the message on stdin; empty: chat is off (env MESH_COORD_AGENT_CMD)")
 	f.DurationVar(&cfg.Chat.TurnTimeout, "turn-timeout", cfg.Chat.TurnTimeout, "time one attempt of a chat turn may take before the agent is killed (env MESH_COORD_TURN_TIMEOUT)")
 	f.IntVar(&cfg.Chat.MaxRetries, "turn-retries", cfg.Chat.MaxRetries, "retries of a chat turn after transient upstream errors (env MESH_COORD_TURN_RETRIES)")
+	f.IntVar(&cfg.Chat.PauseAfter, "agent-pause-after", cfg.Chat.PauseAfter, "rate-limited attempts in a row that pause an agent type (env MESH_COORD_AGENT_PAUSE_AFTER)")
+	f.DurationVar(&cfg.Chat.PauseFor, "agent-pause", cfg.Chat.PauseFor, "how long a rate-limited agent type is paused: its turns wait (env MESH_COORD_AGENT_PAUSE)")
+	f.StringSliceVar(&cfg.AgentEnv, "agent-env", envList("MESH_COORD_AGENT_ENV", cfg.AgentEnv), "variables of this environment that agent turns and crons get: names, PREFIX_* and \"default\" (the credentials and tools of the coding agents); MESH_* never pass, repeatable (env MESH_COORD_AGENT_ENV)")
 	f.IntVar(&cfg.Chat.QueueMax, "chat-queue-max", cfg.Chat.QueueMax, "messages that may wait in one conversation (env MESH_COORD_CHAT_QUEUE_MAX)")
 	f.IntVar(&cfg.Chat.MaxConvs, "chat-max-convs", cfg.Chat.MaxConvs, "conversations kept (env MESH_COORD_CHAT_MAX_CONVS)")
 	f.IntVar(&cfg.Chat.MaxText, "chat-max-text", cfg.Chat.MaxText, "bytes of an operator message (env MESH_COORD_CHAT_MAX_TEXT)")
@@ -105,6 +108,8 @@ var coordEnv = map[string]string{
 	"debug-max-age":        "MESH_COORD_DEBUG_MAX_AGE",
 	"turn-timeout":         "MESH_COORD_TURN_TIMEOUT",
 	"turn-retries":         "MESH_COORD_TURN_RETRIES",
+	"agent-pause-after":    "MESH_COORD_AGENT_PAUSE_AFTER",
+	"agent-pause":          "MESH_COORD_AGENT_PAUSE",
 	"chat-queue-max":       "MESH_COORD_CHAT_QUEUE_MAX",
 	"chat-max-convs":       "MESH_COORD_CHAT_MAX_CONVS",
 	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",

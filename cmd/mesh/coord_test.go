@@ -31,7 +31,8 @@ func TestCoordFlags(t *testing.T) {
 		err  string
 	}{
 		{name: "defaults", want: func(c coord.Config) bool {
-			return c.Dir == "." && c.Port == 0 && c.Poll == 1500*time.Millisecond && c.SendTimeout == 5*time.Second && c.DeviceID != ""
+			return c.Dir == "." && c.Port == 0 && c.Poll == 1500*time.Millisecond && c.SendTimeout == 5*time.Second && c.DeviceID != "" &&
+				strings.Join(c.AgentEnv, " ") == "default"
 		}},
 		{name: "flags", args: []string{"--dir", "/p", "--port", "5575", "--registry", "/r.json", "--device-id", "box", "--poll", "3s"},
 			want: func(c coord.Config) bool {
@@ -66,6 +67,13 @@ func TestCoordFlags(t *testing.T) {
 		{name: "bad insecure-site env", env: map[string]string{"MESH_COORD_INSECURE_SITE": "maybe"}, err: "MESH_COORD_INSECURE_SITE"},
 		{name: "flag over env", env: map[string]string{"MESH_COORD_PORT": "5580"}, args: []string{"--port", "5581"},
 			want: func(c coord.Config) bool { return c.Port == 5581 }},
+		{name: "agent pause", env: map[string]string{"MESH_COORD_AGENT_PAUSE": "90s"}, args: []string{"--agent-pause-after", "5"},
+			want: func(c coord.Config) bool { return c.Chat.PauseFor == 90*time.Second && c.Chat.PauseAfter == 5 }},
+		{name: "agent env", env: map[string]string{"MESH_COORD_AGENT_ENV": "default,DATABASE_URL"},
+			want: func(c coord.Config) bool { return strings.Join(c.AgentEnv, " ") == "default DATABASE_URL" }},
+		{name: "agent env flag", args: []string{"--agent-env", "PATH", "--agent-env", "AWS_*"},
+			want: func(c coord.Config) bool { return strings.Join(c.AgentEnv, " ") == "PATH AWS_*" }},
+		{name: "bad agent env", args: []string{"--agent-env", "A-B"}, err: "--agent-env"},
 		{name: "bad env", env: map[string]string{"MESH_COORD_PORT": "high"}, err: "MESH_COORD_PORT"},
 		{name: "bad flag", args: []string{"--poll", "often"}, err: "poll"},
 		{name: "bad port", args: []string{"--port", "70000"}, err: "port 70000"},
