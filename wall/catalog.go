@@ -128,10 +128,11 @@ type Catalog struct {
 	// the entry's time.
 	now func() time.Time
 
-	mu      sync.Mutex
-	deleted []func(id string)
-	board   []func(BoardEvent)
-	updated []func(ClusterUpdate)
+	mu       sync.Mutex
+	deleted  []func(id string)
+	board    []func(BoardEvent)
+	updated  []func(ClusterUpdate)
+	restored []func()
 
 	index boardIndexes // public boards' posts, in memory (boards_index.go)
 }
@@ -251,8 +252,25 @@ func (c *Catalog) State() [][]byte {
 }
 
 // Restored implements cmdlog.Machine: the boards' indexes are dropped
-// (they are built again from the store when read).
-func (c *Catalog) Restored() { c.index.reset() }
+// (they are built again from the store when read), and the OnRestore
+// listeners learn that any cluster may have changed.
+func (c *Catalog) Restored() {
+	c.index.reset()
+	c.mu.Lock()
+	fns := c.restored
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// OnRestore registers fn to learn of every snapshot installed, which may
+// have deleted clusters or changed them in any way. fn must not block.
+func (c *Catalog) OnRestore(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.restored = append(c.restored, fn)
+}
 
 func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed, joinBy int64) (Result, error) {
 	r, err := OpenRecord(s)

@@ -4,7 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/agentmesh/mesh/internal/httpx"
 )
@@ -279,6 +281,24 @@ func (s *Service) closeStale(r *room, cl *Cluster) error {
 	s.shut(r, visibilityCause(cur.Visibility))
 	<-r.done
 	return nil
+}
+
+// recheckRooms closes, after a snapshot was installed, the rooms of
+// clusters it deleted or whose visibility it changed: the entries that
+// did so were not applied here one by one, so no hook closed them.
+func (s *Service) recheckRooms() {
+	s.mu.Lock()
+	rooms := slices.Collect(maps.Values(s.rooms))
+	s.mu.Unlock()
+	for _, r := range rooms {
+		<-r.ready
+		switch cl, err := s.cfg.Catalog.Get(r.cl.ID); {
+		case errors.Is(err, ErrClusterNotFound):
+			s.shut(r, causeDeleted)
+		case err == nil && !sameTerms(r.cl, cl):
+			s.shut(r, visibilityCause(cl.Visibility))
+		}
+	}
 }
 
 // termsCause is why a socket of cluster id's earlier terms is closed.

@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 // updater proposes cluster patches at chosen entry times.
@@ -280,4 +282,43 @@ func TestSocketOfEarlierTerms(t *testing.T) {
 		t.Fatal("a room of the former terms runs")
 	}
 	h.dial(id, url.Values{"agent": {"ok"}, "token": {v["token"].(string)}}).listen().next(KindWelcome)
+}
+
+// TestSnapshotClosesRoomsOfChangedClusters: a node that catches up by
+// installing a snapshot, in which its cluster was made private, closes
+// the cluster's sockets as if it had applied the change itself.
+func TestSnapshotClosesRoomsOfChangedClusters(t *testing.T) {
+	h := newHarness(t, nil)
+	created := h.create(`{"visibility":"public","name":"Open"}`)
+	id := created["cluster_id"].(string)
+	member := h.dial(id, url.Values{"agent": {"a"}}).listen()
+	member.next(KindWelcome)
+
+	// The directory's log, where the cluster was made private since.
+	dir := storetest.Log(t)
+	cat, p := NewCatalog(dir), cmdlog.NewLocal(dir)
+	cl, _ := h.cat.Get(id)
+	u := &updater{t: t, cat: cat, p: p, now: time.Now()}
+	if _, err := u.propose(Op{Create: &cl.Signed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := u.patch(&signer{cl: cl, admin: created["admin_token"].(string)}, clusterPatch{vis: Private}, 0); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := dir.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, err = snap.WriteTo(&buf)
+	snap.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.log.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if f := member.next(KindClosed); f["reason"] != causePrivate.reason {
+		t.Fatalf("closed frame: %v", f)
+	}
 }

@@ -105,6 +105,7 @@ func (s *Service) Start(context.Context) error {
 	})
 	s.cfg.Catalog.OnBoard(s.boardEvent)
 	s.cfg.Catalog.OnUpdate(func(u ClusterUpdate) { s.goroutine(func() { s.clusterUpdated(u) }) })
+	s.cfg.Catalog.OnRestore(func() { s.goroutine(s.recheckRooms) })
 	h.OnRendezvousNode(s.rendezvousBack)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
