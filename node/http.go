@@ -157,6 +157,9 @@ type healthView struct {
 	Admission admission.Status `json:"admission"`
 }
 
+// errCatchUp is /health's directory.error while catching up fails.
+const errCatchUp = "catching up with the directory failed; the node's log says why"
+
 func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 	now := n.cfg.Now()
 	v := healthView{
@@ -174,7 +177,7 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 		d.Head, d.CaughtUp, err = n.replica.Status()
 		d.Connected = dir == n.host.ID() || (dir != "" && n.host.Connected(dir))
 		if err != nil {
-			d.Error = err.Error()
+			d.Error = errCatchUp // its cause (addresses, dial errors) is logged
 		}
 	}
 	v.Quorum = n.healthQuorum(d.Head)

@@ -25,7 +25,10 @@ import (
 // leader changes Raft's configuration. The leader then names the new
 // members in the log (syncSigners).
 
-var errNotQuorum = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum (start its bootstrap nodes with --quorum)")
+var (
+	errNotQuorum    = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum (start its bootstrap nodes with --quorum)")
+	errQuorumChange = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory's quorum did not take the change; retry later")
+)
 
 // membershipTimeout bounds a change of members (a new member installs the
 // directory's snapshot before the change commits).
@@ -163,7 +166,7 @@ func (n *Node) changeMembers(w http.ResponseWriter, r *http.Request, change func
 	case errors.Is(err, quorum.ErrNotLeader):
 		return errNotLeader
 	case err != nil:
-		return errNoDirectory.With("the quorum did not take the change: %v", err)
+		return errQuorumChange.Because(err)
 	}
 	signal(n.signersDue)
 	httpx.WriteJSON(w, http.StatusOK, n.quorumView())

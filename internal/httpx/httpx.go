@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentmesh/mesh/internal/redact"
 )
 
 // HandlerFunc is an HTTP handler that returns an error instead of writing it.
@@ -40,8 +42,12 @@ func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	e, ok := AsError(err)
-	if !ok && log != nil {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	switch {
+	case log == nil:
+	case !ok:
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", redact.Error(err))
+	case e.cause != nil:
+		log.Warn("request failed upstream", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", redact.Error(e.cause))
 	}
 	if e.RetryAfter > 0 {
 		RetryAfter(w, e.RetryAfter)
@@ -91,7 +97,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, ErrTooLarge.With("request body exceeds %d bytes", limit)
 	}
 	if err != nil {
-		return nil, ErrInvalid.With("reading request body: %v", err)
+		return nil, ErrInvalid.With("the request body could not be read") // the connection failed: nothing for the log
 	}
 	return body, nil
 }

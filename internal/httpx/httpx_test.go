@@ -542,3 +542,21 @@ func TestMuxRecordsItsRoutes(t *testing.T) {
 		t.Fatalf("patterns %s, want %s", got, want)
 	}
 }
+
+// TestWriteErrorCause: an upstream failure attached with Because reaches
+// the log, its URLs' credentials redacted, and never the answer.
+func TestWriteErrorCause(t *testing.T) {
+	var log bytes.Buffer
+	cause := errors.New(`Post "https://u:pw@rpc.example/?api-key=s3cret": dial tcp 10.0.0.1:443: connection refused`)
+	w := httptest.NewRecorder()
+	WriteError(slog.New(slog.NewTextHandler(&log, nil)), w, httptest.NewRequest("GET", "/", nil), ErrUnavailable.Because(cause))
+	if w.Code != 503 || strings.TrimSpace(w.Body.String()) != `{"code":"unavailable","detail":"service unavailable"}` {
+		t.Fatalf("answer: %d %s", w.Code, w.Body)
+	}
+	if l := log.String(); strings.Contains(l, "s3cret") || strings.Contains(l, "pw") || !strings.Contains(l, "10.0.0.1:443") {
+		t.Fatalf("log: %s", l)
+	}
+	if e := ErrUnavailable.Because(cause).With("other detail"); e.Cause() != cause || strings.Contains(e.Error(), "s3cret") {
+		t.Fatalf("With lost the cause, or Error() is unredacted: %v", e)
+	}
+}
