@@ -127,3 +127,14 @@ func TestSearchMeteredByAdmission(t *testing.T) {
 		t.Fatalf("refusals counted: %v", got)
 	}
 }
+
+// TestSearchRateZeroIsUnlimited: SearchRate 0 (--search-rate 0) meters
+// nothing, as 0 does for every rate; the burst does not matter then.
+func TestSearchRateZeroIsUnlimited(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SearchRate, c.SearchBurst = 0, 1 })
+	for i := range 5 {
+		if st, v := call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`); st != 200 {
+			t.Fatalf("search %d: %d %v", i, st, v)
+		}
+	}
+}

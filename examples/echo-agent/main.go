@@ -15,7 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +24,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop"
@@ -77,23 +79,43 @@ func config(o options) (node.Config, error) {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.id, "id", "echo-1", "agent id")
-	flag.StringVar(&o.dataDir, "data", "./echo-data", "data directory")
-	flag.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0: any free port)")
-	flag.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap multiaddrs, comma-separated (empty: the node is its own directory)")
-	flag.StringVar(&o.wallet, "wallet", "", "provider wallet address (base58) that receives payments")
-	flag.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
-	flag.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
-	flag.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
-	flag.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
-	flag.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
-	flag.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
-	flag.Parse()
-	if err := run(o); err != nil {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		return
+	}
+	if err == nil {
+		err = run(o)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "echo-agent:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string) (options, error) {
+	var o options
+	return o, flags(&o).Parse(args)
+}
+
+// flags are the example's flags, set into o. --http, the earlier name of
+// --listen, still works for one release, hidden from the help.
+func flags(o *options) *pflag.FlagSet {
+	f := pflag.NewFlagSet("echo-agent", pflag.ContinueOnError)
+	f.StringVar(&o.id, "id", "echo-1", "agent id")
+	f.StringVar(&o.dataDir, "data", "./echo-data", "data directory")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0: any free port)")
+	f.StringVar(&o.listen, "http", "127.0.0.1:8080", "")
+	f.MarkDeprecated("http", "use --listen")
+	f.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap multiaddrs, comma-separated (empty: the node is its own directory)")
+	f.StringVar(&o.wallet, "wallet", "", "provider wallet address (base58) that receives payments")
+	f.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
+	f.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
+	f.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
+	f.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
+	f.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
+	f.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
+	return f
 }
 
 func run(o options) error {
