@@ -331,7 +331,7 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Quorum) > 0 {
 		if c.role() != RoleBootstrap {
-			return errors.New("node: --quorum is for bootstrap nodes (--role bootstrap)")
+			return errors.New("node: Quorum is for bootstrap nodes (Role bootstrap)")
 		}
 		if _, err := p2p.ParseAddrs(c.Quorum); err != nil {
 			return fmt.Errorf("node: quorum: %w", err)

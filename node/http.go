@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -43,20 +42,6 @@ func (n *Node) buildHTTP() error {
 		return err
 	}
 	api.Routes(mux)
-	var refresh func(context.Context) error
-	if n.replica != nil {
-		refresh = n.replica.Sync
-	}
-	n.wall, err = wall.New(wall.Config{
-		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.view.directory, PublicURL: n.cfg.PublicURL, Refresh: refresh,
-		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
-		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate, JoinWindow: n.cfg.ClusterJoinWindow,
-		Quota:  n.cfg.BoardQuota,
-		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
-	})
-	if err != nil {
-		return err
-	}
 	n.wall.Routes(mux)
 	n.wall.PageRoutes(mux)
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))

@@ -27,7 +27,7 @@ import (
 // members in the log (syncSigners).
 
 var (
-	errNotQuorum    = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum (start its bootstrap nodes with --quorum)")
+	errNotQuorum    = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum of bootstrap nodes")
 	errQuorumChange = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory's quorum did not take the change; retry later")
 )
 

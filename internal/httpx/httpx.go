@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -236,8 +237,8 @@ func jsonType(kind string) string {
 	return kind
 }
 
-// Recover turns a panic in next into a logged 500, so that no request can
-// take the node down.
+// Recover turns a panic in next into a 500, logged with the panic's stack,
+// so that no request can take the node down.
 func Recover(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -246,7 +247,7 @@ func Recover(log *slog.Logger, next http.Handler) http.Handler {
 					panic(p)
 				}
 				if log != nil {
-					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
+					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				}
 				WriteJSON(w, http.StatusInternalServerError, ErrInternal)
 			}

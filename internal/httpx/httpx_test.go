@@ -418,8 +418,8 @@ func TestRecover(t *testing.T) {
 	if strings.Contains(e.Detail, "kaboom") {
 		t.Errorf("detail %q leaks the panic value", e.Detail)
 	}
-	if !strings.Contains(logBuf.String(), "kaboom") {
-		t.Errorf("panic not logged: %q", logBuf.String())
+	if !strings.Contains(logBuf.String(), "kaboom") || !strings.Contains(logBuf.String(), "httpx.TestRecover.func1") {
+		t.Errorf("panic not logged with the stack of the handler that panicked: %q", logBuf.String())
 	}
 
 	// Without a panic the handler's answer is untouched.
