@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // Cluster metadata that would run script if a page put it in as HTML.
@@ -134,9 +136,10 @@ func TestClusterPagesHTTP(t *testing.T) {
 	// the bootstrap; the list on b shows no count for a cluster b does
 	// not serve.
 	enterWall(t, f.m.boot, f.id, q("agent", "alice"))
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return memberCount(getPage(t, f.b, "/clusters/"+f.slug).body) == "1"
 	}, "b's page never counted the member on the bootstrap")
+
 	if !strings.Contains(getPage(t, f.b, "/clusters").body, "online: see its page") {
 		t.Fatal("b's list shows a count for a cluster it does not serve")
 	}

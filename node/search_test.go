@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
@@ -86,7 +87,7 @@ func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
 	n := m.start(cfg)
-	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	testkit.Eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
 	// 5,000 lamports at 150 USD a SOL: 0.00075 USD a request.
 	for body, want := range map[string]int{
 		`{"query":"echoes input"}`:                        1,

@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/node"
 	"github.com/agentmesh/mesh/wall"
 )
@@ -43,13 +44,8 @@ func (s *syncBuffer) String() string {
 
 func waitOutput(t *testing.T, out *syncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never showed %q:\n%s", want, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.Contains(out.String(), want) },
+		"output never showed %q:\n%s", want, out)
 }
 
 // chatting runs `mesh chat` with the given arguments; lines written to the
