@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -10,25 +9,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
-
-// lockedLog is a log a test reads back.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-func (l *lockedLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 
 // TestNoRPCCauseInAnswers: whatever goes wrong with the chain RPC behind a
 // payment check (refused connection, RPC error, HTTP 500, no answer), the
@@ -61,7 +47,7 @@ func TestNoRPCCauseInAnswers(t *testing.T) {
 				rpcURL = strings.Replace(rpc.URL, "://", "://operator:"+password+"@", 1) + "/?api-key=" + key
 				pc.RPCURL, pc.RPCTimeout = rpcURL, 300*time.Millisecond
 			})
-			var log lockedLog
+			var log testkit.Buffer
 			h.agent.paywall.log = slog.New(slog.NewTextHandler(&log, nil))
 			n := h.challenge()
 			sig := h.pay(NewWallet(), testPrice, n)

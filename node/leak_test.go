@@ -9,27 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
-
-// logBuffer is a log a test reads back.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 
 // refuseProto makes n reset every stream of proto: the libp2p call of
 // another node to it fails.
@@ -58,7 +45,7 @@ func assertNoCause(t *testing.T, what string, st int, raw []byte, detail string,
 // peer, its addresses, the protocol and the dial error go to the log only.
 func TestNoUpstreamCauseInAnswers(t *testing.T) {
 	m := newMesh(t)
-	var log logBuffer
+	var log testkit.Buffer
 	b := m.joinWith(func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	bootPeer := m.boot.host.ID().String()
 	secrets := []string{bootPeer, "/ip4/", "127.0.0.1", "/mesh/", "reset"}

@@ -3,11 +3,14 @@
 // reaching another node, a process starting), polling a condition until
 // it holds and failing the test once a deadline passes; Slow leaves the
 // tests that start processes, a browser or npm out of the fast loop
-// (go test -short). A deadline is a bound on a loaded machine, never a
+// (go test -short); Buffer collects output that goroutines write while
+// the test reads it. A deadline is a bound on a loaded machine, never a
 // figure under test: what a duration should be is measured by benchmarks.
 package testkit
 
 import (
+	"bytes"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,4 +39,24 @@ func Slow(t testing.TB, what string) {
 	if testing.Short() {
 		t.Skipf("-short: skipping a test that starts %s", what)
 	}
+}
+
+// Buffer is a bytes.Buffer that goroutines may share: a command's output
+// or a logger's, written while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
