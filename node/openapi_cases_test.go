@@ -160,7 +160,12 @@ func searchCases(h *apiHarness) {
 	if res, _ := v["results"].([]any); len(res) == 0 {
 		h.t.Errorf("the search found nothing, so its results were not validated: %v", v)
 	}
-	h.run(apiCase{name: "search over the limit", method: "POST", path: "/v1/search", body: `{"query":"echo","limit":99}`,
+	v = h.run(apiCase{name: "search over the limit", method: "POST", path: "/v1/search", body: `{"query":"echo","limit":99}`, status: 200})
+	if notes, _ := v["notes"].([]any); len(notes) != 1 {
+		h.t.Errorf("a limit over 50 is not noted: %v", v)
+	}
+	h.run(apiCase{name: "search by filters alone", method: "POST", path: "/v1/search", body: `{"capabilities":["echo"]}`, status: 200})
+	h.run(apiCase{name: "search with a negative limit", method: "POST", path: "/v1/search", body: `{"limit":-1}`,
 		status: 400, code: "invalid_request", invalid: true})
 	h.run(apiCase{name: "search with a made-up cursor", method: "POST", path: "/v1/search", body: `{"query":"echo","cursor":"zzz"}`,
 		status: 400, code: "invalid_cursor"})
@@ -210,8 +215,9 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "a private cluster's page as JSON", method: "GET", path: "/clusters/" + privID, hdr: []string{"Accept", "application/json"},
 		status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "the pages' script", method: "GET", path: "/assets/wall/cluster.js", status: 200})
-	h.run(apiCase{name: "the pages' style", method: "GET", path: "/assets/wall/wall.css", status: 200})
-	h.run(apiCase{name: "the pages' icon", method: "GET", path: "/assets/wall/favicon.svg", status: 200})
+	h.run(apiCase{name: "the map's land", method: "GET", path: "/assets/wall/land.svg", status: 200})
+	h.run(apiCase{name: "a cluster's boards without boards", method: "GET", path: "/clusters/" + slug + "/boards", status: 404, code: "not_found"})
+	h.run(apiCase{name: "the boards of a private cluster", method: "GET", path: "/clusters/" + privID + "/boards", status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "no such asset", method: "GET", path: "/assets/wall/nope.js", status: 404, code: "not_found"})
 	h.run(apiCase{name: "join a wall over plain HTTP", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice",
 		status: 426, code: "websocket_required", invalid: true})
@@ -260,6 +266,7 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	caller := identity.GenerateKey()
 	h.run(apiCase{name: "card", method: "GET", path: "/.well-known/agent-card.json", status: 200})
 	h.run(apiCase{name: "card at the older path", method: "GET", path: "/.well-known/agent.json", status: 200})
+	h.run(apiCase{name: "card for an A2A 1.0 client", method: "GET", path: "/.well-known/agent-card.json", hdr: []string{"A2A-Version", "1.0"}, status: 200})
 	h.run(apiCase{name: "whoami", method: "GET", path: "/v1/whoami", sign: caller, status: 200})
 	h.run(apiCase{name: "whoami unsigned", method: "GET", path: "/v1/whoami", status: 401, code: "signature_required", invalid: true})
 
@@ -304,6 +311,17 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	h.run(apiCase{name: "A2A unknown task", method: "POST", path: "/", body: `{"jsonrpc":"2.0","id":"2","method":"tasks/get","params":{"id":"nope"}}`,
 		status: 200, code: "-32001"})
 	h.run(apiCase{name: "A2A not JSON", method: "POST", path: "/", body: `nope`, status: 200, code: "-32700", invalid: true})
+	sendV1 := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER",` +
+		`"parts":[{"data":{"skill":"echo","input":{"x":1}}}]}}}`
+	a2a1 := []string{"A2A-Version", "1.0", "A2A-Extensions", interop.X402A2AExtension}
+	task := h.run(apiCase{name: "A2A 1.0 SendMessage to a priced skill", method: "POST", path: "/", body: sendV1, hdr: a2a1, status: 200})
+	ctxID, _ := task["result"].(map[string]any)["task"].(map[string]any)["contextId"].(string)
+	h.run(apiCase{name: "A2A 1.0 ListTasks", method: "POST", path: "/", hdr: a2a1, status: 200,
+		body: `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"contextId":"` + ctxID + `","includeArtifacts":true}}`})
+	h.run(apiCase{name: "A2A 1.0 GetTask of an unknown task", method: "POST", path: "/", hdr: a2a1, status: 200, code: "-32001",
+		body: `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`})
+	h.run(apiCase{name: "A2A version not spoken", method: "POST", path: "/", hdr: []string{"A2A-Version", "2.0"}, status: 200, code: "-32009",
+		body: `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`})
 }
 
 // TestOpenAPIQuorumAdmin: the quorum admin operations, on a directory run

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -22,18 +23,26 @@ type DiscoveryView struct {
 	Verified    bool    `json:"verified"`
 	// Registered: a live registration holds the id; CatalogOnly: only a
 	// catalog listing does.
-	Registered   bool           `json:"registered"`
-	CatalogOnly  bool           `json:"catalog_only"`
-	Online       bool           `json:"online"`
-	LastSeen     *time.Time     `json:"last_seen"`
-	Tags         []string       `json:"tags"`
-	Capabilities []string       `json:"capabilities"`
-	Skills       []SkillView    `json:"skills"`
-	Pricing      []PriceView    `json:"pricing"`
-	SolUSD       *rateView      `json:"sol_usd"`
-	Reputation   specReputation `json:"reputation"`
-	Liveness     LivenessView   `json:"liveness"`
-	Listing      *Listing       `json:"listing"`
+	Registered  bool `json:"registered"`
+	CatalogOnly bool `json:"catalog_only"`
+	// Online: a heartbeat of this registration within the online
+	// window (registering alone is not being online); LastHeartbeat is
+	// the latest, null before the first; LastSeen is it or, without
+	// one, the registration.
+	Online        bool           `json:"online"`
+	LastHeartbeat *time.Time     `json:"last_heartbeat"`
+	LastSeen      *time.Time     `json:"last_seen"`
+	Tags          []string       `json:"tags"`
+	Capabilities  []string       `json:"capabilities"`
+	Skills        []SkillView    `json:"skills"`
+	Pricing       []PriceView    `json:"pricing"`
+	SolUSD        *rateView      `json:"sol_usd"`
+	Reputation    specReputation `json:"reputation"`
+	// WeightedReputation is the weighted view (GET .../reputation), the
+	// one to trust: reports from paying callers count more.
+	WeightedReputation Weighted     `json:"weighted_reputation"`
+	Liveness           LivenessView `json:"liveness"`
+	Listing            *Listing     `json:"listing"`
 	// Card is the URL of the mirrored full card, null without one.
 	Card *string `json:"card"`
 }
@@ -103,11 +112,14 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 		v.Online = d.Online(ag, now, a.cfg.OnlineWindow)
 		seen := d.LastSeen(ag)
 		v.LastSeen = &seen
+		if beat, ok := d.LastBeat(ag); ok {
+			v.LastHeartbeat = &beat
+		}
 		_, roll, err := d.Reputation(ag.ID, now)
 		if err != nil && !errors.Is(err, ErrAgentNotFound) {
 			return nil, err
 		}
-		v.Reputation = specOf(roll)
+		v.Reputation, v.WeightedReputation = specOf(roll), roll.Weighted
 		v.Liveness = a.livenessView(ag)
 	}
 	if ag.Registered() && ag.FullCard != nil {
@@ -125,7 +137,7 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 			pv.SOL = float64(p.Amount) / lamportsPerSOL
 		}
 		if haveRate {
-			usd := pv.SOL * rt.USD
+			usd := roundSignificant(pv.SOL*rt.USD, 12)
 			pv.USD = &usd
 		}
 		v.Pricing = append(v.Pricing, pv)
@@ -147,6 +159,14 @@ func (a *API) livenessView(ag *Agent) LivenessView {
 		v.State = LiveReachable
 	}
 	return v
+}
+
+// roundSignificant rounds x to digits significant digits: a price times a
+// rate carries float noise (1.5e-05 comes out 1.4999999999999999e-05)
+// that no reader wants.
+func roundSignificant(x float64, digits int) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', digits, 64), 64)
+	return r
 }
 
 // unixPtr is Unix seconds s as a time, nil for 0.
@@ -220,8 +240,11 @@ func (a *Agent) skills() []SkillView {
 }
 
 // pricing is the full card's pricing, else the discovery card's.
-func (a *Agent) pricing() []PriceRow {
-	if f := cardView(a.FullCard); f != nil && len(f.Pricing) > 0 {
+func (a *Agent) pricing() []PriceRow { return a.pricingOf(cardView(a.FullCard)) }
+
+// pricingOf is pricing with the full card decoded (full).
+func (a *Agent) pricingOf(full *fullCard) []PriceRow {
+	if f := full; f != nil && len(f.Pricing) > 0 {
 		return f.Pricing
 	}
 	if c := a.Card; c != nil {

@@ -20,9 +20,9 @@
 //     quotas, indexes (time and place), props and the post filter, board
 //     events to sockets, expiry. boards*.go, props.go, geo.go.
 //
-// Besides: the cluster pages (/clusters, pages.go, boardpage.go,
-// boardmap.go, templates in web/), a Go client (client.go) and the errors
-// a client sees (errors.go).
+// Besides: what the cluster pages (package wall/pages) read of it
+// (public.go), a Go client (client.go) and the errors a client sees
+// (errors.go).
 //
 // # Clusters are self-certifying
 //

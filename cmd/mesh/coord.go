@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/identity"
 )
 
 func coordCmd() *cobra.Command { return newCoordCmd(runCoord) }
@@ -20,7 +24,7 @@ func coordCmd() *cobra.Command { return newCoordCmd(runCoord) }
 func newCoordCmd(run func(context.Context, coord.Config) error) *cobra.Command {
 	cfg := coord.DefaultConfig()
 	host, _ := os.Hostname()
-	var logLevel string
+	var logLevel, releaseKey string
 	c := &cobra.Command{
 		Use:   "coord",
 		Short: "Run the coordination daemon of a project folder",
@@ -39,6 +43,9 @@ needs no mesh node.`,
 			}
 			slog.SetDefault(log)
 			cfg.Logger = log
+			if cfg.ReleaseKey, err = parseReleaseKey(releaseKey); err != nil {
+				return err
+			}
 			return run(cmd.Context(), cfg)
 		},
 	}
@@ -49,7 +56,9 @@ needs no mesh node.`,
 	f.StringVar(&cfg.Registry, "registry", cfg.Registry, "machine-global port registry file")
 	f.StringVar(&cfg.DeviceID, "device-id", host, "this machine's device id; only the cluster's crons_owner fires crons")
 	f.StringVar(&cfg.TLSBundle, "tls-bundle", "", "PEM file with certificate chain and key; default DIR/.coord/tls.pem, served over HTTPS when present")
-	f.StringSliceVar(&cfg.AllowedOrigins, "allow-origin", cfg.AllowedOrigins, "host patterns of pages on another origin that may read the answers and open /events, repeatable")
+	f.StringSliceVar(&cfg.AllowedOrigins, "allow-origin", cfg.AllowedOrigins, "host patterns of pages on another origin that may read the answers, write with the token and open /events, repeatable")
+	f.StringSliceVar(&cfg.AllowedHosts, "allow-host", nil, "host name patterns a request's Host may name besides localhost, loopback addresses, the listen address and the certificate's names, repeatable")
+	f.BoolVar(&cfg.RequireToken, "require-token", false, "every write needs the daemon's token, programs' too (a machine shared with other users)")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "file-change poll")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "event socket heartbeat")
 	f.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "time a socket has to take a message before it is dropped")
@@ -59,6 +68,9 @@ needs no mesh node.`,
 	f.StringVar(&cfg.Chat.AgentCmd, "agent-cmd", "", "coding-agent command of chat turns, run by /bin/sh -c with the message on stdin; empty: chat is off")
 	f.DurationVar(&cfg.Chat.TurnTimeout, "turn-timeout", cfg.Chat.TurnTimeout, "time one attempt of a chat turn may take before the agent is killed")
 	f.IntVar(&cfg.Chat.MaxRetries, "turn-retries", cfg.Chat.MaxRetries, "retries of a chat turn after transient upstream errors")
+	f.IntVar(&cfg.Chat.PauseAfter, "agent-pause-after", cfg.Chat.PauseAfter, "rate-limited attempts in a row that pause an agent type")
+	f.DurationVar(&cfg.Chat.PauseFor, "agent-pause", cfg.Chat.PauseFor, "how long a rate-limited agent type is paused: its turns wait")
+	f.StringSliceVar(&cfg.AgentEnv, "agent-env", cfg.AgentEnv, "variables of this environment that agent turns and crons get: names, PREFIX_* and \"default\" (the credentials and tools of the coding agents); MESH_* never pass, repeatable")
 	f.IntVar(&cfg.Chat.QueueMax, "chat-queue-max", cfg.Chat.QueueMax, "messages that may wait in one conversation")
 	f.IntVar(&cfg.Chat.MaxConvs, "chat-max-convs", cfg.Chat.MaxConvs, "conversations kept")
 	f.IntVar(&cfg.Chat.MaxText, "chat-max-text", cfg.Chat.MaxText, "bytes of an operator message")
@@ -72,6 +84,8 @@ needs no mesh node.`,
 	f.DurationVar(&cfg.ArchiveScan, "archive-scan", cfg.ArchiveScan, "how often idle conversations and old archives are looked for")
 	f.DurationVar(&cfg.StorageCache, "storage-cache", cfg.StorageCache, "how long a storage report is served before it is measured again")
 	f.StringVar(&cfg.SiteURL, "site-url", "", "base URL of the published standard and releases; empty: no site watcher, no self-update")
+	f.BoolVar(&cfg.InsecureSite, "insecure-site", false, "also take a file:// site or an http:// site on a loopback address (tests, a local mirror)")
+	f.StringVar(&releaseKey, "release-key", "", "Ed25519 key (base64, as mesh pubkey prints it, or did:key) a release's signature file must verify against")
 	f.DurationVar(&cfg.SiteTimeout, "site-timeout", cfg.SiteTimeout, "time one check of the site (a download included) may take")
 	f.DurationVar(&cfg.UpdateCooldown, "update-cooldown", cfg.UpdateCooldown, "least time between two update attempts of the watcher")
 	f.Int64Var(&cfg.UpdateMaxBytes, "update-max-bytes", cfg.UpdateMaxBytes, "largest release downloaded")
@@ -81,6 +95,27 @@ needs no mesh node.`,
 	envVar(f, "log-level", "MESH_LOG_LEVEL") // as mesh node's
 	bindEnv(f, "MESH_COORD_")
 	return c
+}
+
+// parseReleaseKey reads --release-key: empty (none), a did:key or a base64
+// Ed25519 public key.
+func parseReleaseKey(s string) (ed25519.PublicKey, error) {
+	var (
+		key ed25519.PublicKey
+		err error
+	)
+	switch s = strings.TrimSpace(s); {
+	case s == "":
+		return nil, nil
+	case strings.HasPrefix(s, "did:"):
+		key, err = identity.PublicKeyFromDID(s)
+	default:
+		key, err = identity.DecodePublicKey(s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--release-key: %w", err)
+	}
+	return key, nil
 }
 
 func runCoord(ctx context.Context, cfg coord.Config) error {
@@ -94,9 +129,7 @@ func runCoord(ctx context.Context, cfg coord.Config) error {
 	if err != nil {
 		return err
 	}
-	err = runUntilSignal(ctx, d, func() {
-		fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
-	})
+	err = runUntilSignal(ctx, d, func() { coordBanner(os.Stdout, d, cfg.Dir) })
 	if !errors.Is(err, errRestart) {
 		return err
 	}
@@ -104,4 +137,11 @@ func runCoord(ctx context.Context, cfg coord.Config) error {
 	// the same arguments and environment, so that it takes the same
 	// (sticky or explicit) port again.
 	return syscall.Exec(exe, os.Args, os.Environ())
+}
+
+// coordBanner says where the daemon serves and where a dashboard finds
+// the token its writes need.
+func coordBanner(w io.Writer, d *coord.Daemon, dir string) {
+	fmt.Fprintf(w, "mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), dir)
+	fmt.Fprintf(w, "  token %s (a dashboard's writes send it: Authorization: Bearer <token>)\n", d.TokenFile())
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"io"
 	"math"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -22,6 +24,9 @@ func daemonCmds() map[string]func() *cobra.Command {
 		"coord": func() *cobra.Command { return newCoordCmd(func(context.Context, coord.Config) error { return nil }) },
 	}
 }
+
+// sampleKey is a base64 Ed25519 public key.
+var sampleKey = identity.EncodePublicKey(identity.GenerateKey().Public().(ed25519.PublicKey))
 
 // sampleValue is a valid value for a flag of type typ that is not its
 // default, and how the flag prints it once set.
@@ -39,8 +44,11 @@ func sampleValue(fl *pflag.Flag) (set, want string) {
 	case "RATE/BURST":
 		return "7/9", "7/9"
 	case "string":
-		if fl.Name == "log-level" {
+		switch fl.Name { // strings the command checks
+		case "log-level":
 			return "debug", "debug"
+		case "release-key":
+			return sampleKey, sampleKey
 		}
 		return "x7", "x7"
 	}
