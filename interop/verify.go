@@ -41,10 +41,10 @@ type Paid struct {
 
 // inspect reads a fetched transaction: failed or not, what it paid to
 // wallet and which memos it carries. It does not judge amount or memo
-// (checkPayment does). Each rule is a function of its own: decodeTx,
+// (checkPayment does). Each rule is a function of its own: txOf,
 // accountKeys, instructionsOf, memoOf, transferTo, balanceGain.
 func inspect(res *rpc.GetTransactionResult, wallet solana.PublicKey) (Paid, error) {
-	tx, err := decodeTx(res)
+	tx, err := txOf(res)
 	if err != nil {
 		return Paid{}, err
 	}
@@ -67,9 +67,9 @@ func inspect(res *rpc.GetTransactionResult, wallet solana.PublicKey) (Paid, erro
 	return p, nil
 }
 
-// decodeTx is the transaction of res: one with a body and meta, that did
+// txOf is the transaction of res: one with a body and meta, that did
 // not fail on chain, that decodes and is signed.
-func decodeTx(res *rpc.GetTransactionResult) (*solana.Transaction, error) {
+func txOf(res *rpc.GetTransactionResult) (*solana.Transaction, error) {
 	if res == nil || res.Transaction == nil || res.Meta == nil {
 		return nil, ErrTxMalformed.With("the RPC returned a transaction without body or meta")
 	}

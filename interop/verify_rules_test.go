@@ -19,7 +19,7 @@ func sysData(tag uint32, lamports uint64) []byte {
 	return binary.LittleEndian.AppendUint64(b, lamports)
 }
 
-func TestDecodeTx(t *testing.T) {
+func TestTxOf(t *testing.T) {
 	payer := NewWallet()
 	signed := buildTx(t, payer, NewWallet().PublicKey(), 1, nil)
 	raw := func(b []byte) *rpc.TransactionResultEnvelope {
@@ -49,9 +49,9 @@ func TestDecodeTx(t *testing.T) {
 		{"good", &rpc.GetTransactionResult{Transaction: env(signed), Meta: &rpc.TransactionMeta{}}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tx, err := decodeTx(c.res)
+			tx, err := txOf(c.res)
 			if !errors.Is(err, c.want) || (err == nil) != (tx != nil) {
-				t.Fatalf("decodeTx: %v, %v; want %v", tx, err, c.want)
+				t.Fatalf("txOf: %v, %v; want %v", tx, err, c.want)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,10 +77,11 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 }
 
 // apiAgent is an embedded agent with a priced skill (echo) and a free one
-// (ping), paid in the given modes.
+// (ping), paid in the given modes; with x402, echo is also priced in USDC
+// (x402 v2) through a fee payer of the agent's.
 func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *AgentConfig {
 	echo := func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }
-	return &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
+	cfg := &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
 		Card: interop.Card{Name: "API", Description: "answers the OpenAPI test"},
 		Skills: []interop.Skill{
 			{ID: "echo", Name: "Echo", Pricing: interop.Prices{interop.Lamports(5000, interop.NetworkDevnet)}, Handler: echo},
@@ -88,6 +90,11 @@ func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *
 		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: wallet, RPCURL: chain.URL,
 			Modes: modes},
 	}}
+	if slices.Contains(modes, interop.ModeX402) {
+		cfg.Skills[0].Pricing = append(cfg.Skills[0].Pricing, interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet))
+		cfg.Payment.FeePayer = interop.NewWallet()
+	}
+	return cfg
 }
 
 func pubkeyOf(k ed25519.PrivateKey) string {
@@ -275,6 +282,11 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 		status: http.StatusPaymentRequired, code: "payment_required"})
 	h.run(apiCase{name: "a priced skill with a malformed proof", method: "POST", path: "/v1/echo", body: `{"x":1}`,
 		hdr: []string{"X-Payment-Proof", "nope"}, status: http.StatusPaymentRequired, code: "payment_proof_malformed"})
+	h.run(apiCase{name: "a priced skill with a malformed x402 v2 payment", method: "POST", path: "/v1/echo", body: `{"x":1}`,
+		hdr: []string{"PAYMENT-SIGNATURE", "bm9wZQ=="}, status: http.StatusPaymentRequired, code: "payment_payload_malformed"})
+	h.run(apiCase{name: "a priced skill with an x402 v1 payment on another network", method: "POST", path: "/v1/echo", body: `{"x":1}`,
+		hdr: []string{"X-PAYMENT", interop.EncodeHeader(map[string]any{"x402Version": 1, "scheme": "exact", "network": "base",
+			"payload": map[string]string{"transaction": "AQID"}})}, status: http.StatusPaymentRequired, code: "payment_scheme_unsupported"})
 	h.run(apiCase{name: "a skill sent no JSON", method: "POST", path: "/v1/echo", body: `nope`,
 		status: 400, code: "invalid_json", invalid: true})
 	h.run(apiCase{name: "a skill with an unknown balance", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,

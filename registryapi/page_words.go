@@ -69,6 +69,21 @@ func usdText(usd float64) string {
 	return "$" + decimal(usd, prec)
 }
 
+// priceAmount is a row's price in its own currency: SOL for lamports, the
+// token for a token row (USDC with its six decimals; another token in
+// its smallest unit).
+func priceAmount(p PriceRow, sol float64) string {
+	switch p.Currency {
+	case currencyLamprt:
+		return decimal(sol, 9) + " SOL"
+	case currencyWSOL:
+		return decimal(sol, 9) + " wSOL"
+	case currencyUSDC:
+		return decimal(float64(p.Amount)/usdcUnits, 6) + " USDC"
+	}
+	return fmt.Sprintf("%d %s (smallest units)", p.Amount, p.Currency)
+}
+
 // decimal formats x with at most prec decimals, no trailing zeros.
 func decimal(x float64, prec int) string {
 	s := strconv.FormatFloat(x, 'f', prec, 64)
@@ -131,7 +146,7 @@ func (a *API) newPageData(r *http.Request, ag *Agent, v *DiscoveryView) pageData
 	for _, row := range v.Pricing {
 		t := priceText{Unit: row.Unit, Network: row.Network, Tier: string(row.Tier), SOL: "free", USD: "free"}
 		if row.Currency != currencyFree {
-			t.SOL, t.USD = decimal(row.SOL, 9)+" SOL", "—"
+			t.SOL, t.USD = priceAmount(row.PriceRow, row.SOL), "—"
 			if row.USD != nil {
 				t.USD = usdText(*row.USD)
 			}
