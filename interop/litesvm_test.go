@@ -14,6 +14,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // litesvmDir is the JSON-RPC shim over LiteSVM (npm's litesvm: the real
@@ -24,6 +25,7 @@ const litesvmDir = "testdata/litesvm-rpc"
 // (`npm ci` when node_modules lacks module). Without node and npm the test
 // is skipped, unless MESH_REQUIRE_TOOLS=1 (CI), where it fails.
 func npmPackage(t testing.TB, dir, module string) {
+	testkit.Slow(t, "npm and node")
 	t.Helper()
 	require := os.Getenv("MESH_REQUIRE_TOOLS") == "1"
 	for _, tool := range []string{"node", "npm"} {

@@ -490,7 +490,7 @@ func (s *Service) fetchEvents(ctx context.Context, id, token string, limit int) 
 	defer cancel()
 	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory(), historyProto, req, maxHistoryResp)
 	if err != nil {
-		return nil, ErrNoDirectory.With("the directory node, which keeps cluster histories, did not answer: %v", err)
+		return nil, ErrNoDirectory.Because(fmt.Errorf("reading a history from the directory: %w", err))
 	}
 	var resp historyResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
