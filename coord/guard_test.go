@@ -386,6 +386,47 @@ func TestEventsOrigin(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
 		}
 	}
+	// The library takes "websocket" anywhere in the Upgrade list: so does
+	// the guard.
+	for _, tc := range []struct {
+		name, code string
+		hdr        http.Header
+	}{
+		{"Upgrade: h2c, websocket, no Origin, Sec-Fetch-Site cross-site", "cross_site", http.Header{"Upgrade": {"h2c, websocket"}, "Sec-Fetch-Site": {"cross-site"}}},
+		{"Upgrade: websocket, h2c, Origin null", "origin_not_allowed", http.Header{"Upgrade": {"websocket, h2c"}, "Origin": {"null"}}},
+		{"Upgrade: h2c and Upgrade: websocket, Origin foreign", "origin_not_allowed", http.Header{"Upgrade": {"h2c", "websocket"}, "Origin": {evilOrigin}}},
+	} {
+		tc.hdr.Set("Connection", "Upgrade")
+		tc.hdr.Set("Sec-WebSocket-Version", "13")
+		tc.hdr.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		status, code := upgradeRaw(t, h.url+"/events", tc.hdr)
+		m.add("GET /events (WebSocket)", tc.name, status, code)
+		if status != http.StatusForbidden || code != tc.code {
+			t.Errorf("%s: %d %s, want 403 %s", tc.name, status, code, tc.code)
+		}
+	}
+}
+
+// upgradeRaw sends a protocol switch with the headers hdr: the status and
+// the code of a JSON refusal ("" for any other answer; a socket opened is
+// closed at once).
+func upgradeRaw(t *testing.T, url string, hdr http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var e errBody
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		json.NewDecoder(res.Body).Decode(&e)
+	}
+	return res.StatusCode, e.Code
 }
 
 // TestClientMessagesAreIgnored: what a client sends on /events is read and
