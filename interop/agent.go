@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,6 +96,9 @@ func (c *AgentConfig) Validate() error {
 		if price > 0 && price%c.Payment.CreditDivisor != 0 {
 			return fmt.Errorf("%w: skill %q: price %d is not a multiple of the credit divisor %d", ErrConfig, s.ID, price, c.Payment.CreditDivisor)
 		}
+		if price > 0 && len(s.Pricing.Tokens(c.Payment.Network)) > 0 && !c.Payment.takesExact() {
+			return fmt.Errorf("%w: skill %q is priced in an SPL token, which x402 v2 takes: the payment configuration needs the x402 mode and a fee payer (fee_payer_key_file) or a facilitator_url", ErrConfig, s.ID)
+		}
 	}
 	return nil
 }
@@ -112,8 +116,9 @@ func (c *AgentConfig) price(s Skill) (uint64, error) {
 		return 0, fmt.Errorf("%w: skill %q has a price but the agent has no payment configuration", ErrConfig, s.ID)
 	}
 	row, ok := s.Pricing.For(c.Payment.Network)
-	if !ok {
-		return 0, fmt.Errorf("%w: skill %q has no lamports row on the payment network %s", ErrConfig, s.ID, c.Payment.Network)
+	if !ok || row.IsFree() {
+		return 0, fmt.Errorf("%w: skill %q has no lamports row on the payment network %s (a paid skill has one, also when it is priced in a token: the seed's x402, deposits and post-pay are paid in lamports)",
+			ErrConfig, s.ID, c.Payment.Network)
 	}
 	return row.Amount, nil
 }
@@ -181,8 +186,19 @@ func NewAgent(cfg AgentConfig, deps AgentDeps) (*Agent, error) {
 	} else {
 		a.ledger = newLedger(deps.DB)
 	}
+	a.cfg.Skills = make([]Skill, len(cfg.Skills))
+	for i, s := range cfg.Skills {
+		s.Pricing = slices.Clone(s.Pricing)
+		for j := range s.Pricing {
+			s.Pricing[j] = s.Pricing[j].withMint()
+		}
+		a.cfg.Skills[i] = s
+	}
+	if a.paywall != nil {
+		a.paywall.baseURL = a.baseURL
+	}
 	a.handlers = map[string]http.Handler{}
-	for _, s := range cfg.Skills {
+	for _, s := range a.cfg.Skills {
 		a.handlers[s.ID] = a.skillHandler(s)
 	}
 	return a, nil
@@ -211,6 +227,13 @@ func (a *Agent) SetURL(u string) {
 	a.mu.Lock()
 	a.url, a.origin = strings.TrimRight(u, "/"), Origin(u)
 	a.mu.Unlock()
+}
+
+// baseURL is the URL set by SetURL ("" before).
+func (a *Agent) baseURL() string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.url
 }
 
 // Origin is what a v1-bound signature sent to the agent must name as its
@@ -255,7 +278,7 @@ func (a *Agent) skillHandler(s Skill) http.Handler {
 	price, _ := a.cfg.price(s)
 	var next http.Handler = httpx.Handle(a.log, a.skill(s))
 	if price > 0 {
-		next = a.paywall.Guard(s.ID, price, next)
+		next = a.paywall.Guard(s, next)
 	}
 	return httpx.Handle(a.log, signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {
 		// Refuse bad input before anyone pays for it.

@@ -35,7 +35,7 @@ func (h *harness) card(c *Client) *Card {
 }
 
 // waitUntil polls cond for up to 20 s (generous: a loaded machine).
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

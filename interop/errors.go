@@ -76,3 +76,36 @@ var (
 	// ErrCall is returned by the client for an unexpected answer of an agent or node.
 	ErrCall = errors.New("interop: call failed")
 )
+
+// Errors of x402 v2 payments (the "exact" scheme on Solana: a partially
+// signed SPL transfer the agent co-signs as fee payer and submits). Each
+// is a 402 with a fresh challenge, like the checks of the seed's proofs.
+var (
+	ErrPayloadMalformed = httpx.E(http.StatusPaymentRequired, "payment_payload_malformed",
+		"PAYMENT-SIGNATURE (or X-PAYMENT) is not base64 JSON of an x402 payment payload with payload.transaction, a base64 Solana transaction")
+	ErrSchemeUnsupported = httpx.E(http.StatusPaymentRequired, "payment_scheme_unsupported",
+		"this agent takes the exact scheme on its own network, for skills priced in an SPL token")
+	ErrFeePayerMismatch = httpx.E(http.StatusPaymentRequired, "payment_fee_payer_mismatch", "the transaction's fee payer is not the agent's (extra.feePayer)")
+	ErrFeePayerInUse    = httpx.E(http.StatusPaymentRequired, "payment_fee_payer_in_use",
+		"the transaction names the fee payer in an instruction: the fee payer only pays the network fee")
+	ErrSignersInvalid = httpx.E(http.StatusPaymentRequired, "payment_signers_invalid",
+		"the transaction must need exactly two signatures, the fee payer's and the token authority's, and carry a valid one of the authority")
+	ErrTxLayout = httpx.E(http.StatusPaymentRequired, "payment_tx_layout",
+		"the transaction must be 3 to 7 instructions without address lookup tables: compute unit limit, compute unit price, TransferChecked, then memo (and Lighthouse) instructions")
+	ErrComputeBudget = httpx.E(http.StatusPaymentRequired, "payment_compute_budget",
+		"the compute unit limit or price instruction is missing, malformed or over the agent's bounds")
+	ErrNoTransfer = httpx.E(http.StatusPaymentRequired, "payment_no_transfer",
+		"the third instruction is not a TransferChecked of SPL Token or Token-2022 with four accounts")
+	ErrWrongAsset       = httpx.E(http.StatusPaymentRequired, "payment_wrong_asset", "the transaction pays a token this skill is not priced in")
+	ErrAmountMismatch   = httpx.E(http.StatusPaymentRequired, "payment_amount_mismatch", "the transaction does not pay exactly the price")
+	ErrExtraInstruction = httpx.E(http.StatusPaymentRequired, "payment_extra_instruction",
+		"the transaction carries an instruction the exact scheme does not allow after the transfer (only memo and Lighthouse)")
+	ErrBlockhashExpired = httpx.E(http.StatusPaymentRequired, "payment_blockhash_expired",
+		"the transaction's recent blockhash has expired: it can no longer land; pay again against a fresh blockhash")
+	ErrTxRejected = httpx.E(http.StatusPaymentRequired, "payment_tx_rejected",
+		"the network refused the transaction before it landed (it would fail: for example the payer's token account lacks the amount); nothing was paid")
+	ErrSettlementPending = httpx.E(http.StatusPaymentRequired, "payment_settlement_pending",
+		"the transaction was sent but is not confirmed yet; retry the same request with the same payment shortly")
+	ErrFacilitator = httpx.E(http.StatusPaymentRequired, "payment_facilitator_error",
+		"the x402 facilitator could not be asked; retry shortly")
+)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/store"
 )
@@ -16,8 +17,10 @@ import (
 type paidCall struct {
 	skill    string
 	lamports uint64
+	tokens   Prices // its token rows on the payment network, mints filled in
 	bind     binding
 	addr     string // the client's address (addrKey)
+	resource ResourceInfo
 }
 
 // challenge answers 402 with a fresh nonce bound to the request; cause
@@ -35,6 +38,11 @@ func (p *Paywall) challenge(w http.ResponseWriter, pc *paidCall, cause *httpx.Er
 	nonce := newNonce(key, p.cfg.Network, p.cfg.Wallet, nonceTerms{Expires: exp, Lamports: pc.lamports}, pc.bind)
 	body := BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: pc.lamports,
 		Nonce: nonce, Resource: "/v1/" + pc.skill, ExpiresAt: exp}, cause.Code, cause.Detail)
+	if p.settler != nil && len(pc.tokens) > 0 {
+		w.Header().Set(HeaderPaymentRequired, EncodeHeader(PaymentRequired{X402Version: X402Version2, Error: cause.Detail,
+			Resource: pc.resource, Accepts: requirementsOf(pc.tokens, p.network, p.cfg.Wallet, p.settler.feePayer().String(),
+				nonce, int(p.cfg.ChallengeTTL/time.Second))}))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusPaymentRequired)
 	w.Write(append(body, '\n'))
@@ -85,29 +93,37 @@ func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, pc *paidCal
 		return p.refuse(w, pc, err)
 	}
 	p.log.Info("x402 payment accepted", "skill", pc.skill, "signature", sig.String(), "lamports", v.paid.Lamports)
-	return p.serveClaimed(w, r, sig.String(), v.paid.Lamports, next)
+	return p.serveClaimed(w, r, sig.String(), &c, next)
 }
 
-// serveClaim answers a signature already claimed: only the request it paid
-// for (same nonce, same binding) is served, from the cached answer when
-// there is one.
-func (p *Paywall) serveClaim(w http.ResponseWriter, r *http.Request, pc *paidCall, sig, nonce string, c *claimRec, next http.Handler) error {
+// claimFits checks that a claimed payment is presented for the request it
+// paid for: the same nonce (when the request names one) and binding.
+func claimFits(pc *paidCall, sig, nonce string, c *claimRec) error {
 	if nonce != "" && c.Nonce != nonce {
-		return p.refuse(w, pc, ErrProofUsed.With("transaction %s already paid for another challenge", sig))
+		return ErrProofUsed.With("transaction %s already paid for another challenge", sig)
 	}
 	if c.Bind != pc.bind.bodyHex() || c.Key != "" && c.Key != pc.bind.keyText() {
-		return p.refuse(w, pc, ErrPaymentBinding.With("transaction %s paid for another request; only the same skill, body and Mesh-Sig key are served", sig))
+		return ErrPaymentBinding.With("transaction %s paid for another request; only the same skill, body and Mesh-Sig key are served", sig)
+	}
+	return nil
+}
+
+// serveClaim answers a payment already claimed as key: only the request
+// it paid for (same nonce, same binding) is served, from the cached answer
+// when there is one.
+func (p *Paywall) serveClaim(w http.ResponseWriter, r *http.Request, pc *paidCall, key, nonce string, c *claimRec, next http.Handler) error {
+	if err := claimFits(pc, c.tx(key), nonce, c); err != nil {
+		return p.refuse(w, pc, err)
 	}
 	if !c.Served && c.Runs >= maxUncachedRuns {
-		return ErrAnswerGone.With("the answer paid by %s was too large to keep and has been served %d times", sig, c.Runs)
+		return ErrAnswerGone.With("the answer paid by %s was too large to keep and has been served %d times", c.tx(key), c.Runs)
 	}
 	if !c.Served {
-		return p.serveClaimed(w, r, sig, c.Lamports, next) // its answer failed or was too large to keep: serve again
+		return p.serveClaimed(w, r, key, c, next) // its answer failed or was too large to keep: serve again
 	}
 	h := w.Header()
-	p.receipts.attach(h, r, c.Status, ModeX402, sig, c.Lamports, c.At/int64(time.Second))
+	p.paidHeaders(h, r, c.Status, key, c, c.At/int64(time.Second))
 	h.Set(HeaderPaymentReplay, "true")
-	h.Set(HeaderPaymentProof, sig)
 	if c.Type != "" {
 		h.Set("Content-Type", c.Type)
 	}
@@ -195,20 +211,41 @@ func (p *Paywall) openNonce(nonce string, pc *paidCall) (nonceTerms, error) {
 	return t, nil
 }
 
-// serveClaimed runs next for a claimed signature and caches its answer.
-// A 5xx answer is not cached, so a retry with the same proof runs again;
-// nor is one over maxCachedBody: a replay of it runs the skill again (for
-// the same request, which the binding ensures) rather than serve less, up
-// to maxUncachedRuns runs in all.
-func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, sig string, lamports uint64, next http.Handler) error {
+// serveClaimed runs next for a payment claimed as key and caches its
+// answer. A 5xx answer is not cached, so a retry with the same proof runs
+// again; nor is one over maxCachedBody: a replay of it runs the skill
+// again (for the same request, which the binding ensures) rather than
+// serve less, up to maxUncachedRuns runs in all.
+func (p *Paywall) serveClaimed(w http.ResponseWriter, r *http.Request, key string, c *claimRec, next http.Handler) error {
 	rec := runPaid(r, "x402", next)
-	p.receipts.attach(rec.header, r, rec.status, ModeX402, sig, lamports, p.now().Unix())
+	p.paidHeaders(rec.header, r, rec.status, key, c, p.now().Unix())
 	if rec.status < 500 {
-		if err := p.ledger.served(sig, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
-			p.log.Error("caching a paid answer", "signature", sig, "err", err)
+		if err := p.ledger.served(key, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()); err != nil {
+			p.log.Error("caching a paid answer", "signature", key, "err", err)
 		}
 	}
-	rec.header.Set(HeaderPaymentProof, sig)
 	rec.flush(w)
 	return nil
+}
+
+// paidHeaders sets what an answer paid per x402 carries: the receipt, the
+// transaction (X-Payment-Proof) and, for x402 v2, the settlement receipt.
+func (p *Paywall) paidHeaders(h http.Header, r *http.Request, status int, key string, c *claimRec, at int64) {
+	receipt := identity.Receipt{By: ModeX402, Ref: c.tx(key), Lamports: c.Lamports, Asset: c.Asset, Amount: c.Amount, At: at}
+	if payer, err := solana.PublicKeyFromBase58(c.Payer); err == nil {
+		receipt.Payer = identity.EncodePublicKey(payer[:])
+	}
+	p.receipts.attach(h, r, status, receipt)
+	h.Set(HeaderPaymentProof, c.tx(key))
+	if c.Settle != "" {
+		h.Set(responseHeaderOf(c.Version), c.Settle)
+	}
+}
+
+// tx is the signature of the transaction that paid the claim keyed key.
+func (c *claimRec) tx(key string) string {
+	if c.Tx != "" {
+		return c.Tx
+	}
+	return key
 }

@@ -102,13 +102,15 @@ func (f *agentBrowserFixture) checkLiveAgent(t *testing.T, tab context.Context) 
 		"the filed report and a probe of the endpoint")
 	want := map[string][]string{
 		"#agent-name": {"Echo"}, "#agent-description": {"echoes its input"}, "#agent-id": {"echo-1"},
-		"#agent-handle": {url}, "#agent-endpoint": {f.b.URL()}, "#online-badge.online[data-online=true]": {"online"},
+		"#agent-handle": {url}, "#agent-endpoint": {f.b.URL()}, "#online-badge.answering[data-online=true]": {"online, answering"},
 		"#capabilities li.capability": {"echo"}, "#skills li.skill[data-skill-id=echo] .skill-name": {"Echo"},
-		"#pricing tr.price-row td.price-sol": {"0.000005 SOL"}, "#pricing tr.price-row td.price-usd": {"$0.00075"},
-		"#pricing tr.price-row td.price-network": {"chain-devnet"}, "#sol-usd-rate": {"At 150 USD per SOL (fixed rate, 0 s old)."},
-		"#reputation[data-n='1']": {"Score 1.00 of 1 from 1 report."}, "#live-banner": {"This listed agent is live on the mesh: registered with a verified key, online now."},
-		"#listing-name": {"Echo Listing"}, "#listing-description": {"listed before it went live"}, "#listing-url": {"https://echo.example/about"},
-		"#card-link": {"Full agent card (A2A)"}, "#liveness[data-state=reachable] #last-reachable": {"*"}, "#last-seen": {"*"},
+		"#pricing li.price-row .price-sol": {"0.000005 SOL"}, "#pricing li.price-row .price-usd": {"$0.00075"},
+		"#pricing li.price-row .price-network": {"chain-devnet"}, "#sol-usd-rate": {"At 150 USD per SOL (fixed rate, 0 s old)."},
+		"#reputation[data-n='1'] #reputation-weighted": {"Weighted score 0.09 of 1: 0 of 1 report from paying callers."},
+		"#reputation-plain":                            {"Plain score 1.00 of 1 (every report counted alike)."},
+		"#live-banner":                                 {"This directory listing belongs to an agent registered on the mesh with a verified key: what it registered comes first, the listing below."},
+		"#listing-name":                                {"Echo Listing"}, "#listing-description": {"listed before it went live"}, "#listing-url": {"https://echo.example/about"},
+		"#card-link": {url + "/.well-known/agent.json"}, "#liveness[data-state=reachable] #last-reachable": {"*"}, "#last-heartbeat": {"*"},
 	}
 	checkSeen(t, tab, want)
 	if did := seen(t, tab, "#agent-did"); len(did) != 1 || !strings.HasPrefix(did[0], "did:") {
@@ -130,8 +132,8 @@ func (f *agentBrowserFixture) checkCatalogOnly(t *testing.T, tab context.Context
 	t.Helper()
 	run(t, tab, chromedp.Navigate(f.b.URL()+"/agent/listed-only"))
 	checkSeen(t, tab, map[string][]string{
-		"#online-badge.catalog[data-online=false]": {"listed (not on the mesh)"}, "#listing-name": {"Old Listing"},
-		"#listing-description": {"scraped <b>once</b>"}, "#listing-url": {"https://old.example/"}, "#live-banner": nil,
+		"#online-badge.catalog[data-online=false]": {"listed only"}, "#agent-name": {"Old Listing"}, "#listing-name": nil,
+		"#agent-description": {"scraped <b>once</b>"}, "#listing-description": nil, "#listing-url": {"https://old.example/"}, "#live-banner": nil,
 		"#capabilities li.capability": {"ocr"}, "#liveness-summary": {"Not registered on the mesh: nothing is probed."},
 	})
 }
@@ -145,11 +147,11 @@ func (f *agentBrowserFixture) checkScriptInCard(t *testing.T, tab context.Contex
 	browsertest.Until(t, tab, textIs("#agent-name", xssCardName), "the card's name as text")
 	browsertest.Until(t, tab, textIs("#agent-description", xssCardDesc), "the card's description as text")
 	checkSeen(t, tab, map[string][]string{
-		"#agent-name": {xssCardName}, "#agent-description": {xssCardDesc}, "#online-badge.online": {"online"},
-		"#pricing tr.price-row td.price-sol": {"0.002 SOL"}, "#pricing tr.price-row td.price-usd": {"$0.3"},
+		"#agent-name": {xssCardName}, "#agent-description": {xssCardDesc}, "#online-badge.answering": {"online, answering"},
+		"#pricing li.price-row .price-sol": {"0.002 SOL"}, "#pricing li.price-row .price-usd": {"$0.30"},
 		"#skills li.skill[data-skill-id=summarize] .tag": {"text"},
 	})
-	if got := evalIn[string](t, tab, `String(window.pwned) + " " + document.querySelectorAll("script, img").length + " " + document.title`); got != "undefined 0 "+xssCardName+" · mesh agent" {
+	if got := evalIn[string](t, tab, `String(window.pwned) + " " + document.querySelectorAll("script, img").length + " " + document.title`); got != "undefined 0 "+xssCardName+" · agent · mesh" {
 		t.Fatalf("window.pwned, scripts and images, title: %q: did the card's text run?", got)
 	}
 }
@@ -165,8 +167,11 @@ func (f *agentBrowserFixture) checkDeadEndpoint(t *testing.T, tab context.Contex
 	browsertest.UntilLoaded(t, tab, f.m.boot.URL()+"/agent/sum-1", unreachable, "the directory's probe to fail")
 	f.m.heartbeat(f.b, f.sumToken)
 	browsertest.UntilLoaded(t, tab, f.b.URL()+"/agent/sum-1", unreachable, "the failed probe on b")
-	checkSeen(t, tab, map[string][]string{"#online-badge.online[data-online=true]": {"online"}, "#last-reachable": {"*"}, "#last-failure": {"*"}})
-	if s := seen(t, tab, "#liveness-summary"); len(s) != 1 || !strings.HasPrefix(s[0], "Online (heartbeat) but endpoint unreachable since ") {
+	checkSeen(t, tab, map[string][]string{"#online-badge.failing[data-online=true]": {"*"}, "#last-reachable": {"*"}, "#last-failure": {"*"}})
+	if s := seen(t, tab, "#online-badge"); len(s) != 1 || !strings.HasPrefix(s[0], "online, endpoint not answering since ") || !strings.HasSuffix(s[0], " UTC") {
+		t.Fatalf("#online-badge shows %q", s)
+	}
+	if s := seen(t, tab, "#liveness-summary"); len(s) != 1 || !strings.HasPrefix(s[0], "Endpoint not answering since ") {
 		t.Fatalf("#liveness-summary shows %q", s)
 	}
 	if r := seen(t, tab, "#failure-reason"); len(r) != 1 || !strings.Contains(r[0], "unreachable") {
@@ -180,8 +185,10 @@ func (f *agentBrowserFixture) checkHeartbeatsStop(t *testing.T, tab context.Cont
 	t.Helper()
 	f.m.clock.Advance(registryapi.DefaultOnlineWindow + time.Second)
 	browsertest.UntilLoaded(t, tab, f.b.URL()+"/agent/sum-1", `document.querySelector("#online-badge").dataset.online === "false"`, "sum-1 offline")
-	checkSeen(t, tab, map[string][]string{"#online-badge.offline": {"offline"}})
-	if s := seen(t, tab, "#liveness-summary"); len(s) != 1 || !strings.HasPrefix(s[0], "Endpoint unreachable since ") {
+	if s := seen(t, tab, "#online-badge.offline"); len(s) != 1 || !strings.HasPrefix(s[0], "offline since ") {
+		t.Fatalf("#online-badge of an agent whose heartbeats stopped shows %q", s)
+	}
+	if s := seen(t, tab, "#liveness-summary"); len(s) != 1 || !strings.HasPrefix(s[0], "Endpoint not answering since ") {
 		t.Fatalf("#liveness-summary of an offline agent shows %q", s)
 	}
 	browsertest.UntilLoaded(t, tab, f.b.URL()+"/agent/echo-1", `document.querySelector("#online-badge").dataset.online === "true"`, "echo-1 online")
@@ -192,8 +199,8 @@ func (f *agentBrowserFixture) checkDeregistered(t *testing.T, tab context.Contex
 	t.Helper()
 	f.m.deleteAgent(f.b, "sum-1", f.sumKey)
 	url := f.b.URL() + "/agent/sum-1"
-	browsertest.UntilLoaded(t, tab, url, `document.querySelector("main#not-found") !== null`, "the 404 page")
-	checkSeen(t, tab, map[string][]string{"h1": {"No such agent"}, "#agent-name": nil})
+	browsertest.UntilLoaded(t, tab, url, `document.querySelector("#not-found") !== null`, "the 404 page")
+	checkSeen(t, tab, map[string][]string{"#not-found h1": {"No such agent"}, "#agent-name": nil})
 	if resp, err := chromedp.Run(tab, chromedp.NavigateResponse(url)); err != nil || resp.Status != 404 {
 		t.Fatalf("page of a deregistered agent: %v (%v), want 404", resp, err)
 	}

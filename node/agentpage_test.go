@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/site"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/registryapi"
@@ -33,7 +34,7 @@ func agentPage(t *testing.T, n *Node, id string) (int, string) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
 		t.Fatalf("page of %s on %s: Content-Type %q", id, n.URL(), ct)
 	}
-	if csp := resp.Header.Get("Content-Security-Policy"); csp != registryapi.PageCSP || strings.Contains(csp, "script-src") {
+	if csp := resp.Header.Get("Content-Security-Policy"); csp != site.CSP || strings.Contains(csp, "script-src") {
 		t.Fatalf("page of %s: CSP %q", id, csp)
 	}
 	return resp.StatusCode, string(b)
@@ -139,9 +140,9 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 		t.Fatalf("pricing without a rate: %v, rate %v", price, v["sol_usd"])
 	}
 	st, html := agentPage(t, m.boot, "echo-1")
-	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online" data-online="true"`, `0.000005 SOL`, `$0.00075`,
-		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `<p id="reputation" data-n="1">Score 1.00 of 1 from 1 report.</p>`,
-		`id="liveness"`, `id="card-link"`} {
+	for _, want := range []string{`<h1 id="agent-name">Echo</h1>`, `id="online-badge" class="badge online" data-online="true" data-status="online">online, endpoint not checked yet<`, `0.000005 SOL`, `$0.00075`,
+		`id="agent-description">echoes its input<`, `<li class="capability">echo</li>`, `<span id="reputation-weighted">Weighted score 0.09 of 1: 0 of 1 report from paying callers.</span>`,
+		`<span id="reputation-plain">Plain score 1.00 of 1 (every report counted alike).</span>`, `id="liveness"`, `id="card-link"`} {
 		if st != 200 || !strings.Contains(html, want) {
 			t.Fatalf("page on the directory lacks %q: %d\n%s", want, st, html)
 		}
@@ -149,7 +150,7 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	if strings.Contains(html, `id="live-banner"`) {
 		t.Fatal("an agent without a listing shows the live banner")
 	}
-	if st, css := rawCall(t, m.boot, "GET", "/assets/agent-page.css", ""); st != 200 || !strings.Contains(css, "#liveness-summary") {
+	if st, css := rawCall(t, m.boot, "GET", "/assets/site.css", ""); st != 200 || !strings.Contains(css, ".liveness-summary") {
 		t.Fatalf("stylesheet: %d %q", st, css)
 	}
 	_, html = agentPage(t, b, "echo-1")
@@ -333,7 +334,7 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 		t.Fatalf("online %v, liveness %v", v["online"], l)
 	}
 	_, html = agentPage(t, b, "sum-1")
-	if !strings.Contains(html, "Online (heartbeat) but endpoint unreachable since") || !strings.Contains(html, `id="failure-reason"`) ||
+	if !strings.Contains(html, "online, endpoint not answering since") || !strings.Contains(html, `id="failure-reason"`) ||
 		!strings.Contains(html, `data-state="unreachable"`) {
 		t.Fatalf("page of an agent with a dead endpoint:\n%s", html)
 	}
@@ -357,7 +358,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 	m.waitCaughtUp(b)
 	for _, n := range []*Node{m.boot, b} {
 		st, html := agentPage(t, n, "listed-only")
-		if st != 200 || !strings.Contains(html, `id="listing-name" class="listing-name">Old Listing<`) ||
+		if st != 200 || !strings.Contains(html, `<h1 id="agent-name">Old Listing</h1>`) || strings.Contains(html, `id="listing-name"`) ||
 			!strings.Contains(html, "scraped &lt;b&gt;once&lt;/b&gt;") || strings.Contains(html, `id="live-banner"`) ||
 			!strings.Contains(html, `class="badge catalog"`) {
 			t.Fatalf("catalog-only page on %s: %d\n%s", n.URL(), st, html)
@@ -382,7 +383,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 	for _, n := range []*Node{m.boot, b} {
 		for _, id := range []string{"gone-1", "nobody", "bad%20id"} {
 			st, html := agentPage(t, n, id)
-			if st != 404 || !strings.Contains(html, `<main id="not-found">`) {
+			if st != 404 || !strings.Contains(html, `<section id="not-found" data-status="404">`) {
 				t.Fatalf("page of %s on %s: %d\n%s", id, n.URL(), st, html)
 			}
 			if st, v := publicCard(t, n, id); st != 404 || v["code"] != "agent_not_found" {

@@ -25,17 +25,17 @@ func present(sel string) string {
 
 func absent(sel string) string { return "!(" + present(sel) + ")" }
 
-// markersAre is a JavaScript test that the map's markers are those of
-// posts ids, one each.
+// markersAre is a JavaScript test that the map's markers stand for posts
+// ids, each once.
 func markersAre(ids ...string) string {
 	want, _ := json.Marshal(slices.Sorted(slices.Values(ids)))
-	return fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("#board-map circle.marker")].map(c => c.dataset.post).sort()) === %s`,
+	return fmt.Sprintf(`JSON.stringify([...document.querySelectorAll("#board-map a.marker")].flatMap(a => a.dataset.posts.split(" ")).sort()) === %s`,
 		jsString(string(want)))
 }
 
 func postItem(id string) string { return fmt.Sprintf(`li.post[data-post=%q]`, id) }
 
-func marker(id string) string { return fmt.Sprintf(`#board-map circle.marker[data-post=%q]`, id) }
+func marker(id string) string { return fmt.Sprintf(`#board-map a.marker[data-posts~=%q]`, id) }
 
 // TestClusterBoardsInBrowser: a public cluster's boards in chromium, on
 // a mesh of three nodes, the page open on the bootstrap. It shows the
@@ -60,7 +60,10 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 	browsertest.Until(t, tab, present(`li.board[data-board="adults"] .age-restricted`), "the age-gated board said to be so")
 	browsertest.Until(t, tab, absent(`li.board[data-board="adults"] li.post`), "no post of the age-gated board")
 	browsertest.Until(t, tab, markersAre(f.ids("bike", "lamp", "tokyo")...), "a marker for each post with a location")
-	browsertest.Until(t, tab, textIs(marker(f.posts["bike"])+" title", xssLabel+" — "+xssPostTitle), "a marker titled with its label")
+	browsertest.Until(t, tab, fmt.Sprintf(`[%s, %s].includes(document.querySelector(%s).textContent)`, jsString(xssLabel+", Paris: 2 posts"),
+		jsString("Paris, "+xssLabel+": 2 posts"), jsString(marker(f.posts["bike"])+" title")), "bike and lamp, close, one marker of two")
+	browsertest.Until(t, tab, textIs(marker(f.posts["bike"])+" text", "2"), "the marker's count")
+	checkMarkerPlaces(t, tab, f)
 
 	// A located post made through c: its frame reaches the page on the
 	// bootstrap, which fetches the board's posts again.
@@ -70,7 +73,7 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 	browsertest.Until(t, tab, textIs(postItem(sydney)+" .excerpt", strings.Repeat("ß", 280)+"…"), "its body's first 280 characters")
 	browsertest.Until(t, tab, textIs(postItem(sydney)+" .where", "Sydney"), "its label")
 	browsertest.Until(t, tab, markersAre(append(f.ids("bike", "lamp", "tokyo"), sydney)...), "the new post's marker")
-	browsertest.Until(t, tab, textIs(marker(sydney)+" title", "Sydney — Sydney surf"), "the new marker's title")
+	browsertest.Until(t, tab, textIs(marker(sydney)+" title", "Sydney: Sydney surf"), "the new marker's title")
 	plain := createPost(t, f.c, f.cl, "market", "bob", map[string]any{"title": "Nowhere in particular", "ttl": "24h", "props": map[string]any{"where": "none"}})["id"].(string)
 	browsertest.Until(t, tab, present(postItem(plain)), "the post without a location")
 	browsertest.Until(t, tab, absent(marker(plain)), "no marker for it")
@@ -112,31 +115,56 @@ func TestClusterBoardsInBrowser(t *testing.T) {
 	browsertest.Until(t, tab, absent(`li.board[data-board="adults"] li.post`), "still no post of the age-gated board")
 }
 
-// sameMap fails t unless the markers the page's script drew in tab are
-// those n draws on the page of cluster slug now, at the same places, on
-// a map of the same box.
+// sameMap fails t unless the map in tab is the one n draws on the page
+// of cluster slug now: the same box, the same markers at the same places.
 func sameMap(t *testing.T, tab context.Context, n *Node, slug string) {
 	t.Helper()
 	body := getPage(t, n, "/clusters/"+slug).body
-	want, _ := pageMarkers(t, body)
+	want := pageMarkers(t, body)
 	box, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#board-map svg.map").getAttribute("viewBox")`))
 	wantBox := regexp.MustCompile(`<svg class="map" viewBox="([^"]+)"`).FindStringSubmatch(body)
 	if err != nil || wantBox == nil || !closeNumbers(box, wantBox[1]) {
-		t.Fatalf("the script's map is of the box %q (%v), the node's %q", box, err, wantBox)
+		t.Fatalf("the page's map is of the box %q (%v), the node's %q", box, err, wantBox)
 	}
-	js, err := chromedp.Run(tab, chromedp.Evaluate[string](
-		`JSON.stringify(Object.fromEntries([...document.querySelectorAll("#board-map circle.marker")].map(c => [c.dataset.post, [+c.getAttribute("cx"), +c.getAttribute("cy")]])))`))
+	js, err := chromedp.Run(tab, chromedp.Evaluate[string](`JSON.stringify(Object.fromEntries([...document.querySelectorAll("#board-map a.marker")].flatMap(a =>
+		a.dataset.posts.split(" ").map(id => [id, [+a.querySelector("circle").getAttribute("cx"), +a.querySelector("circle").getAttribute("cy")]]))))`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got map[string][2]float64
 	if err := json.Unmarshal([]byte(js), &got); err != nil || !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))) {
-		t.Fatalf("the script's markers %s (%v), the node's %v", js, err, want)
+		t.Fatalf("the page's markers %s (%v), the node's %v", js, err, want)
 	}
 	for id, at := range got {
 		if w := want[id]; math.Abs(at[0]-w.x) > 0.02 || math.Abs(at[1]-w.y) > 0.02 {
-			t.Fatalf("marker %s: the script put it at %v, the node at %v", id, at, w)
+			t.Fatalf("marker %s: the page has it at %v, the node at %v", id, at, w)
 		}
+	}
+}
+
+// checkMarkerPlaces: the map's markers take the keyboard's focus, and a
+// focused marker shows its posts under the map (and no other's); a tap
+// (a click) shows them too; the land is drawn from the node's outline.
+func checkMarkerPlaces(t *testing.T, tab context.Context, f *boardPageFixture) {
+	t.Helper()
+	paris, tokyo := marker(f.posts["bike"]), marker(f.posts["tokyo"])
+	shown := `[...document.querySelectorAll("#board-map .place")].filter(p => p.checkVisibility()).map(p => [...p.querySelectorAll("a[data-post]")].map(a => a.dataset.post).sort().join(" "))`
+	for _, step := range []struct {
+		sel, want string
+		act       chromedp.Action[chromedp.Void]
+	}{
+		{paris, strings.Join(f.ids("bike", "lamp"), " "), chromedp.Focus(chromedp.CSS(paris))},
+		{tokyo, f.posts["tokyo"], chromedp.Focus(chromedp.CSS(tokyo))},
+		{paris, strings.Join(f.ids("bike", "lamp"), " "), chromedp.Click(chromedp.CSS(paris))},
+	} {
+		run(t, tab, step.act)
+		browsertest.Until(t, tab, fmt.Sprintf(`JSON.stringify(%s) === %s`, shown, jsString(fmt.Sprintf("[%q]", step.want))), "the posts of "+step.sel+" alone under the map")
+	}
+	if !evalIn[bool](t, tab, fmt.Sprintf(`document.querySelector(%s).classList.contains("chosen") && document.querySelectorAll("#board-map .marker.chosen").length === 1`, jsString(paris))) {
+		t.Fatal("the tapped marker is not shown as the one chosen")
+	}
+	if !evalIn[bool](t, tab, `document.querySelector("#board-map g.land use").getAttribute("href") === "/assets/wall/land.svg#land"`) {
+		t.Fatal("the map draws no land")
 	}
 }
 

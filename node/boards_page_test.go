@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/site"
 )
 
 // boardPageFixture is a mesh of a bootstrap and two nodes with a public
@@ -88,30 +90,39 @@ func (f *boardPageFixture) ids(names ...string) []string {
 	return ids
 }
 
-// pageMarker is a marker of a page's map: its post and position.
+// pageMarker is a marker of a page's map: its position, the posts it
+// stands for and its label.
 type pageMarker struct {
-	x, y float64
+	x, y  float64
+	posts []string
+	label string
 }
 
-var markerRE = regexp.MustCompile(`<circle class="marker" cx="([^"]+)" cy="([^"]+)" r="6" data-post="([^"]+)"[^>]*><title>([^<]*)</title></circle>`)
+var markerRE = regexp.MustCompile(`<a class="marker( group)?" href="#place-(\d+)" data-place="(\d+)" data-posts="([^"]+)" data-count="(\d+)" aria-label="([^"]*)"><title>([^<]*)</title><circle cx="([^"]+)" cy="([^"]+)" r="(\d+)"></circle>`)
 
-// pageMarkers are the markers of a page's map by post, and their titles.
-func pageMarkers(t *testing.T, body string) (map[string]pageMarker, map[string]string) {
+// pageMarkers are the markers of a page's map by post (a marker of
+// posts close together stands for each of them).
+func pageMarkers(t *testing.T, body string) map[string]pageMarker {
 	t.Helper()
-	at, titles := map[string]pageMarker{}, map[string]string{}
+	at := map[string]pageMarker{}
 	for _, m := range markerRE.FindAllStringSubmatch(body, -1) {
-		x, errX := strconv.ParseFloat(m[1], 64)
-		y, errY := strconv.ParseFloat(m[2], 64)
-		if errX != nil || errY != nil || x < 0 || x > 640 || y < 0 || y > 320 {
-			t.Fatalf("marker %s at (%s, %s): not a point of the 640×320 map", m[3], m[1], m[2])
+		x, errX := strconv.ParseFloat(m[8], 64)
+		y, errY := strconv.ParseFloat(m[9], 64)
+		posts := strings.Fields(m[4])
+		if errX != nil || errY != nil || x < -20 || x > 660 || y < -20 || y > 340 || m[2] != m[3] || m[5] != strconv.Itoa(len(posts)) || m[6] != m[7] {
+			t.Fatalf("marker %q: not a marker of the 640×320 map", m[0])
 		}
-		at[m[3]] = pageMarker{x, y}
-		titles[m[3]] = html.UnescapeString(m[4])
+		if !strings.Contains(body, `<li class="place" id="place-`+m[2]+`"`) {
+			t.Fatalf("marker %s links to no place", m[2])
+		}
+		for _, id := range posts {
+			at[id] = pageMarker{x, y, posts, html.UnescapeString(m[6])}
+		}
 	}
-	if n := strings.Count(body, `<circle`); n != len(at) {
+	if n := strings.Count(body, `<circle`); n != len(markerRE.FindAllString(body, -1)) {
 		t.Fatalf("%d circles, %d markers read:\n%s", n, len(at), body)
 	}
-	return at, titles
+	return at
 }
 
 // visibleText is the text of an HTML page: its tags (and their
@@ -130,12 +141,13 @@ func visibleText(body string) string {
 func TestClusterBoardsPageHTTP(t *testing.T) {
 	f := newBoardPageFixture(t)
 	p := getPage(t, f.c, "/clusters/"+f.slug)
-	checkHTML(t, p, 200)
+	checkHTML(t, f.c, p, 200, site.ScriptCSP)
 	checkEscaped(t, p.body, xssPostTitle, xssLabel, xssAbout)
 	for _, want := range []string{
 		`id="boards-section"`, `data-board="market"`, `data-board="global"`, `data-board="adults" data-gated="1"`,
 		`<span class="kind">buysell</span>`, "Age-restricted", "Grown-ups only.",
 		strings.Repeat("é", 280) + "…", `<span class="lang">fr</span>`, `<span class="lang">ja</span>`, `<span class="where">Paris</span>`,
+		`data-post="` + f.posts["bike"] + `" lang="fr">`, `data-post="` + f.posts["tokyo"] + `" lang="ja">`,
 		`<span class="ttl">ttl forever</span><span class="expires">never expires</span>`, `<span class="ttl">ttl 7d</span><span class="expires">expires <time datetime="`,
 	} {
 		if !strings.Contains(p.body, want) {
@@ -146,7 +158,7 @@ func TestClusterBoardsPageHTTP(t *testing.T) {
 		t.Fatal("the page shows more than 280 characters of a body")
 	}
 	for _, name := range []string{"bike", "lamp", "remote", "ama", "tokyo"} {
-		if !strings.Contains(p.body, `<li class="post" data-post="`+f.posts[name]+`"`) {
+		if !strings.Contains(p.body, `<li class="post" id="post-`+f.posts[name]+`" data-post="`+f.posts[name]+`"`) {
 			t.Fatalf("the page lacks post %s:\n%s", name, p.body)
 		}
 	}
@@ -154,19 +166,18 @@ func TestClusterBoardsPageHTTP(t *testing.T) {
 		t.Fatalf("the page shows the age-gated board's post:\n%s", p.body)
 	}
 
-	at, titles := pageMarkers(t, p.body)
+	// bike and lamp, 0.015° apart in Paris, are one marker of two;
+	// Tokyo is east of them.
+	at := pageMarkers(t, p.body)
 	if got, want := slices.Sorted(maps.Keys(at)), f.ids("bike", "lamp", "tokyo"); !slices.Equal(got, want) {
 		t.Fatalf("markers of %v, want bike, lamp and tokyo %v", got, want)
 	}
-	for name, title := range map[string]string{"bike": xssLabel + " — " + xssPostTitle, "lamp": "Paris — Lamp", "tokyo": "Tokyo — Tokyo meetup"} {
-		if titles[f.posts[name]] != title {
-			t.Fatalf("marker of %s titled %q, want %q", name, titles[f.posts[name]], title)
-		}
-	}
-	// Tokyo is east of Paris; the Paris posts are close (0.15°).
 	bike, lamp, tokyo := at[f.posts["bike"]], at[f.posts["lamp"]], at[f.posts["tokyo"]]
-	if !(tokyo.x > bike.x+300 && tokyo.y > bike.y && lamp.x > bike.x && lamp.x-bike.x < 5) {
-		t.Fatalf("markers misplaced: bike %v, lamp %v, tokyo %v", bike, lamp, tokyo)
+	if len(bike.posts) != 2 || !slices.Contains(bike.posts, f.posts["lamp"]) || !slices.Contains([]string{xssLabel + ", Paris: 2 posts", "Paris, " + xssLabel + ": 2 posts"}, bike.label) || lamp.x != bike.x {
+		t.Fatalf("the Paris marker: bike %+v, lamp %+v", bike, lamp)
+	}
+	if tokyo.label != "Tokyo: Tokyo meetup" || len(tokyo.posts) != 1 || !(tokyo.x > bike.x+300 && tokyo.y > bike.y) {
+		t.Fatalf("markers misplaced: Paris %+v, Tokyo %+v", bike, tokyo)
 	}
 	text := visibleText(p.body)
 	for _, coord := range []string{"48.86", "2.34", "35.67", "139.65", "48.85"} {

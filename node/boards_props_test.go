@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -200,5 +201,37 @@ func TestBoardsAgeGatedFramesHideTitles(t *testing.T) {
 	mustCall(t, b, 201, "POST", cl.path("/boards/day/posts?agent=a&adult=1"), post)
 	if f := watch.boardFrame("post_created", "day"); f["title"] != nil {
 		t.Fatalf("a board age-gated by its cluster's props shows its title: %v", f)
+	}
+}
+
+// TestBoardsPostMaxCharsAboveDefault: a board's limits.post_max_chars
+// above the 4,000 characters a board without a limit takes is honoured,
+// on a public and on a private cluster, and read on another node: a post
+// at 10,000 characters is made, one past it is 422 post_max_chars (spec
+// 7); past the 10,000 any post may have it is 413 post_too_long, as past
+// 4,000 on a board without a limit.
+func TestBoardsPostMaxCharsAboveDefault(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	for _, body := range []string{`{"visibility":"public"}`, `{}`} {
+		cl := newBoardCluster(t, b, body)
+		admin := []string{"x-cluster-token", cl.admin}
+		member := []string{"x-cluster-token", cl.token}
+		mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"long","props":{"limits":{"post_max_chars":10000}}}`, admin...)
+		mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"huge","props":{"limits":{"post_max_chars":50000}}}`, admin...)
+		mustCall(t, b, 201, "POST", cl.path("/boards"), `{"slug":"plain"}`, admin...)
+		post := func(n int) string {
+			return `{"title":"t","ttl":"7d","body":"` + strings.Repeat("é", n) + `"}`
+		}
+		v := mustCall(t, b, 201, "POST", cl.path("/boards/long/posts?agent=a"), post(10_000), member...)
+		id := v["post"].(map[string]any)["id"].(string)
+		got := waitStatus(t, c, 200, cl.path("/boards/long/posts/"+id), member...)
+		if body := got["post"].(map[string]any)["body"].(string); len([]rune(body)) != 10_000 {
+			t.Fatalf("the post read on another node has %d characters", len([]rune(body)))
+		}
+		wantError(t, b, 422, "post_max_chars", "POST", cl.path("/boards/long/posts?agent=a"), post(10_001), member...)
+		wantError(t, b, 413, "post_too_long", "POST", cl.path("/boards/huge/posts?agent=a"), post(10_001), member...)
+		mustCall(t, b, 201, "POST", cl.path("/boards/plain/posts?agent=a"), post(4000), member...)
+		wantError(t, b, 413, "post_too_long", "POST", cl.path("/boards/plain/posts?agent=a"), post(4001), member...)
 	}
 }

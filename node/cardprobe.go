@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -158,13 +160,38 @@ func (p *cardProber) probe(ctx context.Context, t registryapi.ProbeTarget) {
 // publicReason is err as every node's page shows it: a refused address by
 // its class only, not the address, which the directory's resolver (maybe
 // one that answers for internal names) found for the stranger who
-// registered the endpoint.
+// registered the endpoint; a failed lookup without the resolver's address;
+// a failed connection without the address it tried.
 func publicReason(err error) error {
 	var fe *safefetch.ForbiddenError
-	if errors.As(err, &fe) {
+	var de *net.DNSError
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &fe):
 		return fmt.Errorf("%w: the endpoint leads to an address that is %s", safefetch.ErrForbidden, fe.Why)
+	case errors.As(err, &de):
+		why := "the lookup failed" // its own words may name the resolver
+		switch {
+		case de.IsNotFound:
+			why = "no such host"
+		case de.IsTimeout:
+			why = "the lookup timed out"
+		}
+		return fmt.Errorf("%w: lookup %s: %s", safefetch.ErrUnreachable, de.Name, why)
+	case errors.As(err, &oe) && oe.Err != nil:
+		return fmt.Errorf("%w: %s: %s", safefetch.ErrUnreachable, oe.Op, causeOf(oe.Err))
 	}
 	return err
+}
+
+// causeOf is what a failed connection says without an address: the
+// system call's error (connection refused, no route to host...).
+func causeOf(err error) string {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	return err.Error()
 }
 
 // fetchCard reads the card at endpoint's well-known paths.

@@ -13,8 +13,10 @@ import (
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/openapi"
+	"github.com/agentmesh/mesh/internal/site"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
+	"github.com/agentmesh/mesh/wall/pages"
 )
 
 // buildHTTP assembles the bridge: one route table, panic recovery, the
@@ -22,7 +24,9 @@ import (
 // around it.
 func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
+	pagesSite := site.New(site.Info{Node: shortID(n.host.ID().String()), Role: n.role, Version: Version}, n.log.With("component", "pages"))
 	cfg := registryapi.Config{
+		Site:             pagesSite,
 		Directory:        n.dir,
 		Log:              n.proposer,
 		Tokens:           n.tokens,
@@ -58,7 +62,9 @@ func (n *Node) buildHTTP() error {
 		return err
 	}
 	n.wall.Routes(mux)
-	n.wall.PageRoutes(mux)
+	clusterPages := pages.New(n.wall, pagesSite)
+	clusterPages.Routes(mux)
+	pagesSite.Routes(mux, pagesSite.NewHome(site.HomeConfig{Agents: api.OnlineAgents, Clusters: clusterPages.Busiest}))
 	mux.Handle("GET /health", httpx.Handle(n.log, n.health))
 	mux.Handle("GET /openapi.json", openapi.Handler())
 	n.quorumRoutes(mux)
@@ -94,6 +100,15 @@ func (n *Node) buildHTTP() error {
 		n.forwardMux.Handle(pattern, n.handler)
 	}
 	return nil
+}
+
+// shortID is a peer id as the pages' footer names the node: its first
+// and last characters, enough to tell nodes apart.
+func shortID(id string) string {
+	if len(id) <= 16 {
+		return id
+	}
+	return id[:8] + "…" + id[len(id)-6:]
 }
 
 // errStopping answers a request that comes after the node began to stop.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,10 +76,11 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 }
 
 // apiAgent is an embedded agent with a priced skill (echo) and a free one
-// (ping), paid in the given modes.
+// (ping), paid in the given modes; with x402, echo is also priced in USDC
+// (x402 v2) through a fee payer of the agent's.
 func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *AgentConfig {
 	echo := func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }
-	return &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
+	cfg := &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
 		Card: interop.Card{Name: "API", Description: "answers the OpenAPI test"},
 		Skills: []interop.Skill{
 			{ID: "echo", Name: "Echo", Pricing: interop.Prices{interop.Lamports(5000, interop.NetworkDevnet)}, Handler: echo},
@@ -87,6 +89,11 @@ func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *
 		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: wallet, RPCURL: chain.URL,
 			Modes: modes},
 	}}
+	if slices.Contains(modes, interop.ModeX402) {
+		cfg.Skills[0].Pricing = append(cfg.Skills[0].Pricing, interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet))
+		cfg.Payment.FeePayer = interop.NewWallet()
+	}
+	return cfg
 }
 
 func pubkeyOf(k ed25519.PrivateKey) string {
@@ -159,7 +166,12 @@ func searchCases(h *apiHarness) {
 	if res, _ := v["results"].([]any); len(res) == 0 {
 		h.t.Errorf("the search found nothing, so its results were not validated: %v", v)
 	}
-	h.run(apiCase{name: "search over the limit", method: "POST", path: "/v1/search", body: `{"query":"echo","limit":99}`,
+	v = h.run(apiCase{name: "search over the limit", method: "POST", path: "/v1/search", body: `{"query":"echo","limit":99}`, status: 200})
+	if notes, _ := v["notes"].([]any); len(notes) != 1 {
+		h.t.Errorf("a limit over 50 is not noted: %v", v)
+	}
+	h.run(apiCase{name: "search by filters alone", method: "POST", path: "/v1/search", body: `{"capabilities":["echo"]}`, status: 200})
+	h.run(apiCase{name: "search with a negative limit", method: "POST", path: "/v1/search", body: `{"limit":-1}`,
 		status: 400, code: "invalid_request", invalid: true})
 	h.run(apiCase{name: "search with a made-up cursor", method: "POST", path: "/v1/search", body: `{"query":"echo","cursor":"zzz"}`,
 		status: 400, code: "invalid_cursor"})
@@ -209,8 +221,9 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "a private cluster's page as JSON", method: "GET", path: "/clusters/" + privID, hdr: []string{"Accept", "application/json"},
 		status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "the pages' script", method: "GET", path: "/assets/wall/cluster.js", status: 200})
-	h.run(apiCase{name: "the pages' style", method: "GET", path: "/assets/wall/wall.css", status: 200})
-	h.run(apiCase{name: "the pages' icon", method: "GET", path: "/assets/wall/favicon.svg", status: 200})
+	h.run(apiCase{name: "the map's land", method: "GET", path: "/assets/wall/land.svg", status: 200})
+	h.run(apiCase{name: "a cluster's boards without boards", method: "GET", path: "/clusters/" + slug + "/boards", status: 404, code: "not_found"})
+	h.run(apiCase{name: "the boards of a private cluster", method: "GET", path: "/clusters/" + privID + "/boards", status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "no such asset", method: "GET", path: "/assets/wall/nope.js", status: 404, code: "not_found"})
 	h.run(apiCase{name: "join a wall over plain HTTP", method: "GET", path: "/v1/clusters/" + slug + "/ws?agent=alice",
 		status: 426, code: "websocket_required", invalid: true})
@@ -268,6 +281,11 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 		status: http.StatusPaymentRequired, code: "payment_required"})
 	h.run(apiCase{name: "a priced skill with a malformed proof", method: "POST", path: "/v1/echo", body: `{"x":1}`,
 		hdr: []string{"X-Payment-Proof", "nope"}, status: http.StatusPaymentRequired, code: "payment_proof_malformed"})
+	h.run(apiCase{name: "a priced skill with a malformed x402 v2 payment", method: "POST", path: "/v1/echo", body: `{"x":1}`,
+		hdr: []string{"PAYMENT-SIGNATURE", "bm9wZQ=="}, status: http.StatusPaymentRequired, code: "payment_payload_malformed"})
+	h.run(apiCase{name: "a priced skill with an x402 v1 payment on another network", method: "POST", path: "/v1/echo", body: `{"x":1}`,
+		hdr: []string{"X-PAYMENT", interop.EncodeHeader(map[string]any{"x402Version": 1, "scheme": "exact", "network": "base",
+			"payload": map[string]string{"transaction": "AQID"}})}, status: http.StatusPaymentRequired, code: "payment_scheme_unsupported"})
 	h.run(apiCase{name: "a skill sent no JSON", method: "POST", path: "/v1/echo", body: `nope`,
 		status: 400, code: "invalid_json", invalid: true})
 	h.run(apiCase{name: "a skill with an unknown balance", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,

@@ -15,5 +15,11 @@ func pageCases(h *apiHarness) {
 		h.run(apiCase{name: "mirrored " + p + " of a listing", method: "GET", path: "/agent/listed-1/.well-known/" + p,
 			status: 404, code: "card_not_found"})
 	}
-	h.run(apiCase{name: "agent page stylesheet", method: "GET", path: "/assets/agent-page.css", status: 200})
+	h.run(apiCase{name: "the pages' style sheet", method: "GET", path: "/assets/site.css", status: 200})
+	h.run(apiCase{name: "the pages' icon", method: "GET", path: "/assets/favicon.svg", status: 200})
+	h.run(apiCase{name: "the home page", method: "GET", path: "/", hdr: asBrowser, status: 200})
+	h.run(apiCase{name: "the API's index", method: "GET", path: "/", hdr: []string{"Accept", "application/*"}, status: 200})
+	h.run(apiCase{name: "the agents page", method: "GET", path: "/agents?q=echo&online=online", hdr: asBrowser, status: 200})
+	h.run(apiCase{name: "the agents page with a bad filter", method: "GET", path: "/agents?online=maybe", hdr: asBrowser, status: 400, invalid: true})
+	h.run(apiCase{name: "the search page", method: "GET", path: "/search?q=echo", status: 303})
 }

@@ -234,16 +234,18 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) {
 
 	nodes := q.all(ord)
 	q.waitSame(nodes...)
+	// The heartbeat shows on every node (presence travels apart from the
+	// log); the token verifies everywhere.
+	for _, n := range nodes {
+		eventually(t, 15*time.Second, func() bool {
+			_, a := call(t, n, "GET", "/v1/agents/plain", "")
+			return a["online"] == true
+		}, "%s never showed the heartbeat", n.URL())
+	}
 	want := surface(t, leader, ids, clusters)
 	for _, n := range nodes {
 		if got := surface(t, n, ids, clusters); got != want {
 			t.Fatalf("%s differs from the leader:\n%s\nleader:\n%s", n.URL(), got, want)
-		}
-	}
-	// The heartbeat shows on every node; the token verifies everywhere.
-	for _, n := range nodes {
-		if _, a := call(t, n, "GET", "/v1/agents/plain", ""); a["online"] != true {
-			t.Fatalf("%s does not show the heartbeat: %v", n.URL(), a)
 		}
 	}
 	// /health names the same leader and members everywhere.

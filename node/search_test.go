@@ -1,7 +1,9 @@
 package node
 
 import (
+	"crypto/ed25519"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +127,59 @@ func TestSearchMeteredByAdmission(t *testing.T) {
 	}
 	if got := metric(t, m.boot, `mesh_admission_refused_total{reason="search",surface="search"}`); got != 1 {
 		t.Fatalf("refusals counted: %v", got)
+	}
+}
+
+// TestSearchReadsAgentsCardsOnEveryNode: an agent whose card the directory
+// fetches from its endpoint, and one that hands its full card over, are
+// found by the words of their cards and priced by their cards' rows (a
+// free card is 0) on the directory, a replica and a late joiner that
+// installed a snapshot; a search by filters alone finds both.
+func TestSearchReadsAgentsCardsOnEveryNode(t *testing.T) {
+	m := newMeshWith(t, probing)
+	b := m.joinWith(func(c *Config) { c.SolUSD = 150 })
+	fetched := newCardServer(t, `{"name":"Tide Oracle","description":"harbour tides for sailors",
+		"pricing":{"unit":"request","amount":2000000,"currency":"lamports","network":"chain-devnet"},
+		"skills":[{"id":"tides","name":"Tide tables","tags":["nautical"]}]}`)
+	m.registerAgent(b, "tide-1", identity.GenerateKey(), fetched.srv.URL)
+	key := identity.GenerateKey()
+	handed := `{"agent_id":"free-1","capabilities":[],"pubkey":"` + identity.EncodePublicKey(key.Public().(ed25519.PublicKey)) + `",
+		"full_card":{"name":"Gratis Glossary","description":"defines lighthouse words","pricing":{"unit":"request","amount":0,"currency":"free"}}}`
+	if st, v := m.signedCall(b, key, "POST", "/v1/agents/register", handed); st != 201 {
+		t.Fatalf("register with a full card: %d %v", st, v)
+	}
+	eventually(t, 15*time.Second, func() bool {
+		_, v := call(t, m.boot, "GET", "/agent/tide-1", "", "Accept", "application/json")
+		return v["name"] == "Tide Oracle"
+	}, "the directory never fetched tide-1's card")
+	if err := m.boot.clog.Compact(1); err != nil {
+		t.Fatal(err)
+	}
+	late := m.joinWith(func(c *Config) { c.SolUSD = 150 })
+	for _, n := range []*Node{m.boot, b, late} {
+		m.waitCaughtUp(n)
+		// 0.002 SOL at 150 USD is 0.30 USD a request.
+		for body, want := range map[string]string{
+			`{"query":"nautical sailors"}`:                    "tide-1:Tide Oracle:2000000",
+			`{"query":"lighthouse"}`:                          "free-1:Gratis Glossary:0",
+			`{"query":"tides glossary","max_price_usd":0.3}`:  "free-1:Gratis Glossary:0 tide-1:Tide Oracle:2000000",
+			`{"query":"tides glossary","max_price_usd":0.29}`: "free-1:Gratis Glossary:0",
+			`{"max_price_usd":0}`:                             "free-1:Gratis Glossary:0",
+			`{"verified":true,"max_price_usd":1,"limit":100}`: "free-1:Gratis Glossary:0 tide-1:Tide Oracle:2000000",
+		} {
+			st, v := call(t, n, "POST", "/v1/search", body)
+			var got []string
+			for _, r := range v["results"].([]any) {
+				res := r.(map[string]any)
+				got = append(got, fmt.Sprintf("%s:%s:%.0f", res["agent_id"], res["name"], res["price_lamports"]))
+			}
+			slices.Sort(got)
+			if st != 200 || strings.Join(got, " ") != want {
+				t.Fatalf("%s on %s: %d %v, want %s", body, n.URL(), st, got, want)
+			}
+		}
+	}
+	if late.clog.First() <= 2 {
+		t.Fatalf("the late joiner replayed the log from %d instead of installing a snapshot", late.clog.First())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/site"
 )
 
 // Defaults of Config.
@@ -60,6 +61,9 @@ type Config struct {
 	// node (the directory) waits for its agent's first token before it
 	// expires; 0 keeps registrations until they are deleted.
 	ActivationWindow time.Duration
+	// Site renders the pages (the agents' and the agents list) in the
+	// node's layout; nil: a site naming no node.
+	Site *site.Site
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -67,8 +71,10 @@ type Config struct {
 
 // API serves the registry over HTTP.
 type API struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	site  *site.Site
+	pages pageTemplates
 }
 
 // NewAPI checks cfg and returns the API; it starts nothing.
@@ -89,7 +95,10 @@ func NewAPI(cfg Config) (*API, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &API{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.Site == nil {
+		cfg.Site = site.New(site.Info{}, cfg.Logger)
+	}
+	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site)}, nil
 }
 
 // Routes adds the registry's routes to mux: the /v1 surface and the legacy

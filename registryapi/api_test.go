@@ -25,7 +25,7 @@ func TestRegistrationFlow(t *testing.T) {
 	}
 	g := h.want(h.do("GET", "/v1/agents/echo-1", ""), 200, "")
 	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
-	if g.str("did") != did || g.body["online"] != true || g.body["registered"] != 1.0 || g.body["live"] != 1.0 ||
+	if g.str("did") != did || g.body["online"] != true || g.body["registered"] != true || g.body["live"] != true ||
 		g.str("endpoint") != "https://echo-1.example" || g.str("handle") != "https://mesh.test/agent/echo-1" {
 		t.Fatalf("GET agent %s", g.raw)
 	}
@@ -47,21 +47,35 @@ func TestLegacyHubPaths(t *testing.T) {
 		t.Fatal("no token")
 	}
 	g := h.want(h.do("GET", "/agents/old-1", ""), 200, "")
-	if g.body["online"] != true {
-		t.Fatalf("legacy GET %s", g.raw)
+	if g.body["online"] != false || g.body["registered"] != true {
+		t.Fatalf("legacy GET before a heartbeat %s", g.raw)
+	}
+	h.want(h.do("POST", "/v1/agents/me/heartbeat", "", bearer(tok.str("token"))...), 200, "")
+	if g := h.want(h.do("GET", "/agents/old-1", ""), 200, ""); g.body["online"] != true || g.body["live"] != true {
+		t.Fatalf("legacy GET after a heartbeat %s", g.raw)
 	}
 	h.want(h.do("GET", "/agents/nobody", ""), 404, "agent_not_found")
 }
 
+// TestOnlineWindow: registering is not being online; a heartbeat is, for
+// the online window; another brings it back. registered and live are
+// booleans.
 func TestOnlineWindow(t *testing.T) {
 	h := newHarness(t)
 	_, tok := h.registerPlain("a1")
+	if g := h.do("GET", "/v1/agents/a1", ""); g.body["online"] != false || g.body["live"] != false || g.body["registered"] != true {
+		t.Fatalf("online on registration alone: %s", g.raw)
+	}
+	if id := h.do("GET", "/v1/agents/a1/identity", ""); id.body["online"] != false || id.body["registered"] != true {
+		t.Fatalf("identity online on registration alone: %s", id.raw)
+	}
+	h.want(h.do("POST", "/v1/agents/me/heartbeat", "", bearer(tok)...), 200, "")
 	h.clock.Advance(DefaultOnlineWindow)
-	if g := h.do("GET", "/v1/agents/a1", ""); g.body["online"] != true {
-		t.Fatalf("offline at exactly the window: %s", g.raw)
+	if g := h.do("GET", "/v1/agents/a1", ""); g.body["online"] != true || g.body["live"] != true {
+		t.Fatalf("offline at exactly the window after a heartbeat: %s", g.raw)
 	}
 	h.clock.Advance(time.Second)
-	if g := h.do("GET", "/v1/agents/a1", ""); g.body["online"] != false || g.body["live"] != 0.0 {
+	if g := h.do("GET", "/v1/agents/a1", ""); g.body["online"] != false || g.body["live"] != false {
 		t.Fatalf("online after the window: %s", g.raw)
 	}
 	h.want(h.do("POST", "/v1/agents/me/heartbeat", `{"status":"busy"}`, bearer(tok)...), 200, "")

@@ -1,6 +1,8 @@
 package registryapi
 
 import (
+	"encoding/json"
+
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -30,6 +32,23 @@ type PriceRow struct {
 	Amount   uint64 `json:"amount"`
 	Currency string `json:"currency"`
 	Network  string `json:"network,omitempty"`
+	// Tier is the row's optional tier (spec 2.5), kept for display.
+	Tier looseText `json:"tier,omitempty"`
+}
+
+// looseText is an optional text field read after the fields a card was
+// held to were fixed (the log and DHT records hold cards checked without
+// it): a string of at most maxTagLen bytes without control characters
+// is kept, anything else is dropped rather than refused, so that no card
+// accepted before is refused now.
+type looseText string
+
+func (t *looseText) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil && validateText("text", s, maxTagLen, false) == nil {
+		*t = looseText(s)
+	}
+	return nil
 }
 
 // Bounds of a discovery card.
@@ -92,11 +111,11 @@ func validateTexts(what, name, desc string, tags []string) error {
 	return nil
 }
 
-// cheapest is the lowest per-request price in lamports (0 when a row is
-// free), nil when the card prices no request.
-func (c *DiscoveryCard) cheapest() *uint64 {
-	var best *uint64
-	for _, p := range c.Pricing {
+// cheapestRequest is the lowest per-request price of rows in lamports (0
+// when a row is free), best when none is lower, nil when no row prices a
+// request.
+func cheapestRequest(best *uint64, rows []PriceRow) *uint64 {
+	for _, p := range rows {
 		amount := p.Amount
 		if p.Currency == currencyFree {
 			amount = 0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -22,18 +23,26 @@ type DiscoveryView struct {
 	Verified    bool    `json:"verified"`
 	// Registered: a live registration holds the id; CatalogOnly: only a
 	// catalog listing does.
-	Registered   bool           `json:"registered"`
-	CatalogOnly  bool           `json:"catalog_only"`
-	Online       bool           `json:"online"`
-	LastSeen     *time.Time     `json:"last_seen"`
-	Tags         []string       `json:"tags"`
-	Capabilities []string       `json:"capabilities"`
-	Skills       []SkillView    `json:"skills"`
-	Pricing      []PriceView    `json:"pricing"`
-	SolUSD       *rateView      `json:"sol_usd"`
-	Reputation   specReputation `json:"reputation"`
-	Liveness     LivenessView   `json:"liveness"`
-	Listing      *Listing       `json:"listing"`
+	Registered  bool `json:"registered"`
+	CatalogOnly bool `json:"catalog_only"`
+	// Online: a heartbeat of this registration within the online
+	// window (registering alone is not being online); LastHeartbeat is
+	// the latest, null before the first; LastSeen is it or, without
+	// one, the registration.
+	Online        bool           `json:"online"`
+	LastHeartbeat *time.Time     `json:"last_heartbeat"`
+	LastSeen      *time.Time     `json:"last_seen"`
+	Tags          []string       `json:"tags"`
+	Capabilities  []string       `json:"capabilities"`
+	Skills        []SkillView    `json:"skills"`
+	Pricing       []PriceView    `json:"pricing"`
+	SolUSD        *rateView      `json:"sol_usd"`
+	Reputation    specReputation `json:"reputation"`
+	// WeightedReputation is the weighted view (GET .../reputation), the
+	// one to trust: reports from paying callers count more.
+	WeightedReputation Weighted     `json:"weighted_reputation"`
+	Liveness           LivenessView `json:"liveness"`
+	Listing            *Listing     `json:"listing"`
 	// Card is the URL of the mirrored full card, null without one.
 	Card *string `json:"card"`
 }
@@ -47,7 +56,9 @@ type SkillView struct {
 }
 
 // PriceView is a pricing row with its price in SOL, and in USD when the
-// node knows a SOL/USD rate (null otherwise). A free row costs 0.
+// node knows a SOL/USD rate (null otherwise). A free row costs 0; a row
+// in USDC costs its dollars and no SOL; a row in another SPL token (this
+// project's x402 v2 rows) has neither.
 type PriceView struct {
 	PriceRow
 	SOL float64  `json:"sol"`
@@ -103,11 +114,14 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 		v.Online = d.Online(ag, now, a.cfg.OnlineWindow)
 		seen := d.LastSeen(ag)
 		v.LastSeen = &seen
+		if beat, ok := d.LastBeat(ag); ok {
+			v.LastHeartbeat = &beat
+		}
 		_, roll, err := d.Reputation(ag.ID, now)
 		if err != nil && !errors.Is(err, ErrAgentNotFound) {
 			return nil, err
 		}
-		v.Reputation = specOf(roll)
+		v.Reputation, v.WeightedReputation = specOf(roll), roll.Weighted
 		v.Liveness = a.livenessView(ag)
 	}
 	if ag.Registered() && ag.FullCard != nil {
@@ -120,17 +134,40 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 	}
 	v.Pricing = []PriceView{}
 	for _, p := range ag.pricing() {
-		pv := PriceView{PriceRow: p}
-		if p.Currency != currencyFree {
-			pv.SOL = float64(p.Amount) / lamportsPerSOL
-		}
-		if haveRate {
-			usd := pv.SOL * rt.USD
-			pv.USD = &usd
-		}
-		v.Pricing = append(v.Pricing, pv)
+		v.Pricing = append(v.Pricing, priceView(p, rt, haveRate))
 	}
 	return v, nil
+}
+
+// Currencies of token rows a page can price: wrapped SOL (in lamports, as
+// SOL) and USDC (in millionths, at par with the dollar).
+const (
+	currencyWSOL = "wSOL"
+	currencyUSDC = "USDC"
+	usdcUnits    = 1e6
+)
+
+// priceView prices a row in SOL and, with a SOL/USD rate, in USD; a USDC
+// row is in USD at par and has no SOL price, and a row in another token
+// has neither (its amount is in the token's own smallest unit).
+func priceView(p PriceRow, rt SolUSDRate, haveRate bool) PriceView {
+	pv := PriceView{PriceRow: p}
+	switch p.Currency {
+	case currencyFree:
+	case currencyLamprt, currencyWSOL:
+		pv.SOL = float64(p.Amount) / lamportsPerSOL
+	case currencyUSDC:
+		usd := float64(p.Amount) / usdcUnits
+		pv.USD = &usd
+		return pv
+	default:
+		return pv
+	}
+	if haveRate {
+		usd := roundSignificant(pv.SOL*rt.USD, 12)
+		pv.USD = &usd
+	}
+	return pv
 }
 
 func (a *API) livenessView(ag *Agent) LivenessView {
@@ -147,6 +184,14 @@ func (a *API) livenessView(ag *Agent) LivenessView {
 		v.State = LiveReachable
 	}
 	return v
+}
+
+// roundSignificant rounds x to digits significant digits: a price times a
+// rate carries float noise (1.5e-05 comes out 1.4999999999999999e-05)
+// that no reader wants.
+func roundSignificant(x float64, digits int) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', digits, 64), 64)
+	return r
 }
 
 // unixPtr is Unix seconds s as a time, nil for 0.
@@ -220,8 +265,11 @@ func (a *Agent) skills() []SkillView {
 }
 
 // pricing is the full card's pricing, else the discovery card's.
-func (a *Agent) pricing() []PriceRow {
-	if f := cardView(a.FullCard); f != nil && len(f.Pricing) > 0 {
+func (a *Agent) pricing() []PriceRow { return a.pricingOf(cardView(a.FullCard)) }
+
+// pricingOf is pricing with the full card decoded (full).
+func (a *Agent) pricingOf(full *fullCard) []PriceRow {
+	if f := full; f != nil && len(f.Pricing) > 0 {
 		return f.Pricing
 	}
 	if c := a.Card; c != nil {

@@ -62,6 +62,21 @@ type fullCardSkill struct {
 	Description string   `json:"description"`
 	Tags        []string `json:"tags"`
 	Examples    []string `json:"examples"`
+	// Pricing is the skill's own rows (this project's agents declare
+	// them), read loosely: cards were accepted before it was read.
+	Pricing loosePrices `json:"pricing"`
+}
+
+// loosePrices is a skill's pricing: rows as spec 2.5's pricing, or none
+// when they do not decode (a card is never refused for them).
+type loosePrices []PriceRow
+
+func (p *loosePrices) UnmarshalJSON(b []byte) error {
+	var rows priceRows
+	if json.Unmarshal(b, &rows) == nil && len(rows) <= maxPriceRows {
+		*p = loosePrices(rows)
+	}
+	return nil
 }
 
 // priceRows is spec 2.5's pricing: one object or an array of rows.

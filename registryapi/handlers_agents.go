@@ -224,15 +224,17 @@ func (a *API) deleteMe(w http.ResponseWriter, r *http.Request) error {
 
 // agentView is the body of GET /v1/agents/<id> and GET /agents/<id>.
 type agentView struct {
-	AgentID      string    `json:"agent_id"`
-	Capabilities []string  `json:"capabilities"`
-	Endpoint     *string   `json:"endpoint"`
-	Pubkey       *string   `json:"pubkey"`
-	DID          *string   `json:"did"`
-	Verified     bool      `json:"verified"`
-	Handle       string    `json:"handle"`
-	Registered   int       `json:"registered"`
-	Live         int       `json:"live"`
+	AgentID      string   `json:"agent_id"`
+	Capabilities []string `json:"capabilities"`
+	Endpoint     *string  `json:"endpoint"`
+	Pubkey       *string  `json:"pubkey"`
+	DID          *string  `json:"did"`
+	Verified     bool     `json:"verified"`
+	Handle       string   `json:"handle"`
+	// Registered and Live are the spec's flags (2.1), as JSON booleans
+	// like every other surface's; Live is Online.
+	Registered   bool      `json:"registered"`
+	Live         bool      `json:"live"`
 	Online       bool      `json:"online"`
 	LastSeen     time.Time `json:"last_seen"`
 	RegisteredAt time.Time `json:"registered_at"`
@@ -263,7 +265,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 		Reputation: specOf(roll), WeightedReputation: roll.Weighted,
 		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
 		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
-		Handle: a.handle(r, ag.ID), Registered: 1, Live: b2i(online), Online: online,
+		Handle: a.handle(r, ag.ID), Registered: true, Live: online, Online: online,
 		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
 		Card: ag.Card,
 	})
@@ -291,11 +293,4 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

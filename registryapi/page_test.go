@@ -4,33 +4,15 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/site"
 )
-
-func TestWantsJSON(t *testing.T) {
-	for accept, want := range map[string]bool{
-		"":                 false,
-		"*/*":              false,
-		"application/json": true,
-		"application/ld+json;q=0.9, text/html;q=0.5":                      true,
-		"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8": false,
-		"application/json;q=0.5, text/html":                               false,
-		"application/json, text/html":                                     false,
-		"application/json;q=0, */*":                                       false,
-		"text/plain, application/json;q=0.2":                              true,
-		"garbage;;;, application/json":                                    true,
-		"application/json;q=nonsense":                                     true,
-	} {
-		if got := wantsJSON(accept); got != want {
-			t.Errorf("Accept %q: JSON %v, want %v", accept, got, want)
-		}
-	}
-}
 
 // TestLivenessTransitions: a failure starts a run of failures that the
 // next success ends; last reachable and last failure stay.
@@ -187,12 +169,41 @@ func TestPageLinksOnlyWebURLs(t *testing.T) {
 		h.want(h.do("POST", "/v1/agents/register", jsonBody(map[string]any{"agent_id": "evil-2", "capabilities": []string{"x"}, "endpoint": u})),
 			400, "invalid_request")
 		var out strings.Builder
-		v := &DiscoveryView{AgentID: "evil-1", Name: "E", Listing: &Listing{Name: "E", URL: u}, Card: &u, Liveness: LivenessView{State: LiveNoEndpoint}}
-		if err := pageTemplates.ExecuteTemplate(&out, "agent", newPageData(v)); err != nil {
+		v := &DiscoveryView{AgentID: "evil-1", Name: "E", Listing: &Listing{Name: "E", URL: u}, Card: &u, Endpoint: &u,
+			Registered: true, Liveness: LivenessView{State: LiveNoEndpoint}}
+		data := (&API{}).newPageData(httptest.NewRequest("GET", "/agent/evil-1", nil), &Agent{ID: "evil-1", Reg: 1}, v)
+		if err := newPageTemplates(site.New(site.Info{}, nil)).agent.ExecuteTemplate(&out, "layout", data); err != nil {
 			t.Fatal(err)
 		}
 		if html := strings.ToLower(out.String()); strings.Contains(html, `href="`+strings.ToLower(u[:5])) {
 			t.Fatalf("%s became a link:\n%s", u, out.String())
+		}
+	}
+}
+
+// TestPriceOfTokenRows: a page prices a lamports or wrapped SOL row in SOL
+// (and in USD at the node's rate), a USDC row in dollars at par, and a
+// row in another token in its own smallest unit only.
+func TestPriceOfTokenRows(t *testing.T) {
+	rt := SolUSDRate{USD: 150}
+	cases := []struct {
+		row       PriceRow
+		sol       float64
+		usd       float64 // -1: none
+		amountTxt string
+	}{
+		{PriceRow{Unit: "request", Amount: 5000, Currency: "lamports"}, 0.000005, 0.00075, "0.000005 SOL"},
+		{PriceRow{Unit: "request", Amount: 20000, Currency: "wSOL"}, 0.00002, 0.003, "0.00002 wSOL"},
+		{PriceRow{Unit: "request", Amount: 10000, Currency: "USDC"}, 0, 0.01, "0.01 USDC"},
+		{PriceRow{Unit: "request", Amount: 7, Currency: "BONK"}, 0, -1, "7 BONK (smallest units)"},
+	}
+	for _, c := range cases {
+		v := priceView(c.row, rt, true)
+		if v.SOL != c.sol || (c.usd < 0) != (v.USD == nil) || v.USD != nil && *v.USD != c.usd {
+			t.Errorf("%s: sol %v usd %v", c.row.Currency, v.SOL, v.USD)
+		}
+		if got := priceAmount(c.row, v.SOL); got != c.amountTxt {
+			t.Errorf("%s: %q, want %q", c.row.Currency, got, c.amountTxt)
 		}
 	}
 }

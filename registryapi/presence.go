@@ -302,10 +302,29 @@ func (d *Directory) LastSeen(a *Agent) time.Time {
 	return a.LastSeen
 }
 
-// Online reports whether a is registered and was heard of within window of now.
+// LastBeat is a's latest heartbeat of its current registration; false
+// when it sent none (a registration alone is no heartbeat).
+func (d *Directory) LastBeat(a *Agent) (time.Time, bool) {
+	return d.lastBeat(a.ID, a.Reg)
+}
+
+func (d *Directory) lastBeat(id string, reg uint64) (time.Time, bool) {
+	b, ok := d.presence.get(id)
+	if !ok || reg == 0 || b.Reg != reg || b.At.IsZero() {
+		return time.Time{}, false
+	}
+	return b.At, true
+}
+
+// Online reports whether a is registered and heartbeated within window of
+// now: registering is not being online (docs/api.md, Online).
 func (d *Directory) Online(a *Agent, now time.Time, window time.Duration) bool {
-	seen := d.LastSeen(a)
-	return a.Registered() && !seen.IsZero() && now.Sub(seen) <= window
+	return d.online(a.ID, a.Reg, now, window)
+}
+
+func (d *Directory) online(id string, reg uint64, now time.Time, window time.Duration) bool {
+	at, ok := d.lastBeat(id, reg)
+	return ok && now.Sub(at) <= window
 }
 
 // PresenceSince returns, encoded, the heartbeats a follower at cursor
@@ -330,5 +349,5 @@ func (d *Directory) FlushPresence() error { return d.presence.flush(d.db) }
 
 // onlineDoc is Online for an indexed row.
 func (d *Directory) onlineDoc(doc *searchDoc, now time.Time, window time.Duration) bool {
-	return doc.registered && d.Online(&Agent{ID: doc.id, Reg: doc.reg, LastSeen: doc.seen}, now, window)
+	return doc.registered && d.online(doc.id, doc.reg, now, window)
 }

@@ -2,6 +2,7 @@ package registryapi
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,6 +47,8 @@ type SearchRequest struct {
 
 	offset int
 	terms  []string
+	// notes say what of the request was taken otherwise than sent.
+	notes []string
 }
 
 // DecodeSearch decodes and checks a search body.
@@ -58,11 +61,11 @@ func DecodeSearch(body []byte) (*SearchRequest, error) {
 }
 
 func (q *SearchRequest) validate() error {
-	if err := validateText("query", q.Query, maxQueryLen, true); err != nil {
+	if err := validateText("query", q.Query, maxQueryLen, false); err != nil {
 		return err
 	}
-	if q.terms = queryTerms(q.Query, maxQueryTerms); len(q.terms) == 0 {
-		return httpx.ErrInvalid.With("query holds no word to search for")
+	if q.terms = queryTerms(q.Query, maxQueryTerms); len(q.terms) == 0 && strings.TrimSpace(q.Query) != "" {
+		q.notes = append(q.notes, "the query holds no word (letters or digits): results are ranked by reputation, then id")
 	}
 	if len(q.Capabilities) > maxSearchCaps {
 		return httpx.ErrInvalid.With("at most %d capabilities", maxSearchCaps)
@@ -76,11 +79,14 @@ func (q *SearchRequest) validate() error {
 	if q.MaxPriceUSD != nil && !(*q.MaxPriceUSD >= 0) {
 		return httpx.ErrInvalid.With("max_price_usd must be a number of at least 0")
 	}
-	if q.Limit == 0 {
+	switch {
+	case q.Limit == 0:
 		q.Limit = defaultLimit
-	}
-	if q.Limit < 1 || q.Limit > maxLimit {
+	case q.Limit < 0:
 		return httpx.ErrInvalid.With("limit must be between 1 and %d", maxLimit)
+	case q.Limit > maxLimit:
+		q.notes = append(q.notes, fmt.Sprintf("limit %d is over %d: at most %d results are returned", q.Limit, maxLimit, maxLimit))
+		q.Limit = maxLimit
 	}
 	return q.decodeCursor()
 }
@@ -114,8 +120,8 @@ type SearchResult struct {
 	Online           bool     `json:"online"`
 	Registered       bool     `json:"registered"`
 	CatalogOnly      bool     `json:"catalog_only"`
-	Name             string   `json:"name,omitempty"`
-	Description      string   `json:"description,omitempty"`
+	Name             string   `json:"name"`
+	Description      string   `json:"description"`
 	Capabilities     []string `json:"capabilities"`
 	PriceLamports    *uint64  `json:"price_lamports"`
 	OracleReputation float64  `json:"oracle_reputation"`
@@ -124,12 +130,19 @@ type SearchResult struct {
 		Relevance       float64 `json:"relevance"`
 		ReputationBoost float64 `json:"reputation_boost"`
 	} `json:"score_parts"`
+
+	// weighted is the view oracle_reputation is the score of, for the
+	// pages' words.
+	weighted Weighted
 }
 
 type searchResponse struct {
 	Results    []SearchResult `json:"results"`
 	NextCursor *string        `json:"next_cursor"`
 	SolUSD     *rateView      `json:"sol_usd"`
+	// Notes say what of the request was taken otherwise than sent (a
+	// limit over the bound); absent when nothing was.
+	Notes []string `json:"notes,omitempty"`
 }
 
 type rateView struct {
@@ -139,12 +152,8 @@ type rateView struct {
 }
 
 func (a *API) search(w http.ResponseWriter, r *http.Request) error {
-	now := a.now()
-	// Per client address (an IPv6 host by its /64), before the body is read.
-	if ad := a.cfg.Admission; ad != nil {
-		if err := ad.Admit("search", admission.Key{Budget: admission.Search, ID: httpx.AddrKey(httpx.ClientIP(r))}); err != nil {
-			return err
-		}
+	if err := a.admitSearch(r); err != nil {
+		return err
 	}
 	body, err := httpx.ReadBody(w, r, maxSearchBody)
 	if err != nil {
@@ -154,12 +163,32 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	out, err := a.runSearch(r, q)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// admitSearch takes a search from the client address's budget (an IPv6
+// host by its /64), before anything of the request is read.
+func (a *API) admitSearch(r *http.Request) error {
+	if ad := a.cfg.Admission; ad != nil {
+		return ad.Admit("search", admission.Key{Budget: admission.Search, ID: httpx.AddrKey(httpx.ClientIP(r))})
+	}
+	return nil
+}
+
+// runSearch answers checked request q, for the client of r.
+func (a *API) runSearch(r *http.Request, q *SearchRequest) (*searchResponse, error) {
+	now := a.now()
 	rt, haveRate := a.cfg.SolUSD.Rate(now)
 	if q.MaxPriceUSD != nil && !haveRate {
-		return ErrNoRate
+		return nil, ErrNoRate
 	}
 	hits, more := a.cfg.Directory.index.Load().search(a.searchQuery(q, rt, now), q.offset, q.Limit)
-	out := searchResponse{Results: make([]SearchResult, 0, len(hits))}
+	out := &searchResponse{Results: make([]SearchResult, 0, len(hits)), Notes: q.notes}
 	for _, h := range hits {
 		if res, ok := a.searchResult(r, h, now); ok {
 			out.Results = append(out.Results, res)
@@ -174,8 +203,7 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	if haveRate {
 		out.SolUSD = &rateView{Rate: rt.USD, AgeS: now.Sub(rt.At).Seconds(), Source: rt.Source}
 	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // searchQuery turns a request into the index's query at now.
@@ -204,14 +232,9 @@ func (a *API) searchResult(r *http.Request, h hit, now time.Time) (SearchResult,
 		AgentID: ag.ID, DID: nullable(ag.DID), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
 		Handle: a.handle(r, ag.ID), Registered: ag.Registered(), CatalogOnly: !ag.Registered(),
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow), Capabilities: ag.allCapabilities(),
-		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(),
+		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(), weighted: h.doc.weighted,
 	}
-	if c := ag.Card; c != nil {
-		res.Name, res.Description = c.Name, c.Description
-	}
-	if l := ag.Listing; l != nil && res.Name == "" && res.Description == "" {
-		res.Name, res.Description = l.Name, l.Description
-	}
+	res.Name, res.Description = ag.texts()
 	res.ScoreParts.Relevance, res.ScoreParts.ReputationBoost = h.relevance, h.boost
 	return res, true
 }

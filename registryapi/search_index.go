@@ -37,11 +37,12 @@ type searchDoc struct {
 	terms map[string]uint16 // term frequency
 	len   int
 	caps  map[string]bool // lower-cased capabilities, for the filter
-	// rep is the weighted score as of the agent's newest report, 0 without.
+	// weighted is the agent's weighted view as of its newest report; rep
+	// its score, 0 without.
+	weighted   Weighted
 	rep        float64
 	registered bool
-	reg        uint64    // registration, for presence
-	seen       time.Time // registration time: last seen without a beat
+	reg        uint64 // registration, for presence
 	verified   bool
 	price      *uint64 // cheapest lamports per request; nil when unknown
 }
@@ -70,6 +71,24 @@ type searchIndex struct {
 	// maxRep bounds every row's rep (it may stay above the true maximum
 	// after removals): the most a boost can add.
 	maxRep float64
+	// order is every live document ranked as a search without words
+	// ranks them (reputation, then id: byBoost), kept sorted by put and
+	// remove; while bulk (a rebuild), put appends and the rebuild sorts
+	// once at its end.
+	order []*searchDoc
+	bulk  bool
+}
+
+// byBoost orders documents as a search without words: the higher
+// reputation first, then the agent id.
+func byBoost(a, b *searchDoc) int {
+	if a.rep != b.rep {
+		if a.rep > b.rep {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 func newSearchIndex() *searchIndex {
@@ -87,35 +106,44 @@ func tokens(s string, add func(string)) {
 	}
 }
 
-// docOf builds the indexed form of row a with its reputation rep.
-func docOf(a *Agent, rep float64) *searchDoc {
-	d := &searchDoc{id: a.ID, terms: map[string]uint16{}, caps: map[string]bool{}, rep: rep,
-		registered: a.Registered(), reg: a.Reg, seen: a.LastSeen, verified: a.Pubkey != ""}
+// docOf builds the indexed form of row a with its oracle reputation w.
+func docOf(a *Agent, w Weighted) *searchDoc {
+	d := &searchDoc{id: a.ID, terms: map[string]uint16{}, caps: map[string]bool{}, weighted: w,
+		registered: a.Registered(), reg: a.Reg, verified: a.Pubkey != ""}
 	add := func(t string) {
 		if d.terms[t] < math.MaxUint16 {
 			d.terms[t]++
 		}
 		d.len++
 	}
-	for _, s := range a.searchText() {
+	full := cardView(a.FullCard)
+	for _, s := range a.searchText(full) {
 		tokens(s, add)
 	}
 	for _, c := range a.allCapabilities() {
 		d.caps[strings.ToLower(c)] = true
 	}
-	if a.Card != nil {
-		d.price = a.Card.cheapest()
+	d.price = a.requestPrice(full)
+	if w.Score != nil {
+		d.rep = *w.Score
 	}
 	return d
 }
 
-// searchText is what relevance reads: id, capabilities, the card's name,
-// description, skills and tags, and the catalog listing.
-func (a *Agent) searchText() []string {
+// searchText is what relevance reads: id, capabilities, the discovery
+// card's and the full card's (full, decoded) name, description, skills
+// and tags, and the catalog listing.
+func (a *Agent) searchText(full *fullCard) []string {
 	out := append([]string{a.ID}, a.Capabilities...)
 	if c := a.Card; c != nil {
 		out = append(append(out, c.Name, c.Description), c.Tags...)
 		for _, s := range c.Skills {
+			out = append(append(out, s.ID, s.Name, s.Description), s.Tags...)
+		}
+	}
+	if f := full; f != nil {
+		out = append(out, f.Name, f.Description)
+		for _, s := range f.Skills {
 			out = append(append(out, s.ID, s.Name, s.Description), s.Tags...)
 		}
 	}
@@ -125,12 +153,32 @@ func (a *Agent) searchText() []string {
 	return out
 }
 
-// allCapabilities are the registered capabilities and the listing's.
+// requestPrice is a's cheapest declared per-request price in lamports (a
+// free row is 0): of its pricing rows (pricingOf) and its full card's
+// (full, decoded) skills' own rows; nil when none prices a request.
+func (a *Agent) requestPrice(full *fullCard) *uint64 {
+	best := cheapestRequest(nil, a.pricingOf(full))
+	if full != nil {
+		for _, s := range full.Skills {
+			best = cheapestRequest(best, s.Pricing)
+		}
+	}
+	return best
+}
+
+// allCapabilities are the registered capabilities and the listing's,
+// each once (compared without case), in order.
 func (a *Agent) allCapabilities() []string {
-	if a.Listing == nil {
+	if a.Listing == nil || len(a.Listing.Capabilities) == 0 {
 		return a.Capabilities
 	}
-	return append(slices.Clip(a.Capabilities), a.Listing.Capabilities...)
+	out := slices.Clone(a.Capabilities)
+	for _, c := range a.Listing.Capabilities {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, c) }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // put indexes d in place of the row of the same id, if any.
@@ -143,6 +191,12 @@ func (x *searchIndex) put(d *searchDoc) {
 	x.docs[d.id] = d
 	x.totalLen += d.len
 	x.maxRep = max(x.maxRep, d.rep)
+	if x.bulk {
+		x.order = append(x.order, d)
+	} else {
+		i, _ := slices.BinarySearchFunc(x.order, d, byBoost)
+		x.order = slices.Insert(x.order, i, d)
+	}
 	for t, tf := range d.terms {
 		x.postings[t] = append(x.postings[t], posting{d: d, num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
 		x.df[t]++
@@ -165,6 +219,11 @@ func (x *searchIndex) removeLocked(id string) {
 	delete(x.docs, id)
 	d.dead = true
 	x.totalLen -= d.len
+	if i, found := slices.BinarySearchFunc(x.order, d, byBoost); found && !x.bulk {
+		x.order = slices.Delete(x.order, i, i+1)
+	} else if x.bulk {
+		x.order = slices.DeleteFunc(x.order, func(o *searchDoc) bool { return o == d })
+	}
 	for t := range d.terms {
 		if x.df[t]--; x.df[t] == 0 {
 			delete(x.df, t)
@@ -191,6 +250,11 @@ func (x *searchIndex) compactLocked() {
 
 // rebuild indexes every row in db, reading each agent's reputation.
 func (x *searchIndex) rebuild(db *store.DB) error {
+	x.bulk = true
+	defer func() {
+		slices.SortFunc(x.order, byBoost)
+		x.bulk = false
+	}()
 	return db.View(func(tx *store.Txn) error {
 		return tx.Scan([]byte("a/"), nil, func(_, v []byte) (bool, error) {
 			var a Agent
@@ -225,13 +289,13 @@ func (x *searchIndex) reindex(db *store.DB, ids []string) error {
 	})
 }
 
-// oracleReputation is a's weighted score in the reputation window ending
+// oracleReputation is a's weighted view in the reputation window ending
 // at its newest report: the log alone decides it, so every node computes
 // the same boost whenever it rebuilt its index (a read at the reader's
 // clock would drift apart as reports leave the window).
-func oracleReputation(tx *store.Txn, a *Agent) (float64, error) {
+func oracleReputation(tx *store.Txn, a *Agent) (Weighted, error) {
 	if !a.Registered() {
-		return 0, nil
+		return Weighted{}, nil
 	}
 	var newest int64
 	err := tx.Scan(reportPrefix(a.ID, a.Reg), nil, func(k, _ []byte) (bool, error) {
@@ -240,11 +304,8 @@ func oracleReputation(tx *store.Txn, a *Agent) (float64, error) {
 		return true, nil
 	})
 	if err != nil || newest == 0 {
-		return 0, err
+		return Weighted{}, err
 	}
 	r, err := rollupIn(tx, a, time.Unix(0, newest).UTC())
-	if err != nil || r.Weighted.Score == nil {
-		return 0, err
-	}
-	return *r.Weighted.Score, nil
+	return r.Weighted, err
 }

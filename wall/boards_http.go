@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -380,8 +381,11 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A body too long for any board is answered once the board is known:
+	// past the board's own limit it is 422, not 413.
 	pc, ttl, err := decodePost(r.URL.Query().Get("agent"), body)
-	if err != nil {
+	tooLong := errors.Is(err, ErrLongPost)
+	if err != nil && !tooLong {
 		return err
 	}
 	row, bc, err := s.loadBoard(r.Context(), g, r.PathValue("slug"))
@@ -392,8 +396,11 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 	if eff.AgeGated() && r.URL.Query().Get("adult") != "1" {
 		return ErrAgeGated
 	}
-	if l := eff.Limits; l != nil && len([]rune(pc.Body)) > l.PostMaxChars {
-		return ErrTooLong.With("the body has %d characters, over this board's limits.post_max_chars (%d)", len([]rune(pc.Body)), l.PostMaxChars)
+	if err := checkPostLength(eff.Limits, utf8.RuneCountInString(pc.Body)); err != nil {
+		return err
+	}
+	if tooLong {
+		return ErrLongPost
 	}
 	res, err := s.propose(r.Context(), g, func() (BoardAction, error) {
 		a := BoardAction{Op: ActPostCreate, Board: row.Key, Post: newPostID(), TTL: ttl}
@@ -405,6 +412,19 @@ func (s *Service) createPost(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"post": viewPost(res.Post, bc.Slug, pc, g.clusterProps(), bc.Props)})
+	return nil
+}
+
+// checkPostLength checks a body of n characters against a board's
+// effective limits (nil: none): past the board's post_max_chars it is 422
+// (spec 7); past the bound without one, 413.
+func checkPostLength(l *Limits, n int) error {
+	switch {
+	case l != nil && n > l.PostMaxChars:
+		return ErrTooLong.With("the body has %d characters, over this board's limits.post_max_chars (%d)", n, l.PostMaxChars)
+	case l == nil && n > defaultPostChars:
+		return ErrLongPost.With("the body has %d characters: a board without limits.post_max_chars takes at most %d", n, defaultPostChars)
+	}
 	return nil
 }
 

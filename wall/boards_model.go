@@ -14,23 +14,28 @@ import (
 
 // Bounds of boards and posts (spec 2.4, 8).
 const (
-	maxSlugLen     = 48
-	maxBoardName   = 80
-	maxAbout       = 400 // spec 8
-	maxTitle       = 200
-	maxPostBody    = 4000
-	maxURLLen      = 2048
-	maxMIMELen     = 127
-	maxBoardBody   = 64 << 10 // a request's body
-	maxPageSize    = 200
-	defaultPage    = 50
-	maxHashtags    = 16 // candidates looked up per message
-	postIDRandSize = 15
+	maxSlugLen   = 48
+	maxBoardName = 80
+	maxAbout     = 400 // spec 8
+	maxTitle     = 200
+	// maxPostBody bounds any post's body, in characters: a board's
+	// limits.post_max_chars is honoured up to it. defaultPostChars bounds
+	// it on a board that sets no limit.
+	maxPostBody      = 10_000
+	defaultPostChars = 4000
+	maxURLLen        = 2048
+	maxMIMELen       = 127
+	maxBoardBody     = 128 << 10 // a request's body
+	maxPageSize      = 200
+	defaultPage      = 50
+	maxHashtags      = 16 // candidates looked up per message
+	postIDRandSize   = 15
 )
 
 // MaxBoardOpSize bounds a signed board action taken from another node: a
-// post at its largest, every character escaped, sealed and base64.
-const MaxBoardOpSize = 48 << 10
+// post at its largest (maxPostBody characters, each escaped to 6 bytes,
+// and a title likewise), sealed and base64.
+const MaxBoardOpSize = 96 << 10
 
 // Board kinds (spec 2.4).
 var boardKinds = map[string]bool{"buysell": true, "events": true, "generic": true}
@@ -49,7 +54,8 @@ var (
 	ErrBadFile  = httpx.E(http.StatusBadRequest, "bad_file", "file must be {url, mime}: an http or https URL and a MIME type")
 	ErrBadAgent = httpx.E(http.StatusBadRequest, "bad_agent", "query agent=<handle> is required: 1 to 64 bytes of printable text without spaces")
 	ErrBadPage  = httpx.E(http.StatusBadRequest, "bad_page", "limit must be 1 to 200 and cursor a next_cursor of an earlier answer")
-	ErrLongPost = httpx.E(http.StatusRequestEntityTooLarge, "post_too_long", "a post's body is at most 4000 characters")
+	ErrLongPost = httpx.E(http.StatusRequestEntityTooLarge, "post_too_long",
+		"a post's body is at most 4000 characters on a board without limits.post_max_chars, and at most 10000 on any")
 )
 
 // checkField refuses text that is not valid, too long (in characters),

@@ -15,6 +15,14 @@
 // A2A clients of both versions call it at its base URL: 1.0's SendMessage,
 // GetTask, CancelTask and ListTasks, 0.3's message/send, tasks/get and
 // tasks/cancel (see docs/api.md, "POST / (A2A JSON-RPC)").
+//
+// --price-usdc (and --price-wsol) add pricing rows in SPL tokens, which
+// the x402 project's own clients pay (x402 v2, the exact scheme): the
+// agent co-signs their transfers with the fee payer key in
+// --fee-payer-key (a Solana CLI keypair file; never the key itself on the
+// command line), or has the x402 facilitator at --facilitator do it.
+//
+//	go run ./examples/echo-agent --wallet <address> --price-usdc 0.01 --fee-payer-key fee-payer.json
 package main
 
 import (
@@ -38,7 +46,8 @@ import (
 // options are the example's flags.
 type options struct {
 	id, dataDir, listen, bootstrap, wallet, rpc, network, genesis, a2aVersion string
-	price                                                                     uint64
+	price, priceWSOL                                                          uint64
+	priceUSDC, feePayerKey, facilitator                                       string
 	free, card                                                                bool
 }
 
@@ -59,6 +68,10 @@ func config(o options) (node.Config, error) {
 	if o.bootstrap != "" {
 		cfg.Bootstrap = strings.Split(o.bootstrap, ",")
 	}
+	pricing, err := prices(o)
+	if err != nil {
+		return node.Config{}, err
+	}
 	cfg.Agent = &node.AgentConfig{
 		ID: o.id,
 		AgentConfig: interop.AgentConfig{
@@ -66,12 +79,13 @@ func config(o options) (node.Config, error) {
 			Skills: []interop.Skill{{
 				ID: "echo", Name: "Echo", Description: "Returns its JSON input.",
 				Examples: []string{`{"text":"hello"}`}, Tags: []string{"echo", "test"},
-				Pricing: interop.Prices{interop.Lamports(o.price, o.network)},
+				Pricing: pricing,
 				Handler: echo,
 			}},
 			Payment: &interop.PaymentConfig{
 				Network: o.network, Wallet: o.wallet, RPCURL: o.rpc, GenesisHash: o.genesis,
 				Modes: []string{interop.ModeX402, interop.ModeDeposit}, FreeCallsPerDay: 5,
+				FeePayerKeyFile: o.feePayerKey, FacilitatorURL: o.facilitator,
 			},
 		},
 	}
@@ -79,6 +93,22 @@ func config(o options) (node.Config, error) {
 		cfg.Agent.Skills[0].Pricing, cfg.Agent.Payment = interop.Prices{interop.Free()}, nil
 	}
 	return cfg, nil
+}
+
+// prices are echo's pricing rows: lamports, and the token rows asked for.
+func prices(o options) (interop.Prices, error) {
+	rows := interop.Prices{interop.Lamports(o.price, o.network)}
+	if o.priceUSDC != "" {
+		n, err := interop.ParseUnits(o.priceUSDC, 6)
+		if err != nil {
+			return nil, fmt.Errorf("--price-usdc: %w", err)
+		}
+		rows = append(rows, interop.Token(n, interop.CurrencyUSDC, "", o.network))
+	}
+	if o.priceWSOL > 0 {
+		rows = append(rows, interop.Token(o.priceWSOL, interop.CurrencyWSOL, "", o.network))
+	}
+	return rows, nil
 }
 
 func main() {
@@ -92,6 +122,10 @@ func main() {
 	flag.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
 	flag.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
 	flag.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
+	flag.StringVar(&o.priceUSDC, "price-usdc", "", "also price one echo in USDC, a decimal (0.01 is a cent): x402 v2 clients pay it")
+	flag.Uint64Var(&o.priceWSOL, "price-wsol", 0, "also price one echo in wrapped SOL, in lamports: x402 v2 clients pay it")
+	flag.StringVar(&o.feePayerKey, "fee-payer-key", "", "Solana keypair file of the fee payer that co-signs x402 v2 payments (needed by --price-usdc and --price-wsol)")
+	flag.StringVar(&o.facilitator, "facilitator", "", "x402 facilitator URL that co-signs x402 v2 payments instead of --fee-payer-key")
 	flag.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
 	flag.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
 	flag.StringVar(&o.a2aVersion, "a2a-version", "", "with --card: the A2A-Version to ask the card for (1.0: the card in A2A 1.0's shape; empty: the full card)")

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +101,43 @@ func TestEchoAgentFree(t *testing.T) {
 		if !strings.Contains(string(b), c.state) || !strings.Contains(string(b), `"echo":{"text":"hi"}`) {
 			t.Fatalf("A2A echo: %s", b)
 		}
+	}
+}
+
+// TestEchoAgentPricedInUSDC: --price-usdc adds a USDC row, which the 402
+// offers in x402 v2's PAYMENT-REQUIRED through the fee payer of
+// --fee-payer-key; a price finer than USDC's six decimals is refused.
+func TestEchoAgentPricedInUSDC(t *testing.T) {
+	chain := soltest.New(t)
+	provider, feePayer := interop.NewWallet(), interop.NewWallet()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "fee-payer.json")
+	if err := os.WriteFile(keyFile, feePayer.MarshalKeyFile(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := options{id: "echo-usdc", dataDir: dir, listen: "127.0.0.1:0", wallet: provider.Address(), rpc: chain.URL,
+		network: interop.NetworkDevnet, price: 5000, priceUSDC: "0.01", feePayerKey: keyFile}
+	cfg, err := config(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := agenttest.Start(t, cfg)
+	res, err := http.Post(n.URL()+"/v1/echo", "application/json", strings.NewReader(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	pr, ok := interop.ParsePaymentRequired(res.Header)
+	if res.StatusCode != 402 || !ok || len(pr.Accepts) != 1 {
+		t.Fatalf("402: %d %v", res.StatusCode, res.Header)
+	}
+	a := pr.Accepts[0]
+	if a.Amount != "10000" || a.Asset != interop.MintUSDCDevnet || a.Network != interop.CAIP2Devnet || a.PayTo != provider.Address() ||
+		a.Extra.FeePayer != feePayer.Address() || pr.Resource.URL != n.URL()+"/v1/echo" {
+		t.Fatalf("PAYMENT-REQUIRED %+v", pr)
+	}
+	o.priceUSDC = "0.0000001"
+	if _, err := config(o); err == nil {
+		t.Fatal("a price of a tenth of USDC's smallest unit was taken")
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"html/template"
 	"log/slog"
+	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // RenderPage sends template name of t, executed with data, as an HTML page
@@ -28,4 +31,31 @@ func RenderPage(log *slog.Logger, w http.ResponseWriter, status int, csp string,
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// WantsJSON reports whether r's Accept header ranks JSON above HTML (by
+// q): application/json, a +json type or application/* above text/html or
+// application/xhtml+xml. A browser (text/html first), */* and no header
+// get the page.
+func WantsJSON(r *http.Request) bool {
+	var jsonQ, htmlQ float64
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if s, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(s, 64); err == nil {
+				q = f
+			}
+		}
+		switch {
+		case mt == "application/json" || mt == "application/*" || strings.HasSuffix(mt, "+json"):
+			jsonQ = max(jsonQ, q)
+		case mt == "text/html" || mt == "application/xhtml+xml":
+			htmlQ = max(htmlQ, q)
+		}
+	}
+	return jsonQ > 0 && jsonQ > htmlQ
 }

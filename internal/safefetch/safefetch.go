@@ -186,7 +186,7 @@ func classify(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return fmt.Errorf("%w: timed out", ErrUnreachable)
 	}
-	return fmt.Errorf("%w: %v", ErrUnreachable, unwrapURL(err))
+	return fmt.Errorf("%w: %w", ErrUnreachable, unwrapURL(err))
 }
 
 func unwrapURL(err error) error {

@@ -1,9 +1,11 @@
-package wall
+package pages
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // The map of a cluster page: the posts that have a location, drawn as an
@@ -22,8 +24,11 @@ import (
 //     mapMinCos), then the box is fitted in mapWidth × mapHeight, centered;
 //     the SVG's viewBox is the box, so the page shows the box alone.
 //
-// web/static/boards.js draws the same map with the same arithmetic when
-// board frames change the posts; keep them alike.
+// The land is the embedded outline web/static/land.svg (Natural Earth's
+// 1:110m land, equirectangular), placed under the markers by one affine
+// transform, clipped to the box. Posts whose markers would overlap are
+// drawn as one marker with their count; each marker links to the list of
+// its posts under the map.
 
 // The map's size (the SVG's viewBox) and fitting.
 const (
@@ -105,19 +110,33 @@ func (f mapFrame) y(lat float64) float64 { return f.offY + (f.north-lat)*f.scale
 // mapLine is a graticule line, in SVG units.
 type mapLine struct{ X1, Y1, X2, Y2 string }
 
-// mapMarker is a post on the map. Lat and Lon are for the page's script,
-// which draws the map again; the page shows only Title (the post's
-// label and title).
+// mapMarker is a marker: one post, or a group of posts whose markers
+// would overlap, drawn once with their count. It links to its place in
+// the list under the map (Place), which a tap or the keyboard opens.
 type mapMarker struct {
-	Post, Board, Title string
-	X, Y, Lat, Lon     string
+	Place int
+	Posts string // the ids of its posts, space-separated, for scripts and tests
+	Count int
+	X, Y  string
+	R     string
+	Label string // what it says to a screen reader and on hover
+}
+
+// mapPlace is the list of a marker's posts, under the map.
+type mapPlace struct {
+	ID    int
+	Label string
+	Posts []placedPost
 }
 
 // postMap is the map of a cluster page.
 type postMap struct {
 	Box     [4]string // the padded box: x, y, width, height
+	View    [4]string // the viewBox: the box with room for the markers
+	Land    string    // the transform that puts the land outline (web/static/land.svg) in the frame
 	Lines   []mapLine
 	Markers []mapMarker
+	Places  []mapPlace
 }
 
 // placedPost is a post with a location, as the map takes it.
@@ -125,6 +144,16 @@ type placedPost struct {
 	ID, Board, Label, Title string
 	At                      mapPoint
 }
+
+// Markers: a post's radius and a group's, in SVG units, and how close
+// two markers may be before they are drawn as one group.
+const (
+	markerR      = 9
+	groupR       = 13
+	groupWithin  = 2 * markerR
+	mapViewSlack = groupR + 2
+	landPerDeg   = 10 // land.svg's units per degree
+)
 
 // drawMap draws posts (nil when none has a location).
 func drawMap(posts []placedPost) *postMap {
@@ -136,18 +165,83 @@ func drawMap(posts []placedPost) *postMap {
 		points[i] = p.At
 	}
 	f := fitMap(points)
-	m := &postMap{Box: [4]string{num(f.xOf(f.west)), num(f.y(f.north)), num((f.east - f.west) * f.kx * f.scale), num((f.north - f.south) * f.scale)}}
+	x0, y0, w, h := f.xOf(f.west), f.y(f.north), (f.east-f.west)*f.kx*f.scale, (f.north-f.south)*f.scale
+	m := &postMap{Box: [4]string{num(x0), num(y0), num(w), num(h)},
+		View: [4]string{num(x0 - mapViewSlack), num(y0 - mapViewSlack), num(w + 2*mapViewSlack), num(h + 2*mapViewSlack)},
+		Land: f.landTransform()}
 	m.Lines = f.graticule()
-	for _, p := range posts {
-		title := p.Title
-		if p.Label != "" {
-			title = p.Label + " — " + p.Title
-		}
-		m.Markers = append(m.Markers, mapMarker{Post: p.ID, Board: p.Board, Title: title,
-			X: num(f.x(p.At.Lon)), Y: num(f.y(p.At.Lat)),
-			Lat: strconv.FormatFloat(p.At.Lat, 'g', -1, 64), Lon: strconv.FormatFloat(p.At.Lon, 'g', -1, 64)})
-	}
+	m.group(f, posts)
 	return m
+}
+
+// landTransform maps land.svg's units (x = (lon+180)·10, y = (90−lat)·10)
+// into the frame: the projection is affine in longitude and latitude.
+func (f mapFrame) landTransform() string {
+	a, d := f.kx*f.scale/landPerDeg, f.scale/landPerDeg
+	e, g := f.offX-(180+f.west)*f.kx*f.scale, f.offY+(f.north-90)*f.scale
+	return "matrix(" + num6(a) + " 0 0 " + num6(d) + " " + num(e) + " " + num(g) + ")"
+}
+
+// group puts each post, in order, in the first group whose marker is
+// within groupWithin of it (else in a group of its own), and draws a
+// marker per group at the mean of its posts.
+func (m *postMap) group(f mapFrame, posts []placedPost) {
+	type group struct {
+		sx, sy float64
+		posts  []placedPost
+	}
+	var groups []*group
+	for _, p := range posts {
+		x, y := f.x(p.At.Lon), f.y(p.At.Lat)
+		var into *group
+		for _, g := range groups {
+			n := float64(len(g.posts))
+			if math.Hypot(g.sx/n-x, g.sy/n-y) <= groupWithin {
+				into = g
+				break
+			}
+		}
+		if into == nil {
+			into = &group{}
+			groups = append(groups, into)
+		}
+		into.sx, into.sy, into.posts = into.sx+x, into.sy+y, append(into.posts, p)
+	}
+	for i, g := range groups {
+		n := len(g.posts)
+		ids := make([]string, n)
+		for j, p := range g.posts {
+			ids[j] = p.ID
+		}
+		label := placeLabel(g.posts)
+		mk := mapMarker{Place: i + 1, Posts: strings.Join(ids, " "), Count: n, X: num(g.sx / float64(n)), Y: num(g.sy / float64(n)), R: strconv.Itoa(markerR)}
+		if n > 1 {
+			mk.R = strconv.Itoa(groupR)
+			mk.Label = fmt.Sprintf("%s: %d posts", label, n)
+		} else {
+			mk.Label = label + ": " + g.posts[0].Title
+		}
+		m.Markers = append(m.Markers, mk)
+		m.Places = append(m.Places, mapPlace{ID: i + 1, Label: label, Posts: g.posts})
+	}
+}
+
+// placeLabel names a group by its posts' labels: the distinct ones, at
+// most three, else "a place".
+func placeLabel(posts []placedPost) string {
+	var labels []string
+	for _, p := range posts {
+		if p.Label != "" && !slices.Contains(labels, p.Label) {
+			labels = append(labels, p.Label)
+		}
+	}
+	switch {
+	case len(labels) == 0:
+		return "A place"
+	case len(labels) > 3:
+		return strings.Join(labels[:3], ", ") + " and more"
+	}
+	return strings.Join(labels, ", ")
 }
 
 // graticule is the meridians and parallels of f's box, each way at the
@@ -180,3 +274,7 @@ func gridStep(span float64) float64 {
 
 // num is an SVG coordinate: two decimals.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// num6 is a scale factor, with six decimals: a land unit may be a
+// thousandth of an SVG unit.
+func num6(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }

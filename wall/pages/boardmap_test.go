@@ -1,8 +1,11 @@
-package wall
+package pages
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -10,7 +13,7 @@ import (
 func markerAt(t *testing.T, m *postMap, id string) (x, y float64) {
 	t.Helper()
 	for _, mk := range m.Markers {
-		if mk.Post == id {
+		if slices.Contains(strings.Fields(mk.Posts), id) {
 			x, _ = strconv.ParseFloat(mk.X, 64)
 			y, _ = strconv.ParseFloat(mk.Y, 64)
 			if x < 0 || x > mapWidth || y < 0 || y > mapHeight {
@@ -38,8 +41,8 @@ func TestDrawMapSinglePost(t *testing.T) {
 	if m.Box != [4]string{"240.00", "0.00", "160.00", "320.00"} {
 		t.Fatalf("box %v, want x 240, y 0, 160 × 320", m.Box)
 	}
-	if m.Markers[0].Title != "l p — t p" {
-		t.Fatalf("marker title %q", m.Markers[0].Title)
+	if m.Markers[0].Label != "l p: t p" || m.Places[0].Label != "l p" || m.Markers[0].Count != 1 {
+		t.Fatalf("marker %+v, place %+v", m.Markers[0], m.Places[0])
 	}
 	if drawMap(nil) != nil {
 		t.Fatal("a map of no post")
@@ -105,6 +108,65 @@ func TestDrawMapGraticule(t *testing.T) {
 		}
 		if f.north > 90 || f.south < -90 || f.east-f.west > 360 {
 			t.Fatalf("box %v to %v, %v to %v: beyond the globe", f.west, f.east, f.south, f.north)
+		}
+	}
+}
+
+// TestDrawMapGroups: posts whose markers would overlap are one marker
+// with their count, at their mean, linking to one place that lists them;
+// posts far apart keep markers of their own. 35 posts in three cities
+// are three markers.
+func TestDrawMapGroups(t *testing.T) {
+	var posts []placedPost
+	cities := []struct {
+		label    string
+		lat, lon float64
+		n        int
+	}{{"Paris", 48.85, 2.35, 20}, {"Berlin", 52.52, 13.40, 10}, {"Madrid", 40.42, -3.70, 5}}
+	for _, c := range cities {
+		for i := range c.n {
+			p := placed(fmt.Sprintf("%s%d", c.label, i), c.lat+float64(i)*0.001, c.lon)
+			p.Label = c.label
+			posts = append(posts, p)
+		}
+	}
+	m := drawMap(posts)
+	if len(m.Markers) != 3 || len(m.Places) != 3 {
+		t.Fatalf("%d markers, %d places, want 3 each", len(m.Markers), len(m.Places))
+	}
+	for i, c := range cities {
+		mk, pl := m.Markers[i], m.Places[i]
+		if mk.Count != c.n || len(strings.Fields(mk.Posts)) != c.n || mk.Place != pl.ID || pl.Label != c.label || len(pl.Posts) != c.n {
+			t.Fatalf("%s: marker %+v, place %s with %d posts", c.label, mk, pl.Label, len(pl.Posts))
+		}
+		if mk.Label != fmt.Sprintf("%s: %d posts", c.label, c.n) || mk.R != strconv.Itoa(groupR) {
+			t.Fatalf("%s: marker label %q, radius %s", c.label, mk.Label, mk.R)
+		}
+	}
+	px, _ := markerAt(t, m, "Paris0")
+	bx, _ := markerAt(t, m, "Berlin0")
+	if math.Abs(px-bx) <= groupWithin {
+		t.Fatalf("Paris at %v and Berlin at %v: too close to tell apart", px, bx)
+	}
+}
+
+// TestDrawMapLand: the land outline's transform puts a point of land.svg
+// (x = (lon+180)·10, y = (90−lat)·10) where the frame puts that place.
+func TestDrawMapLand(t *testing.T) {
+	m := drawMap([]placedPost{placed("a", 48.85, 2.35), placed("b", 35.68, 139.65)})
+	var a, d, e, f float64
+	if _, err := fmt.Sscanf(m.Land, "matrix(%g 0 0 %g %g %g)", &a, &d, &e, &f); err != nil {
+		t.Fatalf("transform %q: %v", m.Land, err)
+	}
+	for _, id := range []string{"a", "b"} {
+		x, y := markerAt(t, m, id)
+		lat, lon := 48.85, 2.35
+		if id == "b" {
+			lat, lon = 35.68, 139.65
+		}
+		lx, ly := a*(lon+180)*landPerDeg+e, d*(90-lat)*landPerDeg+f
+		if math.Abs(lx-x) > 0.05 || math.Abs(ly-y) > 0.05 {
+			t.Fatalf("%s: the land puts it at (%v, %v), the marker is at (%v, %v)", id, lx, ly, x, y)
 		}
 	}
 }
