@@ -313,6 +313,18 @@ func (tp *Topic) Publish(ctx context.Context, data []byte) error { return tp.t.P
 // Peers lists the peers known to be subscribed to the topic.
 func (tp *Topic) Peers() []peer.ID { return tp.t.ListPeers() }
 
+// TopicPeers lists the peers known to be subscribed to topic name, as
+// this node sees them (nil while it has not joined the topic).
+func (h *Host) TopicPeers(name string) []peer.ID {
+	h.mu.Lock()
+	tp := h.topics[name]
+	h.mu.Unlock()
+	if tp == nil {
+		return nil
+	}
+	return tp.Peers()
+}
+
 // Leave unsubscribes from the topic and stops its delivery. It waits for a
 // Deliver call in progress, so it must not be called from Deliver.
 func (tp *Topic) Leave() {

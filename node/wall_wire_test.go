@@ -1,0 +1,169 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/identity"
+)
+
+// tappedTopic is a bare libp2p peer subscribed to a wall topic, with no
+// token: it keeps every message it receives, envelope and all, and
+// publishes what it likes under whatever key it likes.
+type tappedTopic struct {
+	t     *testing.T
+	h     host.Host
+	topic *pubsub.Topic
+
+	mu   sync.Mutex
+	seen []*pubsub.Message
+}
+
+// tapTopic connects a bare peer to nodes and subscribes it to topic.
+func tapTopic(t *testing.T, topic string, nodes ...*Node) *tappedTopic {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if err := h.Connect(ctx, peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Libp2p().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp, err := ps.Join(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := tp.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := &tappedTopic{t: t, h: h, topic: tp}
+	// Each node and the tap have each other's subscription, so the tap's
+	// stream to it is open: what the tap publishes now reaches it.
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, func() bool {
+			return slices.Contains(n.host.TopicPeers(topic), h.ID()) && slices.Contains(tp.ListPeers(), n.host.ID())
+		}, "%s and the tap never saw each other on %s", n.host.ID(), topic)
+	}
+	go func() {
+		for {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			tap.mu.Lock()
+			tap.seen = append(tap.seen, m)
+			tap.mu.Unlock()
+		}
+	}()
+	return tap
+}
+
+// from returns what the tap received from origin so far.
+func (tap *tappedTopic) from(origin peer.ID) []*pubsub.Message {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	var out []*pubsub.Message
+	for _, m := range tap.seen {
+		if m.GetFrom() == origin {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// republish publishes each message's data again, signed by key (a fresh
+// envelope: its own seqno).
+func (tap *tappedTopic) republish(msgs []*pubsub.Message, key crypto.PrivKey) {
+	tap.t.Helper()
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		tap.t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := tap.topic.Publish(context.Background(), m.Data, pubsub.WithSecretKeyAndPeerId(key, id)); err != nil {
+			tap.t.Fatal(err)
+		}
+	}
+}
+
+// TestWallPrivateReplay: a peer without the token, grafted on a private
+// cluster's topic, captures the sealed traffic and publishes it again:
+// under a key of its own, under the sending node's key (a new envelope of
+// the same sealed message), and the same later. No member, the sender
+// included, gets a message twice; each copy is refused as invalid before
+// delivery, and the peer loses gossipsub score.
+func TestWallPrivateReplay(t *testing.T) {
+	m := newMesh(t)
+	keyB := identity.GenerateKey()
+	b := m.joinWith(func(cfg *Config) { cfg.Key = keyB })
+	c := m.join()
+	cl := createCluster(t, b, `{"name":"vault"}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	alice := enterWall(t, b, id, q("agent", "alice", "token", tok))
+	bob := enterWall(t, c, id, q("agent", "bob", "token", tok))
+
+	tap := tapTopic(t, "mesh/wall/2/"+id, c)
+
+	alice.say("the vault opens at noon", bob, 1)
+	eventually(t, 10*time.Second, func() bool { return len(tap.from(b.host.ID())) > 0 }, "the tap captured nothing from b")
+	captured := tap.from(b.host.ID())
+	invalid := func() float64 { return metric(t, c, `mesh_p2p_dropped_total{reason="invalid",surface="topic"}`) }
+	// refused publishes the captured messages from tap under key until c
+	// counts a copy of each as invalid (a publish may miss a peer whose
+	// stream the tap's gossipsub is still setting up).
+	refused := func(tap *tappedTopic, key crypto.PrivKey, what string) {
+		t.Helper()
+		before := invalid()
+		for range 5 {
+			tap.republish(captured, key)
+			deadline := time.Now().Add(2 * time.Second)
+			for time.Now().Before(deadline) {
+				if invalid() >= before+float64(len(captured)) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		t.Fatalf("%s were not refused as invalid on c", what)
+	}
+
+	sender, err := crypto.UnmarshalEd25519PrivateKey(keyB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(tap, sender, "copies under the sender's key")
+	fresh, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(tap, fresh, "copies under a fresh key")
+	eventually(t, 10*time.Second, func() bool { return c.host.PeerScore(tap.h.ID()) < 0 },
+		"the replaying peer kept its score on c")
+	// Later (past the replay memory's window: refused as stale), from a
+	// peer of good standing: the tap may be graylisted by now.
+	m.clock.Advance(3 * time.Minute)
+	refused(tapTopic(t, "mesh/wall/2/"+id, c), sender, "copies under the sender's key, later,")
+
+	bob.quiet(time.Second)
+	alice.quiet(time.Second)
+	alice.say("still here", bob, 1) // the nodes still hear each other
+}
