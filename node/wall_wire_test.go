@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"io"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // tappedTopic is a bare libp2p peer subscribed to a wall topic, with no
@@ -166,4 +169,69 @@ func TestWallPrivateReplay(t *testing.T) {
 	bob.quiet(time.Second)
 	alice.quiet(time.Second)
 	alice.say("still here", bob, 1) // the nodes still hear each other
+}
+
+// TestWallImpostorAcrossNodes: a handle held by a socket that proved its
+// did's key is that did's on every node (issue 26: an impostor with the
+// member's public handle and did, and no proof, spoke as the member and
+// got its direct messages). An unproven socket with the handle is refused
+// before the upgrade with 409 handle_taken, on a node with no room for the
+// cluster yet and on one that has one; direct messages reach only the
+// socket that proved it; its messages say did_verified. A socket that
+// proves a did for a handle unproven sockets hold takes the handle over:
+// those are closed, and the member is announced as verified.
+func TestWallImpostorAcrossNodes(t *testing.T) {
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	key := identity.GenerateKey()
+	did := didOf(key)
+	prove := func(n *Node, handle string) url.Values {
+		ch := challenge(t, n, id)
+		return q("agent", handle, "did", did, "challenge", ch, "sig", wall.SignConnect(key, id, handle, ch, time.Now()))
+	}
+	alice := enterWall(t, b, id, prove(b, "alice"))
+
+	impostor := func(n *Node) {
+		t.Helper()
+		ws, resp, err := tryDialWall(t, n, id, q("agent", "alice", "did", did))
+		if err == nil {
+			t.Fatalf("the impostor's socket opened on %s: %v", n.URL(), ws.next("welcome"))
+		}
+		if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 409 || errorCode(body) != "handle_taken" {
+			t.Fatalf("the impostor on %s: %d %s", n.URL(), resp.StatusCode, body)
+		}
+	}
+	impostor(c) // c has no room for the cluster: it asks b
+	bob := enterWall(t, c, id, q("agent", "bob"))
+	impostor(c) // c's room knows alice from b's roster
+	impostor(b)
+
+	bob.send(map[string]any{"to": "alice", "payload": "for alice only"})
+	if f := alice.next("message"); f["payload"] != "for alice only" {
+		t.Fatalf("alice got %v", f)
+	}
+	if a := bob.next("ack"); a["delivered"] != 1.0 {
+		t.Fatalf("bob's ack: %v", a)
+	}
+	alice.send("signed, alice")
+	if f := bob.next("message"); f["from_did"] != did || f["did_verified"] != true {
+		t.Fatalf("bob got %v", f)
+	}
+	alice.next("ack")
+
+	// dave connects unproven on c, then proves the key on c: the unproven
+	// socket is closed, and b announces dave as verified.
+	early := enterWall(t, c, id, q("agent", "dave", "did", did))
+	for p := alice.next("presence"); p["agent"] != "dave" || p["did_verified"] != false; p = alice.next("presence") {
+	}
+	enterWall(t, c, id, prove(c, "dave"))
+	if f := early.next("closed"); f["reason"] != "handle taken by a member who proved its did" {
+		t.Fatalf("the unproven socket got %v", f)
+	}
+	for p := alice.next("presence"); p["agent"] != "dave" || p["did_verified"] != true; p = alice.next("presence") {
+		if p["agent"] == "dave" && p["status"] == "offline" {
+			t.Fatalf("dave went offline on b: %v", p)
+		}
+	}
 }

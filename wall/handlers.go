@@ -176,7 +176,7 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members := s.peek(r.Context(), cl)
+	members := s.online(r.Context(), cl, nil)
 	v := clusterDetail{clusterView: s.view(r, cl), Online: len(members), Members: make([]string, 0, len(members))}
 	for _, m := range members {
 		v.Members = append(v.Members, m.masked())
@@ -354,6 +354,9 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := s.checkRoom(cl.ID, j); err != nil {
+		return err
+	}
+	if err := s.checkHandle(r.Context(), cl, j); err != nil {
 		return err
 	}
 	if err := s.claimProof(r, &j); err != nil {

@@ -123,7 +123,7 @@ func (s *Service) clusterPage(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, clusterTemplate, clusterPageData{clusterView: s.view(r, cl), Online: len(s.peek(r.Context(), cl)), Boards: boards})
+	s.render(w, http.StatusOK, clusterTemplate, clusterPageData{clusterView: s.view(r, cl), Online: len(s.online(r.Context(), cl, nil)), Boards: boards})
 }
 
 // errorPage answers err as a page: its status and detail when it is an

@@ -334,6 +334,7 @@ var errRoomClosed = errors.New("wall: the room has closed")
 func (r *room) admit(sk *socket) error {
 	var err error
 	var join *wireMsg
+	var unproven []*socket
 	r.change(sk, func(touch func(string)) {
 		if err = r.roomForLocked(sk.handle, sk.vis); r.closed {
 			err = errRoomClosed
@@ -343,12 +344,20 @@ func (r *room) admit(sk *socket) error {
 		}
 		sk.room = r
 		touch(sk.handle)
-		join = r.addLocked(sk)
+		if join, unproven = r.takeOverLocked(sk); join == nil {
+			join = r.addLocked(sk)
+		} else {
+			r.addLocked(sk)
+		}
 		r.record("join", sk)
 		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did), Verified: sk.proof != "",
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})))
 	})
 	r.publishDelta(join)
+	f := encodeFrame(closedFrame{Kind: KindClosed, Reason: causeTaken.reason})
+	for _, o := range unproven {
+		o.closeAfter(f, causeTaken)
+	}
 	return err
 }
 

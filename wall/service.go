@@ -405,10 +405,10 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	return encodeWire(r.seal, rosterRespAD(self, from, q.Challenge), r.localRoster()), nil
 }
 
-// peek returns who is online in public cluster cl across the mesh: from
-// the room here, if this node serves it, else from the rosters of the
-// nodes that do.
-func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
+// online returns who is online in cluster cl across the mesh: from the
+// room here, if this node serves it, else from the rosters of the nodes
+// that do (a private cluster's asked with seal, its wire key).
+func (s *Service) online(ctx context.Context, cl *Cluster, seal *sealer) []member {
 	if r := s.room(cl.ID); r != nil {
 		return r.members()
 	}
@@ -423,7 +423,7 @@ func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
 	byHandle := map[string]member{}
 	for _, p := range peers {
 		wg.Go(func() {
-			theirs, err := s.askRoster(ctx, p.ID, cl.ID, nil, roster{}, true)
+			theirs, err := s.askRoster(ctx, p.ID, cl.ID, seal, roster{}, true)
 			if err != nil {
 				return
 			}

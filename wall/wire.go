@@ -66,12 +66,15 @@ type wireMsg struct {
 	T string `json:"t"`
 
 	// message
-	ID      string          `json:"id,omitempty"`
-	From    string          `json:"from,omitempty"`
-	FromDID string          `json:"from_did,omitempty"`
-	To      []string        `json:"to,omitempty"` // nil: broadcast
-	TS      int64           `json:"ts,omitempty"`
-	Payload json.RawMessage `json:"payload,omitempty"`
+	ID      string `json:"id,omitempty"`
+	From    string `json:"from,omitempty"`
+	FromDID string `json:"from_did,omitempty"`
+	// Verified: the sending socket proved FromDID (taken from a known
+	// node whose roster shows the member so proved).
+	Verified bool            `json:"verified,omitempty"`
+	To       []string        `json:"to,omitempty"` // nil: broadcast
+	TS       int64           `json:"ts,omitempty"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
 	// Board and Ref are the hashtags the sending node resolved (a board's
 	// slug, a post's id).
 	Board string `json:"board,omitempty"`
