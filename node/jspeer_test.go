@@ -27,18 +27,20 @@ type jsPeer struct {
 	events chan map[string]any
 }
 
-// startJSPeer runs the reference peer connected to n, on cluster id's
+// startJSPeer runs the reference peer connected to nodes, on cluster id's
 // topic (with the token, if any; private says which topic without it).
-func startJSPeer(t *testing.T, n *Node, id, token string, private bool) *jsPeer {
+func startJSPeer(t *testing.T, id, token string, private bool, nodes ...*Node) *jsPeer {
 	t.Helper()
 	npmtest.Require(t, jsPeerDir, "libp2p")
-	var addr string
-	for _, a := range n.host.Addrs() {
-		if strings.HasPrefix(a, "/ip4/127.0.0.1/tcp/") {
-			addr = a
+	args := []string{"peer.mjs", "--cluster", id}
+	for _, n := range nodes {
+		for _, a := range n.host.Addrs() {
+			if strings.HasPrefix(a, "/ip4/127.0.0.1/tcp/") {
+				args = append(args, "--node", a)
+				break
+			}
 		}
 	}
-	args := []string{"peer.mjs", "--node", addr, "--cluster", id}
 	if token != "" {
 		args = append(args, "--token", token)
 	}
@@ -74,8 +76,10 @@ func startJSPeer(t *testing.T, n *Node, id, token string, private bool) *jsPeer 
 	if private {
 		topic = "mesh/wall/2/" + id
 	}
-	eventually(t, 20*time.Second, func() bool { return containsPeer(n.host.TopicPeers(topic), p.id) },
-		"the node never saw the js peer on %s", topic)
+	for _, n := range nodes {
+		eventually(t, 20*time.Second, func() bool { return containsPeer(n.host.TopicPeers(topic), p.id) },
+			"%s never saw the js peer on %s", n.URL(), topic)
+	}
 	return p
 }
 
@@ -169,7 +173,7 @@ func TestJSPeerPublicCluster(t *testing.T) {
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
 	alice := enterWall(t, b, id, q("agent", "alice"))
 	carol := enterWall(t, c, id, q("agent", "carol"))
-	js := startJSPeer(t, b, id, "", false)
+	js := startJSPeer(t, id, "", false, b, c)
 
 	alice.send("hello, js")
 	if ev := js.message("hello, js"); ev["from"] != "alice" {
@@ -188,8 +192,10 @@ func TestJSPeerPublicCluster(t *testing.T) {
 	time.Sleep(5 * time.Second) // as the issue's peer did
 	js.do(map[string]any{"cmd": "join"})
 	js.next("joined", 10*time.Second)
-	eventually(t, 20*time.Second, func() bool { return containsPeer(b.host.TopicPeers("mesh/wall/1/"+id), js.id) },
-		"b never saw the js peer back on the topic")
+	for _, n := range []*Node{b, c} {
+		eventually(t, 20*time.Second, func() bool { return containsPeer(n.host.TopicPeers("mesh/wall/1/"+id), js.id) },
+			"%s never saw the js peer back on the topic", n.URL())
+	}
 	// Outside b's mesh (the prune backoff lasts a minute), the peer
 	// gossips about alice's messages to b, and b about carol's to it.
 	for _, rx := range []struct {
@@ -200,8 +206,10 @@ func TestJSPeerPublicCluster(t *testing.T) {
 		js.message(rx.text)
 		time.Sleep(time.Second) // a few heartbeats of gossip between sends
 	}
-	if s := b.host.PeerScore(js.id); s < 0 {
-		t.Fatalf("the js peer's score on b is %v", s)
+	for _, n := range []*Node{b, c} {
+		if s := n.host.PeerScore(js.id); s < 0 {
+			t.Fatalf("the js peer's score on %s is %v", n.URL(), s)
+		}
 	}
 }
 
@@ -215,8 +223,8 @@ func TestJSPeerPrivateCluster(t *testing.T) {
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
 	alice := enterWall(t, b, id, q("agent", "alice", "token", tok))
 	carol := enterWall(t, c, id, q("agent", "carol", "token", tok))
-	member := startJSPeer(t, b, id, tok, true)
-	stranger := startJSPeer(t, c, id, "", true)
+	member := startJSPeer(t, id, tok, true, b)
+	stranger := startJSPeer(t, id, "", true, c)
 
 	alice.send("sealed hello")
 	member.message("sealed hello")

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"bytes"
+	"slices"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
@@ -48,18 +49,31 @@ func isLegacyID(id string) bool {
 	return len(id) == legacyIDSize && bytes.HasPrefix([]byte(id), legacyIDPrefix)
 }
 
-// dropLegacyIDs takes, out of the IHAVE announcements of an incoming RPC,
-// the ids in the form of the release before (isLegacyID): this node
-// could not match them with the messages it has, and would ask for them
-// (IWANT), echoing back to an older node its own messages, which gossipsub
-// counts as invalid there, and counting against it the answers whose ids
-// differ from those asked. Dropped, they cost no one anything; the
-// messages still come through the mesh.
-func dropLegacyIDs(_ peer.ID, rpc *pubsub.RPC) error {
-	for _, ih := range rpc.GetControl().GetIhave() {
-		ih.MessageIDs = dropLegacy(ih.MessageIDs)
+// inspectRPC edits every incoming RPC before gossipsub handles it (from a
+// peer other than self):
+//
+//   - it takes out of the IHAVE announcements the ids in the form of the
+//     release before (isLegacyID): this node could not match them with
+//     the messages it has, and would ask for them (IWANT), echoing back to
+//     an older node its own messages, which gossipsub counts as invalid
+//     there, and counting against it the answers whose ids differ from
+//     those asked. Dropped, they cost no one anything; the messages still
+//     come through the mesh;
+//   - it takes out the published messages that claim self as their origin:
+//     echoes of this node's own messages, which js-libp2p forwards to its
+//     mesh peers whoever published them, and which gossipsub would count
+//     as invalid against the peer (a message forged in self's name could
+//     not carry self's signature anyway).
+func inspectRPC(self peer.ID) func(peer.ID, *pubsub.RPC) error {
+	return func(_ peer.ID, rpc *pubsub.RPC) error {
+		for _, ih := range rpc.GetControl().GetIhave() {
+			ih.MessageIDs = dropLegacy(ih.MessageIDs)
+		}
+		if len(rpc.Publish) > 0 {
+			rpc.Publish = slices.DeleteFunc(rpc.Publish, func(m *pb.Message) bool { return peer.ID(m.GetFrom()) == self })
+		}
+		return nil
 	}
-	return nil
 }
 
 func dropLegacy(ids []string) []string {

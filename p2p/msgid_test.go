@@ -39,8 +39,13 @@ func TestMessageID(t *testing.T) {
 		t.Errorf("isLegacyID: go-libp2p's default id %x should be legacy, MessageID's not", legacy)
 	}
 	ih := &pb.ControlIHave{MessageIDs: []string{legacy, MessageID(m)}}
-	dropLegacyIDs("", &pubsub.RPC{RPC: pb.RPC{Control: &pb.ControlMessage{Ihave: []*pb.ControlIHave{ih}}}})
+	other := &pb.Message{From: []byte("someone else"), Seqno: m.Seqno}
+	rpc := &pubsub.RPC{RPC: pb.RPC{Control: &pb.ControlMessage{Ihave: []*pb.ControlIHave{ih}}, Publish: []*pb.Message{m, other}}}
+	inspectRPC(id)("", rpc)
 	if len(ih.MessageIDs) != 1 || ih.MessageIDs[0] != MessageID(m) {
-		t.Errorf("dropLegacyIDs left %x, want only the MessageID form", ih.MessageIDs)
+		t.Errorf("inspectRPC left IHAVE %x, want only the MessageID form", ih.MessageIDs)
+	}
+	if len(rpc.Publish) != 1 || rpc.Publish[0] != other {
+		t.Errorf("inspectRPC left %d published messages, want the one from another origin", len(rpc.Publish))
 	}
 }

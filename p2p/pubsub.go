@@ -64,7 +64,7 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithFloodPublish(true),
 		pubsub.WithMessageSigning(true),
 		pubsub.WithMessageIdFn(MessageID),
-		pubsub.WithAppSpecificRpcInspector(dropLegacyIDs),
+		pubsub.WithAppSpecificRpcInspector(inspectRPC(h.h.ID())),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
 		pubsub.WithValidateQueueSize(validateQueue),

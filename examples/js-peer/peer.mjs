@@ -4,7 +4,7 @@
 // public cluster's, through the seal (wire.md 6) on a private cluster's
 // when given the token.
 //
-//   node peer.mjs --node <multiaddr of a mesh node> --cluster <c_…> [--token ck_…] [--private]
+//   node peer.mjs --node <multiaddr of a mesh node> [--node …] --cluster <c_…> [--token ck_…] [--private]
 //
 // It is driven over stdio, one JSON object a line. It writes events:
 //   {"event":"ready","peer_id":…}            connected and subscribed
@@ -81,7 +81,7 @@ function checkVector () {
 
 const { values: args } = parseArgs({
   options: {
-    node: { type: 'string' },
+    node: { type: 'string', multiple: true },
     cluster: { type: 'string' },
     token: { type: 'string' },
     private: { type: 'boolean' }
@@ -138,7 +138,7 @@ async function send (from, payload) {
   emit({ event: 'sent', n })
 }
 
-await node.dial(multiaddr(args.node))
+for (const addr of args.node) await node.dial(multiaddr(addr))
 pubsub.subscribe(topic)
 emit({ event: 'ready', peer_id: self })
 
