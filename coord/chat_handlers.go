@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/agentmesh/mesh/coord/chat"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -23,6 +24,7 @@ var (
 	errNoConv    = httpx.E(http.StatusNotFound, "conv_not_found", "no such conversation")
 	errQueueFull = httpx.E(http.StatusTooManyRequests, "queue_full", "the conversation's queue is full")
 	errTooMany   = httpx.E(http.StatusTooManyRequests, "too_many_conversations", "too many conversations")
+	errNoContent = httpx.E(http.StatusBadRequest, "no_content", "the message has no text and none of its attachments could be kept")
 )
 
 // newChat makes the conversation engine, wired to the roadmap (anchors),
@@ -30,7 +32,7 @@ var (
 func (d *Daemon) newChat() (*chat.Engine, error) {
 	c := d.cfg.Chat
 	c.Dir, c.Project, c.Clock, c.Logger = filepath.Join(d.cfg.StateDir, "chat"), d.cfg.Dir, d.cfg.Clock, d.log
-	c.ArchiveDir = filepath.Join(d.cfg.StateDir, "chat-archive")
+	c.ArchiveDir, c.Files, c.Env = filepath.Join(d.cfg.StateDir, "chat-archive"), d.files, d.environ
 	c.Emit, c.CheckAnchor, c.TurnEnded = d.events.publish, d.checkAnchor, d.turnEnded
 	c.Coordinating = func(conv string) bool { return d.runs.Coordinating(conv) }
 	e, err := chat.New(c)
@@ -80,6 +82,11 @@ func (d *Daemon) dispatch(w http.ResponseWriter, r *http.Request) error {
 		return httpx.ErrInvalid.With("agent_id is longer than 128 bytes")
 	}
 	res, err := d.chat.Dispatch(chat.Request{Conv: req.Conv, Text: req.Text, AgentID: req.AgentID, Uploads: req.Attachments})
+	if errors.Is(err, chat.ErrNoContent) {
+		// An error with the attachments it skipped, and why.
+		httpx.WriteJSON(w, errNoContent.Status, map[string]any{"code": errNoContent.Code, "detail": err.Error(), "skipped_uploads": res.Skipped})
+		return nil
+	}
 	if err != nil {
 		return chatError(err)
 	}
@@ -97,7 +104,8 @@ func chatError(err error) error {
 		err error
 		as  *httpx.Error
 	}{{chat.ErrDisabled, errChatOff}, {chat.ErrConvID, errConvID}, {chat.ErrNoConv, errNoConv},
-		{chat.ErrQueueFull, errQueueFull}, {chat.ErrTooMany, errTooMany}, {chat.ErrText, httpx.ErrInvalid}} {
+		{chat.ErrQueueFull, errQueueFull}, {chat.ErrTooMany, errTooMany}, {chat.ErrText, httpx.ErrInvalid},
+		{atomicfile.ErrOutside, errOutside}} {
 		if errors.Is(err, m.err) {
 			return m.as.With("%v", err)
 		}

@@ -13,12 +13,14 @@ import (
 	"github.com/agentmesh/mesh/coord"
 )
 
-// withAgent configures the fake coding agent of testdata.
+// withAgent configures the fake coding agent of testdata, which reads
+// FAKE_AGENT_* variables of the environment.
 func withAgent(edit func(*coord.Config)) func(*coord.Config) {
 	return func(c *coord.Config) {
 		path, _ := filepath.Abs(filepath.Join("testdata", "fake-agent.sh"))
 		c.Chat.AgentCmd = "bash " + path
 		c.Chat.TurnTimeout = time.Minute
+		c.AgentEnv = []string{"default", "FAKE_AGENT_*"}
 		if edit != nil {
 			edit(c)
 		}
@@ -26,12 +28,13 @@ func withAgent(edit func(*coord.Config)) func(*coord.Config) {
 }
 
 type dispatched struct {
-	Started  bool
-	Conv     string
-	ItemID   string `json:"item_id"`
-	StreamID string `json:"stream_id"`
-	Position int
-	Skipped  []struct{ Name, Reason string } `json:"skipped_uploads"`
+	Started   bool
+	Conv      string
+	ItemID    string `json:"item_id"`
+	StreamID  string `json:"stream_id"`
+	Position  int
+	ResumesAt *time.Time                      `json:"resumes_at"`
+	Skipped   []struct{ Name, Reason string } `json:"skipped_uploads"`
 }
 
 // send dispatches text to conv and checks the status.
@@ -178,11 +181,15 @@ func TestChatQueueAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestChatRetries: transient upstream errors are retried for the same
-// turn after min(2^n, 8) s of the clock, at most twice, and never stored
-// as the answer; other errors end the turn at once.
+// TestChatRetries: transient upstream errors, as the coding agents report
+// them, are retried for the same turn after min(2^n, 8) s of the clock, at
+// most twice, and never stored as the answer; other errors end the turn at
+// once, and a local failure whose output merely holds numbers and words of
+// upstream errors (a traceback's "line 503", "429 bytes", "overloaded.md")
+// runs the agent once and is shown as agent_failed with its exit status.
 func TestChatRetries(t *testing.T) {
-	h := start(t, project(t), withAgent(nil))
+	// Three rate limits in a row would pause the agent (TestPausedAgentTypes).
+	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.PauseAfter = 4 }))
 	ws := h.socket()
 	for _, tc := range []struct {
 		kind      string
@@ -199,6 +206,7 @@ func TestChatRetries(t *testing.T) {
 		{"prompt", 1, 0, "prompt_too_long"},
 		{"request", 1, 0, "request_error"},
 		{"crash", 1, 0, "agent_failed"},
+		{"traceback", 3, 0, "agent_failed"},
 	} {
 		conv := fmt.Sprintf("%s-%d", tc.kind, tc.fails)
 		t.Run(conv, func(t *testing.T) {
@@ -210,7 +218,13 @@ func TestChatRetries(t *testing.T) {
 				}
 				h.clk.Advance(time.Duration(1<<n) * time.Second)
 			}
-			if ev := ws.next("conv.stream.final"); ev["conv"] != conv || ev["error"] != tc.wantError {
+			evs := ws.until("conv.stream.final", nil)
+			for _, ev := range evs {
+				if ev["type"] == "conv.stream.retry" {
+					t.Fatalf("a retry more: %v", ev)
+				}
+			}
+			if ev := evs[len(evs)-1]; ev["conv"] != conv || ev["error"] != tc.wantError {
 				t.Fatalf("final %v", ev)
 			}
 			ms := h.messages(conv, "").Messages
@@ -219,6 +233,9 @@ func TestChatRetries(t *testing.T) {
 			}
 			if tc.wantError == "" && ms[1].Text != fmt.Sprintf("answer of attempt %d\n", tc.fails) {
 				t.Fatalf("answer %q", ms[1].Text)
+			}
+			if tc.kind == "traceback" && !strings.HasPrefix(ms[1].Text, "the agent failed: agent_failed (exit status 1)\nTraceback") {
+				t.Fatalf("failure %q", ms[1].Text)
 			}
 		})
 	}
@@ -337,5 +354,105 @@ func TestChatPages(t *testing.T) {
 	p = h.messages("c1", fmt.Sprint("?limit=4&before=", p.NextBefore))
 	if p.HasMore || roles(p.Messages) != "operator:echo 0|agent:0" {
 		t.Fatalf("page 2 %+v", p)
+	}
+}
+
+// TestChatOnlyRefusedAttachments: a message without text whose attachments
+// were all refused is answered no_content, with why each was refused; the
+// agent does not run and no conversation is made.
+func TestChatOnlyRefusedAttachments(t *testing.T) {
+	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.AttachmentMax = 16 }))
+	ws := h.socket()
+	body := fmt.Sprintf(`{"conv":"c1","text":" ","attachments":[{"name":"bad","data":"***"},{"name":"none","data":""},{"name":"big","data":%q}]}`,
+		base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", 17))))
+	var e struct {
+		Code, Detail string
+		Skipped      []struct{ Name, Reason string } `json:"skipped_uploads"`
+	}
+	if code := h.do("POST", "/chat/dispatch", body, &e); code != http.StatusBadRequest || e.Code != "no_content" || e.Detail == "" {
+		t.Fatalf("dispatch: %d %+v", code, e)
+	}
+	if got := fmt.Sprint(e.Skipped); got != "[{bad decode_failed} {none empty} {big too_large}]" {
+		t.Fatalf("skipped %s", got)
+	}
+	var s struct{ Conversations []convView }
+	h.get("/chat/snapshot", &s)
+	if len(s.Conversations) != 0 {
+		t.Fatalf("conversations %+v", s.Conversations)
+	}
+	h.wantError("GET", "/chat/conv/c1/messages", "", http.StatusNotFound, "conv_not_found")
+	// The next message of the socket is this one's: nothing ran before.
+	h.send("c2", "echo hi", http.StatusOK)
+	if ev := ws.next("conv.activity"); ev["conv"] != "c2" {
+		t.Fatalf("activity %v", ev)
+	}
+}
+
+// TestPausedAgentTypes: an agent type whose attempts are rate-limited
+// three times in a row is paused for 5 minutes of the clock: /health
+// names it and says when it resumes, its new messages wait (202, with
+// resumes_at) without running the agent, other types go on, and at the end
+// of the pause its waiting messages run.
+func TestPausedAgentTypes(t *testing.T) {
+	h := start(t, project(t), withAgent(nil))
+	ws := h.socket()
+	dispatch := func(conv, agent, text string, want int) dispatched {
+		t.Helper()
+		var d dispatched
+		if code := h.do("POST", "/chat/dispatch", fmt.Sprintf(`{"conv":%q,"agent_id":%q,"text":%q}`, conv, agent, text), &d); code != want {
+			t.Fatalf("dispatch %s: %d, want %d", text, code, want)
+		}
+		return d
+	}
+	type health struct {
+		Paused []string             `json:"paused_agent_types"`
+		Until  map[string]time.Time `json:"paused_until"`
+	}
+	dispatch("c1", "claude-1", "flaky rate 9", http.StatusOK)
+	for n := 1; n <= 2; n++ {
+		ws.next("conv.stream.retry")
+		h.clk.Advance(time.Duration(1<<n) * time.Second)
+	}
+	ev := ws.next("agent_type.paused")
+	resumes := t0.Add(6*time.Second + 5*time.Minute)
+	if ev["agent_type"] != "claude" || ev["resumes_at"] != resumes.Format(time.RFC3339) {
+		t.Fatalf("paused %v", ev)
+	}
+	if ev := ws.next("conv.stream.final"); ev["conv"] != "c1" || ev["error"] != "rate_limited" {
+		t.Fatalf("final %v", ev)
+	}
+	var hl health
+	h.get("/health", &hl)
+	if fmt.Sprint(hl.Paused) != "[claude]" || !hl.Until["claude"].Equal(resumes) {
+		t.Fatalf("health %+v", hl)
+	}
+
+	// Another instance of the type waits; another type runs.
+	d := dispatch("c2", "Claude-2", "echo waited", http.StatusAccepted)
+	if d.Started || d.Position != 1 || d.ResumesAt == nil || !d.ResumesAt.Equal(resumes) {
+		t.Fatalf("dispatch while paused %+v", d)
+	}
+	dispatch("c3", "codex-1", "echo other", http.StatusOK)
+	if ev := ws.next("conv.stream.final"); ev["conv"] != "c3" {
+		t.Fatalf("final %v", ev)
+	}
+	if c := h.conv("c2"); c.Live || !c.Waiting || len(h.messages("c2", "").Messages) != 0 {
+		t.Fatalf("c2 while paused %+v", c)
+	}
+
+	h.clk.Advance(5 * time.Minute)
+	if ev := ws.next("agent_type.resumed"); ev["agent_type"] != "claude" {
+		t.Fatalf("resumed %v", ev)
+	}
+	if ev := ws.next("conv.stream.final"); ev["conv"] != "c2" || ev["error"] != "" {
+		t.Fatalf("final %v", ev)
+	}
+	if got := roles(h.messages("c2", "").Messages); got != "operator:echo waited|agent:waited" {
+		t.Fatalf("c2 %s", got)
+	}
+	hl = health{}
+	h.get("/health", &hl)
+	if len(hl.Paused) != 0 || len(hl.Until) != 0 {
+		t.Fatalf("health after the pause %+v", hl)
 	}
 }

@@ -1,17 +1,22 @@
 package coord
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path"
+	"slices"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/portreg"
+	"github.com/agentmesh/mesh/coord/update"
 )
 
 // Version is the daemon's version string.
@@ -32,8 +37,8 @@ type Config struct {
 	// Listener, when set, is served instead of choosing a port: for
 	// tests and embedding.
 	Listener net.Listener
-	// StateDir keeps the daemon's own files: the debug log, cron runs
-	// (default Dir/.coord).
+	// StateDir, a folder inside Dir, keeps the daemon's own files: the
+	// debug log, cron runs (default Dir/.coord).
 	StateDir string
 	// TLSBundle is a PEM file with the certificate chain and its private
 	// key; when it exists the daemon serves HTTPS (default
@@ -44,9 +49,16 @@ type Config struct {
 	DeviceID string
 	// AllowedOrigins are the host patterns (path.Match syntax, e.g.
 	// "dash.example.com" or "localhost:*") whose pages may read the
-	// answers (CORS) and open /events from another origin. Clients that
-	// send no Origin are always let in.
+	// answers (CORS), write (with the token) and open /events from
+	// another origin. Programs that send no Origin are not concerned.
 	AllowedOrigins []string
+	// AllowedHosts are host name patterns (path.Match syntax) a request's
+	// Host may name besides localhost, loopback addresses, the listen
+	// address and the certificate's names; any other Host is refused.
+	AllowedHosts []string
+	// RequireToken makes every write carry the daemon's token (TokenFile),
+	// programs' too; without it only writes from pages must.
+	RequireToken bool
 	// Poll is the file-change poll (1.5 s).
 	Poll time.Duration
 	// Heartbeat is the socket heartbeat (20 s).
@@ -63,6 +75,11 @@ type Config struct {
 	// attachments (chat.DefaultConfig); the daemon fills its folder,
 	// clock, logger and hooks.
 	Chat chat.Config
+	// AgentEnv is the allow list of the variables of the daemon's
+	// environment that agent turns and crons get: names, prefixes ending
+	// in *, and "default" for agentenv.Default. The daemon's own MESH_*
+	// variables never pass; cluster.yaml's env is added.
+	AgentEnv []string
 	// ArchiveAfter is how long a conversation stays idle before its
 	// timeline is archived (90 days); ArchiveScan how often that is looked
 	// for (1 h); StorageCache how long a storage report is served again
@@ -73,6 +90,12 @@ type Config struct {
 	// (releases/mesh-<os>-<arch>) are published; empty turns the site
 	// watcher and self-update off.
 	SiteURL string
+	// InsecureSite also takes a file:// site and an http:// site on a
+	// loopback address (tests, a local mirror); otherwise only https.
+	InsecureSite bool
+	// ReleaseKey, when set, is the pinned Ed25519 key a release's
+	// signature file must verify against (see update.SignedText).
+	ReleaseKey ed25519.PublicKey
 	// SiteTimeout bounds one check of the site, download included (5 min).
 	SiteTimeout time.Duration
 	// UpdateCooldown is the least time between two update attempts of the
@@ -99,6 +122,7 @@ func DefaultConfig() Config {
 		Registry: portreg.DefaultPath(), AllowedOrigins: []string{"localhost", "localhost:*", "127.0.0.1", "127.0.0.1:*"},
 		Poll: 1500 * time.Millisecond, Heartbeat: 20 * time.Second, SendTimeout: 5 * time.Second,
 		CronTick: cron.DefaultTick, DebugMaxBytes: 5 << 20, DebugMaxAge: 30 * time.Minute, Chat: chat.DefaultConfig(), RunsKept: 100, RunsMax: 16,
+		AgentEnv:     []string{agentenv.DefaultWord},
 		ArchiveAfter: 90 * 24 * time.Hour, ArchiveScan: time.Hour, StorageCache: 30 * time.Second,
 		SiteTimeout: 5 * time.Minute, UpdateCooldown: 5 * time.Minute, UpdateMaxBytes: 256 << 20, InstructionsWatch: 3 * time.Second}
 }
@@ -158,14 +182,41 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.AgentEnv == nil {
+		c.AgentEnv = d.AgentEnv
+	}
+	if _, err := agentenv.New(c.AgentEnv); err != nil {
+		return fmt.Errorf("%w: --agent-env: %v", ErrConfig, err)
+	}
 	switch {
 	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("%w: port %d", ErrConfig, c.Port)
 	case c.PortMin < 1 || c.PortMax > 65535 || c.PortMin > c.PortMax:
 		return fmt.Errorf("%w: port range %d..%d", ErrConfig, c.PortMin, c.PortMax)
+	case len(c.ReleaseKey) != 0 && len(c.ReleaseKey) != ed25519.PublicKeySize:
+		return fmt.Errorf("%w: a release key is %d bytes", ErrConfig, ed25519.PublicKeySize)
 	case c.Poll < 0 || c.Heartbeat < 0 || c.SendTimeout < 0 || c.CronTick < 0 || c.DebugMaxAge < 0 || c.ArchiveAfter < 0 || c.ArchiveScan < 0 || c.StorageCache < 0 ||
 		c.SiteTimeout < 0 || c.UpdateCooldown < 0 || c.InstructionsWatch < 0 || c.UpdateMaxBytes < 0 || c.DebugMaxBytes < 0 || c.RunsKept < 0 || c.RunsMax < 0:
 		return fmt.Errorf("%w: durations and sizes must be positive", ErrConfig)
+	}
+	if err := checkPatterns(slices.Concat(c.AllowedOrigins, c.AllowedHosts)); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.SiteURL != "" {
+		if err := update.CheckURL(c.SiteURL, c.InsecureSite); err != nil {
+			return fmt.Errorf("%w: site URL %q: %v", ErrConfig, c.SiteURL, err)
+		}
+	}
+	return nil
+}
+
+// checkPatterns refuses a host pattern that path.Match cannot read (an
+// empty one matches nothing: MESH_COORD_ALLOW_ORIGIN= allows no page).
+func checkPatterns(patterns []string) error {
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("host pattern %q of --allow-origin or --allow-host is malformed", p)
+		}
 	}
 	return nil
 }

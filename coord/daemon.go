@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/chat"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/portreg"
 	"github.com/agentmesh/mesh/coord/runs"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -42,16 +44,25 @@ type Daemon struct {
 	storageCache storageCache
 	watch        watchState
 	dlog         *debuglog.Log
-	srv          *http.Server
-	ln           net.Listener
-	clusterID    string
-	endpoint     string
-	reason       string
-	started      time.Time
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	closeOnce    sync.Once
-	closeErr     error
+	lock         *projectLock
+	// files confines every write (and read of what is rendered) to the
+	// project folder; refusals are warnings of /state.
+	files    atomicfile.Root
+	refusals refusals
+	// env decides the environment of agent turns and crons.
+	env agentenv.Policy
+	// token is the daemon's token, a secret of the debug log.
+	token     string
+	srv       *http.Server
+	ln        net.Listener
+	clusterID string
+	endpoint  string
+	reason    string
+	started   time.Time
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New checks cfg and prepares a daemon; it starts nothing.
@@ -67,13 +78,18 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = filepath.Join(dir, ".coord")
 	}
+	if rel, err := filepath.Rel(dir, cfg.StateDir); err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%w: the state folder %s is not inside the project folder", ErrConfig, cfg.StateDir)
+	}
 	if cfg.TLSBundle == "" {
 		cfg.TLSBundle = filepath.Join(cfg.StateDir, "tls.pem")
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, mux: httpx.NewMux(), watch: watchState{restart: make(chan struct{})}}
+	d.env, _ = agentenv.New(cfg.AgentEnv) // checked by Validate
+	d.files = atomicfile.NewRoot(dir, d.fileReport)
 	d.events = newHub(d.log, cfg.SendTimeout, cfg.Clock.Now)
 	d.crons = cron.New(cron.Config{Project: dir, RunsDir: filepath.Join(cfg.StateDir, "cron"), DeviceID: cfg.DeviceID,
-		Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
+		Files: d.files, Env: d.environ, Tick: cfg.CronTick, Clock: cfg.Clock, Logger: d.log, Emit: d.cronEvent})
 	if d.chat, err = d.newChat(); err != nil {
 		return nil, err
 	}
@@ -82,8 +98,9 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// Start reads the project, chooses the port and starts serving. A project
-// folder without cluster.yaml is an error: it is not a project.
+// Start takes the project's lock, reads the project, chooses the port and
+// starts serving. A project folder without cluster.yaml is an error: it is
+// not a project; one another live daemon runs on is ErrRunning.
 func (d *Daemon) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -93,8 +110,12 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if _, err := os.Stat(filepath.Join(d.cfg.Dir, cluster.FileName)); err != nil {
 		return fmt.Errorf("coord: %s has no %s (is it the project folder?): %w", d.cfg.Dir, cluster.FileName, err)
 	}
-	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, "debug.jsonl"),
-		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock}); err != nil {
+	// One daemon per project: nothing is written before the lock is held.
+	if err := d.lockProject(); err != nil {
+		return err
+	}
+	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, debugLogFile),
+		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock, Files: d.files}); err != nil {
 		return fmt.Errorf("coord: debug log: %w", err)
 	}
 	if _, err := d.rebuild(); err != nil {
@@ -108,12 +129,19 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("coord: conversations: %w", err)
 	}
 	d.runs.Resume()
-	if err := d.listen(); err != nil {
+	tlsNames, err := d.listen()
+	if err != nil {
 		return err
 	}
+	g, err := d.newGuard(tlsNames)
+	if err != nil {
+		return err
+	}
+	d.token = g.token
+	d.setSecrets(d.current().cluster)
 	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	d.started = d.cfg.Clock.Now().UTC()
-	d.srv = &http.Server{Handler: httpx.Recover(d.log, cors(d.cfg.AllowedOrigins, d.mux)), ReadHeaderTimeout: 10 * time.Second,
+	d.srv = &http.Server{Handler: httpx.Recover(d.log, g.wrap(d.mux)), ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
 	ln := d.ln
 	d.wg.Go(func() {
@@ -141,8 +169,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 }
 
 // listen takes the configured listener or chooses a port, and wraps it in
-// TLS when a certificate bundle is there.
-func (d *Daemon) listen() error {
+// TLS when a certificate bundle is there, whose names it returns.
+func (d *Daemon) listen() ([]string, error) {
 	st := d.current()
 	d.clusterID = st.cluster.ID
 	if d.cfg.Listener != nil {
@@ -154,26 +182,44 @@ func (d *Daemon) listen() error {
 			d.log.Info("port passed over", "port", s)
 		}
 		if err != nil {
-			return fmt.Errorf("coord: %w", err)
+			return nil, fmt.Errorf("coord: %w", err)
 		}
 		d.ln, d.reason = ch.Listener, ch.Reason
 	}
 	host := d.cfg.Host
 	scheme := "http"
-	cert, name, err := loadBundle(d.cfg.TLSBundle)
+	cert, names, err := loadBundle(d.cfg.TLSBundle)
 	switch {
 	case err != nil:
-		return fmt.Errorf("coord: TLS bundle %s: %w", d.cfg.TLSBundle, err)
+		return nil, fmt.Errorf("coord: TLS bundle %s: %w", d.cfg.TLSBundle, err)
 	case cert != nil:
 		d.ln = tls.NewListener(d.ln, &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
 		scheme = "https"
-		if name != "" {
-			host = name
+		if len(names) > 0 {
+			host = names[0]
 		}
 	}
 	port := d.ln.Addr().(*net.TCPAddr).Port
 	d.endpoint = scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
-	return nil
+	if err := d.lock.write(lockInfo{PID: os.Getpid(), Port: port, URL: d.endpoint, Started: d.cfg.Clock.Now().UTC()}); err != nil {
+		return nil, fmt.Errorf("coord: %s: %w", LockFile, err)
+	}
+	return names, nil
+}
+
+// lockProject takes the project's lock, or fails naming the daemon that
+// holds it.
+func (d *Daemon) lockProject() error {
+	// Through the project's files: a .coord linked outside the project
+	// stops the daemon here, before it writes anything there.
+	f, err := d.files.OpenFile("open", LockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	if d.lock, err = takeLock(f, d.cfg.Dir); err != nil {
+		return err
+	}
+	return d.lock.write(lockInfo{PID: os.Getpid(), Started: d.cfg.Clock.Now().UTC()})
 }
 
 // URL is the address the daemon serves at, e.g. http://127.0.0.1:5570.
@@ -183,8 +229,9 @@ func (d *Daemon) URL() string { return d.endpoint }
 func (d *Daemon) PortReason() string { return d.reason }
 
 // Close stops serving (listener and sockets first), then the loops and the
-// crons (runs under way are killed), and releases the port in the
-// registry. It is safe to call twice and after a failed Start.
+// crons (runs under way are killed), releases the port in the registry and
+// last the project's lock. It is safe to call twice and after a failed
+// Start.
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		if d.srv != nil {
@@ -208,6 +255,9 @@ func (d *Daemon) Close() error {
 			if err := portreg.Release(d.cfg.Registry, d.clusterID); err != nil {
 				d.log.Warn("port registry", "err", err)
 			}
+		}
+		if d.lock != nil {
+			d.lock.release()
 		}
 	})
 	return d.closeErr

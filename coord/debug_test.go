@@ -132,3 +132,56 @@ func TestDebugTailAndRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugTrimByAgeWhateverTheClientDate: a client's event dated before
+// the window does not survive the trim behind younger events, and one
+// dated in the future is kept as of its arrival, so it ages out too.
+func TestDebugTrimByAgeWhateverTheClientDate(t *testing.T) {
+	dir := project(t)
+	h := start(t, dir, nil)
+	post := func(body string) {
+		t.Helper()
+		if code := h.do("POST", "/debug/log", body, nil); code != 202 {
+			t.Fatalf("POST %s: %d", body, code)
+		}
+	}
+	post(`{"tag":"recent","msg":"a"}`)
+	post(fmt.Sprintf(`{"tag":"old","msg":"from a client clock","ts":%q}`, t0.Add(-31*time.Minute).Format(time.RFC3339)))
+	post(fmt.Sprintf(`{"tag":"future","msg":"ahead","ts":%q}`, t0.Add(24*time.Hour).Format(time.RFC3339)))
+	var tl tail
+	h.get("/debug/tail?tags=future&last_secs=100000", &tl)
+	if len(tl.Events) != 1 || !tl.Events[0].TS.Equal(t0) {
+		t.Fatalf("future event %+v", tl.Events)
+	}
+	h.get("/debug/tail?last_secs=100000", &tl)
+	if tl.Retained != 31*60 {
+		t.Fatalf("retained %v s, want the oldest event's age", tl.Retained)
+	}
+	for range 50 {
+		post(`{"tag":"fill","msg":"x"}`)
+	}
+	tags := func() map[string]int {
+		var tl tail
+		h.get("/debug/tail?last_secs=100000", &tl)
+		n := map[string]int{}
+		for _, ev := range tl.Events {
+			n[ev.Tag]++
+		}
+		return n
+	}
+	if n := tags(); n["old"] != 0 || n["recent"] != 1 || n["future"] != 1 {
+		t.Fatalf("after the trim of the 50th append: %v", n)
+	}
+	disk, _ := os.ReadFile(filepath.Join(dir, ".coord", "debug.jsonl"))
+	if strings.Contains(string(disk), "from a client clock") {
+		t.Fatal("the old event is still on disk")
+	}
+	// 31 minutes on, at the next start, the one dated ahead is gone too.
+	h.d.Close()
+	h.clk.Advance(31 * time.Minute)
+	h2 := start(t, dir, func(c *coord.Config) { c.Clock = h.clk })
+	h = h2
+	if n := tags(); n["future"] != 0 || n["recent"] != 0 {
+		t.Fatalf("after the trim at start: %v", n)
+	}
+}

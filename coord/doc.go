@@ -10,8 +10,11 @@
 // files and their frontmatter), cron (schedules, jobs, runs), chat
 // (conversations and their agent turns), runs (story runs), instructions
 // (the agent instruction files), update (the published standard and
-// releases), debuglog, portreg (the machine-global port registry) and
-// clock (the injectable time source), with tailbuf as a small helper
-// (files are written whole by internal/atomicfile). This package wires
-// them: Config, New, Start, Close, the HTTP routes and the event hub.
+// releases), debuglog (with its redaction), agentenv (the environment of
+// agent turns and crons), portreg (the machine-global port registry) and
+// clock (the injectable time source), with tailbuf as a small helper.
+// Every file of the project is written whole, and only inside the project,
+// through one internal/atomicfile.Root. This package wires them: Config,
+// New, Start (which first takes the project's lock: one daemon per
+// project), Close, the HTTP routes and the event hub.
 package coord

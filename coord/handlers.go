@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/coord/instructions"
 	"github.com/agentmesh/mesh/coord/roadmap"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -24,6 +25,7 @@ var (
 	errFrontmatter = httpx.E(http.StatusConflict, "frontmatter_malformed", "the initiative's frontmatter is malformed")
 	errLevel       = httpx.E(http.StatusBadRequest, "invalid_level", "lvl must be debug, info, warn or error")
 	errNoJob       = httpx.E(http.StatusNotFound, "cron_not_found", "no such cron job")
+	errOutside     = httpx.E(http.StatusConflict, "path_outside_project", "a file this needs leads outside the project folder")
 )
 
 // routes is the daemon's one route table.
@@ -53,13 +55,14 @@ func (d *Daemon) routes() {
 
 func (d *Daemon) health(w http.ResponseWriter, _ *http.Request) error {
 	st := d.current()
+	paused, until := d.chat.Paused()
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{
 		"ok": true, "cluster_id": st.cluster.ID, "cluster_name": st.cluster.Name, "endpoint": d.endpoint,
 		"version": Version, "device_id": d.cfg.DeviceID, "port_reason": d.reason, "started_at": d.started,
 		"standard":           d.standardView(),
-		"paused_agent_types": []string{},
-		"features":           map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": instructions.HasSource(d.cfg.Dir), "chat": d.chat.Enabled()},
-		"event_clients":      d.events.count(),
+		"paused_agent_types": paused, "paused_until": until,
+		"features":      map[string]bool{"walls": true, "crons": true, "debug_log": st.cluster.DebugEnabled, "instruction_render": instructions.HasSource(d.cfg.Dir), "chat": d.chat.Enabled()},
+		"event_clients": d.events.count(),
 	})
 	return nil
 }
@@ -104,10 +107,7 @@ type moduleView struct {
 
 func (d *Daemon) getState(w http.ResponseWriter, _ *http.Request) error {
 	st := d.current()
-	warns := st.warnings
-	if warns == nil {
-		warns = []string{}
-	}
+	warns := append(append([]string{}, st.warnings...), d.refusals.list()...)
 	httpx.WriteJSON(w, http.StatusOK, stateView{Cluster: st.cluster, Modules: modules(st), Docs: st.docs,
 		Roadmap: map[string]any{"initiatives": st.roadmap.Initiatives}, Warnings: warns, BuiltAt: st.builtAt})
 	return nil
@@ -177,7 +177,7 @@ func (d *Daemon) reorder(w http.ResponseWriter, r *http.Request) error {
 // daemon's own writes as a rebuild.
 func (d *Daemon) applyReorder(id, wall string, order int) (int, error) {
 	d.writeMu.Lock()
-	order, err := roadmap.Reorder(roadmap.Load(d.cfg.Dir), id, wall, order)
+	order, err := roadmap.Reorder(roadmap.Load(d.cfg.Dir), d.files, id, wall, order)
 	d.writeMu.Unlock()
 	switch {
 	case errors.Is(err, roadmap.ErrWall):
@@ -186,6 +186,8 @@ func (d *Daemon) applyReorder(id, wall string, order int) (int, error) {
 		return 0, errNoInit.With("no initiative %q", id)
 	case errors.Is(err, roadmap.ErrFrontmatter):
 		return 0, errFrontmatter.With("%v", err)
+	case errors.Is(err, atomicfile.ErrOutside):
+		return 0, errOutside.With("%v: fix the link first", err)
 	case err != nil:
 		return 0, err
 	}
@@ -260,7 +262,9 @@ func (d *Daemon) debugLog(w http.ResponseWriter, r *http.Request) error {
 		req.Src = "client"
 	}
 	ev := debuglog.Event{TS: ts, Src: req.Src, Lvl: req.Lvl, Tag: req.Tag, Msg: req.Msg, Conv: req.Conv, AgentID: req.AgentID, Data: req.Data}
-	if err := d.dlog.Append(ev); err != nil {
+	if err := d.dlog.Append(ev); errors.Is(err, atomicfile.ErrOutside) {
+		return errOutside.With("the debug log %s leads outside the project folder", debugLogFile)
+	} else if err != nil {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusAccepted, map[string]any{"stored": true})

@@ -95,12 +95,30 @@ func start(t *testing.T, dir string, edit func(*coord.Config)) *harness {
 	return h
 }
 
-// do sends a request and decodes the JSON answer into out (when not nil).
+// do sends a request as a program does (a body as JSON, no Origin) and
+// decodes the JSON answer into out (when not nil).
 func (h *harness) do(method, path, body string, out any) int {
+	h.t.Helper()
+	hdr := http.Header{}
+	if body != "" {
+		hdr.Set("Content-Type", "application/json")
+	}
+	return h.doWith(method, path, body, hdr, out)
+}
+
+// doWith sends a request with the headers hdr and decodes the JSON answer
+// into out (when not nil).
+func (h *harness) doWith(method, path, body string, hdr http.Header, out any) int {
 	h.t.Helper()
 	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if host := hdr.Get("Host"); host != "" {
+		req.Host = host
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -81,8 +82,8 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, origins []string) {
 	h.mu.Unlock()
 	defer h.wg.Done()
 	defer h.remove(c)
-	// The dashboard only listens: reading handles pings and the close.
-	readCtx := conn.CloseRead(context.Background())
+	readCtx := ignoreReads(conn)
+	defer func() { <-readCtx.Done() }() // every way out closes the socket
 	for {
 		select {
 		case <-readCtx.Done():
@@ -106,6 +107,32 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, origins []string) {
 			}
 		}
 	}
+}
+
+// clientMessageMax bounds a message a client sends: the daemon reads and
+// ignores what a client sends, a message at a time, and closes the socket
+// (1009, message too big) on one that is larger.
+const clientMessageMax = 4 << 10
+
+// ignoreReads reads the socket until it ends, discarding the client's
+// messages (reading is what answers pings and the close); the context it
+// returns ends with the socket.
+func ignoreReads(conn *websocket.Conn) context.Context {
+	conn.SetReadLimit(clientMessageMax)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		for {
+			_, r, err := conn.Reader(ctx)
+			if err == nil {
+				_, err = io.Copy(io.Discard, r)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ctx
 }
 
 // drop asks the socket's goroutine to close it with code.

@@ -202,6 +202,38 @@ func TestReorderAndArchive(t *testing.T) {
 	}
 }
 
+// TestArchivingLeavesNoTasklessLeaderAndRenumbers: when the initiative
+// that pointed to one without tasks is archived, the one without tasks
+// does not lead the roadmap (the chain starts at the next one with tasks),
+// and the wall the archived initiative left is renumbered 0, 1, 2...
+func TestArchivingLeavesNoTasklessLeaderAndRenumbers(t *testing.T) {
+	h := start(t, project(t), nil)
+	h.write("roadmap/initiatives/auth.md", strings.Replace(h.read("roadmap/initiatives/auth.md"), "next: search", "next: billing", 1))
+	h.write("roadmap/initiatives/billing.md", "---\nstatus: backlog\nnext: search\n---\n# Invoices\n")
+	h.write("roadmap/initiatives/payments.md", "---\nstatus: active\nwall_order: 1\n---\n# Payments\n")
+	h.write("roadmap/initiatives/audit.md", "---\nstatus: active\nwall_order: 2\n---\n# Audit\n")
+	h.poll()
+	eventually(t, "the new roadmap", func() bool { return h.state().initiative("payments").ID != "" })
+	if got := ids(h.state().Roadmap.Initiatives); got != "auth,billing,search,payments,audit,onboarding" {
+		t.Fatalf("roadmap before %s", got)
+	}
+	if code := h.do("POST", "/initiative/reorder", `{"id":"auth","wall":"archived","order":0}`, nil); code != http.StatusOK {
+		t.Fatalf("archive: %d", code)
+	}
+	// Only search has tasks among those not done: it leads, and those
+	// without tasks follow by wall_order.
+	if got := ids(h.state().Roadmap.Initiatives); got != "search,payments,audit,billing,onboarding,auth" {
+		t.Fatalf("roadmap after the archive %s", got)
+	}
+	w := h.walls()
+	if ids(w["active"]) != "payments,audit" || *w["active"][0].WallOrder != 0 || *w["active"][1].WallOrder != 1 {
+		t.Fatalf("the active wall after auth left it: %+v", w["active"])
+	}
+	if got := h.read("roadmap/initiatives/audit.md"); got != "---\nstatus: active\nwall_order: 1\n---\n# Audit\n" {
+		t.Fatalf("audit.md %q", got)
+	}
+}
+
 // TestTheRealClockPolls: with the system clock (a short poll), an edit is
 // picked up without anyone moving time.
 func TestTheRealClockPolls(t *testing.T) {

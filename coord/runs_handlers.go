@@ -25,7 +25,7 @@ var (
 )
 
 func (d *Daemon) newRuns() *runs.Manager {
-	return runs.New(runs.Config{Dir: filepath.Join(d.cfg.StateDir, "runs"), Keep: d.cfg.RunsKept, MaxRunning: d.cfg.RunsMax,
+	return runs.New(runs.Config{Dir: filepath.Join(d.cfg.StateDir, "runs"), Files: d.files, Keep: d.cfg.RunsKept, MaxRunning: d.cfg.RunsMax,
 		Clock: d.cfg.Clock, Logger: d.log, Emit: d.runEvent, Send: d.sendTask, Pending: d.chat.Pending})
 }
 
@@ -40,17 +40,19 @@ func (d *Daemon) runEvent(typ string, fields map[string]any) {
 	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: "runs", Msg: typ, Conv: conv, Data: fields})
 }
 
-// turnEnded records the end of a chat turn in the debug log and tells
-// the runs.
-func (d *Daemon) turnEnded(conv string, it chat.Item, ok bool) {
+// turnEnded records the end of a chat turn in the debug log (a failure
+// with its class and the end of the agent's stderr, redacted as every
+// debug event is) and tells the runs.
+func (d *Daemon) turnEnded(conv string, it chat.Item, end chat.TurnEnd) {
 	lvl, msg := "info", "chat turn answered"
-	if !ok {
+	data := map[string]any{"item_id": it.ID, "run_id": it.RunID}
+	if end.Class != "" {
 		lvl, msg = "warn", "chat turn failed"
+		data["error"], data["detail"] = end.Class, end.Detail
 	}
-	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: "chat", Msg: msg, Conv: conv, AgentID: it.AgentID,
-		Data: map[string]any{"item_id": it.ID, "run_id": it.RunID}})
+	d.debugEvent(debuglog.Event{Lvl: lvl, Tag: "chat", Msg: msg, Conv: conv, AgentID: it.AgentID, Data: data})
 	if it.RunID != "" {
-		d.runs.TurnEnded(it.RunID, it.ID, ok)
+		d.runs.TurnEnded(it.RunID, it.ID, end.Class == "")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/roadmap"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // DocsDir is the project's documentation folder listed in /state.
@@ -77,7 +78,7 @@ func (d *Daemon) rebuild() (bool, error) {
 		return false, err
 	}
 	r := roadmap.Load(d.cfg.Dir)
-	if changes, err := roadmap.Reconcile(r, d.cfg.Clock.Now(), gitHead(d.cfg.Dir)); len(changes) > 0 || err != nil {
+	if changes, err := roadmap.Reconcile(r, d.files, d.cfg.Clock.Now(), gitHead(d.cfg.Dir)); len(changes) > 0 || err != nil {
 		if err != nil {
 			d.log.Error("reconcile: cannot write an initiative", "err", err)
 		}
@@ -89,6 +90,7 @@ func (d *Daemon) rebuild() (bool, error) {
 		r = roadmap.Load(d.cfg.Dir)
 	}
 	warns = append(warns, r.Warnings...)
+	d.setSecrets(c)
 	s := &snapshot{cluster: c, roadmap: r, docs: d.docs(), warnings: warns, builtAt: d.cfg.Clock.Now().UTC(), fingerprint: fp}
 	d.logNewWarnings(prev, warns)
 	d.mu.Lock()
@@ -186,6 +188,20 @@ func readHead(path string, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readAtMost(f, n)
+}
+
+// readHeadIn reads at most n bytes from the start of a file of files.
+func readHeadIn(files atomicfile.Root, path string, n int) ([]byte, error) {
+	f, err := files.OpenFile("read", path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return readAtMost(f, n)
+}
+
+// readAtMost reads at most n bytes of f, and closes it.
+func readAtMost(f *os.File, n int) ([]byte, error) {
 	defer f.Close()
 	b := make([]byte, n)
 	k, err := f.Read(b)

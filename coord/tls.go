@@ -9,27 +9,23 @@ import (
 )
 
 // loadBundle reads a PEM file holding a certificate chain and its private
-// key. No file is no TLS (nil, nil). name is the certificate's first DNS
-// name, the host the daemon is served under.
-func loadBundle(path string) (*tls.Certificate, string, error) {
+// key. No file is no TLS (nil, nil). names are the certificate's DNS
+// names; the first is the host the daemon is served under.
+func loadBundle(path string) (*tls.Certificate, []string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	cert, err := tls.X509KeyPair(b, b)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	name := ""
-	if len(leaf.DNSNames) > 0 {
-		name = leaf.DNSNames[0]
-	}
-	return &cert, name, nil
+	return &cert, leaf.DNSNames, nil
 }

@@ -3,6 +3,7 @@ package coord
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/agentmesh/mesh/coord/instructions"
 	"github.com/agentmesh/mesh/coord/update"
-	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -29,10 +29,11 @@ type watchState struct {
 var (
 	errUpdateOff    = httpx.E(http.StatusServiceUnavailable, "update_disabled", "self-update needs --site-url")
 	errUpdateFailed = httpx.E(http.StatusBadGateway, "update_failed", "the update failed; the daemon runs on")
+	errReleaseSig   = httpx.E(http.StatusBadGateway, "release_signature_invalid", "the release is not signed by the pinned key; the daemon runs on")
 )
 
 func (d *Daemon) site() update.Site {
-	return update.Site{BaseURL: d.cfg.SiteURL, Client: &http.Client{Timeout: d.cfg.SiteTimeout}, MaxBytes: d.cfg.UpdateMaxBytes}
+	return update.Site{BaseURL: d.cfg.SiteURL, Client: update.NewClient(d.cfg.SiteTimeout, d.cfg.InsecureSite), MaxBytes: d.cfg.UpdateMaxBytes}
 }
 
 // Restart is closed when a new version was installed over the
@@ -49,8 +50,8 @@ func (d *Daemon) preamblePath() string {
 func (d *Daemon) syncInstructions() {
 	preamble, _ := os.ReadFile(d.preamblePath())
 	v, _ := standardVersion(d.cfg.Dir).(int)
-	files, err := instructions.Sync(d.cfg.Dir, preamble, v)
-	if err != nil {
+	files, err := instructions.Sync(d.files, preamble, v)
+	if err := unreported(err); err != nil {
 		d.log.Warn("agent instructions", "err", err)
 	}
 	if len(files) > 0 {
@@ -123,7 +124,7 @@ func (d *Daemon) checkPreamble(ctx context.Context) {
 	if have, err := os.ReadFile(d.preamblePath()); err == nil && bytes.Equal(have, p) {
 		return
 	}
-	if err := atomicfile.Write(d.preamblePath(), p, 0o644); err != nil {
+	if err := d.files.Write(d.preamblePath(), p, 0o644); err != nil {
 		d.log.Error("preamble cache", "err", err)
 		return
 	}
@@ -158,6 +159,11 @@ func (d *Daemon) selfUpdate(ctx context.Context) (map[string]any, error) {
 	case !update.Newer(rel.Version, Version):
 		res["reason"] = "up_to_date"
 		return res, nil
+	}
+	if err := d.verifyRelease(ctx, site, rel); err != nil {
+		return nil, err
+	}
+	switch {
 	case d.chat.Active() || d.runs.Running():
 		res["reason"] = "deferred"
 		d.events.publish("daemon.upgrade.deferred", map[string]any{"version": Version, "latest": rel.Version})
@@ -176,6 +182,24 @@ func (d *Daemon) selfUpdate(ctx context.Context) (map[string]any, error) {
 	d.watch.restartOnce.Do(func() { close(d.watch.restart) })
 	res["updated"] = true
 	return res, nil
+}
+
+// verifyRelease checks a newer release's signature when a release key is
+// pinned; a release that fails is announced as failed and never installed.
+func (d *Daemon) verifyRelease(ctx context.Context, site update.Site, rel update.Release) error {
+	if len(d.cfg.ReleaseKey) == 0 {
+		return nil
+	}
+	err := site.Verify(ctx, rel, d.cfg.ReleaseKey)
+	if err == nil {
+		return nil
+	}
+	d.events.publish("daemon.upgrade.failed", map[string]any{"version": Version, "latest": rel.Version})
+	d.debug("error", "update", "release refused", map[string]any{"latest": rel.Version, "error": err.Error()})
+	if errors.Is(err, update.ErrSignature) {
+		return errReleaseSig.With("%s: %v", rel.Version, err)
+	}
+	return errUpdateFailed.With("reading the signature of %s: %v", rel.Version, err)
 }
 
 func (d *Daemon) postSelfUpdate(w http.ResponseWriter, r *http.Request) error {

@@ -77,7 +77,7 @@ func (s *site) set(f func()) {
 // withSite points the daemon at the site and at a stand-in executable.
 func withSite(url, exe string) func(*coord.Config) {
 	return withAgent(func(c *coord.Config) {
-		c.SiteURL, c.Executable, c.Heartbeat = url, exe, time.Hour
+		c.SiteURL, c.InsecureSite, c.Executable, c.Heartbeat = url, true, exe, time.Hour
 	})
 }
 

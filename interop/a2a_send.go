@@ -10,14 +10,10 @@ import (
 	"github.com/agentmesh/mesh/identity"
 )
 
-// Message metadata of the A2A binding. The x402.* keys are x402's A2A
-// transport; the mesh.* keys carry what HTTP headers carry over HTTP.
+// Message metadata of the A2A binding. The x402.* keys are the A2A x402
+// extension's (a2a_x402.go); the mesh.* keys carry what HTTP headers carry
+// over HTTP.
 const (
-	MetaPaymentStatus   = "x402.payment.status"
-	MetaPaymentRequired = "x402.payment.required"
-	MetaPaymentPayload  = "x402.payment.payload"
-	MetaPaymentReceipts = "x402.payment.receipts"
-	MetaPaymentError    = "x402.payment.error"
 	// MetaSig is the Mesh-Sig header value of the call: a signature of
 	// POST /v1/<skill> with the skill's input as the body.
 	MetaSig = "mesh.sig"
@@ -28,100 +24,36 @@ const (
 	MetaHTTP = "mesh.http"
 )
 
-// x402 payment statuses of the A2A transport.
-const (
-	PaymentStatusRequired  = "payment-required"
-	PaymentStatusSubmitted = "payment-submitted"
-	PaymentStatusCompleted = "payment-completed"
-	PaymentStatusFailed    = "payment-failed"
-)
+// The A2A 0.3 edge: its params and results are the core types as they are.
 
-// x402Payload is the x402.payment.payload of a submission: this project's
-// proof, the transaction signature and the challenge nonce.
-type x402Payload struct {
-	X402Version int    `json:"x402Version"`
-	Scheme      string `json:"scheme"`
-	Network     string `json:"network"`
-	Payload     struct {
-		Signature string `json:"signature"`
-		Nonce     string `json:"nonce"`
-	} `json:"payload"`
-}
-
-// a2aSend serves message/send: a new task for the call the message names,
-// or the next step of a task awaiting payment (its call, with the
-// message's metadata).
-func (a *Agent) a2aSend(r *http.Request, params json.RawMessage) (any, *rpcError) {
+func (a *Agent) sendV03(r *http.Request, params json.RawMessage) (any, *rpcError) {
 	var p struct {
 		Message *a2aMessage `json:"message"`
 	}
 	if e := decodeParams(params, &p); e != nil {
 		return nil, e
 	}
-	m := p.Message
-	switch {
-	case m == nil:
-		return nil, rpcErr(rpcInvalidParams, "params.message is required")
-	case m.Role != "user":
-		return nil, rpcErr(rpcInvalidParams, `message.role must be "user"`)
-	case m.MessageID == "":
-		return nil, rpcErr(rpcInvalidParams, "message.messageId is required")
-	}
-	hdr, submitted, e := callHeaders(m.Metadata)
-	if e != nil {
-		return nil, e
-	}
-	var t a2aTask
-	var call a2aCall
-	if m.TaskID != "" {
-		var ok bool
-		if t, call, ok = a.tasks.get(m.TaskID); !ok {
-			return nil, rpcErr(rpcTaskNotFound, "task %s not found (tasks are kept %s); send the message again without taskId", m.TaskID, a.cfg.A2A.TaskTTL)
-		}
-		if t.terminal() {
-			return nil, rpcErr(rpcInvalidRequest, "task %s is %s and takes no more messages", t.ID, t.Status.State)
-		}
-	} else {
-		if call, e = a.callOf(m.Parts); e != nil {
-			return nil, e
-		}
-		t = a2aTask{Kind: "task", ID: randomToken("task_", 16), ContextID: m.ContextID}
-		if t.ContextID == "" {
-			t.ContextID = randomToken("ctx_", 16)
-		}
-	}
-	rec := a.runCall(r, call, hdr)
-	a.settle(&t, rec, submitted)
-	a.tasks.put(t, call)
-	return t, nil
+	return a.sendMessage(r, p.Message)
 }
 
-func (a *Agent) a2aGet(params json.RawMessage) (any, *rpcError) {
+func (a *Agent) getV03(_ *http.Request, params json.RawMessage) (any, *rpcError) {
 	id, e := taskIDParam(params)
 	if e != nil {
 		return nil, e
 	}
-	t, _, ok := a.tasks.get(id)
-	if !ok {
-		return nil, rpcErr(rpcTaskNotFound, "task %s not found", id)
-	}
-	return t, nil
+	return a.getTask(id)
 }
 
-func (a *Agent) a2aCancel(params json.RawMessage) (any, *rpcError) {
+func (a *Agent) cancelV03(_ *http.Request, params json.RawMessage) (any, *rpcError) {
 	id, e := taskIDParam(params)
 	if e != nil {
 		return nil, e
 	}
-	t, e := a.tasks.cancel(id, a.now())
-	if e != nil {
-		return nil, e
-	}
-	return t, nil
+	return a.tasks.cancel(id, a.now())
 }
 
-// taskIDParam reads the params {"id": <task id>} of tasks/get and
-// tasks/cancel.
+// taskIDParam reads the params {"id": <task id>} of a task's get and
+// cancel, in either version.
 func taskIDParam(params json.RawMessage) (string, *rpcError) {
 	var p struct {
 		ID string `json:"id"`
@@ -133,6 +65,61 @@ func taskIDParam(params json.RawMessage) (string, *rpcError) {
 		return "", rpcErr(rpcInvalidParams, "params.id (a task id) is required")
 	}
 	return p.ID, nil
+}
+
+func (a *Agent) getTask(id string) (a2aTask, *rpcError) {
+	t, _, ok := a.tasks.get(id)
+	if !ok {
+		return a2aTask{}, rpcErr(rpcTaskNotFound, "task %s not found", id)
+	}
+	return t, nil
+}
+
+// sendMessage serves a message of either version: a new task for the call
+// the message names, the next step of a task awaiting payment (its call,
+// with the message's metadata), or the client's refusal to pay it.
+func (a *Agent) sendMessage(r *http.Request, m *a2aMessage) (a2aTask, *rpcError) {
+	switch {
+	case m == nil:
+		return a2aTask{}, rpcErr(rpcInvalidParams, "params.message is required")
+	case m.Role != "user":
+		return a2aTask{}, rpcErr(rpcInvalidParams, `message.role must be the user's ("user" in A2A 0.3, "ROLE_USER" in 1.0)`)
+	case m.MessageID == "":
+		return a2aTask{}, rpcErr(rpcInvalidParams, "message.messageId is required")
+	}
+	sub, e := a.submissionOf(m.Metadata)
+	if e != nil {
+		return a2aTask{}, e
+	}
+	var t a2aTask
+	var call a2aCall
+	if m.TaskID != "" {
+		var ok bool
+		if t, call, ok = a.tasks.get(m.TaskID); !ok {
+			return t, rpcErr(rpcTaskNotFound, "task %s not found (tasks are kept %s); send the message again without taskId", m.TaskID, a.cfg.A2A.TaskTTL)
+		}
+		if t.terminal() {
+			return t, rpcErr(rpcUnsupported, "task %s is %s and takes no more messages", t.ID, t.Status.State)
+		}
+	} else {
+		if sub.rejected {
+			return t, rpcErr(rpcInvalidParams, "%s %s answers a task awaiting payment: give its taskId", MetaPaymentStatus, PaymentStatusRejected)
+		}
+		if call, e = a.callOf(m.Parts); e != nil {
+			return t, e
+		}
+		t = a2aTask{Kind: "task", ID: randomToken("task_", 16), ContextID: m.ContextID}
+		if t.ContextID == "" {
+			t.ContextID = randomToken("ctx_", 16)
+		}
+	}
+	if sub.rejected {
+		a.rejectPayment(&t)
+	} else {
+		a.settle(&t, call, a.runCall(r, call, sub.header), sub)
+	}
+	a.tasks.put(t, call)
+	return t, nil
 }
 
 // callOf reads the call a message's parts name: one data part
@@ -199,46 +186,18 @@ func textInput(s string) []byte {
 	return b
 }
 
-// callHeaders are the HTTP headers a message's metadata stands for:
-// Mesh-Sig, X-Api-Key, and with a payment submission X-Payment-Proof and
-// X-Payment-Nonce.
-func callHeaders(meta map[string]json.RawMessage) (http.Header, bool, *rpcError) {
-	h := http.Header{}
-	str := func(key, header string) *rpcError {
-		raw, ok := meta[key]
-		if !ok {
-			return nil
-		}
-		var v string
-		if json.Unmarshal(raw, &v) != nil {
-			return rpcErr(rpcInvalidParams, "metadata %s must be a string", key)
-		}
-		h.Set(header, v)
+// metaString reads the string metadata key into h's header, if present.
+func metaString(meta map[string]json.RawMessage, key string, h http.Header, header string) *rpcError {
+	raw, ok := meta[key]
+	if !ok {
 		return nil
 	}
-	if e := str(MetaSig, identity.SigHeaderName); e != nil {
-		return nil, false, e
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return rpcErr(rpcInvalidParams, "metadata %s must be a string", key)
 	}
-	if e := str(MetaAPIKey, HeaderAPIKey); e != nil {
-		return nil, false, e
-	}
-	var status string
-	if raw, ok := meta[MetaPaymentStatus]; ok && json.Unmarshal(raw, &status) != nil {
-		return nil, false, rpcErr(rpcInvalidParams, "metadata %s must be a string", MetaPaymentStatus)
-	}
-	if status != PaymentStatusSubmitted {
-		return h, false, nil
-	}
-	var p x402Payload
-	if json.Unmarshal(meta[MetaPaymentPayload], &p) != nil || p.Payload.Signature == "" {
-		return nil, false, rpcErr(rpcInvalidParams,
-			`a payment submission needs metadata %s {"x402Version": 1, "scheme": "exact", "network", "payload": {"signature", "nonce"}}`, MetaPaymentPayload)
-	}
-	h.Set(HeaderPaymentProof, p.Payload.Signature)
-	if p.Payload.Nonce != "" {
-		h.Set(HeaderPaymentNonce, p.Payload.Nonce)
-	}
-	return h, true, nil
+	h.Set(header, v)
+	return nil
 }
 
 // runCall runs call through the skill's handler, the one POST /v1/<skill>
@@ -253,16 +212,16 @@ func (a *Agent) runCall(r *http.Request, call a2aCall, hdr http.Header) *capture
 }
 
 // settle writes the answer of a call into its task: 2xx completes it with
-// the answer as artifact; 402 leaves it awaiting payment with the
-// challenge in x402.payment.required; any other answer rejects it (4xx) or
-// fails it (5xx) with the answer's {detail, code}.
-func (a *Agent) settle(t *a2aTask, rec *capture, submitted bool) {
+// the answer as artifact; 402 leaves it awaiting payment; any other answer
+// rejects it (4xx) or fails it (5xx). The status message carries the
+// answer's text and {detail, code} (a data part), its HTTP status and X-*
+// headers (mesh.http), and the x402 extension's keys.
+func (a *Agent) settle(t *a2aTask, call a2aCall, rec *capture, sub submission) {
 	meta := map[string]any{MetaHTTP: httpMeta(rec)}
 	body := bytes.TrimSpace(rec.body.Bytes())
 	var answer struct {
-		Detail  string          `json:"detail"`
-		Code    string          `json:"code"`
-		Accepts json.RawMessage `json:"accepts"`
+		Detail string `json:"detail"`
+		Code   string `json:"code"`
 	}
 	json.Unmarshal(body, &answer)
 	text := answer.Detail
@@ -270,37 +229,30 @@ func (a *Agent) settle(t *a2aTask, rec *capture, submitted bool) {
 	case rec.status < 300:
 		t.Status.State, text = stateCompleted, "completed"
 		t.Artifacts = []a2aArtifact{{ArtifactID: "answer", Name: "answer", Parts: []a2aPart{answerPart(body)}}}
-		if sig := rec.header.Get(HeaderPaymentProof); sig != "" {
-			meta[MetaPaymentStatus] = PaymentStatusCompleted
-			meta[MetaPaymentReceipts] = []map[string]any{{"success": true, "transaction": sig, "network": a.paymentNetwork()}}
-		}
 	case rec.status == http.StatusPaymentRequired:
 		t.Status.State = stateInputRequired
-		if len(answer.Accepts) > 0 {
-			meta[MetaPaymentStatus] = PaymentStatusRequired
-			meta[MetaPaymentRequired] = json.RawMessage(body)
-		}
-		if submitted {
-			meta[MetaPaymentError] = answer.Code
-		}
+	case rec.status >= 500:
+		t.Status.State = stateFailed
 	default:
 		t.Status.State = stateRejected
-		if rec.status >= 500 {
-			t.Status.State = stateFailed
-		}
-		if submitted {
-			meta[MetaPaymentStatus], meta[MetaPaymentError] = PaymentStatusFailed, answer.Code
-		}
 	}
-	msg := &a2aMessage{Kind: "message", MessageID: randomToken("msg_", 16), Role: "agent", TaskID: t.ID, ContextID: t.ContextID,
-		Parts: []a2aPart{{Kind: "text", Text: &text}}, Metadata: map[string]json.RawMessage{}}
+	a.x402Meta(meta, t, call, rec, answer.Code, answer.Detail, sub)
+	msg := a.agentMessage(t, text, meta)
 	if rec.status >= 300 && json.Valid(body) && len(body) > 0 && body[0] == '{' {
 		msg.Parts = append(msg.Parts, a2aPart{Kind: "data", Data: body})
 	}
+	t.Status.Message = msg
+}
+
+// agentMessage is a status message of the agent for t, stamped now.
+func (a *Agent) agentMessage(t *a2aTask, text string, meta map[string]any) *a2aMessage {
+	msg := &a2aMessage{Kind: "message", MessageID: randomToken("msg_", 16), Role: "agent", TaskID: t.ID, ContextID: t.ContextID,
+		Parts: []a2aPart{{Kind: "text", Text: &text}}, Metadata: map[string]json.RawMessage{}}
 	for k, v := range meta {
 		msg.Metadata[k], _ = json.Marshal(v)
 	}
-	t.Status.Message, t.Status.Timestamp = msg, a.now().UTC().Format(time.RFC3339)
+	t.Status.Timestamp = a.now().UTC().Format(time.RFC3339)
+	return msg
 }
 
 // answerPart is a skill's answer as an artifact part: a data part when it
@@ -325,9 +277,15 @@ func httpMeta(rec *capture) map[string]any {
 	return map[string]any{"status": rec.status, "headers": hs}
 }
 
-func (a *Agent) paymentNetwork() string {
-	if a.cfg.Payment == nil {
-		return ""
+// meshHeaders are the HTTP headers a message's mesh.* metadata stands
+// for: Mesh-Sig and X-Api-Key.
+func meshHeaders(meta map[string]json.RawMessage) (http.Header, *rpcError) {
+	h := http.Header{}
+	if e := metaString(meta, MetaSig, h, identity.SigHeaderName); e != nil {
+		return nil, e
 	}
-	return a.cfg.Payment.Network
+	if e := metaString(meta, MetaAPIKey, h, HeaderAPIKey); e != nil {
+		return nil, e
+	}
+	return h, nil
 }

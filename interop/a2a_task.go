@@ -3,6 +3,8 @@ package interop
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -55,6 +57,17 @@ type a2aTask struct {
 	ContextID string        `json:"contextId"`
 	Status    a2aStatus     `json:"status"`
 	Artifacts []a2aArtifact `json:"artifacts,omitempty"`
+	// receipts are the x402 extension's receipts of the task's payments,
+	// failed and settled, oldest first.
+	receipts []any
+}
+
+// receiptList is the task's receipts, an empty list when it has none.
+func (t *a2aTask) receiptList() []any {
+	if t.receipts == nil {
+		return []any{}
+	}
+	return t.receipts
 }
 
 type a2aStatus struct {
@@ -110,6 +123,7 @@ type taskStore struct {
 type storedTask struct {
 	task    a2aTask
 	call    a2aCall // its input is kept while the task awaits payment
+	updated time.Time
 	expires time.Time
 }
 
@@ -127,7 +141,7 @@ func (s *taskStore) put(t a2aTask, call a2aCall) {
 	defer s.mu.Unlock()
 	now := s.now()
 	if st, ok := s.tasks[t.ID]; ok {
-		st.task, st.call, st.expires = t, call, now.Add(s.cfg.TaskTTL)
+		st.task, st.call, st.updated, st.expires = t, call, now, now.Add(s.cfg.TaskTTL)
 		return
 	}
 	for len(s.order) > 0 {
@@ -138,7 +152,7 @@ func (s *taskStore) put(t a2aTask, call a2aCall) {
 		delete(s.tasks, s.order[0])
 		s.order = s.order[1:]
 	}
-	s.tasks[t.ID] = &storedTask{task: t, call: call, expires: now.Add(s.cfg.TaskTTL)}
+	s.tasks[t.ID] = &storedTask{task: t, call: call, updated: now, expires: now.Add(s.cfg.TaskTTL)}
 	s.order = append(s.order, t.ID)
 }
 
@@ -166,5 +180,31 @@ func (s *taskStore) cancel(id string, at time.Time) (a2aTask, *rpcError) {
 	}
 	st.task.Status = a2aStatus{State: stateCanceled, Timestamp: at.UTC().Format(time.RFC3339)}
 	st.call.input = nil
+	st.updated = at
 	return st.task, nil
+}
+
+// inContext lists the kept tasks of context ctx that match keep, the
+// most recently changed first.
+func (s *taskStore) inContext(ctx string, keep func(a2aTask, time.Time) bool) []a2aTask {
+	s.mu.Lock()
+	var found []*storedTask
+	now := s.now()
+	for _, st := range s.tasks {
+		if st.task.ContextID == ctx && now.Before(st.expires) && keep(st.task, st.updated) {
+			found = append(found, st)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(found, func(x, y *storedTask) int {
+		if c := y.updated.Compare(x.updated); c != 0 {
+			return c
+		}
+		return strings.Compare(x.task.ID, y.task.ID)
+	})
+	out := make([]a2aTask, len(found))
+	for i, st := range found {
+		out[i] = st.task
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -98,10 +99,10 @@ func (a rpcAnswer) artifact(t *testing.T) string {
 	return *p.Text
 }
 
-func TestCardValidatesAgainstA2ASchema(t *testing.T) {
-	h := newHarness(t)
-	c := jsonschema.NewCompiler()
-	f, err := os.Open("testdata/a2a/agent-card.schema.json")
+// schemaDef compiles one definition of a JSON schema file of testdata.
+func schemaDef(t *testing.T, file, def string) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,23 +111,55 @@ func TestCardValidatesAgainstA2ASchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AddResource("agent-card.schema.json", doc); err != nil {
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(file, doc); err != nil {
 		t.Fatal(err)
 	}
-	schema := c.MustCompile("agent-card.schema.json")
+	loc := file
+	if def != "" {
+		loc += "#/definitions/" + url.PathEscape(def)
+	}
+	return c.MustCompile(loc)
+}
+
+// validate checks a JSON text against a schema.
+func validate(t *testing.T, s *jsonschema.Schema, what, raw string) {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(v); err != nil {
+		t.Fatalf("%s does not validate: %v\n%s", what, err, raw)
+	}
+}
+
+// invalid checks that a JSON value fails a schema: the schema can fail.
+func invalid(t *testing.T, s *jsonschema.Schema, what string, v any) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	doc, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if s.Validate(doc) == nil {
+		t.Fatalf("the schema takes %s", what)
+	}
+}
+
+// TestCardValidatesAgainstA2ASchemas: the card names the A2A interfaces
+// in the form each version's clients read, and validates against each
+// version's schema: the full card (spec 2.3 with A2A 0.3's fields and
+// supportedInterfaces) against 0.3's, the card a client asking for
+// A2A-Version 1.0 gets against 1.0's, which takes no other field.
+func TestCardValidatesAgainstA2ASchemas(t *testing.T) {
+	h := newHarness(t)
+	v03 := schemaDef(t, "testdata/a2a/agent-card.schema.json", "")
+	v1 := schemaDef(t, "testdata/a2a/a2a-v1.schema.json", "Agent Card")
 	var cards []map[string]any
 	for _, path := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
 		r := h.call(nil, "GET", path, "")
-		if r.status != 200 {
-			t.Fatalf("GET %s: %d %s", path, r.status, r.raw)
+		if r.status != 200 || !strings.Contains(r.header.Get("Vary"), HeaderA2AVersion) {
+			t.Fatalf("GET %s: %d %v %s", path, r.status, r.header, r.raw)
 		}
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(r.raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := schema.Validate(v); err != nil {
-			t.Fatalf("the card at %s is not an A2A %s AgentCard: %v", path, A2AVersion, err)
-		}
+		validate(t, v03, "the card at "+path, r.raw)
 		cards = append(cards, r.body)
 	}
 	if !reflect.DeepEqual(cards[0], cards[1]) {
@@ -145,17 +178,42 @@ func TestCardValidatesAgainstA2ASchema(t *testing.T) {
 		t.Errorf("contact %v", contact)
 	}
 	if card["url"] != h.srv.URL || card["preferredTransport"] != "JSONRPC" || card["protocolVersion"] != "0.3.0" {
-		t.Errorf("A2A interface: url %v, transport %v, version %v", card["url"], card["preferredTransport"], card["protocolVersion"])
+		t.Errorf("A2A 0.3 interface: url %v, transport %v, version %v", card["url"], card["preferredTransport"], card["protocolVersion"])
+	}
+	interfaces := []any{
+		map[string]any{"url": h.srv.URL, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+		map[string]any{"url": h.srv.URL, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+	}
+	if !reflect.DeepEqual(card["supportedInterfaces"], interfaces) {
+		t.Errorf("supportedInterfaces %v", card["supportedInterfaces"])
 	}
 	if !strings.Contains(fmt.Sprint(card["protocols"]), "a2a") {
 		t.Errorf("protocols %v lack a2a", card["protocols"])
 	}
-	// A card that lacks what A2A requires fails the schema: the test can fail.
+	// The full card has fields 1.0 does not define: not a 1.0 card.
+	invalid(t, v1, "the full card as a 1.0 card", card)
 	delete(card, "capabilities")
-	b, _ := json.Marshal(card)
-	v, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if schema.Validate(v) == nil {
-		t.Fatal("the schema takes a card without capabilities")
+	invalid(t, v03, "a card without capabilities", card)
+
+	// A client that asks for A2A 1.0 gets 1.0's card, with every field
+	// the proto marks REQUIRED.
+	for _, version := range []string{"1.0", "1.0.0"} {
+		r := h.call(nil, "GET", "/.well-known/agent-card.json", "", HeaderA2AVersion, version)
+		validate(t, v1, "the 1.0 card", r.raw)
+		for _, k := range []string{"name", "description", "supportedInterfaces", "version", "capabilities", "defaultInputModes", "defaultOutputModes", "skills"} {
+			if _, ok := r.body[k]; !ok {
+				t.Errorf("the 1.0 card lacks REQUIRED field %s: %s", k, r.raw)
+			}
+		}
+		if !reflect.DeepEqual(r.body["supportedInterfaces"], interfaces) || r.body["url"] != nil {
+			t.Fatalf("1.0 card: %s", r.raw)
+		}
+		ext := fmt.Sprint(r.body["capabilities"])
+		if !strings.Contains(ext, X402A2AExtension) || !strings.Contains(ext, X402A2AExtensionV01) {
+			t.Errorf("the card does not declare the x402 extension: %s", ext)
+		}
+		r.body["url"] = h.srv.URL
+		invalid(t, v1, "a 1.0 card with a url", r.body)
 	}
 }
 
@@ -240,25 +298,19 @@ func TestA2APaysThroughTheCascade(t *testing.T) {
 	}
 	var status string
 	r.meta(t, MetaPaymentStatus, &status)
-	var req struct {
-		X402Version int `json:"x402Version"`
-		Accepts     []struct {
-			Nonce, PayTo, Lamports, Network, ChainPayURL string
-		} `json:"accepts"`
-		Code string `json:"code"`
-	}
-	r.meta(t, MetaPaymentRequired, &req)
-	if status != PaymentStatusRequired || req.X402Version != 1 || len(req.Accepts) != 1 || req.Code != "payment_required" {
+	req := r.required(t)
+	if status != PaymentStatusRequired || req.X402Version != 1 || len(req.Accepts) != 1 || req.Error != "payment required" {
 		t.Fatalf("payment requirements: %s", r.raw)
 	}
 	o := req.Accepts[0]
-	if o.PayTo != h.provider.Address() || o.Lamports != fmt.Sprint(testPrice) || o.Network != NetworkDevnet || o.ChainPayURL == "" {
+	if o.PayTo != h.provider.Address() || o.MaxAmountRequired != fmt.Sprint(testPrice) || o.Network != "solana-devnet" ||
+		o.Resource != h.srv.URL+"/v1/echo" || o.Extra.Network != NetworkDevnet || o.Extra.ChainPayURL == "" || o.MaxTimeoutSeconds != 300 {
 		t.Fatalf("offer %+v", o)
 	}
 	task := r.Result.ID
-	sig := h.pay(NewWallet(), testPrice, o.Nonce)
+	sig := h.pay(NewWallet(), testPrice, o.Extra.Nonce)
 	submit := map[string]any{MetaPaymentStatus: PaymentStatusSubmitted, MetaPaymentPayload: map[string]any{
-		"x402Version": 1, "scheme": "exact", "network": NetworkDevnet, "payload": map[string]any{"signature": sig.String(), "nonce": o.Nonce}}}
+		"x402Version": 1, "scheme": "exact", "network": NetworkDevnet, "payload": map[string]any{"signature": sig.String(), "nonce": o.Extra.Nonce}}}
 	r = h.send(task, []any{map[string]any{"kind": "text", "text": "paid"}}, submit)
 	if r.Error != nil || r.Result.ID != task || r.Result.Status.State != "completed" {
 		t.Fatalf("submission: %s", r.raw)
@@ -276,7 +328,7 @@ func TestA2APaysThroughTheCascade(t *testing.T) {
 		t.Fatalf("receipts: %s", r.raw)
 	}
 	// The completed task takes no more messages.
-	if a := h.send(task, nil, submit); a.Error == nil || a.Error.Code != -32600 {
+	if a := h.send(task, nil, submit); a.Error == nil || a.Error.Code != -32004 {
 		t.Fatalf("message to a completed task: %s", a.raw)
 	}
 	// A replayed submission (same call, same proof) gets the same answer
@@ -293,13 +345,39 @@ func TestA2APaysThroughTheCascade(t *testing.T) {
 	if n := h.served.Load(); n != 1 {
 		t.Fatalf("skill ran %d times for one payment", n)
 	}
-	// The proof bound to {"x":1} does not pay for another input.
+	// The proof bound to {"x":1} does not pay for another input: the
+	// payment fails, and the task awaits a payment of fresh requirements.
 	other := h.send("", dataPart("echo", `{"x":2}`), submit)
 	var perr string
 	other.meta(t, MetaPaymentError, &perr)
-	if other.Result.Status.State != "input-required" || perr != "payment_binding_mismatch" {
+	other.meta(t, MetaPaymentStatus, &status)
+	if other.Result.Status.State != "input-required" || perr != "payment_binding_mismatch" || status != PaymentStatusFailed ||
+		other.required(t).Accepts[0].Extra.Nonce == o.Extra.Nonce {
 		t.Fatalf("proof for another input: %s", other.raw)
 	}
+}
+
+// x402RequiredT is the extension's x402.payment.required as a test reads it.
+type x402RequiredT struct {
+	X402Version int    `json:"x402Version"`
+	Error       string `json:"error"`
+	Accepts     []struct {
+		Scheme, Network, MaxAmountRequired, Resource, Description, MimeType, PayTo, Asset string
+		MaxTimeoutSeconds                                                                 int
+		Extra                                                                             struct {
+			Nonce, Network, ChainPayURL, ExpiresAt string
+		}
+	} `json:"accepts"`
+}
+
+func (a rpcAnswer) required(t *testing.T) x402RequiredT {
+	t.Helper()
+	var req x402RequiredT
+	a.meta(t, MetaPaymentRequired, &req)
+	if len(req.Accepts) == 0 {
+		t.Fatalf("no requirements: %s", a.raw)
+	}
+	return req
 }
 
 func TestA2ABalanceFreeTierAndPostpay(t *testing.T) {

@@ -281,10 +281,15 @@ func (a *Agent) Card() Card {
 	c.Contact = Contact{HTTP: base + "/v1", A2A: base + "/.well-known/agent-card.json"}
 	c.ProtocolVersion, c.PreferredTransport = A2AVersion, TransportJSONRPC
 	c.AdditionalInterfaces = []AgentInterface{{URL: base, Transport: TransportJSONRPC}}
+	c.SupportedInterfaces = []AgentInterfaceV1{
+		{URL: base, ProtocolBinding: TransportJSONRPC, ProtocolVersion: A2AVersion1},
+		{URL: base, ProtocolBinding: TransportJSONRPC, ProtocolVersion: A2AVersion03},
+	}
 	c.Capabilities = A2ACapabilities{}
 	if a.paywall != nil && a.paywall.cfg.has(ModeX402) {
-		c.Capabilities.Extensions = []A2AExtension{{URI: X402A2AExtension,
-			Description: "Paid skills answer a task in input-required with x402 payment requirements; pay and submit the proof in message metadata."}}
+		const how = "Paid skills answer a task in input-required with x402 payment requirements (x402.payment.required); " +
+			"answer on the task with x402.payment.payload, or with payment-rejected."
+		c.Capabilities.Extensions = []A2AExtension{{URI: X402A2AExtension, Description: how}, {URI: X402A2AExtensionV01, Description: how}}
 	}
 	if c.Version == "" {
 		c.Version = "1.0.0"
@@ -348,8 +353,16 @@ func (a *Agent) Card() Card {
 	return c
 }
 
+// card serves the full card, or, to a client that asks for A2A-Version
+// 1.0, the card in A2A 1.0's own shape.
 func (a *Agent) card(w http.ResponseWriter, r *http.Request) error {
-	httpx.WriteJSON(w, http.StatusOK, a.Card())
+	w.Header().Add("Vary", HeaderA2AVersion)
+	c := a.Card()
+	if wantsV1(r.Header.Get(HeaderA2AVersion)) {
+		httpx.WriteJSON(w, http.StatusOK, c.toV1())
+		return nil
+	}
+	httpx.WriteJSON(w, http.StatusOK, c)
 	return nil
 }
 

@@ -12,14 +12,19 @@ import (
 
 // Card is the full public card an agent serves at /.well-known/agent.json
 // and /.well-known/agent-card.json (spec 2.3, the A2A PublicCard) plus the
-// payment block of spec 2.5. It is also an A2A AgentCard of A2AVersion:
-// protocolVersion, preferredTransport, additionalInterfaces, capabilities
-// and each skill's tags are the A2A fields the spec's card lacks.
+// payment block of spec 2.5. It is also an A2A AgentCard of both versions
+// the agent speaks: A2A 0.3 clients read protocolVersion, url,
+// preferredTransport and additionalInterfaces, A2A 1.0 clients
+// supportedInterfaces; capabilities and each skill's tags are A2A fields
+// the spec's card lacks. (A client that asks for A2A-Version 1.0 is served
+// the card in 1.0's own shape, which takes no other field.)
 type Card struct {
 	ProtocolVersion      string           `json:"protocolVersion"`
 	PreferredTransport   string           `json:"preferredTransport,omitempty"`
 	AdditionalInterfaces []AgentInterface `json:"additionalInterfaces,omitempty"`
-	Capabilities         A2ACapabilities  `json:"capabilities"`
+	// SupportedInterfaces are the A2A 1.0 interfaces, preferred first.
+	SupportedInterfaces []AgentInterfaceV1 `json:"supportedInterfaces,omitempty"`
+	Capabilities        A2ACapabilities    `json:"capabilities"`
 
 	Name               string        `json:"name"`
 	Version            string        `json:"version"`
@@ -46,10 +51,18 @@ func (c *Card) AcceptsBoundSig() bool {
 	return slices.Contains(c.MeshSig, identity.SigVersionBound)
 }
 
-// AgentInterface is an A2A interface: a transport served at a URL.
+// AgentInterface is an A2A 0.3 interface: a transport served at a URL.
 type AgentInterface struct {
 	URL       string `json:"url"`
 	Transport string `json:"transport"`
+}
+
+// AgentInterfaceV1 is an A2A 1.0 interface: a protocol binding of one A2A
+// version served at a URL.
+type AgentInterfaceV1 struct {
+	URL             string `json:"url"`
+	ProtocolBinding string `json:"protocolBinding"`
+	ProtocolVersion string `json:"protocolVersion"`
 }
 
 // A2ACapabilities is the A2A card's capabilities block.

@@ -75,7 +75,7 @@ func (c *Client) a2aMeta(card *Card, skill string, input []byte, hdr http.Header
 		meta[MetaSig] = req.Header.Get(identity.SigHeaderName)
 	}
 	if proof := hdr.Get(HeaderPaymentProof); proof != "" {
-		p := x402Payload{X402Version: X402Version, Scheme: schemeExact}
+		p := meshPayload{X402Version: X402Version, Scheme: schemeExact}
 		if card.Payment != nil {
 			p.Network = card.Payment.Network
 		}
@@ -91,8 +91,9 @@ func (c *Client) a2aMeta(card *Card, skill string, input []byte, hdr http.Header
 
 // taskAnswer reads a task as the HTTP answer of its call: the status and
 // X-* headers of its mesh.http metadata when it has them, else from its
-// state; the body is the artifact of a completed task, the payment
-// requirements of one awaiting payment, else the status message's data.
+// state; the body is the artifact of a completed task, else the status
+// message's data part (the HTTP answer's body: for a task awaiting
+// payment, this project's challenge).
 func taskAnswer(t *a2aTask) (int, http.Header, []byte) {
 	h, status := http.Header{}, 0
 	var msg a2aMessage
@@ -117,7 +118,7 @@ func taskAnswer(t *a2aTask) (int, http.Header, []byte) {
 			body = partBytes(t.Artifacts[0].Parts[0])
 		}
 	case stateInputRequired:
-		status, body = orStatus(status, http.StatusPaymentRequired), msg.Metadata[MetaPaymentRequired]
+		status = orStatus(status, http.StatusPaymentRequired)
 	case stateRejected:
 		status = orStatus(status, http.StatusBadRequest)
 	default:

@@ -259,6 +259,7 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	caller := identity.GenerateKey()
 	h.run(apiCase{name: "card", method: "GET", path: "/.well-known/agent-card.json", status: 200})
 	h.run(apiCase{name: "card at the older path", method: "GET", path: "/.well-known/agent.json", status: 200})
+	h.run(apiCase{name: "card for an A2A 1.0 client", method: "GET", path: "/.well-known/agent-card.json", hdr: []string{"A2A-Version", "1.0"}, status: 200})
 	h.run(apiCase{name: "whoami", method: "GET", path: "/v1/whoami", sign: caller, status: 200})
 	h.run(apiCase{name: "whoami unsigned", method: "GET", path: "/v1/whoami", status: 401, code: "signature_required", invalid: true})
 
@@ -303,6 +304,17 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	h.run(apiCase{name: "A2A unknown task", method: "POST", path: "/", body: `{"jsonrpc":"2.0","id":"2","method":"tasks/get","params":{"id":"nope"}}`,
 		status: 200, code: "-32001"})
 	h.run(apiCase{name: "A2A not JSON", method: "POST", path: "/", body: `nope`, status: 200, code: "-32700", invalid: true})
+	sendV1 := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER",` +
+		`"parts":[{"data":{"skill":"echo","input":{"x":1}}}]}}}`
+	a2a1 := []string{"A2A-Version", "1.0", "A2A-Extensions", interop.X402A2AExtension}
+	task := h.run(apiCase{name: "A2A 1.0 SendMessage to a priced skill", method: "POST", path: "/", body: sendV1, hdr: a2a1, status: 200})
+	ctxID, _ := task["result"].(map[string]any)["task"].(map[string]any)["contextId"].(string)
+	h.run(apiCase{name: "A2A 1.0 ListTasks", method: "POST", path: "/", hdr: a2a1, status: 200,
+		body: `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"contextId":"` + ctxID + `","includeArtifacts":true}}`})
+	h.run(apiCase{name: "A2A 1.0 GetTask of an unknown task", method: "POST", path: "/", hdr: a2a1, status: 200, code: "-32001",
+		body: `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`})
+	h.run(apiCase{name: "A2A version not spoken", method: "POST", path: "/", hdr: []string{"A2A-Version", "2.0"}, status: 200, code: "-32009",
+		body: `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`})
 }
 
 // TestOpenAPIQuorumAdmin: the quorum admin operations, on a directory run

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/identity"
 )
 
 func coordCmd() *cobra.Command { return newCoordCmd(runCoord) }
@@ -20,7 +24,7 @@ func coordCmd() *cobra.Command { return newCoordCmd(runCoord) }
 func newCoordCmd(run func(context.Context, coord.Config) error) *cobra.Command {
 	cfg := coord.DefaultConfig()
 	host, _ := os.Hostname()
-	var logLevel string
+	var logLevel, releaseKey string
 	c := &cobra.Command{
 		Use:   "coord",
 		Short: "Run the coordination daemon of a project folder",
@@ -41,6 +45,9 @@ needs no mesh node.`,
 			}
 			slog.SetDefault(log)
 			cfg.Logger = log
+			if cfg.ReleaseKey, err = parseReleaseKey(releaseKey); err != nil {
+				return err
+			}
 			return run(cmd.Context(), cfg)
 		},
 	}
@@ -51,7 +58,9 @@ needs no mesh node.`,
 	f.StringVar(&cfg.Registry, "registry", env("MESH_COORD_REGISTRY", cfg.Registry), "machine-global port registry file (env MESH_COORD_REGISTRY)")
 	f.StringVar(&cfg.DeviceID, "device-id", env("MESH_DEVICE_ID", host), "this machine's device id; only the cluster's crons_owner fires crons (env MESH_DEVICE_ID)")
 	f.StringVar(&cfg.TLSBundle, "tls-bundle", env("MESH_COORD_TLS_BUNDLE", ""), "PEM file with certificate chain and key; default DIR/.coord/tls.pem, served over HTTPS when present (env MESH_COORD_TLS_BUNDLE)")
-	f.StringSliceVar(&cfg.AllowedOrigins, "allow-origin", envList("MESH_COORD_ALLOW_ORIGIN", cfg.AllowedOrigins), "host patterns of pages on another origin that may read the answers and open /events, repeatable (env MESH_COORD_ALLOW_ORIGIN)")
+	f.StringSliceVar(&cfg.AllowedOrigins, "allow-origin", envList("MESH_COORD_ALLOW_ORIGIN", cfg.AllowedOrigins), "host patterns of pages on another origin that may read the answers, write with the token and open /events, repeatable (env MESH_COORD_ALLOW_ORIGIN)")
+	f.StringSliceVar(&cfg.AllowedHosts, "allow-host", envList("MESH_COORD_ALLOW_HOST", nil), "host name patterns a request's Host may name besides localhost, loopback addresses, the listen address and the certificate's names, repeatable (env MESH_COORD_ALLOW_HOST)")
+	f.BoolVar(&cfg.RequireToken, "require-token", false, "every write needs the daemon's token, programs' too (a machine shared with other users) (env MESH_COORD_REQUIRE_TOKEN)")
 	f.DurationVar(&cfg.Poll, "poll", cfg.Poll, "file-change poll (env MESH_COORD_POLL)")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "event socket heartbeat (env MESH_COORD_HEARTBEAT)")
 	f.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "time a socket has to take a message before it is dropped (env MESH_COORD_SEND_TIMEOUT)")
@@ -61,6 +70,9 @@ needs no mesh node.`,
 	f.StringVar(&cfg.Chat.AgentCmd, "agent-cmd", env("MESH_COORD_AGENT_CMD", ""), "coding-agent command of chat turns, run by /bin/sh -c with the message on stdin; empty: chat is off (env MESH_COORD_AGENT_CMD)")
 	f.DurationVar(&cfg.Chat.TurnTimeout, "turn-timeout", cfg.Chat.TurnTimeout, "time one attempt of a chat turn may take before the agent is killed (env MESH_COORD_TURN_TIMEOUT)")
 	f.IntVar(&cfg.Chat.MaxRetries, "turn-retries", cfg.Chat.MaxRetries, "retries of a chat turn after transient upstream errors (env MESH_COORD_TURN_RETRIES)")
+	f.IntVar(&cfg.Chat.PauseAfter, "agent-pause-after", cfg.Chat.PauseAfter, "rate-limited attempts in a row that pause an agent type (env MESH_COORD_AGENT_PAUSE_AFTER)")
+	f.DurationVar(&cfg.Chat.PauseFor, "agent-pause", cfg.Chat.PauseFor, "how long a rate-limited agent type is paused: its turns wait (env MESH_COORD_AGENT_PAUSE)")
+	f.StringSliceVar(&cfg.AgentEnv, "agent-env", envList("MESH_COORD_AGENT_ENV", cfg.AgentEnv), "variables of this environment that agent turns and crons get: names, PREFIX_* and \"default\" (the credentials and tools of the coding agents); MESH_* never pass, repeatable (env MESH_COORD_AGENT_ENV)")
 	f.IntVar(&cfg.Chat.QueueMax, "chat-queue-max", cfg.Chat.QueueMax, "messages that may wait in one conversation (env MESH_COORD_CHAT_QUEUE_MAX)")
 	f.IntVar(&cfg.Chat.MaxConvs, "chat-max-convs", cfg.Chat.MaxConvs, "conversations kept (env MESH_COORD_CHAT_MAX_CONVS)")
 	f.IntVar(&cfg.Chat.MaxText, "chat-max-text", cfg.Chat.MaxText, "bytes of an operator message (env MESH_COORD_CHAT_MAX_TEXT)")
@@ -74,6 +86,8 @@ needs no mesh node.`,
 	f.DurationVar(&cfg.ArchiveScan, "archive-scan", cfg.ArchiveScan, "how often idle conversations and old archives are looked for (env MESH_COORD_ARCHIVE_SCAN)")
 	f.DurationVar(&cfg.StorageCache, "storage-cache", cfg.StorageCache, "how long a storage report is served before it is measured again (env MESH_COORD_STORAGE_CACHE)")
 	f.StringVar(&cfg.SiteURL, "site-url", env("MESH_COORD_SITE_URL", ""), "base URL of the published standard and releases; empty: no site watcher, no self-update (env MESH_COORD_SITE_URL)")
+	f.BoolVar(&cfg.InsecureSite, "insecure-site", false, "also take a file:// site or an http:// site on a loopback address (tests, a local mirror) (env MESH_COORD_INSECURE_SITE)")
+	f.StringVar(&releaseKey, "release-key", env("MESH_COORD_RELEASE_KEY", ""), "Ed25519 key (base64, as mesh pubkey prints it, or did:key) a release's signature file must verify against (env MESH_COORD_RELEASE_KEY)")
 	f.DurationVar(&cfg.SiteTimeout, "site-timeout", cfg.SiteTimeout, "time one check of the site (a download included) may take (env MESH_COORD_SITE_TIMEOUT)")
 	f.DurationVar(&cfg.UpdateCooldown, "update-cooldown", cfg.UpdateCooldown, "least time between two update attempts of the watcher (env MESH_COORD_UPDATE_COOLDOWN)")
 	f.Int64Var(&cfg.UpdateMaxBytes, "update-max-bytes", cfg.UpdateMaxBytes, "largest release downloaded (env MESH_COORD_UPDATE_MAX_BYTES)")
@@ -94,6 +108,8 @@ var coordEnv = map[string]string{
 	"debug-max-age":        "MESH_COORD_DEBUG_MAX_AGE",
 	"turn-timeout":         "MESH_COORD_TURN_TIMEOUT",
 	"turn-retries":         "MESH_COORD_TURN_RETRIES",
+	"agent-pause-after":    "MESH_COORD_AGENT_PAUSE_AFTER",
+	"agent-pause":          "MESH_COORD_AGENT_PAUSE",
 	"chat-queue-max":       "MESH_COORD_CHAT_QUEUE_MAX",
 	"chat-max-convs":       "MESH_COORD_CHAT_MAX_CONVS",
 	"chat-max-text":        "MESH_COORD_CHAT_MAX_TEXT",
@@ -110,6 +126,29 @@ var coordEnv = map[string]string{
 	"runs-max":             "MESH_COORD_RUNS_MAX",
 	"runs-kept":            "MESH_COORD_RUNS_KEPT",
 	"max-attachments":      "MESH_COORD_MAX_ATTACHMENTS",
+	"require-token":        "MESH_COORD_REQUIRE_TOKEN",
+	"insecure-site":        "MESH_COORD_INSECURE_SITE",
+}
+
+// parseReleaseKey reads --release-key: empty (none), a did:key or a base64
+// Ed25519 public key.
+func parseReleaseKey(s string) (ed25519.PublicKey, error) {
+	var (
+		key ed25519.PublicKey
+		err error
+	)
+	switch s = strings.TrimSpace(s); {
+	case s == "":
+		return nil, nil
+	case strings.HasPrefix(s, "did:"):
+		key, err = identity.PublicKeyFromDID(s)
+	default:
+		key, err = identity.DecodePublicKey(s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--release-key: %w", err)
+	}
+	return key, nil
 }
 
 func runCoord(ctx context.Context, cfg coord.Config) error {
@@ -123,9 +162,7 @@ func runCoord(ctx context.Context, cfg coord.Config) error {
 	if err != nil {
 		return err
 	}
-	err = runUntilSignal(ctx, d, func() {
-		fmt.Printf("mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), cfg.Dir)
-	})
+	err = runUntilSignal(ctx, d, func() { coordBanner(os.Stdout, d, cfg.Dir) })
 	if !errors.Is(err, errRestart) {
 		return err
 	}
@@ -133,4 +170,11 @@ func runCoord(ctx context.Context, cfg coord.Config) error {
 	// the same arguments and environment, so that it takes the same
 	// (sticky or explicit) port again.
 	return syscall.Exec(exe, os.Args, os.Environ())
+}
+
+// coordBanner says where the daemon serves and where a dashboard finds
+// the token its writes need.
+func coordBanner(w io.Writer, d *coord.Daemon, dir string) {
+	fmt.Fprintf(w, "mesh coord %s\n  url   %s\n  port  %s\n  dir   %s\n", coord.Version, d.URL(), d.PortReason(), dir)
+	fmt.Fprintf(w, "  token %s (a dashboard's writes send it: Authorization: Bearer <token>)\n", d.TokenFile())
 }

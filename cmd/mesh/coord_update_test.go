@@ -52,7 +52,7 @@ func TestCoordSelfUpdateRestarts(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(exe, "coord", "--dir", proj, "--port", fmt.Sprint(port), "--site-url", site.URL,
+	cmd := exec.Command(exe, "coord", "--dir", proj, "--port", fmt.Sprint(port), "--site-url", site.URL, "--insecure-site",
 		"--registry", filepath.Join(t.TempDir(), "ports.json"))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

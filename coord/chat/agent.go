@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,8 +19,9 @@ import (
 // maxLine is the longest output line kept whole; longer ones are cut.
 const maxLine = 64 << 10
 
-// stderrTail is how much of the agent's stderr is read for its error.
-const stderrTail = 4 << 10
+// reportTail is how much of the end of the agent's stdout and stderr is
+// read for why it failed.
+const reportTail = 4 << 10
 
 // outcome is the end of one attempt of a turn.
 type outcome struct {
@@ -29,7 +30,8 @@ type outcome struct {
 	anchors   []anchorOp
 	class     string // empty: the attempt succeeded
 	transient bool
-	detail    string // the end of stderr, for the timeline
+	exit      int    // the exit status of a failed attempt; -1 when it has none
+	detail    string // the end of stderr (else the report on stdout), for the timeline
 }
 
 type anchorOp struct {
@@ -45,17 +47,17 @@ func (e *Engine) attempt(ctx context.Context, c *conv, it Item, stream string, n
 	out := &lineWriter{max: e.cfg.MaxOutput, line: func(text string) {
 		e.cfg.Emit("conv.stream.delta", map[string]any{"conv": c.st.ID, "stream_id": stream, "attempt": n, "text": text})
 	}}
-	errs := tailbuf.New(stderrTail)
+	errs, outTail := tailbuf.New(reportTail), tailbuf.New(reportTail)
 	cmd := exec.Command("/bin/sh", "-c", e.cfg.AgentCmd)
 	cmd.Dir = e.cfg.Project
-	cmd.Env = append(os.Environ(), "MESH_COORD_CONV="+c.st.ID, "MESH_COORD_ATTEMPT="+strconv.Itoa(n),
+	cmd.Env = append(e.cfg.Env(), "MESH_COORD_CONV="+c.st.ID, "MESH_COORD_ATTEMPT="+strconv.Itoa(n),
 		"MESH_COORD_AGENT_ID="+it.AgentID, "MESH_COORD_RUN_ID="+it.RunID,
 		"MESH_COORD_ATTACHMENTS="+strings.Join(attachmentPaths(c, it), "\n"))
 	cmd.Stdin = strings.NewReader(it.Text)
-	cmd.Stdout, cmd.Stderr = out, errs
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(out, outTail), errs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
-	var res outcome
+	res := outcome{exit: -1}
 	if err := cmd.Start(); err != nil {
 		res.class, res.detail = ClassAgent, err.Error()
 		return res
@@ -72,17 +74,28 @@ func (e *Engine) attempt(ctx context.Context, c *conv, it Item, stream string, n
 	case <-ctx.Done():
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
-		return outcome{class: ClassAgent}
+		return outcome{class: ClassAgent, exit: -1}
 	}
 	out.flush()
 	res.text, res.truncated, res.anchors = out.result()
-	detail, _ := errs.String()
-	res.detail = strings.TrimSpace(detail)
+	stderr, _ := errs.String()
+	stdout, _ := outTail.String()
+	res.detail = strings.TrimSpace(stderr)
+	var ee *exec.ExitError
 	switch {
 	case errors.Is(err, errTimeout):
 		res.class = ClassTimeout
 	case err != nil:
-		res.class, res.transient = Classify(detail)
+		if errors.As(err, &ee) {
+			res.exit = ee.ExitCode()
+		}
+		// Of stdout, the answer's channel, only a report is kept.
+		var line string
+		res.class, line = diagnose(stdout, stderr)
+		res.transient = transient[res.class]
+		if res.detail == "" {
+			res.detail = line
+		}
 	}
 	return res
 }

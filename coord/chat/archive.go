@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // archiveExt ends the name of an archive: <conv>.<unix seconds>.jsonl.gz,
@@ -35,7 +33,7 @@ func (e *Engine) ArchiveIdle(cutoff time.Time) []string {
 			e.cfg.Logger.Error("chat: cannot archive a timeline", "conv", id, "err", err)
 			continue
 		}
-		if err := os.RemoveAll(c.dir); err != nil {
+		if err := e.cfg.Files.RemoveAll(c.dir); err != nil {
 			e.cfg.Logger.Error("chat: cannot remove an archived conversation", "conv", id, "err", err)
 		}
 		delete(e.convs, id)
@@ -60,7 +58,7 @@ func (e *Engine) record(c *conv, m *Message) error {
 		return err
 	}
 	e.cfg.Emit("conv.archived", map[string]any{"conv": c.st.ID, "archive": name, "rolled": true})
-	return os.Remove(path)
+	return e.cfg.Files.Remove(path)
 }
 
 // archive writes timeline src of conversation conv gzipped into a new
@@ -73,7 +71,7 @@ func (e *Engine) archive(conv, src string) (string, error) {
 		if n > 1 {
 			name = conv + "." + stamp + "-" + strconv.Itoa(n) + archiveExt
 		}
-		err := atomicfile.Create(filepath.Join(e.cfg.ArchiveDir, name), 0o644, func(w io.Writer) error { return gzipTo(w, src) })
+		err := e.cfg.Files.Create(filepath.Join(e.cfg.ArchiveDir, name), 0o644, func(w io.Writer) error { return gzipTo(w, src) })
 		if !errors.Is(err, fs.ErrExist) {
 			return name, err
 		}
@@ -128,7 +126,7 @@ func (e *Engine) PruneArchives(cutoff time.Time) []string {
 	var gone []string
 	for _, a := range e.archives() {
 		if a.archived.Before(cutoff) {
-			if err := os.Remove(filepath.Join(e.cfg.ArchiveDir, a.name)); err != nil {
+			if err := e.cfg.Files.Remove(filepath.Join(e.cfg.ArchiveDir, a.name)); err != nil {
 				e.cfg.Logger.Error("chat: cannot delete an archive", "archive", a.name, "err", err)
 				continue
 			}

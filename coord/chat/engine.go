@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -14,12 +13,17 @@ import (
 
 // Engine keeps the conversations and runs their turns.
 type Engine struct {
-	cfg    Config
-	mu     sync.Mutex
-	convs  map[string]*conv
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg     Config
+	cmdType string // the agent type of messages without an agent id
+	mu      sync.Mutex
+	convs   map[string]*conv
+	// rateHits counts the rate-limited attempts in a row of each agent
+	// type; paused are the types paused, until when.
+	rateHits map[string]int
+	paused   map[string]time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // New checks cfg; it reads and starts nothing.
@@ -28,7 +32,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{cfg: cfg, convs: map[string]*conv{}, ctx: ctx, cancel: cancel}, nil
+	return &Engine{cfg: cfg, cmdType: commandType(cfg.AgentCmd), convs: map[string]*conv{}, rateHits: map[string]int{},
+		paused: map[string]time.Time{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Enabled reports whether an agent command is configured.
@@ -38,7 +43,7 @@ func (e *Engine) Enabled() bool { return e.cfg.AgentCmd != "" }
 // when it stopped is put back at the head of its queue, with a system
 // message saying so, and each queue starts again.
 func (e *Engine) Start() error {
-	convs, err := loadConvs(e.cfg.Dir)
+	convs, err := loadConvs(e.cfg.Dir, e.cfg.Files)
 	if err != nil {
 		return err
 	}
@@ -88,9 +93,15 @@ type Result struct {
 	StreamID string    `json:"stream_id,omitempty"`
 	Position int       `json:"position,omitempty"`
 	Skipped  []Skipped `json:"skipped_uploads,omitempty"`
+	// ResumesAt, on a message that waits for its agent type's pause,
+	// is when the pause ends.
+	ResumesAt *time.Time `json:"resumes_at,omitempty"`
 }
 
-// Dispatch starts a turn for r, or queues it behind the live one.
+// Dispatch starts a turn for r, or queues it behind the live one. A
+// message without text whose attachments were all skipped is refused
+// (ErrNoContent, with the skipped ones in the result): the agent would be
+// asked nothing.
 func (e *Engine) Dispatch(r Request) (Result, error) {
 	switch {
 	case !e.Enabled():
@@ -102,29 +113,38 @@ func (e *Engine) Dispatch(r Request) (Result, error) {
 	case strings.TrimSpace(r.Text) == "" && len(r.Uploads) == 0:
 		return Result{}, fmt.Errorf("%w: a message needs text or attachments", ErrText)
 	}
+	kept, skipped := e.decodeUploads(r.Uploads)
+	if strings.TrimSpace(r.Text) == "" && len(kept) == 0 {
+		return Result{Conv: r.Conv, Skipped: skipped}, fmt.Errorf("%w: the message has no text and none of its attachments could be kept", ErrNoContent)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c, err := e.open(r.Conv)
 	if err != nil {
 		return Result{}, err
 	}
-	if c.st.Live != nil && len(c.st.Queue) >= e.cfg.QueueMax {
+	pausedUntil := e.pausedUntil(r.AgentID)
+	start := c.st.Live == nil && len(c.st.Queue) == 0 && pausedUntil.IsZero()
+	if !start && len(c.st.Queue) >= e.cfg.QueueMax {
 		return Result{}, fmt.Errorf("%w: %d messages wait already", ErrQueueFull, len(c.st.Queue))
 	}
 	c.st.Items++
 	it := Item{ID: fmt.Sprintf("q%d", c.st.Items), Text: r.Text, AgentID: r.AgentID, RunID: r.RunID,
 		QueuedAt: e.cfg.Clock.Now().UTC()}
-	res := Result{Conv: r.Conv, ItemID: it.ID}
-	if it.Attachments, res.Skipped, err = e.saveUploads(c, it.ID, r.Uploads); err != nil {
+	res := Result{Conv: r.Conv, ItemID: it.ID, Skipped: skipped}
+	if it.Attachments, err = e.saveUploads(c, it.ID, kept); err != nil {
 		return Result{}, err
 	}
-	if c.st.Live == nil {
+	if start {
 		res.Started = true
 		res.StreamID, err = e.begin(c, it, false)
 		return res, err
 	}
 	c.st.Queue = append(c.st.Queue, it)
 	res.Position = len(c.st.Queue)
+	if !pausedUntil.IsZero() {
+		res.ResumesAt = &pausedUntil
+	}
 	e.cfg.Emit("queue.item.added", map[string]any{"conv": r.Conv, "item_id": it.ID, "position": res.Position})
 	return res, c.save()
 }
@@ -138,8 +158,8 @@ func (e *Engine) open(id string) (*conv, error) {
 		return nil, fmt.Errorf("%w: %d", ErrTooMany, e.cfg.MaxConvs)
 	}
 	now := e.cfg.Clock.Now().UTC()
-	c := &conv{dir: filepath.Join(e.cfg.Dir, id), st: convState{ID: id, Created: now, Updated: now, Queue: []Item{}}}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	c := &conv{dir: filepath.Join(e.cfg.Dir, id), files: e.cfg.Files, st: convState{ID: id, Created: now, Updated: now, Queue: []Item{}}}
+	if err := e.cfg.Files.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.convs[id] = c

@@ -16,4 +16,7 @@ var (
 	ErrTooMany = errors.New("too many conversations")
 	// ErrText is an empty or too long message.
 	ErrText = errors.New("invalid message text")
+	// ErrNoContent is a message without text whose attachments were all
+	// skipped.
+	ErrNoContent = errors.New("nothing to send")
 )

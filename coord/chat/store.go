@@ -43,7 +43,7 @@ type Message struct {
 	Attachments []string  `json:"attachments,omitempty"`
 	AgentID     string    `json:"agent_id,omitempty"`
 	RunID       string    `json:"run_id,omitempty"`
-	// Error is the class of a turn that failed (see Classify).
+	// Error is the class of a turn that failed (the Class constants).
 	Error     string `json:"error,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 }
@@ -76,8 +76,9 @@ type convState struct {
 }
 
 type conv struct {
-	dir string
-	st  convState
+	dir   string
+	files atomicfile.Root
+	st    convState
 }
 
 func (c *conv) save() error {
@@ -85,7 +86,7 @@ func (c *conv) save() error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(c.dir, stateFile), b, 0o644)
+	return c.files.Write(filepath.Join(c.dir, stateFile), b, 0o644)
 }
 
 // appendMessage numbers m, stamps it and adds it to the timeline.
@@ -97,19 +98,12 @@ func (c *conv) appendMessage(m *Message, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(c.dir, timelineFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return c.files.Append(filepath.Join(c.dir, timelineFile), append(b, '\n'), 0o644)
 }
 
-// loadConvs reads every conversation folder under dir.
-func loadConvs(dir string) (map[string]*conv, error) {
+// loadConvs reads every conversation folder under dir; files confines
+// their writes.
+func loadConvs(dir string, files atomicfile.Root) (map[string]*conv, error) {
 	out := map[string]*conv{}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -122,7 +116,7 @@ func loadConvs(dir string) (map[string]*conv, error) {
 		if !e.IsDir() || !ValidID(e.Name()) {
 			continue
 		}
-		c := &conv{dir: filepath.Join(dir, e.Name())}
+		c := &conv{dir: filepath.Join(dir, e.Name()), files: files}
 		b, err := os.ReadFile(filepath.Join(c.dir, stateFile))
 		if err != nil {
 			continue // a folder without state is no conversation

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -8,12 +9,17 @@ import (
 func (e *Engine) turn(c *conv, it Item, stream string) {
 	defer e.wg.Done()
 	var out outcome
+	typ := e.AgentType(it.AgentID)
 	for n := 0; ; n++ {
 		out = e.attempt(e.ctx, c, it, stream, n)
 		if e.ctx.Err() != nil {
 			return // stopping: the item stays live on disk
 		}
-		if out.class == "" || !out.transient || n >= e.cfg.MaxRetries {
+		e.mu.Lock()
+		e.noteAttempt(typ, out.class)
+		paused := !e.paused[typ].IsZero()
+		e.mu.Unlock()
+		if out.class == "" || !out.transient || n >= e.cfg.MaxRetries || paused {
 			break
 		}
 		wait := time.Duration(Backoff(n+1)) * time.Second
@@ -29,7 +35,7 @@ func (e *Engine) turn(c *conv, it Item, stream string) {
 	}
 	e.finish(c, it, stream, out)
 	if e.cfg.TurnEnded != nil {
-		e.cfg.TurnEnded(c.st.ID, it, out.class == "")
+		e.cfg.TurnEnded(c.st.ID, it, TurnEnd{Class: out.class, Detail: out.detail})
 	}
 }
 
@@ -49,7 +55,7 @@ func (e *Engine) finish(c *conv, it Item, stream string, out outcome) {
 	c.st.LastFinal, c.st.Live = stream, nil
 	e.cfg.Emit("conv.stream.final", map[string]any{"conv": c.st.ID, "stream_id": stream, "message_id": m.ID, "error": m.Error})
 	var err error
-	if len(c.st.Queue) > 0 {
+	if len(c.st.Queue) > 0 && e.pausedUntil(c.st.Queue[0].AgentID).IsZero() {
 		err = e.sendNext(c, true)
 	} else {
 		err = c.save()
@@ -60,10 +66,13 @@ func (e *Engine) finish(c *conv, it Item, stream string, out outcome) {
 	}
 }
 
-// failureText is what the timeline says of a failed turn: its class and
-// the end of the agent's stderr.
+// failureText is what the timeline says of a failed turn: its class, the
+// agent's exit status and the end of its stderr (else of its stdout).
 func failureText(out outcome) string {
 	s := "the agent failed: " + out.class
+	if out.exit >= 0 {
+		s += fmt.Sprintf(" (exit status %d)", out.exit)
+	}
 	if d := out.detail; d != "" {
 		if len(d) > 1024 {
 			d = d[len(d)-1024:]

@@ -3,7 +3,6 @@ package chat
 import (
 	"encoding/base64"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -32,9 +31,17 @@ const (
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// saveUploads decodes ups and writes the usable ones under the
-// conversation's uploads folder, named after the item.
-func (e *Engine) saveUploads(c *conv, item string, ups []Upload) (names []string, skipped []Skipped, err error) {
+// decoded is an attachment that can be kept: its place in the message
+// and its bytes.
+type decoded struct {
+	index int
+	name  string
+	data  []byte
+}
+
+// decodeUploads decodes ups: the usable ones are returned, the others
+// listed with why.
+func (e *Engine) decodeUploads(ups []Upload) (kept []decoded, skipped []Skipped) {
 	for i, u := range ups {
 		reason := ""
 		var data []byte
@@ -42,8 +49,9 @@ func (e *Engine) saveUploads(c *conv, item string, ups []Upload) (names []string
 		case i >= e.cfg.MaxAttachments || base64.StdEncoding.DecodedLen(len(u.Data)) > e.cfg.AttachmentMax+2:
 			reason = SkipTooLarge
 		default:
+			var err error
 			if data, err = base64.StdEncoding.DecodeString(u.Data); err != nil {
-				reason, err = SkipDecode, nil
+				reason = SkipDecode
 			}
 		}
 		switch {
@@ -57,16 +65,23 @@ func (e *Engine) saveUploads(c *conv, item string, ups []Upload) (names []string
 			skipped = append(skipped, Skipped{Name: u.Name, Reason: reason})
 			continue
 		}
-		name := fmt.Sprintf("%s-%d-%s", item, i, safeName(u.Name))
-		if err := os.MkdirAll(filepath.Join(c.dir, uploadsDir), 0o755); err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(filepath.Join(c.dir, uploadsDir, name), data, 0o644); err != nil {
-			return nil, nil, err
+		kept = append(kept, decoded{index: i, name: u.Name, data: data})
+	}
+	return kept, skipped
+}
+
+// saveUploads writes the kept attachments under the conversation's
+// uploads folder, named after the item, and returns their names.
+func (e *Engine) saveUploads(c *conv, item string, kept []decoded) ([]string, error) {
+	var names []string
+	for _, u := range kept {
+		name := fmt.Sprintf("%s-%d-%s", item, u.index, safeName(u.name))
+		if err := e.cfg.Files.Write(filepath.Join(c.dir, uploadsDir, name), u.data, 0o644); err != nil {
+			return nil, err
 		}
 		names = append(names, name)
 	}
-	return names, skipped, nil
+	return names, nil
 }
 
 // safeName keeps a file name usable and harmless: no folders, no dots in

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 
 	"go.yaml.in/yaml/v3"
@@ -44,6 +45,9 @@ type Cluster struct {
 	RetentionDays int        `json:"retention_days"`
 	CronsOwner    string     `json:"crons_owner"`
 	Crons         []cron.Job `json:"crons"`
+	// Env is env: the variables set for agent turns and crons (a cron's
+	// own env on top). Its values are not served: they may be secrets.
+	Env map[string]string `json:"-"`
 }
 
 // Module is one entry of modules: a string is its id; a mapping may also
@@ -156,6 +160,8 @@ func (p *parser) top(root *yaml.Node) {
 			p.c.CronsOwner, _ = p.str(key, v)
 		case "crons":
 			p.crons(v)
+		case "env":
+			p.env(v)
 		default:
 			p.warn("%s: unknown key %q ignored", FileName, key)
 		}
@@ -299,6 +305,28 @@ func (p *parser) modules(v *yaml.Node) {
 		}
 		p.c.Modules = append(p.c.Modules, m)
 	}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// env reads env: a mapping of variable names to string values.
+func (p *parser) env(v *yaml.Node) {
+	if v.Kind != yaml.MappingNode {
+		if !isNull(v) {
+			p.warn("%s: env must be a mapping of variable names to values (line %d); ignored", FileName, v.Line)
+		}
+		return
+	}
+	p.c.Env = map[string]string{}
+	eachKey(v, func(k string, n *yaml.Node) {
+		s, ok := p.str("env."+k, n)
+		switch {
+		case !envName.MatchString(k):
+			p.warn("%s: env: %q is not a variable name; ignored", FileName, k)
+		case ok:
+			p.c.Env[k] = s
+		}
+	})
 }
 
 func (p *parser) crons(v *yaml.Node) {

@@ -29,6 +29,9 @@ func TestParse(t *testing.T) {
 		{"a section that is a string", "daemon: yes", func(c Cluster) bool { return c.AutoUpdate }, "daemon must be a mapping"},
 		{"unknown nested key", "debug: {verbose: true}", func(c Cluster) bool { return c.DebugEnabled }, "unknown key debug.verbose"},
 		{"id not a string", "id: [a]", func(c Cluster) bool { return c.ID == "unknown" }, "id must be a string"},
+		{"env", "env: {STAGE: dev, PORT: 8080}", func(c Cluster) bool { return c.Env["STAGE"] == "dev" && c.Env["PORT"] == "8080" }, ""},
+		{"env with a bad name", "env: {STAGE: dev, bad-name: x, LIST: [a]}", func(c Cluster) bool { return len(c.Env) == 1 }, "is not a variable name"},
+		{"env not a mapping", "env: [A]", func(c Cluster) bool { return c.Env == nil }, "env must be a mapping"},
 	} {
 		c, warns, err := Parse([]byte(tc.yaml))
 		if err != nil {

@@ -149,7 +149,8 @@ func advanceUntil(t *testing.T, clk *clock.Manual, what string, cond func() bool
 func newScheduler(t *testing.T, device string) (*Scheduler, *clock.Manual, *events) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ev := &events{}
-	s := New(Config{Project: t.TempDir(), RunsDir: t.TempDir(), DeviceID: device, Clock: clk, Emit: ev.emit})
+	proj := t.TempDir()
+	s := New(Config{Project: proj, RunsDir: filepath.Join(proj, ".coord", "cron"), DeviceID: device, Clock: clk, Emit: ev.emit})
 	t.Cleanup(s.Close)
 	return s, clk, ev
 }

@@ -51,14 +51,9 @@ func (s *Scheduler) run(job Job, due time.Time, attempt int) Run {
 		ScheduledFor: due.UTC(), StartedAt: start, Status: StatusRunning}
 	out := tailbuf.New(MaxOutput)
 	cmd := exec.Command("/bin/sh", "-c", job.Cmd)
-	cmd.Dir = s.cfg.Project
-	if job.Cwd != "" {
-		cmd.Dir = job.Cwd
-		if !filepath.IsAbs(job.Cwd) {
-			cmd.Dir = filepath.Join(s.cfg.Project, job.Cwd)
-		}
-	}
-	cmd.Env = os.Environ()
+	dir, cwdErr := s.cwd(job)
+	cmd.Dir = dir
+	cmd.Env = s.cfg.Env()
 	for k, v := range job.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -68,7 +63,9 @@ func (s *Scheduler) run(job Job, due time.Time, attempt int) Run {
 	cmd.WaitDelay = time.Second
 	s.save(job, r)
 	s.cfg.Emit("cron.run.started", map[string]any{"job_id": job.ID, "run_id": r.ID, "attempt": attempt})
-	if err := cmd.Start(); err != nil {
+	if cwdErr != nil {
+		r.Status, r.Error = StatusFailed, cwdErr.Error()
+	} else if err := cmd.Start(); err != nil {
 		r.Status, r.Error = StatusFailed, err.Error()
 	} else {
 		done := make(chan error, 1)
@@ -97,6 +94,26 @@ func (s *Scheduler) run(job Job, due time.Time, attempt int) Run {
 	return r
 }
 
+// cwd is the folder job runs in: the project, or its cwd (relative to the
+// project), which must resolve inside the project.
+func (s *Scheduler) cwd(job Job) (string, error) {
+	dir := s.cfg.Project
+	if job.Cwd != "" {
+		dir = job.Cwd
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(s.cfg.Project, dir)
+		}
+	}
+	resolved, err := s.cfg.Files.Resolve(dir)
+	if errors.Is(err, atomicfile.ErrOutside) {
+		return "", fmt.Errorf("%w %q: it resolves outside the project folder; not run", ErrCwd, job.Cwd)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w %q: %v", ErrCwd, job.Cwd, err)
+	}
+	return resolved, nil
+}
+
 func exitStatus(err error, r *Run) string {
 	var ee *exec.ExitError
 	switch {
@@ -122,13 +139,13 @@ func kill(cmd *exec.Cmd) {
 func (s *Scheduler) save(job Job, r Run) {
 	dir := filepath.Join(s.cfg.RunsDir, job.ID)
 	b, _ := json.MarshalIndent(r, "", "  ")
-	if err := atomicfile.Write(filepath.Join(dir, r.ID+".json"), b, 0o644); err != nil {
+	if err := s.cfg.Files.Write(filepath.Join(dir, r.ID+".json"), b, 0o644); err != nil {
 		s.cfg.Logger.Error("cron: cannot record a run", "job", job.ID, "run", r.ID, "err", err)
 		return
 	}
 	names := runFiles(dir)
 	for _, n := range names[:max(0, len(names)-job.RetentionRuns)] {
-		os.Remove(filepath.Join(dir, n))
+		s.cfg.Files.Remove(filepath.Join(dir, n))
 	}
 }
 

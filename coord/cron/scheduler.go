@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // Config configures a Scheduler.
@@ -17,6 +19,12 @@ type Config struct {
 	RunsDir string
 	// DeviceID is this daemon's device; only the crons owner fires jobs.
 	DeviceID string
+	// Files confines the run records and the jobs' cwd (default: Project):
+	// a cwd that resolves outside is not run.
+	Files atomicfile.Root
+	// Env is the environment of the jobs, before their own env (default:
+	// agentenv's default allow list over the daemon's environment).
+	Env func() []string
 	// Tick is how often due jobs are looked for (10 s).
 	Tick   time.Duration
 	Clock  clock.Clock
@@ -60,6 +68,12 @@ func New(cfg Config) *Scheduler {
 	}
 	if cfg.Emit == nil {
 		cfg.Emit = func(string, map[string]any) {}
+	}
+	if cfg.Files.Dir() == "" {
+		cfg.Files = atomicfile.NewRoot(cfg.Project, nil)
+	}
+	if cfg.Env == nil {
+		cfg.Env = agentenv.DefaultEnviron
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Scheduler{cfg: cfg, ctx: ctx, cancel: cancel, jobs: map[string]*state{}}

@@ -1,7 +1,8 @@
 // Package debuglog is the daemon's debug log: events from the daemon and
 // from the dashboard ({ts, src, lvl, tag, msg, conv?, agent_id?, data}),
-// with secret-like keys redacted before anything is stored, kept in
-// memory and in a JSON-lines file, and trimmed to a size and an age.
+// redacted before anything is stored (the values of secret-like keys, and
+// in every text the known secret values and token-shaped strings), kept
+// in memory and in a JSON-lines file, and trimmed to a size and an age.
 package debuglog
 
 import (
@@ -11,8 +12,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/mesh/coord/clock"
@@ -54,11 +57,14 @@ type Config struct {
 	MaxAge    time.Duration
 	TrimEvery int
 	Clock     clock.Clock
+	// Files confines the log's writes (default: the file's folder).
+	Files atomicfile.Root
 }
 
 // Log is the debug log. It is safe for concurrent use.
 type Log struct {
 	cfg     Config
+	secrets atomic.Pointer[[]string]
 	mu      sync.Mutex
 	events  []stored
 	bytes   int
@@ -84,10 +90,13 @@ func Open(cfg Config) (*Log, error) {
 	if cfg.Path == "" {
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+	if cfg.Files.Dir() == "" {
+		l.cfg.Files = atomicfile.NewRoot(filepath.Dir(cfg.Path), nil)
+	}
+	if err := l.cfg.Files.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
 		return nil, err
 	}
-	if f, err := os.Open(cfg.Path); err == nil {
+	if f, err := l.cfg.Files.OpenFile("read", cfg.Path, os.O_RDONLY, 0); err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
@@ -114,13 +123,27 @@ func (l *Log) Close() error {
 	return err
 }
 
-// Append redacts ev's data, stamps it when it has no time, and stores it.
+// SetSecrets sets the values blanked out of every text appended from now
+// on (the secrets of the environments the daemon knows).
+func (l *Log) SetSecrets(values []string) {
+	v := slices.Clone(values)
+	l.secrets.Store(&v)
+}
+
+// Append redacts ev's message and data, stamps it when it has no time (or
+// a time to come: an event is never younger than its arrival), and
+// stores it.
 func (l *Log) Append(ev Event) error {
-	if ev.TS.IsZero() {
-		ev.TS = l.cfg.Clock.Now()
+	if now := l.cfg.Clock.Now(); ev.TS.IsZero() || ev.TS.After(now) {
+		ev.TS = now
 	}
 	ev.TS = ev.TS.UTC()
-	ev.Data = Redact(ev.Data)
+	var secrets []string
+	if p := l.secrets.Load(); p != nil {
+		secrets = *p
+	}
+	ev.Msg = RedactText(ev.Msg, secrets)
+	ev.Data = Redact(ev.Data, secrets)
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("debuglog: %w", err)
@@ -145,7 +168,7 @@ func (l *Log) push(ev Event, line []byte) {
 
 func (l *Log) write(line []byte) error {
 	if l.file == nil {
-		f, err := os.OpenFile(l.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := l.cfg.Files.OpenAppend(l.cfg.Path, 0o600)
 		if err != nil {
 			return err
 		}
@@ -155,19 +178,28 @@ func (l *Log) write(line []byte) error {
 	return err
 }
 
-// trim drops the oldest events past MaxAge and MaxBytes, and rewrites the
-// file when it dropped any (or always, at open).
+// trim drops the events past MaxAge, wherever they are (a client's event
+// may be dated before those appended earlier), then the oldest past
+// MaxBytes, and rewrites the file when it dropped any (or always, at open).
 func (l *Log) trim(rewrite bool) {
 	cut := l.cfg.Clock.Now().Add(-l.cfg.MaxAge)
+	kept := make([]stored, 0, len(l.events))
+	for _, s := range l.events {
+		if l.cfg.MaxAge > 0 && s.ev.TS.Before(cut) {
+			l.bytes -= len(s.line) + 1
+			continue
+		}
+		kept = append(kept, s)
+	}
 	n := 0
-	for n < len(l.events) && ((l.cfg.MaxAge > 0 && l.events[n].ev.TS.Before(cut)) || (l.cfg.MaxBytes > 0 && l.bytes > l.cfg.MaxBytes)) {
-		l.bytes -= len(l.events[n].line) + 1
+	for n < len(kept) && l.cfg.MaxBytes > 0 && l.bytes > l.cfg.MaxBytes {
+		l.bytes -= len(kept[n].line) + 1
 		n++
 	}
-	if n == 0 && !rewrite {
+	if len(kept) == len(l.events) && n == 0 && !rewrite {
 		return
 	}
-	l.events = append([]stored(nil), l.events[n:]...)
+	l.events = append([]stored(nil), kept[n:]...)
 	if l.cfg.Path != "" {
 		l.rewrite()
 	}
@@ -184,7 +216,7 @@ func (l *Log) rewrite() {
 		l.file.Close()
 		l.file = nil
 	}
-	atomicfile.Write(l.cfg.Path, buf.Bytes(), 0o600) // a failure keeps the old file, trimmed next time
+	l.cfg.Files.Write(l.cfg.Path, buf.Bytes(), 0o600) // a failure keeps the old file, trimmed next time
 }
 
 // Query selects events for Tail.
@@ -208,8 +240,8 @@ func (l *Log) Tail(q Query) ([]Event, float64) {
 		out = append(out, s.ev)
 	}
 	retained := 0.0
-	if len(l.events) > 0 {
-		retained = max(0, l.cfg.Clock.Now().Sub(l.events[0].ev.TS).Seconds())
+	for _, s := range l.events {
+		retained = max(retained, l.cfg.Clock.Now().Sub(s.ev.TS).Seconds())
 	}
 	return out, retained
 }
@@ -224,9 +256,11 @@ func contains(list []string, s string) bool {
 }
 
 // Redact returns v with the value of every secret-like key, at any depth
-// of maps and lists, replaced by Redacted. v is decoded JSON (maps of
-// string to any, lists of any, scalars); it is copied, never changed.
-func Redact(v any) any {
+// of maps and lists, replaced by Redacted, and every string redacted as
+// RedactText does. v is decoded JSON (maps of string to any, lists of
+// any, scalars), or the daemon's maps of string to any; it is copied,
+// never changed.
+func Redact(v any, secrets []string) any {
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
@@ -234,16 +268,24 @@ func Redact(v any) any {
 			if Secretish(k) {
 				out[k] = Redacted
 			} else {
-				out[k] = Redact(x)
+				out[k] = Redact(x, secrets)
 			}
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = Redact(x)
+			out[i] = Redact(x, secrets)
 		}
 		return out
+	case []string:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = RedactText(x, secrets)
+		}
+		return out
+	case string:
+		return RedactText(v, secrets)
 	}
 	return v
 }

@@ -70,10 +70,13 @@ func Render(t Target, source, preamble []byte) []byte {
 }
 
 // Sync renders every target the pinned standard allows and rewrites those
-// whose content differs. It returns the paths written; a project without
-// the source has nothing to render.
-func Sync(project string, preamble []byte, standard int) ([]string, error) {
-	source, err := readBounded(filepath.Join(project, Source))
+// whose content differs, reading and writing through files (the project):
+// a source or a target linked outside the project is neither read nor
+// written. It returns the paths written and what failed (a target that
+// failed does not stop the others); a project without the source has
+// nothing to render.
+func Sync(files atomicfile.Root, preamble []byte, standard int) ([]string, error) {
+	source, err := readBounded(files, Source)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -81,21 +84,23 @@ func Sync(project string, preamble []byte, standard int) ([]string, error) {
 		return nil, err
 	}
 	var written []string
+	var errs []error
 	for _, t := range Targets {
 		if t.Gated && standard < GatedStandard {
 			continue
 		}
 		want := Render(t, source, preamble)
-		path := filepath.Join(project, filepath.FromSlash(t.Path))
-		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+		path := filepath.FromSlash(t.Path)
+		if have, err := files.ReadFile(path); err == nil && bytes.Equal(have, want) {
 			continue
 		}
-		if err := atomicfile.Write(path, want, 0o644); err != nil {
-			return written, err
+		if err := files.Write(path, want, 0o644); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		written = append(written, t.Path)
 	}
-	return written, nil
+	return written, errors.Join(errs...)
 }
 
 // HasSource reports whether the project has the source file.
@@ -104,13 +109,13 @@ func HasSource(project string) bool {
 	return err == nil
 }
 
-func readBounded(path string) ([]byte, error) {
-	info, err := os.Stat(path)
+func readBounded(files atomicfile.Root, path string) ([]byte, error) {
+	info, err := files.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if info.Size() > maxSource {
 		return nil, ErrTooLarge
 	}
-	return os.ReadFile(path)
+	return files.ReadFile(path)
 }

@@ -1,6 +1,7 @@
 package roadmap
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -48,13 +49,17 @@ func Walls(ins []*Initiative) map[string][]*Initiative {
 
 // Order is the roadmap's reading order. Initiatives that are not done come
 // first, done ones last. Within each group, initiatives follow their next
-// pointers as chains; chains start with the initiatives that have tasks
-// (one without tasks never leads), then by wall_order and id. An
-// initiative whose pointer is broken (to a missing initiative, one in the
-// other group, itself, or one another initiative already points to) ends
-// its chain there; when no chain leads to it either, it is an orphan.
-// Orphans, and loops no chain leads into, come at the end of their group,
-// least recently updated first.
+// pointers as chains, and an initiative without tasks never leads: a chain
+// starts at its first initiative with tasks, and the initiatives without
+// tasks before it (left at the head of a chain when an archive broke the
+// pointer to them) follow later. An initiative whose pointer is broken (to
+// a missing initiative, one in the other group, itself, or one another
+// initiative already points to) ends its chain there; when no chain leads
+// to it either, it is an orphan, and so are the members of a loop no chain
+// enters. A group reads: the chains that start with tasks, by their first
+// initiative's wall_order and id; the orphans with tasks, least recently
+// updated first; the runs of initiatives without tasks, by wall_order and
+// id; the orphans without tasks, least recently updated first.
 func Order(ins []*Initiative) []*Initiative {
 	var open, done []*Initiative
 	for _, in := range ins {
@@ -90,29 +95,59 @@ func orderGroup(group []*Initiative) []*Initiative {
 		}
 		next[in.ID], pointed[to.ID] = to, true
 	}
-	var heads []*Initiative
-	for _, in := range sorted {
-		if !pointed[in.ID] && !orphan[in.ID] {
-			heads = append(heads, in)
-		}
-	}
-	sortByWallOrder(heads)
-	sort.SliceStable(heads, func(i, j int) bool { return len(heads[i].Tasks) > 0 && len(heads[j].Tasks) == 0 })
-	out := make([]*Initiative, 0, len(group))
+	// Each head's chain, split before its first initiative with tasks.
+	var led, taskless [][]*Initiative
 	placed := map[string]bool{}
-	for _, h := range heads {
+	for _, h := range sorted {
+		if pointed[h.ID] || orphan[h.ID] {
+			continue
+		}
+		var chain []*Initiative
 		for in := h; in != nil && !placed[in.ID]; in = next[in.ID] {
-			out = append(out, in)
+			chain = append(chain, in)
 			placed[in.ID] = true
+		}
+		i := slices.IndexFunc(chain, func(in *Initiative) bool { return len(in.Tasks) > 0 })
+		switch {
+		case i < 0:
+			taskless = append(taskless, chain)
+		case i > 0:
+			taskless = append(taskless, chain[:i])
+			fallthrough
+		default:
+			led = append(led, chain[i:])
 		}
 	}
 	// What is left: orphans, and the members of loops no head reaches.
-	var rest []*Initiative
+	var rest, restTaskless []*Initiative
 	for _, in := range sorted {
-		if !placed[in.ID] {
+		switch {
+		case placed[in.ID]:
+		case len(in.Tasks) > 0:
 			rest = append(rest, in)
+		default:
+			restTaskless = append(restTaskless, in)
 		}
 	}
-	sort.SliceStable(rest, func(i, j int) bool { return rest[i].Updated.Before(rest[j].Updated) })
-	return append(out, rest...)
+	out := make([]*Initiative, 0, len(group))
+	out = appendChains(out, led)
+	out = append(out, byUpdated(rest)...)
+	out = appendChains(out, taskless)
+	return append(out, byUpdated(restTaskless)...)
+}
+
+// appendChains appends chains to out, ordered by their first initiative's
+// wall_order and id.
+func appendChains(out []*Initiative, chains [][]*Initiative) []*Initiative {
+	sort.SliceStable(chains, func(i, j int) bool { return beforeOnWall(chains[i][0], chains[j][0]) })
+	for _, c := range chains {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// byUpdated sorts ins least recently updated first.
+func byUpdated(ins []*Initiative) []*Initiative {
+	sort.SliceStable(ins, func(i, j int) bool { return ins[i].Updated.Before(ins[j].Updated) })
+	return ins
 }

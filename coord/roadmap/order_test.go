@@ -54,6 +54,10 @@ func TestOrder(t *testing.T) {
 		{"a pointer into the done group is broken", "a:active:d:1:0: d:done::1:0:", "a d"},
 		{"a loop no chain enters goes last by updated", "p:active:q:1:2: q:active:p:1:1: s:active::1:0:", "s q p"},
 		{"a pointer to itself", "a:active:a:1:0: b:active::1:0:", "b a"},
+		{"a chain starts at its first initiative with tasks", "b:active:c:0:0: c:active:d:2:0: d:active::1:0:", "c d b"},
+		{"the runs without tasks come after the chains", "e:active:f:0:0:0 f:active::0:0:1 g:active::1:0:9", "g e f"},
+		{"an orphan with tasks before an initiative without", "o:active:gone:1:3: n:active::0:0:", "o n"},
+		{"orphans without tasks last", "t:active:gone:0:1: u:active:gone:1:5: a:active::0:0:", "u a t"},
 	} {
 		if got := order(mk(tc.spec)); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

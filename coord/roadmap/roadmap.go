@@ -249,14 +249,17 @@ func Fingerprint(project string, paths ...string) string {
 
 // sortByWallOrder orders ins by wall_order, those without one last by id.
 func sortByWallOrder(ins []*Initiative) {
-	sort.SliceStable(ins, func(i, j int) bool {
-		a, b := ins[i].WallOrder, ins[j].WallOrder
-		switch {
-		case a != nil && b != nil && *a != *b:
-			return *a < *b
-		case (a == nil) != (b == nil):
-			return a != nil
-		}
-		return ins[i].ID < ins[j].ID
-	})
+	sort.SliceStable(ins, func(i, j int) bool { return beforeOnWall(ins[i], ins[j]) })
+}
+
+// beforeOnWall orders by wall_order, those without one last, then by id.
+func beforeOnWall(x, y *Initiative) bool {
+	a, b := x.WallOrder, y.WallOrder
+	switch {
+	case a != nil && b != nil && *a != *b:
+		return *a < *b
+	case (a == nil) != (b == nil):
+		return a != nil
+	}
+	return x.ID < y.ID
 }

@@ -2,7 +2,7 @@ package roadmap
 
 import (
 	"fmt"
-	"os"
+	"slices"
 	"time"
 
 	"github.com/agentmesh/mesh/internal/atomicfile"
@@ -11,13 +11,14 @@ import (
 // edit rewrites the frontmatter of the file at path with edits, reading it
 // afresh so that what someone else wrote meanwhile outside these keys is
 // kept. The new content replaces the file atomically (a temporary file in
-// the same folder, renamed), with the old file's mode.
-func edit(path string, edits ...Edit) error {
-	st, err := os.Stat(path)
+// the same folder, renamed), with the old file's mode, through files: a
+// file or folder linked outside the project is not written.
+func edit(files atomicfile.Root, path string, edits ...Edit) error {
+	st, err := files.Stat(path)
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(path)
+	b, err := files.ReadFile(path)
 	if err != nil {
 		return err
 	}
@@ -25,7 +26,7 @@ func edit(path string, edits ...Edit) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return atomicfile.Write(path, out, st.Mode().Perm())
+	return files.Write(path, out, st.Mode().Perm())
 }
 
 // Change is one initiative a reconcile moved.
@@ -41,7 +42,7 @@ type Change struct {
 // goes back to active and loses both. Initiatives without tasks, archived
 // ones and those whose frontmatter is malformed are left alone. It returns
 // what it changed; an error stops at the first file it could not write.
-func Reconcile(r *Roadmap, now time.Time, head string) ([]Change, error) {
+func Reconcile(r *Roadmap, files atomicfile.Root, now time.Time, head string) ([]Change, error) {
 	var changes []Change
 	for _, in := range r.Initiatives {
 		if len(in.Tasks) == 0 || in.Archived || in.Error != "" {
@@ -65,7 +66,7 @@ func Reconcile(r *Roadmap, now time.Time, head string) ([]Change, error) {
 		default:
 			continue
 		}
-		if err := edit(in.path, edits...); err != nil {
+		if err := edit(files, in.path, edits...); err != nil {
 			return changes, err
 		}
 		c := Change{ID: in.ID, Status: edits[0].Value.(string)}
@@ -81,13 +82,14 @@ func Reconcile(r *Roadmap, now time.Time, head string) ([]Change, error) {
 var statusOfWall = map[string]string{WallActive: Active, WallNext: Next, WallBacklog: Backlog, WallArchived: Done}
 
 // Reorder moves initiative id to position order (0 first; past the end is
-// the end) of wall, and renumbers the wall's wall_order 0, 1, 2... Moving
-// onto the archived wall sets status done and archived true; onto another
-// wall sets the wall's status (a blocked initiative stays blocked on the
-// active wall), removes archived and, when it leaves done, completed_at and
-// commit_sha. Initiatives of the wall whose frontmatter is malformed keep
-// their place but are not renumbered. It returns the position taken.
-func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
+// the end) of wall, and renumbers the wall's wall_order 0, 1, 2..., and the
+// wall it left, when it changed walls, likewise. Moving onto the archived
+// wall sets status done and archived true; onto another wall sets the
+// wall's status (a blocked initiative stays blocked on the active wall),
+// removes archived and, when it leaves done, completed_at and commit_sha.
+// Initiatives whose frontmatter is malformed keep their place but are not
+// renumbered. It returns the position taken.
+func Reorder(r *Roadmap, files atomicfile.Root, id, wall string, order int) (int, error) {
 	in := r.Find(id)
 	switch {
 	case statusOfWall[wall] == "":
@@ -97,28 +99,42 @@ func Reorder(r *Roadmap, id, wall string, order int) (int, error) {
 	case in.Error != "":
 		return 0, fmt.Errorf("%s: %w: fix the file first", in.File, ErrFrontmatter)
 	}
-	var members []*Initiative
-	for _, m := range Walls(r.Initiatives)[wall] {
-		if m != in {
-			members = append(members, m)
-		}
+	walls := Walls(r.Initiatives)
+	without := func(list []*Initiative) []*Initiative {
+		return slices.DeleteFunc(slices.Clone(list), func(m *Initiative) bool { return m == in })
 	}
+	members := without(walls[wall])
 	order = min(max(order, 0), len(members))
-	members = append(members[:order], append([]*Initiative{in}, members[order:]...)...)
+	members = slices.Insert(members, order, in)
 	if edits := moveEdits(in, wall, order); len(edits) > 0 {
-		if err := edit(in.path, edits...); err != nil {
+		if err := edit(files, in.path, edits...); err != nil {
 			return 0, err
 		}
 	}
-	for i, m := range members {
-		if m == in || m.Error != "" || (m.WallOrder != nil && *m.WallOrder == i) {
-			continue
-		}
-		if err := edit(m.path, Edit{Key: "wall_order", Value: i}); err != nil {
+	if err := renumber(files, members, in); err != nil {
+		return 0, err
+	}
+	if in.Wall != wall {
+		if err := renumber(files, without(walls[in.Wall]), nil); err != nil {
 			return 0, err
 		}
 	}
 	return order, nil
+}
+
+// renumber writes wall_order 0, 1, 2... into the members of a wall, in
+// their order, where it differs; moved (already written) and malformed
+// ones are passed by.
+func renumber(files atomicfile.Root, members []*Initiative, moved *Initiative) error {
+	for i, m := range members {
+		if m == moved || m.Error != "" || (m.WallOrder != nil && *m.WallOrder == i) {
+			continue
+		}
+		if err := edit(files, m.path, Edit{Key: "wall_order", Value: i}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // moveEdits are the edits that put in at order on wall; none for what is

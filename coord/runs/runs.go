@@ -55,9 +55,11 @@ type Config struct {
 	// Keep is how many ended runs are kept (100); MaxRunning bounds the
 	// runs running at once (16).
 	Keep, MaxRunning int
-	Clock            clock.Clock
-	Logger           *slog.Logger
-	Emit             func(typ string, fields map[string]any)
+	// Files confines the writes of the runs (default: Dir).
+	Files  atomicfile.Root
+	Clock  clock.Clock
+	Logger *slog.Logger
+	Emit   func(typ string, fields map[string]any)
 	// Send sends the run's current task to its conversation as a chat
 	// turn and returns the turn's item id.
 	Send func(r Run) (string, error)
@@ -80,6 +82,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.MaxRunning <= 0 {
 		cfg.MaxRunning = 16
+	}
+	if cfg.Files.Dir() == "" {
+		cfg.Files = atomicfile.NewRoot(cfg.Dir, nil)
 	}
 	return &Manager{cfg: cfg, runs: map[string]*Run{}}
 }
@@ -213,7 +218,7 @@ func (m *Manager) emit(typ string, r *Run) {
 
 func (m *Manager) save(r *Run) {
 	b, _ := json.MarshalIndent(r, "", "  ")
-	if err := atomicfile.Write(filepath.Join(m.cfg.Dir, r.ID+".json"), b, 0o644); err != nil {
+	if err := m.cfg.Files.Write(filepath.Join(m.cfg.Dir, r.ID+".json"), b, 0o644); err != nil {
 		m.cfg.Logger.Error("runs: cannot record a run", "run", r.ID, "err", err)
 	}
 }
@@ -229,7 +234,7 @@ func (m *Manager) prune() {
 	sort.Slice(ended, func(i, j int) bool { return ended[i].Updated.Before(ended[j].Updated) })
 	for _, r := range ended[:max(0, len(ended)-m.cfg.Keep)] {
 		delete(m.runs, r.ID)
-		os.Remove(filepath.Join(m.cfg.Dir, r.ID+".json"))
+		m.cfg.Files.Remove(filepath.Join(m.cfg.Dir, r.ID+".json"))
 	}
 }
 

@@ -4,11 +4,15 @@
 #   lines N          answers N lines
 #   echo TEXT        answers TEXT
 #   anchor TARGET    answers around an anchor line [anchor: TARGET]
-#   flaky KIND N     fails its first N attempts with upstream error KIND
-#                    (on stderr, as an agent reports it), then answers
+#   flaky KIND N     fails its first N attempts with error KIND, printed as
+#                    the coding agents print it (Claude Code on stdout,
+#                    Codex on stderr), then answers
 #   hang             answers one line and never ends
 #   gate FILE        answers one line, waits for FILE to exist, answers another
 #   attach           answers the name and content of each attachment
+#   env              answers its environment, one variable a line, sorted
+#   leak             prints its ANTHROPIC_API_KEY and a bearer token on
+#                    stderr and fails
 #   Story run ...    a task of a story run: waits for $FAKE_AGENT_GATE to
 #                    exist when set, fails when the message names
 #                    $FAKE_AGENT_FAIL_TASK, else answers "worked on TASK"
@@ -19,15 +23,23 @@ cmd=$1
 shift
 upstream() {
 	case "$1" in
-	thinking) echo 'API Error: 400 {"type":"invalid_request_error","message":"messages.1.content.0: expected thinking block"}' ;;
-	rate) echo 'API Error: 429 {"type":"rate_limit_error"}' ;;
-	server) echo 'API Error: 500 Internal server error' ;;
-	overloaded) echo 'API Error: 529 {"type":"overloaded_error","message":"Overloaded"}' ;;
-	gateway) echo 'upstream: Gateway Timeout' ;;
-	prompt) echo 'API Error: 400 prompt is too long: 210000 tokens > 200000 maximum' ;;
-	request) echo 'API Error: 400 {"type":"invalid_request_error","message":"messages: field required"}' ;;
-	*) echo "crashed" ;;
-	esac >&2
+	thinking) echo 'API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`."}}' ;;
+	rate) echo 'API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your rate limit."}}' ;;
+	server) echo 'ERROR: unexpected status 500 Internal Server Error: internal error, url: https://api.example/v1/responses' >&2 ;;
+	overloaded) echo 'API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":null}' ;;
+	gateway) echo 'ERROR: exceeded retry limit, last status: 504 Gateway Timeout' >&2 ;;
+	prompt) echo 'Prompt is too long' ;;
+	request) echo 'ERROR: unexpected status 400 Bad Request: messages: field required' >&2 ;;
+	traceback)
+		{
+			echo 'Traceback (most recent call last):'
+			echo '  File "/src/tools/build.py", line 503, in main'
+			echo '    out.write(buf)'
+			echo 'OSError: could not write 429 bytes: overloaded.md is read-only'
+		} >&2
+		;;
+	*) echo "crashed" >&2 ;;
+	esac
 }
 case "$cmd" in
 lines) for i in $(seq 1 "$1"); do echo "line $i"; done ;;
@@ -58,6 +70,12 @@ attach)
 	while IFS= read -r f; do
 		[ -n "$f" ] && echo "$(basename "$f"): $(cat "$f")"
 	done <<<"$MESH_COORD_ATTACHMENTS"
+	;;
+env) env | sort ;;
+leak)
+	echo "debug: ANTHROPIC_API_KEY is $ANTHROPIC_API_KEY" >&2
+	echo "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz' failed" >&2
+	exit 3
 	;;
 Story)
 	task=$7

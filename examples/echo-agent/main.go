@@ -7,9 +7,14 @@
 //
 // With --free the skill is free and the agent needs no wallet and no
 // Solana RPC: it runs offline. --card prints the card the agent serves
-// (GET /.well-known/agent-card.json) and exits.
+// (GET /.well-known/agent-card.json) and exits; with --a2a-version 1.0 the
+// card an A2A 1.0 client is served.
 //
 //	go run ./examples/echo-agent --free --card
+//
+// A2A clients of both versions call it at its base URL: 1.0's SendMessage,
+// GetTask, CancelTask and ListTasks, 0.3's message/send, tasks/get and
+// tasks/cancel (see docs/api.md, "POST / (A2A JSON-RPC)").
 package main
 
 import (
@@ -32,9 +37,9 @@ import (
 
 // options are the example's flags.
 type options struct {
-	id, dataDir, listen, bootstrap, wallet, rpc, network, genesis string
-	price                                                         uint64
-	free, card                                                    bool
+	id, dataDir, listen, bootstrap, wallet, rpc, network, genesis, a2aVersion string
+	price                                                                     uint64
+	free, card                                                                bool
 }
 
 // echo is the skill: it answers its input.
@@ -89,6 +94,7 @@ func main() {
 	flag.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
 	flag.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
 	flag.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
+	flag.StringVar(&o.a2aVersion, "a2a-version", "", "with --card: the A2A-Version to ask the card for (1.0: the card in A2A 1.0's shape; empty: the full card)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "echo-agent:", err)
@@ -116,18 +122,22 @@ func run(o options) error {
 	}
 	defer n.Close()
 	if o.card {
-		return printCard(ctx, os.Stdout, n.URL())
+		return printCard(ctx, os.Stdout, n.URL(), o.a2aVersion)
 	}
 	fmt.Printf("echo agent %s at %s (did %s)\n", o.id, n.URL(), n.DID())
 	<-ctx.Done()
 	return nil
 }
 
-// printCard prints the card the agent at url serves, as served.
-func printCard(ctx context.Context, w io.Writer, url string) error {
+// printCard prints the card the agent at url serves, as served to a
+// client that asks for A2A version (none: the full card).
+func printCard(ctx context.Context, w io.Writer, url, version string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/.well-known/agent-card.json", nil)
 	if err != nil {
 		return err
+	}
+	if version != "" {
+		req.Header.Set(interop.HeaderA2AVersion, version)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

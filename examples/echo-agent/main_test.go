@@ -58,7 +58,8 @@ func TestEchoAgent(t *testing.T) {
 }
 
 // TestEchoAgentFree: with --free the agent starts without a wallet or an
-// RPC, prints its card (an A2A card) and answers an A2A message.
+// RPC, prints its card (an A2A card of both versions, and A2A 1.0's own
+// form) and answers an A2A message of each version.
 func TestEchoAgentFree(t *testing.T) {
 	cfg, err := config(options{id: "echo-free", dataDir: t.TempDir(), listen: "127.0.0.1:0", free: true,
 		rpc: "http://127.0.0.1:1", network: interop.NetworkDevnet, price: 5000})
@@ -67,23 +68,36 @@ func TestEchoAgentFree(t *testing.T) {
 	}
 	n := agenttest.Start(t, cfg)
 	var out bytes.Buffer
-	if err := printCard(context.Background(), &out, n.URL()); err != nil {
+	if err := printCard(context.Background(), &out, n.URL(), ""); err != nil {
 		t.Fatal(err)
 	}
 	var card interop.Card
 	if err := json.Unmarshal(out.Bytes(), &card); err != nil || card.Payment != nil || card.ProtocolVersion != interop.A2AVersion ||
-		!card.Skills[0].Pricing[0].IsFree() {
+		!card.Skills[0].Pricing[0].IsFree() || len(card.SupportedInterfaces) != 2 || card.SupportedInterfaces[0].ProtocolVersion != "1.0" {
 		t.Fatalf("card %s (%v)", out.Bytes(), err)
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1",
-		"role":"user","parts":[{"kind":"text","text":"{\"text\":\"hi\"}"}]}}}`
-	res, err := http.Post(n.URL()+"/", "application/json", strings.NewReader(body))
-	if err != nil {
+	out.Reset()
+	if err := printCard(context.Background(), &out, n.URL(), "1.0"); err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if !strings.Contains(string(b), `"state":"completed"`) || !strings.Contains(string(b), `"echo":{"text":"hi"}`) {
-		t.Fatalf("A2A echo: %s", b)
+	var v1 map[string]any
+	if err := json.Unmarshal(out.Bytes(), &v1); err != nil || v1["supportedInterfaces"] == nil || v1["url"] != nil || v1["pricing"] != nil {
+		t.Fatalf("1.0 card %s (%v)", out.Bytes(), err)
+	}
+	for _, c := range []struct{ body, state string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1",
+		"role":"user","parts":[{"kind":"text","text":"{\"text\":\"hi\"}"}]}}}`, `"state":"completed"`},
+		{`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1",
+		"role":"ROLE_USER","parts":[{"text":"{\"text\":\"hi\"}"}]}}}`, `"state":"TASK_STATE_COMPLETED"`},
+	} {
+		res, err := http.Post(n.URL()+"/", "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !strings.Contains(string(b), c.state) || !strings.Contains(string(b), `"echo":{"text":"hi"}`) {
+			t.Fatalf("A2A echo: %s", b)
+		}
 	}
 }

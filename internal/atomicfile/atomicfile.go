@@ -40,17 +40,7 @@ func write(path string, mode os.FileMode, replace bool, fill func(io.Writer) err
 		return err
 	}
 	defer os.Remove(f.Name()) // after a rename, a name nothing holds any more
-	err = fill(f)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := fillFile(f, mode, fill); err != nil {
 		return err
 	}
 	if replace {
@@ -62,6 +52,22 @@ func write(path string, mode os.FileMode, replace bool, fill func(io.Writer) err
 		return err
 	}
 	return syncDir(dir)
+}
+
+// fillFile writes a new file's content with fill, gives it its mode, puts
+// it on disk and closes it.
+func fillFile(f *os.File, mode os.FileMode, fill func(io.Writer) error) error {
+	err := fill(f)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // syncDir makes a new name in dir durable.
