@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -47,7 +48,7 @@ func TestMeshAlias(t *testing.T) {
 
 	m.deleteAgent(c, "aliased", apiKey)
 	for _, n := range nodes {
-		eventually(t, 5*time.Second, func() bool {
+		testkit.Eventually(t, 5*time.Second, func() bool {
 			st, v := call(t, n, "GET", "/v1/agents/"+alias, "")
 			return st == 404 && v["code"] == "agent_not_found"
 		}, "the alias of a deregistered agent still answers on %s", n.URL())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/wall"
 )
 
@@ -138,7 +139,7 @@ func TestClusterUpdateAcrossNodes(t *testing.T) {
 		closedBy(t, s, "public")
 	}
 	for _, n := range nodes {
-		eventually(t, 5*time.Second, func() bool { return listed(t, n, id) }, "the cluster made public is not listed on %s", n.URL())
+		testkit.Eventually(t, 5*time.Second, func() bool { return listed(t, n, id) }, "the cluster made public is not listed on %s", n.URL())
 		enterWall(t, n, id, q("agent", "z"))
 		if st, v := call(t, n, "GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", token); st != 200 {
 			t.Fatalf("history with the token on %s: %d %v", n.URL(), st, v)
@@ -148,7 +149,7 @@ func TestClusterUpdateAcrossNodes(t *testing.T) {
 	// The owner's history holds both periods, the sockets a change closed
 	// leaving included: the public one in the open, the private one
 	// opened with the token it was sealed with.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_, v := call(t, c, "GET", "/v1/clusters/"+id+"/history?limit=1000", "", "X-Cluster-Token", token)
 		seen := map[string]bool{}
 		for _, e := range v["events"].([]any) {
