@@ -108,6 +108,8 @@ type harness struct {
 	noLoop bool
 	// tokens are echo's pricing rows in SPL tokens, beside its lamports row.
 	tokens Prices
+	// tokensOnly: echo has no lamports row, only its token rows.
+	tokensOnly bool
 }
 
 type clock struct {
@@ -187,10 +189,14 @@ func (h *harness) start(pc *PaymentConfig) {
 		}
 		return out, nil
 	}
+	pricing := append(Prices{Lamports(testPrice, NetworkDevnet)}, h.tokens...)
+	if h.tokensOnly {
+		pricing = h.tokens
+	}
 	cfg := AgentConfig{
 		Card: Card{Name: "Echo", Description: "echoes"},
 		Skills: []Skill{
-			{ID: "echo", Name: "Echo", Description: "Echoes its input.", Pricing: append(Prices{Lamports(testPrice, NetworkDevnet)}, h.tokens...), Handler: echo},
+			{ID: "echo", Name: "Echo", Description: "Echoes its input.", Pricing: pricing, Handler: echo},
 			{ID: "ping", Name: "Ping", Handler: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }},
 		},
 		Payment: pc,

@@ -420,7 +420,7 @@ func (p *Paywall) Guard(s Skill, next http.Handler) http.Handler {
 	row, _ := s.Pricing.For(p.cfg.Network)
 	lamports, tokens := row.Amount, s.Pricing.Tokens(p.cfg.Network)
 	return httpx.Handle(p.log, func(w http.ResponseWriter, r *http.Request) error {
-		if lamports == 0 {
+		if lamports == 0 && len(tokens) == 0 {
 			next.ServeHTTP(w, r)
 			return nil
 		}
@@ -436,6 +436,9 @@ func (p *Paywall) Guard(s Skill, next http.Handler) http.Handler {
 		cause := ErrPaymentRequired
 		if served, err := p.serveFree(w, r, c, next); served || err != nil {
 			return err
+		}
+		if lamports == 0 { // priced only in tokens: balances and post-pay are in lamports
+			return p.challenge(w, pc, cause)
 		}
 		if key := r.Header.Get(HeaderAPIKey); key != "" && p.cfg.has(ModeDeposit) {
 			served, err := p.serveBalance(w, r, key, lamports, next)

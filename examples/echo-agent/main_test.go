@@ -140,4 +140,44 @@ func TestEchoAgentPricedInUSDC(t *testing.T) {
 	if _, err := config(o); err == nil {
 		t.Fatal("a price of a tenth of USDC's smallest unit was taken")
 	}
+	o.priceUSDC, o.price = "", 0
+	if _, err := config(o); err == nil || !strings.Contains(err.Error(), "--price-usdc") {
+		t.Fatalf("--price 0 alone: %v", err)
+	}
+}
+
+// TestEchoAgentPricedOnlyInUSDC: --price 0 --price-usdc 0.01 prices echo
+// only in USDC: the agent starts, its card has the USDC row alone, and
+// its 402 offers the USDC row in PAYMENT-REQUIRED and nothing in lamports.
+func TestEchoAgentPricedOnlyInUSDC(t *testing.T) {
+	chain := soltest.New(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "fee-payer.json")
+	if err := os.WriteFile(keyFile, interop.NewWallet().MarshalKeyFile(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config(options{id: "echo-usdc", dataDir: dir, listen: "127.0.0.1:0", wallet: interop.NewWallet().Address(), rpc: chain.URL,
+		network: interop.NetworkDevnet, priceUSDC: "0.01", feePayerKey: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := agenttest.Start(t, cfg)
+	var out bytes.Buffer
+	if err := printCard(context.Background(), &out, n.URL(), ""); err != nil {
+		t.Fatal(err)
+	}
+	var card interop.Card
+	if err := json.Unmarshal(out.Bytes(), &card); err != nil || len(card.Skills[0].Pricing) != 1 || card.Skills[0].Pricing[0].Currency != interop.CurrencyUSDC {
+		t.Fatalf("card %s (%v)", out.Bytes(), err)
+	}
+	res, err := http.Post(n.URL()+"/v1/echo", "application/json", strings.NewReader(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	pr, ok := interop.ParsePaymentRequired(res.Header)
+	if _, err := interop.ParseChallenge(res.Header, body); res.StatusCode != 402 || err == nil || !ok || len(pr.Accepts) != 1 || pr.Accepts[0].Asset != interop.MintUSDCDevnet {
+		t.Fatalf("402: %d %v %s", res.StatusCode, res.Header, body)
+	}
 }
