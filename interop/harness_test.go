@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -110,6 +111,26 @@ type harness struct {
 	tokens Prices
 	// tokensOnly: echo has no lamports row, only its token rows.
 	tokensOnly bool
+	// logs, when set, gets the agent's log.
+	logs *logBuffer
+}
+
+// logBuffer is a log sink a test reads while the agent writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type clock struct {
@@ -204,7 +225,11 @@ func (h *harness) start(pc *PaymentConfig) {
 	if h.agentKey == nil {
 		h.agentKey = identity.GenerateKey()
 	}
-	a, err := NewAgent(cfg, AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey})
+	deps := AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey}
+	if h.logs != nil {
+		deps.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	}
+	a, err := NewAgent(cfg, deps)
 	if err != nil {
 		h.t.Fatal(err)
 	}

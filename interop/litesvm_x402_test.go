@@ -185,13 +185,52 @@ func checkMoved(t testing.TB, before, after balances, amount uint64) {
 }
 
 // latestBlockhash is the blockhash a client builds against now.
-func (e *exactOnLiteSVM) latestBlockhash() solana.Hash {
-	e.t.Helper()
-	bh, err := e.tokens.rpc.GetLatestBlockhash(context.Background(), rpc.CommitmentFinalized)
+func (e *exactOnLiteSVM) latestBlockhash() solana.Hash { return e.tokens.latestBlockhash() }
+
+func (s *svmTokens) latestBlockhash() solana.Hash {
+	s.t.Helper()
+	bh, err := s.rpc.GetLatestBlockhash(context.Background(), rpc.CommitmentFinalized)
 	if err != nil {
-		e.t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	return bh.Value.Blockhash
+}
+
+// TestLiteSVMMissingTokenAccount: every payment to a wallet without an
+// account of the mint is refused by the network; the agent says so at
+// start, naming the missing account and the command that creates it, and
+// again when the network refuses a payment; once the account exists a
+// payment lands.
+func TestLiteSVMMissingTokenAccount(t *testing.T) {
+	url, genesis := startLiteSVM(t)
+	tokens := newSVMTokens(t, url)
+	h, pc := litesvmHarness(t, url, genesis)
+	h.tokens, h.logs = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet)}, &logBuffer{}
+	payer, mint := NewWallet(), solana.MustPublicKeyFromBase58(MintUSDCDevnet)
+	pc.FeePayer = NewWallet()
+	for _, w := range []*Wallet{pc.FeePayer, payer, h.provider} {
+		tokens.airdrop(w.PublicKey(), solana.LAMPORTS_PER_SOL)
+	}
+	tokens.mintUSDC(payer.PublicKey(), 1_000_000)
+	h.start(pc)
+	ata := mustATA(t, h.provider.PublicKey(), mint, solana.TokenProgramID).String()
+	create := "spl-token create-account " + MintUSDCDevnet + " --owner " + h.provider.Address()
+	if logs := h.logs.String(); strings.Count(logs, ata) != 1 || !strings.Contains(logs, create) {
+		t.Fatalf("the agent's log at start:\n%s", logs)
+	}
+	pay := func(body string) resp {
+		pr := h.challengeV2(body)
+		s := testSpec(pc.FeePayer.PublicKey(), h.provider.PublicKey(), pr.Accepts[0].Extra.Memo, tokens.latestBlockhash())
+		s.payer = payer
+		return h.payExact(s, body, X402Version2)
+	}
+	if r := pay(`{"n":1}`); r.status != 402 || r.body["code"] != "payment_tx_rejected" || strings.Count(h.logs.String(), ata) != 2 {
+		t.Fatalf("a payment to the missing account: %d %s\n%s", r.status, r.raw, h.logs.String())
+	}
+	tokens.account(h.provider.PublicKey(), mint)
+	if r := pay(`{"n":2}`); r.status != 200 || tokens.balance(h.provider.PublicKey(), MintUSDCDevnet) != testUSDC {
+		t.Fatalf("a payment once the account exists: %d %s", r.status, r.raw)
+	}
 }
 
 // TestLiteSVMExactPay pays a paid skill per x402 v2 on the real Solana
