@@ -84,6 +84,18 @@ func KnownMint(currency, network string) (string, bool) {
 	return "", false
 }
 
+// CurrencyOfMint is the currency of a known mint (USDC's on either
+// network, wrapped SOL's); "" for any other.
+func CurrencyOfMint(mint string) string {
+	switch mint {
+	case MintUSDCDevnet, MintUSDCMainnet:
+		return CurrencyUSDC
+	case MintWSOL:
+		return CurrencyWSOL
+	}
+	return ""
+}
+
 // GenesisHash returns the genesis hash of a known network tag.
 func GenesisHash(network string) (string, bool) {
 	switch network {
@@ -128,6 +140,9 @@ func PriceText(p Price) string {
 		return FormatUnits(p.Amount, 6) + " " + CurrencyUSDC
 	case CurrencyWSOL:
 		return FormatCoins(p.Amount) + " " + CurrencyWSOL
+	}
+	if p.Currency == "" {
+		return fmt.Sprintf("%d smallest units of the token of mint %s", p.Amount, p.Asset)
 	}
 	return fmt.Sprintf("%d smallest units of %s (mint %s)", p.Amount, p.Currency, p.Asset)
 }

@@ -111,3 +111,34 @@ func TestTokensOnlyNonceTakesNoSeedProof(t *testing.T) {
 		t.Fatalf("the skill ran %d times", n)
 	}
 }
+
+// TestClientTokensOnly: this project's client pays in lamports only; for
+// a skill priced only in tokens it pays nothing and says why, naming the
+// token prices and the clients that pay them, over HTTP and over A2A.
+func TestClientTokensOnly(t *testing.T) {
+	h, _ := newTokensOnlyHarness(t)
+	wallet := NewWallet()
+	h.chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)
+	c := &Client{Key: identity.GenerateKey(), Wallet: wallet, Chain: NewChain(h.chain.URL, "", time.Second), MaxLamports: 1_000_000, Now: h.clock.Now}
+	defer c.Chain.Close()
+	card, err := c.Card(context.Background(), h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, overA2A := range []bool{false, true} {
+		if overA2A {
+			card.Contact.HTTP = "" // the client calls over A2A
+		}
+		_, err := c.Call(context.Background(), card, "echo", []byte(`{"x":1}`))
+		var pe *PaymentError
+		if !errors.As(err, &pe) || !errors.Is(err, ErrTokensOnly) || !strings.Contains(err.Error(), "0.01 USDC") || !strings.Contains(err.Error(), "@x402/fetch") {
+			t.Fatalf("over A2A %v: %v", overA2A, err)
+		}
+		if !overA2A && (len(pe.Exact) != 1 || pe.Exact[0].Asset != MintUSDCDevnet) {
+			t.Fatalf("the x402 v2 offers: %+v", pe.Exact)
+		}
+	}
+	if n, b := h.served.Load(), h.chain.Balance(wallet.PublicKey()); n != 0 || b != solana.LAMPORTS_PER_SOL {
+		t.Fatalf("the skill ran %d times, the wallet holds %d", n, b)
+	}
+}
