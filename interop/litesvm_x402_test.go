@@ -224,7 +224,8 @@ func TestLiteSVMMissingTokenAccount(t *testing.T) {
 		s.payer = payer
 		return h.payExact(s, body, X402Version2)
 	}
-	if r := pay(`{"n":1}`); r.status != 402 || r.body["code"] != "payment_tx_rejected" || strings.Count(h.logs.String(), ata) != 2 {
+	if r := pay(`{"n":1}`); r.status != 402 || r.body["code"] != "payment_tx_rejected" || !strings.Contains(r.body["detail"].(string), "has no USDC account") ||
+		strings.Count(h.logs.String(), ata) != 2 {
 		t.Fatalf("a payment to the missing account: %d %s\n%s", r.status, r.raw, h.logs.String())
 	}
 	tokens.account(h.provider.PublicKey(), mint)

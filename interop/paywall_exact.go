@@ -119,7 +119,7 @@ func (p *Paywall) settleClaimed(w http.ResponseWriter, r *http.Request, pc *paid
 			return uerr
 		}
 		if errors.Is(err, ErrTxRejected) { // a missing account of the wallet's is one cause: say so
-			p.checkTokenAccounts(context.WithoutCancel(r.Context()))
+			err = p.rejected(context.WithoutCancel(r.Context()), ep.pay.row, err)
 		}
 		return p.refuse(w, pc, err)
 	}

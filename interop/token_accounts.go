@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/gagliardetto/solana-go"
@@ -17,12 +18,12 @@ import (
 // Start, and again whenever the network refuses a payment, and logs each
 // one missing with the command that creates it.
 
-// tokenAccounts are the mints the skills are priced in, and which of the
-// wallet's accounts of them were seen.
+// tokenAccounts are the mints the skills are priced in, and what was
+// learned of the wallet's account of each.
 type tokenAccounts struct {
-	mu    sync.Mutex
-	rows  []Price         // one per mint, in the order the skills name them
-	found map[string]bool // by mint: the wallet's account exists
+	mu     sync.Mutex
+	rows   []Price         // one per mint, in the order the skills name them
+	exists map[string]bool // by mint, once looked up: whether the wallet's account exists
 }
 
 // watch adds the mints of rows.
@@ -30,19 +31,10 @@ func (ta *tokenAccounts) watch(rows Prices) {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
 	for _, r := range rows {
-		if !ta.watching(r.Asset) {
+		if !slices.ContainsFunc(ta.rows, func(w Price) bool { return w.Asset == r.Asset }) {
 			ta.rows = append(ta.rows, r)
 		}
 	}
-}
-
-func (ta *tokenAccounts) watching(mint string) bool {
-	for _, r := range ta.rows {
-		if r.Asset == mint {
-			return true
-		}
-	}
-	return false
 }
 
 // unseen are the rows whose account was not seen yet.
@@ -51,20 +43,29 @@ func (ta *tokenAccounts) unseen() []Price {
 	defer ta.mu.Unlock()
 	var out []Price
 	for _, r := range ta.rows {
-		if !ta.found[r.Asset] {
+		if !ta.exists[r.Asset] {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func (ta *tokenAccounts) seen(mint string) {
+func (ta *tokenAccounts) learn(mint string, exists bool) {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
-	if ta.found == nil {
-		ta.found = map[string]bool{}
+	if ta.exists == nil {
+		ta.exists = map[string]bool{}
 	}
-	ta.found[mint] = true
+	ta.exists[mint] = exists
+}
+
+// missing reports whether the wallet's account of mint was found missing
+// at the last look.
+func (ta *tokenAccounts) missing(mint string) bool {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	exists, known := ta.exists[mint]
+	return known && !exists
 }
 
 // checkTokenAccounts looks for the wallet's account of each mint not seen
@@ -75,43 +76,55 @@ func (p *Paywall) checkTokenAccounts(ctx context.Context) {
 		return
 	}
 	for _, row := range p.accounts.unseen() {
-		if p.checkTokenAccount(ctx, row) {
-			p.accounts.seen(row.Asset)
+		if exists, known := p.lookTokenAccount(ctx, row); known {
+			p.accounts.learn(row.Asset, exists)
 		}
 	}
 }
 
-// checkTokenAccount reports whether the wallet's account of row's mint
-// exists, and logs why not.
-func (p *Paywall) checkTokenAccount(ctx context.Context, row Price) bool {
+// lookTokenAccount tells whether the wallet's account of row's mint
+// exists (known false when that could not be learned), and logs why not.
+func (p *Paywall) lookTokenAccount(ctx context.Context, row Price) (exists, known bool) {
 	mint, err := solana.PublicKeyFromBase58(row.Asset)
 	if err != nil {
-		return false
+		return false, false
 	}
 	prog, ok, err := p.chain.accountOwner(ctx, mint)
 	switch {
 	case err != nil:
 		p.log.Warn("x402 v2: could not look up the mint of a token price", "currency", row.Currency, "mint", mint, "err", err)
-		return false
+		return false, false
 	case !ok:
 		p.log.Warn("x402 v2: the mint of a token price does not exist on the payment network: no payment in it can land",
 			"currency", row.Currency, "mint", mint, "network", p.cfg.Network)
-		return false
+		return false, false
 	}
 	ata, err := associatedTokenAccount(p.wallet, mint, prog)
 	if err != nil {
-		return false
+		return false, false
 	}
-	if _, ok, err = p.chain.accountOwner(ctx, ata); err != nil {
+	if _, exists, err = p.chain.accountOwner(ctx, ata); err != nil {
 		p.log.Warn("x402 v2: could not look up the wallet's token account", "currency", row.Currency, "account", ata, "err", err)
-		return false
+		return false, false
 	}
-	if !ok {
+	if !exists {
 		p.log.Warn("x402 v2: the wallet has no token account of a mint a skill is priced in: every payment in it is refused until it exists",
 			"currency", row.Currency, "mint", mint, "wallet", p.cfg.Wallet, "account", ata,
 			"create_with", "spl-token create-account "+mint.String()+" --owner "+p.cfg.Wallet+" --url "+clusterMoniker(p.cfg))
 	}
-	return ok
+	return exists, true
+}
+
+// rejected is the client's error for a payment in row that the network
+// (or the facilitator) refused with err: that the wallet has no account
+// of its mint, when that is why.
+func (p *Paywall) rejected(ctx context.Context, row Price, err error) error {
+	p.checkTokenAccounts(ctx)
+	if p.accounts.missing(row.Asset) {
+		return ErrTxRejected.With("the provider's wallet %s has no %s account yet, so no payment in %s can land until its operator creates it; nothing was paid",
+			p.cfg.Wallet, row.Currency, row.Currency)
+	}
+	return err
 }
 
 // clusterMoniker names the payment network as the Solana CLI's --url
