@@ -76,15 +76,17 @@ func (c *Chain) call(ctx context.Context, what string, fn func(context.Context) 
 	}
 	var ne net.Error
 	var re *jsonrpc.RPCError
+	// The client is told the sentinel's detail only: the cause names the
+	// endpoint, whose URL may carry the operator's API key.
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		return ErrRPCTimeout.With("%s: the chain RPC did not answer within %s; retry shortly", what, c.timeout)
+		return ErrRPCTimeout.Because(fmt.Errorf("%s: no answer within %s: %w", what, c.timeout, err))
 	case errors.As(err, &re):
-		return ErrRPC.With("%s: RPC error %d: %s", what, re.Code, re.Message)
+		return ErrRPC.Because(fmt.Errorf("%s: RPC error %d: %s", what, re.Code, re.Message))
 	case errors.Is(err, context.Canceled):
 		return err
 	}
-	return ErrRPC.With("%s: %v", what, err)
+	return ErrRPC.Because(fmt.Errorf("%s: %w", what, err))
 }
 
 // GenesisHash asks the endpoint for its genesis hash.

@@ -44,12 +44,8 @@ var (
 
 	ErrAPIKeyUnknown = httpx.E(http.StatusUnauthorized, "api_key_unknown", "X-Api-Key is not known to this agent")
 	ErrAPIKeyOwner   = httpx.E(http.StatusUnauthorized, "api_key_owner", "X-Api-Key must be used with a Mesh-Sig by the key that requested it")
-	ErrNoSig         = httpx.E(http.StatusUnauthorized, "signature_required", "Mesh-Sig header required")
 	ErrUnboundSig    = httpx.E(http.StatusUnauthorized, "bound_signature_required",
 		"this agent debits a prepaid balance only for a v1-bound Mesh-Sig, which names the agent and the X-Api-Key")
-	ErrBadSig   = httpx.E(http.StatusUnauthorized, "invalid_signature", "Mesh-Sig does not verify")
-	ErrStaleSig = httpx.E(http.StatusUnauthorized, "stale_signature", "Mesh-Sig timestamp outside the 120 s tolerance")
-	ErrReplay   = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
 )
 
 // Errors of configuration and of the client, matched with errors.Is.

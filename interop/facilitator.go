@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+
+	"github.com/agentmesh/mesh/internal/redact"
 )
 
 // facilitatorSettler settles x402 v2 payments through an x402
@@ -54,7 +56,7 @@ func newFacilitator(ctx context.Context, url, network string, rpcTimeout, settle
 		} `json:"kinds"`
 	}
 	if err := f.do(ctx, f.timeout, http.MethodGet, "/supported", nil, &sup); err != nil {
-		return nil, fmt.Errorf("interop: asking the x402 facilitator %s what it supports: %w", f.url, err)
+		return nil, fmt.Errorf("interop: asking the x402 facilitator %s what it supports: %s", redact.URL(f.url), redact.Error(err))
 	}
 	for _, k := range sup.Kinds {
 		if k.X402Version == X402Version2 && k.Scheme == schemeExact && k.Network == network {
@@ -63,7 +65,7 @@ func newFacilitator(ctx context.Context, url, network string, rpcTimeout, settle
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: the x402 facilitator %s names no fee payer for the exact scheme on %s", ErrConfig, f.url, network)
+	return nil, fmt.Errorf("%w: the x402 facilitator %s names no fee payer for the exact scheme on %s", ErrConfig, redact.URL(f.url), network)
 }
 
 func (f *facilitatorSettler) feePayer() solana.PublicKey { return f.payer }
@@ -82,7 +84,7 @@ func (f *facilitatorSettler) verify(ctx context.Context, ep *exactPayment) error
 		InvalidReason string `json:"invalidReason"`
 	}
 	if err := f.do(ctx, f.timeout, http.MethodPost, "/verify", f.request(ep), &v); err != nil {
-		f.log.Warn("x402 v2: the facilitator's /verify failed", "err", err)
+		f.log.Warn("x402 v2: the facilitator's /verify failed", "err", redact.Error(err))
 		return ErrFacilitator
 	}
 	if !v.IsValid {
@@ -97,7 +99,7 @@ func (f *facilitatorSettler) settle(ctx context.Context, ep *exactPayment, _ boo
 	err := f.do(ctx, f.settleTimeout, http.MethodPost, "/settle", f.request(ep), &s)
 	switch {
 	case err != nil: // lost or timed out: it may have been sent
-		f.log.Warn("x402 v2: the facilitator's /settle failed", "err", err)
+		f.log.Warn("x402 v2: the facilitator's /settle failed", "err", redact.Error(err))
 		return "", ErrSettlementPending
 	case s.Success && s.Transaction != "":
 		return s.Transaction, nil

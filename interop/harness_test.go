@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -112,25 +113,7 @@ type harness struct {
 	// tokensOnly: echo has no lamports row, only its token rows.
 	tokensOnly bool
 	// logs, when set, gets the agent's log.
-	logs *logBuffer
-}
-
-// logBuffer is a log sink a test reads while the agent writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs *testkit.Buffer
 }
 
 type clock struct {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -271,13 +272,14 @@ func hashKey(k string) string {
 
 // --- Mesh-Sig nonces ---
 
-// claimMeshNonce remembers a Mesh-Sig nonce; a second use is ErrReplay.
+// claimMeshNonce remembers a Mesh-Sig nonce; a second use is
+// meshsig.ErrReplay.
 func (l *ledger) claimMeshNonce(pubHex, nonce string) error {
 	key := store.Key("x", "g", pubHex, nonce)
 	return l.update(func(tx *store.Txn) error {
 		if ok, err := tx.Has(key); err != nil || ok {
 			if ok {
-				return ErrReplay
+				return meshsig.ErrReplay
 			}
 			return err
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // x402JSDir holds the x402 project's own client (@x402/fetch, @x402/svm)
@@ -205,7 +207,7 @@ func TestLiteSVMMissingTokenAccount(t *testing.T) {
 	url, genesis := startLiteSVM(t)
 	tokens := newSVMTokens(t, url)
 	h, pc := litesvmHarness(t, url, genesis)
-	h.tokens, h.logs = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet)}, &logBuffer{}
+	h.tokens, h.logs = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet)}, &testkit.Buffer{}
 	payer, mint := NewWallet(), solana.MustPublicKeyFromBase58(MintUSDCDevnet)
 	pc.FeePayer = NewWallet()
 	for _, w := range []*Wallet{pc.FeePayer, payer, h.provider} {

@@ -64,6 +64,9 @@ func (p *Paywall) challenge(w http.ResponseWriter, pc *paidCall, cause *httpx.Er
 func (p *Paywall) refuse(w http.ResponseWriter, pc *paidCall, err error) error {
 	var e *httpx.Error
 	if errors.As(err, &e) && e.Status == http.StatusPaymentRequired {
+		if e.Cause() != nil {
+			p.log.Warn("payment check failed upstream", "code", e.Code, "err", e)
+		}
 		return p.challenge(w, pc, e)
 	}
 	return err

@@ -126,8 +126,8 @@ type Config struct {
 	// the wall's defaults (see wall.Tuning).
 	Wall wall.Tuning `json:"-"`
 	// SearchRate is how many searches (POST /v1/search) one client
-	// address may make a minute, SearchBurst how many at once; 0 takes
-	// the defaults.
+	// address may make a minute, 0 unlimited (as every rate);
+	// SearchBurst how many at once, 0 for the default.
 	SearchRate  int `json:"search_rate"`
 	SearchBurst int `json:"search_burst"`
 	// SolUSD is a fixed SOL/USD rate for the search's max_price_usd
@@ -199,11 +199,10 @@ func (c *CardFetch) validate() error {
 }
 
 // budgets are Budgets with the search's from SearchRate and SearchBurst
-// (their flags predate the write budgets; 0 takes the defaults).
+// (their flags predate the write budgets).
 func (n *Node) budgets() admission.Config {
 	b := n.cfg.Budgets
-	rate, burst := cmp.Or(n.cfg.SearchRate, registryapi.DefaultSearchRate), cmp.Or(n.cfg.SearchBurst, registryapi.DefaultSearchBurst)
-	b.Search = admission.Budget{Rate: float64(rate) / 60, Burst: burst}
+	b.Search = admission.Budget{Rate: float64(n.cfg.SearchRate) / 60, Burst: cmp.Or(n.cfg.SearchBurst, registryapi.DefaultSearchBurst)}
 	return b
 }
 
@@ -332,7 +331,7 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Quorum) > 0 {
 		if c.role() != RoleBootstrap {
-			return errors.New("node: --quorum is for bootstrap nodes (--role bootstrap)")
+			return errors.New("node: Quorum is for bootstrap nodes (Role bootstrap)")
 		}
 		if _, err := p2p.ParseAddrs(c.Quorum); err != nil {
 			return fmt.Errorf("node: quorum: %w", err)
@@ -377,8 +376,8 @@ func (c *Config) Validate() error {
 	if c.Wall.ProofNonces < 0 {
 		return fmt.Errorf("node: Wall.ProofNonces %d: want a positive count, or 0 for the default", c.Wall.ProofNonces)
 	}
-	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) || math.IsInf(c.Wall.ControlRate, 0) {
-		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, or 0 for the defaults", c.Wall.SendMemory, c.Wall.ControlRate)
+	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) {
+		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, 0 for the defaults (+Inf: no control rate)", c.Wall.SendMemory, c.Wall.ControlRate)
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("node: ShutdownGrace must not be negative")

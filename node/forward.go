@@ -171,8 +171,7 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 		}
 		raw, err := n.host.Request(ctx, dir, forwardProto, buf.Bytes(), maxForwardResp)
 		if err != nil {
-			n.log.Warn("forwarding to the directory failed", "peer", dir, "err", err)
-			return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+			return nil, errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/p2p"
@@ -37,7 +38,7 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 	// plain Error, not an x402 challenge.
 	prepaid := m.joinWith(func(c *Config) { c.Agent = apiAgent("api-prepaid", chain, provider.Address(), interop.ModeDeposit) })
 	for _, a := range []*Node{n, prepaid} {
-		eventually(t, 15*time.Second, a.AgentRegistered, "agent never registered")
+		testkit.Eventually(t, 15*time.Second, a.AgentRegistered, "agent never registered")
 		m.waitCaughtUp(a)
 	}
 

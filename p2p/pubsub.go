@@ -44,6 +44,15 @@ const (
 //     misbehave at the protocol level; below the graylist threshold a peer
 //     is ignored. IP colocation is not penalised: many honest nodes share an
 //     address in tests and behind NAT.
+//   - Message ids are js-libp2p's default (MessageID: the origin's public
+//     key as libp2p's protobuf encodes it, then the 8-byte seqno), not
+//     go-libp2p's (the peer id, which prefixes that key with two bytes of
+//     multihash header, then the seqno): a js-libp2p peer with its
+//     library's defaults then names every message as this node does, so
+//     gossip (IHAVE, IWANT, IDONTWANT) between them works. With the ids
+//     apart, a node asked a peer outside its mesh for messages it had
+//     (its own among them) and counted their echoes as invalid
+//     (docs/wire.md, Message ids).
 //   - Gossipsub gets the host through gossipHost, so that what waits for a
 //     slow peer is bounded in bytes (GossipQueueBytes), dropping its oldest
 //     published messages first, not only in RPCs (outboundQueue).
@@ -54,6 +63,8 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithGossipSubParams(gs),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithMessageSigning(true),
+		pubsub.WithMessageIdFn(MessageID),
+		pubsub.WithAppSpecificRpcInspector(inspectRPC(h.h.ID())),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
 		pubsub.WithValidateQueueSize(validateQueue),
@@ -233,7 +244,7 @@ func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
 			return pubsub.ValidationReject
 		}
 		origin, err := peer.IDFromBytes(m.From)
-		if err != nil {
+		if err != nil || !seqnoOK(m) {
 			tp.drop(DropInvalid)
 			return pubsub.ValidationReject
 		}
@@ -301,6 +312,18 @@ func (tp *Topic) Publish(ctx context.Context, data []byte) error { return tp.t.P
 
 // Peers lists the peers known to be subscribed to the topic.
 func (tp *Topic) Peers() []peer.ID { return tp.t.ListPeers() }
+
+// TopicPeers lists the peers known to be subscribed to topic name, as
+// this node sees them (nil while it has not joined the topic).
+func (h *Host) TopicPeers(name string) []peer.ID {
+	h.mu.Lock()
+	tp := h.topics[name]
+	h.mu.Unlock()
+	if tp == nil {
+		return nil
+	}
+	return tp.Peers()
+}
 
 // Leave unsubscribes from the topic and stops its delivery. It waits for a
 // Deliver call in progress, so it must not be called from Deliver.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -192,19 +193,9 @@ func (a *API) bearer(r *http.Request) (TokenClaims, error) {
 // signer verifies the request's Mesh-Sig over body; it returns nil, nil
 // when the header is absent. The nonce is claimed when the command applies.
 func (a *API) signer(r *http.Request, body []byte) (*SigClaim, error) {
-	hdr, err := identity.SigOf(r.Header)
-	if err != nil {
-		return nil, ErrBadSig.With("%v", err)
-	}
-	if hdr == "" {
-		return nil, nil
-	}
-	h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, a.cfg.Now())
-	switch {
-	case errors.Is(err, identity.ErrStaleSig):
-		return nil, ErrStaleSig.With("%v", err)
-	case err != nil:
-		return nil, ErrBadSig.With("%v", err)
+	h, err := meshsig.Verify(r, body, a.cfg.Now(), nil)
+	if err != nil || h == nil {
+		return nil, err
 	}
 	return &SigClaim{Pubkey: identity.EncodePublicKey(h.Pubkey), Nonce: h.Nonce}, nil
 }
@@ -218,7 +209,7 @@ func signedRequest(r *http.Request, body []byte) *Signed {
 func (a *API) requireSigner(r *http.Request, body []byte) (*SigClaim, error) {
 	sig, err := a.signer(r, body)
 	if err == nil && sig == nil {
-		err = ErrNoSig
+		err = meshsig.ErrNoSig
 	}
 	return sig, err
 }

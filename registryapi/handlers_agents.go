@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -85,7 +86,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Pubkey != "" && sig == nil {
-		return ErrNoSig.With("binding a pubkey requires a Mesh-Sig made with that key")
+		return meshsig.ErrNoSig.With("binding a pubkey requires a Mesh-Sig made with that key")
 	}
 	if req.Pubkey != "" && sig.Pubkey != req.Pubkey {
 		return ErrSigKeyMismatch

@@ -329,9 +329,16 @@ func (s *sealer) seal(purpose string, b []byte) []byte {
 	if s == nil {
 		return b
 	}
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(b)+16)
+	nonce := make([]byte, s.aead.NonceSize())
 	rand.Read(nonce)
-	return s.aead.Seal(nonce, nonce, b, []byte(s.id+"\n"+purpose))
+	return s.sealWith(nonce, purpose, b)
+}
+
+// sealWith is seal with nonce: nonce ‖ XChaCha20-Poly1305(b), the cluster
+// id, a line feed and purpose as associated data (docs/wire.md, The seal).
+func (s *sealer) sealWith(nonce []byte, purpose string, b []byte) []byte {
+	out := append(make([]byte, 0, len(nonce)+len(b)+s.aead.Overhead()), nonce...)
+	return s.aead.Seal(out, nonce, b, []byte(s.id+"\n"+purpose))
 }
 
 func (s *sealer) open(purpose string, b []byte) ([]byte, error) {

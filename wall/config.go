@@ -91,6 +91,7 @@ type Tuning struct {
 	PingInterval time.Duration
 	// ControlRate bounds the control frames a client sends a second, in
 	// bursts of twice that; a socket past it is closed (1008).
+	// math.Inf(1) bounds nothing.
 	ControlRate float64
 	// ProofNonces bounds the nonces of connect proofs the node remembers
 	// (proof.go), each for identity.NonceMemory; past it, signed connects

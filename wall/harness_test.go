@@ -147,8 +147,7 @@ func (h *harness) refusedUpgrade(id, query string, upgrade bool) (int, map[strin
 	h.t.Helper()
 	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+id+"/ws?"+query, nil)
 	if upgrade {
-		req.Header.Set("Connection", "Upgrade")
-		req.Header.Set("Upgrade", "websocket")
+		setUpgrade(req.Header)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -158,6 +157,14 @@ func (h *harness) refusedUpgrade(id, query string, upgrade bool) (int, map[strin
 	var body map[string]any
 	json.NewDecoder(resp.Body).Decode(&body)
 	return resp.StatusCode, body
+}
+
+// setUpgrade makes h a WebSocket handshake's (RFC 6455 4.1).
+func setUpgrade(h http.Header) {
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+	h.Set("Sec-WebSocket-Version", "13")
+	h.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
 }
 
 // listen reads frames in the background (a client that never calls it

@@ -461,7 +461,7 @@ func (s *Service) takeAppend(ctx context.Context, cl *Cluster, from peer.ID, q *
 		return fmt.Errorf("%w: the lobby keeps no history", errHistoryRefused)
 	case !cl.Public() && cl.memberPub() != nil && !q.signedBy(cl, from, now):
 		return fmt.Errorf("%w: append from %s without the member key's signature", errHistoryRefused, from)
-	case !cl.Public() && cl.memberPub() == nil && !s.cfg.Host.Served(topicName(cl.ID), from):
+	case !cl.Public() && cl.memberPub() == nil && !s.cfg.Host.Served(topicOf(cl), from):
 		return fmt.Errorf("%w: append from %s, which does not serve %s", errHistoryRefused, from, cl.ID)
 	}
 	events := q.Events[:min(len(q.Events), historyBatch)]
@@ -490,7 +490,7 @@ func (s *Service) fetchEvents(ctx context.Context, id, token string, limit int) 
 	defer cancel()
 	raw, err := s.cfg.Host.Request(ctx, s.cfg.Directory(), historyProto, req, maxHistoryResp)
 	if err != nil {
-		return nil, ErrNoDirectory.With("the directory node, which keeps cluster histories, did not answer: %v", err)
+		return nil, ErrNoDirectory.Because(fmt.Errorf("reading a history from the directory: %w", err))
 	}
 	var resp historyResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {

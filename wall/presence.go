@@ -49,8 +49,8 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 	})
 	for _, h := range touched {
 		m, now := r.presentLocked(h)
-		if now == before[h].on {
-			continue
+		if now == before[h].on && (!now || m == before[h].m) {
+			continue // no change, or the same member still online (a changed one, such as one that proved its did, is announced again)
 		}
 		status := "online"
 		if !now {

@@ -54,6 +54,7 @@ type Service struct {
 	joins        pendingJoins      // joins queued for the directory, not answered yet
 	sendMemory   sendMemory        // frames waiting for the sockets
 	proofNonces  *nonces.Memory    // of connect proofs (proof.go)
+	replays      replayMemory      // sealed topic messages taken (replay.go)
 	challenges   challenger        // for connect proofs (challenge.go)
 
 	joiningMu sync.Mutex
@@ -379,9 +380,15 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		}
 		return []byte{}, nil
 	}
+	if r.seal != nil {
+		if err := checkRosterChallenge(q.Challenge); err != nil {
+			return nil, err
+		}
+	}
+	self := s.cfg.Host.ID()
 	var theirs roster
-	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
-		return nil, err // a private cluster's roster goes only to token holders
+	if err := decodeWire(r.seal, rosterReqAD(from, self, q.Challenge), q.Body, &theirs); err != nil {
+		return nil, err // a private cluster's roster goes only to token holders, each asking for itself
 	}
 	if !q.Peek { // a peek's roster is not read: its proofs are not checked
 		if !r.vouched(ctx, from, asked) {
@@ -395,19 +402,19 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		r.waitTopicPeer(wctx, from)
 		cancel()
 	}
-	return encodeWire(r.seal, sealRosterResp, r.localRoster()), nil
+	return encodeWire(r.seal, rosterRespAD(self, from, q.Challenge), r.localRoster()), nil
 }
 
-// peek returns who is online in public cluster cl across the mesh: from
-// the room here, if this node serves it, else from the rosters of the
-// nodes that do.
-func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
+// online returns who is online in cluster cl across the mesh: from the
+// room here, if this node serves it, else from the rosters of the nodes
+// that do (a private cluster's asked with seal, its wire key).
+func (s *Service) online(ctx context.Context, cl *Cluster, seal *sealer) []member {
 	if r := s.room(cl.ID); r != nil {
 		return r.members()
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	peers, err := s.cfg.Host.Rendezvous(ctx, topicName(cl.ID), false)
+	peers, err := s.cfg.Host.Rendezvous(ctx, topicOf(cl), false)
 	if err != nil {
 		return nil
 	}
@@ -416,7 +423,7 @@ func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
 	byHandle := map[string]member{}
 	for _, p := range peers {
 		wg.Go(func() {
-			theirs, err := s.askRoster(ctx, p.ID, cl.ID, nil, roster{}, true)
+			theirs, err := s.askRoster(ctx, p.ID, cl.ID, seal, roster{}, true)
 			if err != nil {
 				return
 			}
@@ -438,7 +445,13 @@ var errNotServing = errors.New("wall: the node does not serve the cluster")
 // with peek, the asker only looks (it does not serve the cluster, or
 // checks a roster it holds).
 func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sealer, mine roster, peek bool) (roster, error) {
-	req := encodeWire(nil, "", rosterRequest{Cluster: id, Body: encodeWire(seal, sealRosterReq, mine), Peek: peek})
+	q := rosterRequest{Cluster: id, Peek: peek}
+	if seal != nil {
+		q.Challenge = newRosterChallenge()
+	}
+	self := s.cfg.Host.ID()
+	q.Body = encodeWire(seal, rosterReqAD(self, p, q.Challenge), mine)
+	req := encodeWire(nil, "", q)
 	raw, err := s.cfg.Host.Request(ctx, p, rosterProto, req, maxRosterResp)
 	if err != nil {
 		return roster{}, err
@@ -447,7 +460,7 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 		return roster{}, errNotServing
 	}
 	var theirs roster
-	if err := decodeWire(seal, sealRosterResp, raw, &theirs); err != nil {
+	if err := decodeWire(seal, rosterRespAD(p, self, q.Challenge), raw, &theirs); err != nil {
 		return roster{}, err
 	}
 	return theirs, theirs.check(id)

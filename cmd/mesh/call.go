@@ -61,11 +61,9 @@ project's @x402/fetch with @x402/svm).`,
 		Example: `  mesh call echo-1 echo --data '{"text":"hi"}' --max-lamports 10000 --key caller.key \
     --wallet-key ~/.config/solana/id.json --rpc https://api.devnet.solana.com
   mesh call echo-1 echo --data '{"text":"hi"}' --key caller.key --proof 5hG... --nonce x4_AQ...`,
-		Args: cobra.ExactArgs(2),
+		Args:    cobra.ExactArgs(2),
+		PreRunE: applyEnvHook,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := flagsFromEnv(cmd.Flags(), callEnv); err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -75,16 +73,18 @@ project's @x402/fetch with @x402/svm).`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.data, "data", "{}", "JSON input of the skill")
-	f.StringVar(&o.nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "any mesh node, to resolve the agent (env MESH_NODE)")
-	f.StringVarP(&o.keyFile, "key", "k", env("MESH_KEY", ""), "identity key file that signs the call; empty: a throw-away key (env MESH_KEY)")
-	f.StringVar(&o.walletFile, "wallet-key", env("MESH_WALLET_KEY_FILE", ""), "wallet keypair file (Solana CLI JSON); or put the key in env MESH_WALLET_KEY (env MESH_WALLET_KEY_FILE)")
-	f.StringVar(&o.rpcURL, "rpc", env("MESH_RPC", ""), "Solana JSON-RPC URL used to pay (env MESH_RPC)")
-	f.StringVar(&o.genesis, "genesis-hash", env("MESH_GENESIS_HASH", ""), "genesis hash --rpc must answer; empty: the known hash of the agent's network (set it only for a local validator) (env MESH_GENESIS_HASH)")
-	f.StringVar(&o.apiKey, "api-key", env("MESH_API_KEY", ""), "prepaid api_key (tk_...) sent as X-Api-Key (env MESH_API_KEY)")
-	f.Uint64Var(&o.maxLamports, "max-lamports", 0, "most lamports to pay for this call; 0 pays nothing (env MESH_MAX_LAMPORTS)")
+	f.StringVar(&o.nodeURL, "node", "http://127.0.0.1:7777", "any mesh node, to resolve the agent")
+	f.StringVarP(&o.keyFile, "key", "k", "", "identity key file that signs the call; empty: a throw-away key")
+	f.StringVar(&o.walletFile, "wallet-key", "", "wallet keypair file (Solana CLI JSON); or put the key in env MESH_WALLET_KEY")
+	f.StringVar(&o.rpcURL, "rpc", "", "Solana JSON-RPC URL used to pay")
+	f.StringVar(&o.genesis, "genesis-hash", "", "genesis hash --rpc must answer; empty: the known hash of the agent's network (set it only for a local validator)")
+	f.StringVar(&o.apiKey, "api-key", "", "prepaid api_key (tk_...) sent as X-Api-Key")
+	f.Uint64Var(&o.maxLamports, "max-lamports", 0, "most lamports to pay for this call; 0 pays nothing")
 	f.StringVar(&o.proof, "proof", "", "signature of a payment already made for this same call: send it as X-Payment-Proof instead of paying")
 	f.StringVar(&o.nonce, "nonce", "", "with --proof: the nonce the payment's memo carries")
-	f.DurationVar(&o.timeout, "timeout", defaultCallTimeout, "give up after this long (env MESH_CALL_TIMEOUT)")
+	f.DurationVar(&o.timeout, "timeout", defaultCallTimeout, "give up after this long")
+	declareEnv(f, map[string]string{"node": "MESH_NODE", "key": "MESH_KEY", "wallet-key": "MESH_WALLET_KEY_FILE", "rpc": "MESH_RPC",
+		"genesis-hash": "MESH_GENESIS_HASH", "api-key": "MESH_API_KEY", "max-lamports": "MESH_MAX_LAMPORTS", "timeout": "MESH_CALL_TIMEOUT"})
 	return c
 }
 
@@ -176,13 +176,6 @@ func loadWallet(file string) (*interop.Wallet, error) {
 		return interop.LoadWallet(file)
 	}
 	return interop.WalletFromEnv()
-}
-
-// callEnv names the environment variables of the numeric `mesh call`
-// flags (see flagsFromEnv).
-var callEnv = map[string]string{
-	"max-lamports": "MESH_MAX_LAMPORTS",
-	"timeout":      "MESH_CALL_TIMEOUT",
 }
 
 // shellQuote quotes s for a POSIX shell, so that a printed command can be

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -12,49 +11,26 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/node"
 	"github.com/agentmesh/mesh/wall"
 )
 
-// syncBuffer is an io.Writer safe for a command and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitOutput(t *testing.T, out *syncBuffer, want string) {
+func waitOutput(t *testing.T, out *testkit.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never showed %q:\n%s", want, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.Contains(out.String(), want) },
+		"output never showed %q:\n%s", want, out)
 }
 
 // chatting runs `mesh chat` with the given arguments; lines written to the
 // returned writer are its stdin.
-func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan error) {
+func chatting(t *testing.T, args ...string) (io.WriteCloser, *testkit.Buffer, chan error) {
 	t.Helper()
 	in, w := io.Pipe()
 	t.Cleanup(func() { w.Close() })
@@ -63,8 +39,8 @@ func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan e
 }
 
 // chatFrom runs `mesh chat` with the given arguments and stdin.
-func chatFrom(in io.Reader, args ...string) (*syncBuffer, chan error) {
-	out := &syncBuffer{}
+func chatFrom(in io.Reader, args ...string) (*testkit.Buffer, chan error) {
+	out := &testkit.Buffer{}
 	cmd := rootCmd()
 	cmd.SetArgs(append([]string{"chat"}, args...))
 	cmd.SetIn(in)

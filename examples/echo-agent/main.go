@@ -31,7 +31,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,6 +40,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/interop"
@@ -122,28 +124,48 @@ func prices(o options) (interop.Prices, error) {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.id, "id", "echo-1", "agent id")
-	flag.StringVar(&o.dataDir, "data", "./echo-data", "data directory")
-	flag.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0: any free port)")
-	flag.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap multiaddrs, comma-separated (empty: the node is its own directory)")
-	flag.StringVar(&o.wallet, "wallet", "", "provider wallet address (base58) that receives payments")
-	flag.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
-	flag.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
-	flag.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
-	flag.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports (0 with --price-usdc or --price-wsol: priced only in tokens, which only x402 v2 clients pay)")
-	flag.StringVar(&o.priceUSDC, "price-usdc", "", "also price one echo in USDC, a decimal (0.01 is a cent): x402 v2 clients pay it")
-	flag.Uint64Var(&o.priceWSOL, "price-wsol", 0, "also price one echo in wrapped SOL, in lamports: x402 v2 clients pay it")
-	flag.StringVar(&o.feePayerKey, "fee-payer-key", "", "Solana keypair file of the fee payer that co-signs x402 v2 payments (needed by --price-usdc and --price-wsol)")
-	flag.StringVar(&o.facilitator, "facilitator", "", "x402 facilitator URL that co-signs x402 v2 payments instead of --fee-payer-key")
-	flag.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
-	flag.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
-	flag.StringVar(&o.a2aVersion, "a2a-version", "", "with --card: the A2A-Version to ask the card for (1.0: the card in A2A 1.0's shape; empty: the full card)")
-	flag.Parse()
-	if err := run(o); err != nil {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		return
+	}
+	if err == nil {
+		err = run(o)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "echo-agent:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string) (options, error) {
+	var o options
+	return o, flags(&o).Parse(args)
+}
+
+// flags are the example's flags, set into o. --http, the earlier name of
+// --listen, still works for one release, hidden from the help.
+func flags(o *options) *pflag.FlagSet {
+	f := pflag.NewFlagSet("echo-agent", pflag.ContinueOnError)
+	f.StringVar(&o.id, "id", "echo-1", "agent id")
+	f.StringVar(&o.dataDir, "data", "./echo-data", "data directory")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address (port 0: any free port)")
+	f.StringVar(&o.listen, "http", "127.0.0.1:8080", "")
+	f.MarkDeprecated("http", "use --listen")
+	f.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap multiaddrs, comma-separated (empty: the node is its own directory)")
+	f.StringVar(&o.wallet, "wallet", "", "provider wallet address (base58) that receives payments")
+	f.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
+	f.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
+	f.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
+	f.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports (0 with --price-usdc or --price-wsol: priced only in tokens, which only x402 v2 clients pay)")
+	f.StringVar(&o.priceUSDC, "price-usdc", "", "also price one echo in USDC, a decimal (0.01 is a cent): x402 v2 clients pay it")
+	f.Uint64Var(&o.priceWSOL, "price-wsol", 0, "also price one echo in wrapped SOL, in lamports: x402 v2 clients pay it")
+	f.StringVar(&o.feePayerKey, "fee-payer-key", "", "Solana keypair file of the fee payer that co-signs x402 v2 payments (needed by --price-usdc and --price-wsol)")
+	f.StringVar(&o.facilitator, "facilitator", "", "x402 facilitator URL that co-signs x402 v2 payments instead of --fee-payer-key")
+	f.BoolVar(&o.free, "free", false, "serve echo free: no wallet, no payment, no Solana RPC needed")
+	f.BoolVar(&o.card, "card", false, "print the card the agent serves at /.well-known/agent-card.json, then exit")
+	f.StringVar(&o.a2aVersion, "a2a-version", "", "with --card: the A2A-Version to ask the card for (1.0: the card in A2A 1.0's shape; empty: the full card)")
+	return f
 }
 
 func run(o options) error {

@@ -104,6 +104,20 @@ func TestEchoAgentFree(t *testing.T) {
 	}
 }
 
+// TestListenFlagAlias: --http, the earlier name of --listen, still sets
+// the listen address, and the help names only --listen.
+func TestListenFlagAlias(t *testing.T) {
+	for _, args := range [][]string{{"--http", "127.0.0.1:9"}, {"--listen", "127.0.0.1:9"}, {"--http=127.0.0.1:9", "--free"}} {
+		o, err := parseFlags(args)
+		if err != nil || o.listen != "127.0.0.1:9" {
+			t.Errorf("%q: listen %q (%v)", args, o.listen, err)
+		}
+	}
+	if help := flags(&options{}).FlagUsages(); strings.Contains(help, "--http") || !strings.Contains(help, "--listen") {
+		t.Errorf("help:\n%s", help)
+	}
+}
+
 // TestEchoAgentPricedInUSDC: --price-usdc adds a USDC row, which the 402
 // offers in x402 v2's PAYMENT-REQUIRED through the fee payer of
 // --fee-payer-key; a price finer than USDC's six decimals is refused.
