@@ -19,14 +19,12 @@ import (
 // returns a trusted caller's key.
 func newTokensOnlyHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
 	t.Helper()
-	min, score := 0.8, 0.9
-	h, pc := fakeChainHarness(t)
-	h.tokens, h.tokensOnly = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet)}, true
-	h.startExact(pc, func(pc *PaymentConfig) { pc.PostpayMinReputation = &min; pc.PostpayDue = time.Hour })
-	trusted := identity.GenerateKey()
-	h.reg.score = &score
-	h.reg.agents[identity.EncodePublicKey(trusted.Public().(ed25519.PublicKey))] = "trusted-1"
-	return h, trusted
+	return postpayHarness(t, func(t *testing.T, edit ...func(*PaymentConfig)) *harness {
+		h, pc := fakeChainHarness(t)
+		h.tokens, h.tokensOnly = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet)}, true
+		h.startExact(pc, edit...)
+		return h
+	})
 }
 
 // TestTokensOnlySkill: a skill priced only in USDC (spec 9: a new
