@@ -3,6 +3,7 @@ package registryapi
 import (
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/agentmesh/mesh/internal/storetest"
@@ -82,17 +83,22 @@ func TestSearchReadsTokenRows(t *testing.T) {
 	if len(got) != 3 || got["both"] != 5e7 || got["solonly"] != 5e7 || got["usdconly"] != nil {
 		t.Fatalf("price_lamports %v", got)
 	}
-	// The agent page prices each in its lamports, else in USDC.
-	for id, want := range map[string]string{"both": "0.05 SOL ($5.00) per request", "usdconly": "0.01 USDC per request"} {
+	// The agent page prices each in its lamports, else in USDC, and says
+	// how to pay: mesh call for lamports, an x402 v2 client for tokens.
+	endpoint := "https://tolls.example"
+	for id, want := range map[string][2]string{
+		"both":     {"0.05 SOL ($5.00) per request", "mesh call both toll --data '{}' --max-lamports 50000000"},
+		"usdconly": {"0.01 USDC per request", "curl -X POST https://tolls.example/v1/toll -H 'Content-Type: application/json' -d '{}'\n# answers 402 with PAYMENT-REQUIRED: pay it with an x402 v2 client (@x402/fetch with @x402/svm)"},
+	} {
 		ag, err := h.dir.Lookup(id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rate := 100.0
 		call := (&API{}).howToCall(httptest.NewRequest("GET", "/agent/"+id, nil), ag, &DiscoveryView{AgentID: id, SolUSD: &rateView{Rate: rate},
-			Skills: []SkillView{{ID: "toll"}}})
-		if len(call.Skills) != 1 || call.Skills[0].Price != want {
-			t.Fatalf("%s's page prices toll %+v, want %q", id, call.Skills, want)
+			Endpoint: &endpoint, Skills: []SkillView{{ID: "toll"}}})
+		if len(call.Skills) != 1 || call.Skills[0].Price != want[0] || !strings.HasPrefix(call.Skills[0].Command, want[1]) {
+			t.Fatalf("%s's page calls toll %+v, want %q", id, call.Skills, want)
 		}
 	}
 	// 0.05 SOL at 100 USD is 5 USD; 0.01 USDC is 0.01 USD.
