@@ -78,7 +78,8 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 
 // apiAgent is an embedded agent with a priced skill (echo) and a free one
 // (ping), paid in the given modes; with x402, echo is also priced in USDC
-// (x402 v2) through a fee payer of the agent's.
+// (x402 v2) through a fee payer of the agent's, and a third skill (usdc)
+// is priced only in USDC.
 func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *AgentConfig {
 	echo := func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }
 	cfg := &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
@@ -91,7 +92,9 @@ func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *
 			Modes: modes},
 	}}
 	if slices.Contains(modes, interop.ModeX402) {
-		cfg.Skills[0].Pricing = append(cfg.Skills[0].Pricing, interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet))
+		usdc := interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet)
+		cfg.Skills[0].Pricing = append(cfg.Skills[0].Pricing, usdc)
+		cfg.Skills = append(cfg.Skills, interop.Skill{ID: "usdc", Name: "Priced in USDC only", Pricing: interop.Prices{usdc}, Handler: echo})
 		cfg.Payment.FeePayer = interop.NewWallet()
 	}
 	return cfg
@@ -296,6 +299,11 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	h.run(apiCase{name: "a free skill", method: "POST", path: "/v1/ping", body: `{"x":1}`, status: 200})
 	h.run(apiCase{name: "a priced skill unpaid", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,
 		status: http.StatusPaymentRequired, code: "payment_required"})
+	h.run(apiCase{name: "a skill priced only in tokens unpaid", method: "POST", path: "/v1/usdc", body: `{"x":1}`,
+		status: http.StatusPaymentRequired, code: "payment_required"})
+	h.run(apiCase{name: "a skill priced only in tokens with the seed's proof", method: "POST", path: "/v1/usdc", body: `{"x":1}`,
+		hdr:    []string{"X-Payment-Proof", "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"},
+		status: http.StatusPaymentRequired, code: "payment_scheme_unsupported"})
 	h.run(apiCase{name: "a priced skill with a malformed proof", method: "POST", path: "/v1/echo", body: `{"x":1}`,
 		hdr: []string{"X-Payment-Proof", "nope"}, status: http.StatusPaymentRequired, code: "payment_proof_malformed"})
 	h.run(apiCase{name: "a priced skill with a malformed x402 v2 payment", method: "POST", path: "/v1/echo", body: `{"x":1}`,

@@ -214,7 +214,7 @@ func (a *API) searchQuery(q *SearchRequest, rt SolUSDRate, now time.Time) search
 		return sq
 	}
 	sq.keep = func(d *searchDoc) bool {
-		if q.MaxPriceUSD != nil && (d.price == nil || float64(*d.price)/lamportsPerSOL*rt.USD > *q.MaxPriceUSD) {
+		if q.MaxPriceUSD != nil && !d.withinUSD(*q.MaxPriceUSD, rt.USD) {
 			return false
 		}
 		return q.Online == nil || a.cfg.Directory.onlineDoc(d, now, a.cfg.OnlineWindow) == *q.Online
