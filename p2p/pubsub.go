@@ -39,7 +39,8 @@ const (
 //     so the first hop costs no mesh formation delay.
 //   - Messages are signed by their origin and signatures are required
 //     (strict), so a message's origin (Message.GetFrom) is authentic and
-//     validators may trust it.
+//     validators may trust it. What gossipsub refuses for its signature,
+//     before any validator, is counted as invalid (signatureDrops).
 //   - Peer scoring penalises peers that forward invalid messages and
 //     misbehave at the protocol level; below the graylist threshold a peer
 //     is ignored. IP colocation is not penalised: many honest nodes share an
@@ -65,6 +66,7 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithMessageSigning(true),
 		pubsub.WithMessageIdFn(MessageID),
 		pubsub.WithAppSpecificRpcInspector(inspectRPC(h.h.ID())),
+		pubsub.WithRawTracer(signatureDrops{h}),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
 		pubsub.WithValidateQueueSize(validateQueue),
