@@ -114,9 +114,10 @@ func (h *Host) PeerScore(p peer.ID) float64 {
 }
 
 // topicScoreParams: each invalid message a peer forwards costs it 50 points
-// (squared counter, decaying by half in about ten minutes), so a handful of
-// invalid messages pushes a flooding peer below the gossip and publish
-// thresholds, and sustained abuse below the graylist.
+// (squared counter, decaying to 1% in ten minutes: a half-life of about
+// 90 s, TestScoreFigures), so a handful of invalid messages pushes a
+// flooding peer below the gossip and publish thresholds, and sustained
+// abuse below the graylist.
 func topicScoreParams() *pubsub.TopicScoreParams {
 	return &pubsub.TopicScoreParams{
 		TopicWeight:                    1,
