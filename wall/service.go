@@ -101,6 +101,8 @@ func (s *Service) Start(context.Context) error {
 		})
 	})
 	s.cfg.Catalog.OnBoard(s.boardEvent)
+	s.cfg.Catalog.OnUpdate(func(u ClusterUpdate) { s.goroutine(func() { s.clusterUpdated(u) }) })
+	s.cfg.Catalog.OnRestore(func() { s.goroutine(s.recheckRooms) })
 	h.OnRendezvousNode(s.rendezvousBack)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
@@ -185,6 +187,11 @@ func (s *Service) goroutine(fn func()) bool {
 // s.mu: a deletion committed before that check fails enter with
 // ErrClusterNotFound; one committed after it finds the room in s.rooms
 // (the delete hook takes s.mu too) and closes it with its sockets.
+// Likewise for a change of visibility (cluster_update.go): sk was admitted
+// under cl's terms, and enters only a room of the same terms that the
+// catalog still holds; a room of earlier terms is closed (its sockets
+// would be, by the update's hook), and a socket of earlier terms refused
+// (errTermsChanged).
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -195,7 +202,11 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		r := s.rooms[cl.ID]
 		creating := r == nil
 		if creating {
-			if _, err := s.cfg.Catalog.Get(cl.ID); err != nil {
+			cur, err := s.cfg.Catalog.Get(cl.ID)
+			if err == nil && !sameTerms(cur, cl) {
+				err = errTermsChanged
+			}
+			if err != nil {
 				s.mu.Unlock()
 				return nil, err
 			}
@@ -214,6 +225,12 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 			}
 		} else {
 			<-r.ready
+			if !sameTerms(r.cl, cl) {
+				if err := s.closeStale(r, cl); err != nil {
+					return nil, err
+				}
+				continue
+			}
 		}
 		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
 			return r, err
@@ -249,9 +266,13 @@ func (s *Service) closeRoom(id string, c *closeCause) {
 	s.mu.Lock()
 	r := s.rooms[id]
 	s.mu.Unlock()
-	if r == nil {
-		return
+	if r != nil {
+		s.shut(r, c)
 	}
+}
+
+// shut is closeRoom of room r.
+func (s *Service) shut(r *room, c *closeCause) {
 	<-r.ready
 	r.mu.Lock()
 	first := !r.closed
