@@ -320,6 +320,9 @@ func newSealer(id, token string) *sealer {
 	return &sealer{id: id, aead: aead}
 }
 
+// sealOverhead is what sealing adds: a nonce and a tag.
+const sealOverhead = chacha20poly1305.NonceSizeX + chacha20poly1305.Overhead
+
 var errUnseal = errors.New("wall: cannot open sealed data")
 
 // seal encrypts b for purpose (bound in, with the cluster id, as

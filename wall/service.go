@@ -26,10 +26,6 @@ const (
 	// receiptProtoV1 carries one receipt per stream, from nodes of the
 	// release before receipts were batched.
 	receiptProtoV1 = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
-	// A roster travels as JSON, base64 inside the request's JSON: twice
-	// its members' worst case covers both.
-	maxRosterReq  = 2 * (maxRoster*(maxHandleLen+maxDIDLen+maxProof+maxChallenge+128) + 4096)
-	maxRosterResp = maxRosterReq
 )
 
 // Service is the wall on one node.
@@ -466,13 +462,8 @@ var errNotServing = errors.New("wall: the node does not serve the cluster")
 // with peek, the asker only looks (it does not serve the cluster, or
 // checks a roster it holds).
 func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sealer, mine roster, peek bool) (roster, error) {
-	q := rosterRequest{Cluster: id, Peek: peek}
-	if seal != nil {
-		q.Challenge = newRosterChallenge()
-	}
 	self := s.cfg.Host.ID()
-	q.Body = encodeWire(seal, rosterReqAD(self, p, q.Challenge), mine)
-	req := encodeWire(nil, "", q)
+	q, req := newRosterRequest(self, p, id, seal, mine, peek)
 	raw, err := s.cfg.Host.Request(ctx, p, rosterProto, req, maxRosterResp)
 	if err != nil {
 		return roster{}, err
