@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/agentmesh/mesh/coord/chat"
+	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/internal/atomicfile"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
@@ -35,11 +36,22 @@ func (d *Daemon) newChat() (*chat.Engine, error) {
 	c.ArchiveDir, c.Files, c.Env = filepath.Join(d.cfg.StateDir, "chat-archive"), d.files, d.environ
 	c.Emit, c.CheckAnchor, c.TurnEnded = d.events.publish, d.checkAnchor, d.turnEnded
 	c.Coordinating = func(conv string) bool { return d.runs.Coordinating(conv) }
+	c.Redact = d.redact
 	e, err := chat.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	return e, nil
+}
+
+// redact blanks secrets out of text the daemon serves of an agent's
+// failure, as the debug log does (the known values of the environments
+// included, once the log is open).
+func (d *Daemon) redact(s string) string {
+	if d.dlog == nil {
+		return debuglog.RedactText(s, nil)
+	}
+	return d.dlog.RedactText(s)
 }
 
 // checkAnchor accepts an anchor that names an initiative of the roadmap

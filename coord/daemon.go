@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -114,6 +116,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err := d.lockProject(); err != nil {
 		return err
 	}
+	d.ignoreStateDir()
 	if d.dlog, err = debuglog.Open(debuglog.Config{Path: filepath.Join(d.cfg.StateDir, debugLogFile),
 		MaxBytes: d.cfg.DebugMaxBytes, MaxAge: d.cfg.DebugMaxAge, Clock: d.cfg.Clock, Files: d.files}); err != nil {
 		return fmt.Errorf("coord: debug log: %w", err)
@@ -220,6 +223,19 @@ func (d *Daemon) lockProject() error {
 		return err
 	}
 	return d.lock.write(lockInfo{PID: os.Getpid(), Started: d.cfg.Clock.Now().UTC()})
+}
+
+// ignoreStateDir writes a .gitignore of "*" into the state folder, unless
+// it has one: the daemon's files (its token, conversations, debug log) are
+// never committed with the project, and so never cloned with it.
+func (d *Daemon) ignoreStateDir() {
+	err := d.files.Create(filepath.Join(d.cfg.StateDir, ".gitignore"), 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, "# Written by mesh coord: the daemon's own files are not the project's.\n*\n")
+		return err
+	})
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		d.log.Warn("cannot write the state folder's .gitignore", "err", err)
+	}
 }
 
 // URL is the address the daemon serves at, e.g. http://127.0.0.1:5570.

@@ -102,9 +102,9 @@ crons:
 }
 
 // TestDebugLogRedactsOutput: what the agent printed, as its failure's end
-// in the debug log, and what a client posts, are stored without the
-// secrets of the environment, token-shaped strings or bearer tokens; the
-// log file on disk never holds them.
+// in the debug log and in the timeline's system message, and what a client
+// posts, are stored without the secrets of the environment, token-shaped
+// strings or bearer tokens; the log file on disk never holds them.
 func TestDebugLogRedactsOutput(t *testing.T) {
 	withEnv(t)
 	dir := project(t)
@@ -113,6 +113,12 @@ func TestDebugLogRedactsOutput(t *testing.T) {
 	h.send("c1", "leak", http.StatusOK)
 	if ev := ws.next("conv.stream.final"); ev["error"] != "agent_failed" {
 		t.Fatalf("final %v", ev)
+	}
+	sys := h.messages("c1", "").Messages[1]
+	if sys.Role != "system" || sys.Error != "agent_failed" || !strings.HasPrefix(sys.Text, "the agent failed: agent_failed (exit status 3)\n") ||
+		!strings.Contains(sys.Text, "ANTHROPIC_API_KEY is [REDACTED]") || !strings.Contains(sys.Text, "Bearer [REDACTED]") ||
+		strings.Contains(sys.Text, fakeKey) || strings.Contains(sys.Text, "abcdefghijklmnopqrstuvwxyz") {
+		t.Fatalf("the failure in the timeline: %+v", sys)
 	}
 	body := `{"tag":"ui","msg":"the agent said ` + fakeKey + `","data":{"output":"export CLOUD_DEPLOY_SECRET=do-not-pass-this-on; gh auth ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}`
 	if code := h.do("POST", "/debug/log", body, nil); code != http.StatusAccepted {

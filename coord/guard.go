@@ -31,7 +31,8 @@ var (
 //   - its Host names this daemon (a page of a rebound name cannot reach
 //     it);
 //   - a request that changes something (any method but GET, HEAD and
-//     OPTIONS), or opens /events, from a browser comes from an allowed
+//     OPTIONS), or asks to switch protocols (the /events upgrade), from a
+//     browser comes from an allowed
 //     origin: a foreign or opaque ("null") Origin, or no Origin with a
 //     cross-site or same-site Sec-Fetch-Site, is refused;
 //   - such a write from a browser (or from anyone, with requireToken)
@@ -95,7 +96,9 @@ func (g *guard) preflight(w http.ResponseWriter, r *http.Request, origin string,
 // check is the guard's verdict on a request whose Host is ours.
 func (g *guard) check(r *http.Request, origin string, allowed bool) *httpx.Error {
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions
-	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+	// Any request to switch protocols: the WebSocket library takes
+	// "websocket" anywhere in the list ("h2c, websocket").
+	upgrade := len(r.Header.Values("Upgrade")) > 0
 	if !write && !upgrade {
 		return nil // reads: a page of another origin gets no CORS headers
 	}

@@ -2,9 +2,12 @@ package coord
 
 import (
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOnceSetIsBounded: the memory of refusals already logged holds the
@@ -41,4 +44,40 @@ func FuzzHostAllowed(f *testing.F) {
 			t.Fatalf("Host %q let in", host)
 		}
 	})
+}
+
+// fileInfo is a file's metadata as the token check reads it.
+type fileInfo struct {
+	mode fs.FileMode
+	uid  uint32
+}
+
+func (f fileInfo) Name() string       { return "token" }
+func (f fileInfo) Size() int64        { return 44 }
+func (f fileInfo) Mode() fs.FileMode  { return f.mode }
+func (f fileInfo) ModTime() time.Time { return time.Time{} }
+func (f fileInfo) IsDir() bool        { return f.mode.IsDir() }
+func (f fileInfo) Sys() any           { return &syscall.Stat_t{Uid: f.uid} }
+
+// TestNotPrivate: a token file is the daemon user's own only when it is a
+// regular file of that user that neither the group nor others may read
+// or write.
+func TestNotPrivate(t *testing.T) {
+	for _, tc := range []struct {
+		info fileInfo
+		why  string
+	}{
+		{fileInfo{0o600, 1000}, ""},
+		{fileInfo{0o400, 1000}, ""},
+		{fileInfo{0o644, 1000}, "mode 0644"},
+		{fileInfo{0o640, 1000}, "mode 0640"},
+		{fileInfo{0o602, 1000}, "mode 0602"},
+		{fileInfo{0o600, 1001}, "owned by user 1001"},
+		{fileInfo{fs.ModeNamedPipe | 0o600, 1000}, "not a regular file"},
+	} {
+		got := notPrivate(tc.info, 1000)
+		if (tc.why == "") != (got == "") || !strings.Contains(got, tc.why) {
+			t.Errorf("%v uid %d: %q, want %q", tc.info.mode, tc.info.uid, got, tc.why)
+		}
+	}
 }

@@ -386,6 +386,47 @@ func TestEventsOrigin(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
 		}
 	}
+	// The library takes "websocket" anywhere in the Upgrade list: so does
+	// the guard.
+	for _, tc := range []struct {
+		name, code string
+		hdr        http.Header
+	}{
+		{"Upgrade: h2c, websocket, no Origin, Sec-Fetch-Site cross-site", "cross_site", http.Header{"Upgrade": {"h2c, websocket"}, "Sec-Fetch-Site": {"cross-site"}}},
+		{"Upgrade: websocket, h2c, Origin null", "origin_not_allowed", http.Header{"Upgrade": {"websocket, h2c"}, "Origin": {"null"}}},
+		{"Upgrade: h2c and Upgrade: websocket, Origin foreign", "origin_not_allowed", http.Header{"Upgrade": {"h2c", "websocket"}, "Origin": {evilOrigin}}},
+	} {
+		tc.hdr.Set("Connection", "Upgrade")
+		tc.hdr.Set("Sec-WebSocket-Version", "13")
+		tc.hdr.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		status, code := upgradeRaw(t, h.url+"/events", tc.hdr)
+		m.add("GET /events (WebSocket)", tc.name, status, code)
+		if status != http.StatusForbidden || code != tc.code {
+			t.Errorf("%s: %d %s, want 403 %s", tc.name, status, code, tc.code)
+		}
+	}
+}
+
+// upgradeRaw sends a protocol switch with the headers hdr: the status and
+// the code of a JSON refusal ("" for any other answer; a socket opened is
+// closed at once).
+func upgradeRaw(t *testing.T, url string, hdr http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var e errBody
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		json.NewDecoder(res.Body).Decode(&e)
+	}
+	return res.StatusCode, e.Code
 }
 
 // TestClientMessagesAreIgnored: what a client sends on /events is read and
@@ -454,6 +495,56 @@ func TestToken(t *testing.T) {
 	if err := d.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "token") {
 		d.Close()
 		t.Fatalf("start with a malformed token file: %v", err)
+	}
+}
+
+// TestATokenOthersMayKnowIsReplaced: a token file that is not private (a
+// .coord/token committed to a repository is checked out 0644, with a
+// content its author knows) is replaced by a new token at start, with a
+// warning; the known token does not let a page write. The state folder
+// gets a .gitignore of "*", and one the developer wrote is kept.
+func TestATokenOthersMayKnowIsReplaced(t *testing.T) {
+	dir := project(t)
+	known := "known-to-the-author-of-the-repository"
+	os.MkdirAll(filepath.Join(dir, ".coord"), 0o755)
+	if err := os.WriteFile(filepath.Join(dir, ".coord", "token"), []byte(known+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, dir, nil)
+	tok := h.token()
+	if st, err := os.Stat(h.d.TokenFile()); err != nil || st.Mode().Perm() != 0o600 || tok == known || len(tok) < 32 {
+		t.Fatalf("token file %v %v, token %q", st, err, tok)
+	}
+	body := `{"msg":"from the page"}`
+	hdr := http.Header{"Content-Type": {"application/json"}, "Origin": {"http://localhost:3000"}, "Authorization": {"Bearer " + known}}
+	var e errBody
+	if code := h.doWith("POST", "/debug/log", body, hdr, &e); code != 403 || e.Code != "bad_token" {
+		t.Fatalf("a page with the committed token: %d %+v", code, e)
+	}
+	hdr.Set("Authorization", "Bearer "+tok)
+	if code := h.doWith("POST", "/debug/log", body, hdr, nil); code != http.StatusAccepted {
+		t.Fatalf("a page with the new token: %d", code)
+	}
+	var tl tail
+	h.get("/debug/tail?tags=guard", &tl)
+	if len(tl.Events) == 0 || tl.Events[0].Lvl != "warn" || !strings.Contains(tl.Events[0].Msg, "not private") ||
+		!strings.Contains(fmt.Sprint(tl.Events[0].Data["why"]), "0644") {
+		t.Fatalf("the warning: %+v", tl.Events)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".coord", ".gitignore")); !slices.Contains(strings.Split(string(b), "\n"), "*") {
+		t.Fatalf(".coord/.gitignore %q", b)
+	}
+
+	// A private token is kept across a restart; so is a .gitignore the
+	// developer wrote.
+	h.d.Close()
+	os.WriteFile(filepath.Join(dir, ".coord", ".gitignore"), []byte("debug.jsonl\n"), 0o644)
+	h = start(t, dir, nil)
+	if h.token() != tok {
+		t.Fatal("a private token was replaced")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".coord", ".gitignore")); string(b) != "debug.jsonl\n" {
+		t.Fatalf("the developer's .gitignore became %q", b)
 	}
 }
 

@@ -101,6 +101,47 @@ func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
 	}
 }
 
+// TestReconcileRenumbersTheWallLeft: an initiative reconcile marks done
+// leaves its wall, which is renumbered 0, 1, 2... without it; one it
+// reopens leaves the archived wall, renumbered likewise. Files keep every
+// other byte.
+func TestReconcileRenumbersTheWallLeft(t *testing.T) {
+	dir := project(t)
+	pre := &harness{t: t, dir: dir}
+	pre.write("roadmap/initiatives/payments.md", "---\nstatus: active\nwall_order: 1\n---\n# Payments\n")
+	pre.write("roadmap/initiatives/audit.md", "---\nstatus: blocked\nwall_order: 2\n---\n# Audit\n")
+	pre.write("roadmap/initiatives/legacy.md", "---\nstatus: done\nwall_order: 3\n---\n# Legacy\n")
+	pre.write("roadmap/initiatives/legacy/port.md", "---\nstatus: done\n---\n")
+	h := start(t, dir, nil)
+	if w := h.walls(); ids(w["active"]) != "auth,payments,audit" || ids(w["archived"]) != "onboarding,legacy" {
+		t.Fatalf("walls before %v", w)
+	}
+	ws := h.socket()
+
+	h.write("roadmap/initiatives/auth/session-store.md", "---\nstatus: done\n---\n# Session store\n")
+	h.poll()
+	ws.next("state.rebuilt")
+	w := h.walls()
+	if ids(w["active"]) != "payments,audit" || *w["active"][0].WallOrder != 0 || *w["active"][1].WallOrder != 1 {
+		t.Fatalf("the active wall after auth was done: %+v", w["active"])
+	}
+	if got := h.read("roadmap/initiatives/audit.md"); got != "---\nstatus: blocked\nwall_order: 1\n---\n# Audit\n" {
+		t.Fatalf("audit.md %q", got)
+	}
+
+	// Reopened, auth leaves the archived wall: onboarding 0, legacy 1.
+	h.write("roadmap/initiatives/auth/session-store.md", "---\nstatus: active\n---\n# Session store\n")
+	h.poll()
+	ws.next("state.rebuilt")
+	w = h.walls()
+	if ids(w["archived"]) != "onboarding,legacy" || *w["archived"][1].WallOrder != 1 || ids(w["active"]) != "auth,payments,audit" {
+		t.Fatalf("the walls after auth was reopened: %v", w)
+	}
+	if got := h.read("roadmap/initiatives/legacy.md"); got != "---\nstatus: done\nwall_order: 1\n---\n# Legacy\n" {
+		t.Fatalf("legacy.md %q", got)
+	}
+}
+
 // TestReconcileRecordsTheGitHead: in a git repository, an initiative that
 // completes records the commit HEAD names.
 func TestReconcileRecordsTheGitHead(t *testing.T) {

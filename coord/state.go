@@ -14,7 +14,6 @@ import (
 	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/roadmap"
-	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
 // DocsDir is the project's documentation folder listed in /state.
@@ -185,15 +184,6 @@ func (d *Daemon) docs() []Doc {
 // readHead reads at most n bytes from the start of a file.
 func readHead(path string, n int) ([]byte, error) {
 	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return readAtMost(f, n)
-}
-
-// readHeadIn reads at most n bytes from the start of a file of files.
-func readHeadIn(files atomicfile.Root, path string, n int) ([]byte, error) {
-	f, err := files.OpenFile("read", path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

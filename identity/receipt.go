@@ -26,15 +26,21 @@ type Receipt struct {
 	V int `json:"v"`
 	// Agent is the id of the agent that was paid.
 	Agent string `json:"agent"`
-	// Payer is the base64 Mesh-Sig key of the caller that paid.
+	// Payer is the base64 Mesh-Sig key of the caller that paid; for an
+	// unsigned call paid by x402 v2, the base64 key of the token account's
+	// owner that signed the transfer (a Solana address is an Ed25519 key).
 	Payer string `json:"payer"`
 	// By is how: "x402" (Ref is the transaction signature, which anyone
 	// can look up on chain) or "balance" (a debit of a prepaid balance;
 	// Ref is the agent's own id of the debit).
 	By  string `json:"by"`
 	Ref string `json:"ref"`
-	// Lamports is what the call cost.
+	// Lamports is what the call cost, when paid in lamports.
 	Lamports uint64 `json:"lamports"`
+	// Asset and Amount are what a call paid in an SPL token (x402 v2)
+	// cost: the mint and the amount in its smallest unit.
+	Asset  string `json:"asset,omitempty"`
+	Amount uint64 `json:"amount,omitempty"`
 	// At is when it was paid, Unix seconds.
 	At int64 `json:"at"`
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -61,25 +61,18 @@ func signed(l *ledger, now func() time.Time, origin func() string, maxBody int64
 			return err
 		}
 		c := Caller{IP: httpx.ClientIP(r)}
-		hdr, err := identity.SigOf(r.Header)
-		if err != nil {
-			return ErrBadSig.With("%v", err)
-		}
+		bd := sigBinding(r, origin())
+		h, err := meshsig.Verify(r, body, now(), &bd)
 		switch {
-		case hdr != "":
-			h, err := identity.VerifyBound(hdr, r.Method, identity.RequestPath(r.URL), body, now(), sigBinding(r, origin()))
-			switch {
-			case errors.Is(err, identity.ErrStaleSig):
-				return ErrStaleSig.With("%v", err)
-			case err != nil:
-				return ErrBadSig.With("%v", err)
-			}
+		case err != nil:
+			return err
+		case h != nil:
 			if err := l.claimMeshNonce(hex.EncodeToString(h.Pubkey), h.Nonce); err != nil {
 				return err
 			}
 			c.Pubkey, c.Bound = h.Pubkey, h.Bound
 		case require:
-			return ErrNoSig
+			return meshsig.ErrNoSig
 		}
 		r = withCaller(r, c)
 		r.Body = io.NopCloser(bytes.NewReader(body))

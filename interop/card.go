@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/gagliardetto/solana-go"
+
 	"github.com/agentmesh/mesh/identity"
 )
 
@@ -121,14 +123,19 @@ type SkillCard struct {
 	Pricing Prices   `json:"pricing,omitempty"`
 }
 
-// Price is one pricing row (spec 2.5). Amount is integer lamports per Unit;
-// Network is explicit on every priced row.
+// Price is one pricing row (spec 2.5). Amount is an integer in the
+// currency's smallest unit per Unit: lamports, or for an SPL token row its
+// smallest unit; Network is explicit on every priced row.
 type Price struct {
 	Unit     string `json:"unit"`
 	Amount   uint64 `json:"amount"`
 	Currency string `json:"currency"`
 	Network  string `json:"network,omitempty"`
 	Tier     string `json:"tier,omitempty"`
+	// Asset is the SPL mint of a token row (base58): this project's
+	// extension of the row. A row in USDC or wSOL may leave it out on a
+	// known network; the card shows it filled in.
+	Asset string `json:"asset,omitempty"`
 }
 
 // Free is the pricing row of a free skill or agent: unit request, amount 0,
@@ -140,8 +147,30 @@ func Lamports(amount uint64, network string) Price {
 	return Price{Unit: UnitRequest, Amount: amount, Currency: CurrencyLamports, Network: network}
 }
 
+// Token is a per-request price of amount smallest units of an SPL token
+// on network: currency CurrencyUSDC or CurrencyWSOL with mint "" (the
+// known mint), or any currency name with its mint. It is paid by x402 v2
+// ("exact" on Solana), which needs a fee payer (PaymentConfig).
+func Token(amount uint64, currency, mint, network string) Price {
+	if mint == "" {
+		mint, _ = KnownMint(currency, network)
+	}
+	return Price{Unit: UnitRequest, Amount: amount, Currency: currency, Network: network, Asset: mint}
+}
+
 // IsFree reports whether the row asks for nothing.
 func (p Price) IsFree() bool { return p.Currency == CurrencyFree || p.Amount == 0 }
+
+// IsToken reports whether the row is priced in an SPL token.
+func (p Price) IsToken() bool { return p.Currency != CurrencyFree && p.Currency != CurrencyLamports }
+
+// withMint is the row with its known mint filled in.
+func (p Price) withMint() Price {
+	if p.IsToken() && p.Asset == "" {
+		p.Asset, _ = KnownMint(p.Currency, p.Network)
+	}
+	return p
+}
 
 func (p Price) validate() error {
 	switch {
@@ -155,8 +184,29 @@ func (p Price) validate() error {
 		if p.Network == "" {
 			return fmt.Errorf("pricing row of %d lamports: network is required", p.Amount)
 		}
+	case p.Currency == "":
+		return fmt.Errorf("pricing row: currency is required (lamports, free, %s, %s or a token with its asset)", CurrencyUSDC, CurrencyWSOL)
 	default:
-		return fmt.Errorf("pricing row: currency %q is not supported (lamports or free)", p.Currency)
+		return p.validateToken()
+	}
+	return nil
+}
+
+// validateToken checks an SPL token row: a network, a positive amount and
+// a mint (given, or known for the currency on the network).
+func (p Price) validateToken() error {
+	if p.Network == "" {
+		return fmt.Errorf("pricing row in %s: network is required", p.Currency)
+	}
+	if p.Amount == 0 {
+		return fmt.Errorf("pricing row in %s: amount must be positive (a free skill has a free row)", p.Currency)
+	}
+	mint := p.withMint().Asset
+	if mint == "" {
+		return fmt.Errorf("pricing row in %s: asset (the token's SPL mint) is required on %s", p.Currency, p.Network)
+	}
+	if _, err := solana.PublicKeyFromBase58(mint); err != nil {
+		return fmt.Errorf("pricing row in %s: asset %q is not a base58 address", p.Currency, mint)
 	}
 	return nil
 }
@@ -209,6 +259,23 @@ func (ps Prices) For(network string) (Price, bool) {
 		}
 	}
 	return Price{}, false
+}
+
+// priced reports whether any row asks for something.
+func (ps Prices) priced() bool {
+	return slices.ContainsFunc(ps, func(p Price) bool { return !p.IsFree() })
+}
+
+// Tokens returns the SPL token rows priced on network, their mints
+// filled in.
+func (ps Prices) Tokens(network string) Prices {
+	var out Prices
+	for _, p := range ps {
+		if p.IsToken() && p.Network == network {
+			out = append(out, p.withMint())
+		}
+	}
+	return out
 }
 
 // PaymentBlock is the card's payment block (spec 2.5).

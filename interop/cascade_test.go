@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -175,10 +176,11 @@ func TestPollerRetriesAfterRPCFailure(t *testing.T) {
 // waitForOpenInvoice waits until the caller pub has an open invoice.
 func (h *harness) waitForOpenInvoice(pub ed25519.PublicKey) {
 	h.t.Helper()
-	waitUntil(h.t, "an open invoice", func() bool {
+	testkit.Eventually(h.t, 20*time.Second, func() bool {
 		open, _ := h.agent.paywall.ledger.openInvoice(hex.EncodeToString(pub))
 		return open
-	})
+	}, "an open invoice")
+
 }
 
 // callOnCredit starts a post-pay call by key to a skill that takes slow,

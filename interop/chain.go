@@ -76,15 +76,17 @@ func (c *Chain) call(ctx context.Context, what string, fn func(context.Context) 
 	}
 	var ne net.Error
 	var re *jsonrpc.RPCError
+	// The client is told the sentinel's detail only: the cause names the
+	// endpoint, whose URL may carry the operator's API key.
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		return ErrRPCTimeout.With("%s: the chain RPC did not answer within %s; retry shortly", what, c.timeout)
+		return ErrRPCTimeout.Because(fmt.Errorf("%s: no answer within %s: %w", what, c.timeout, err))
 	case errors.As(err, &re):
-		return ErrRPC.With("%s: RPC error %d: %s", what, re.Code, re.Message)
+		return ErrRPC.Because(fmt.Errorf("%s: RPC error %d: %s", what, re.Code, re.Message))
 	case errors.Is(err, context.Canceled):
 		return err
 	}
-	return ErrRPC.With("%s: %v", what, err)
+	return ErrRPC.Because(fmt.Errorf("%s: %w", what, err))
 }
 
 // GenesisHash asks the endpoint for its genesis hash.
@@ -242,24 +244,29 @@ func (c *Chain) Pay(ctx context.Context, w *Wallet, payTo solana.PublicKey, lamp
 // ends when the chain has passed that height without the transaction:
 // then it can never land, and the answer is ErrTxExpired.
 func (c *Chain) WaitConfirmed(ctx context.Context, sig solana.Signature, lastValid uint64, interval time.Duration) error {
+	return c.waitStatus(ctx, sig, interval, func(ctx context.Context) error {
+		if lastValid == 0 {
+			return nil
+		}
+		height, err := c.blockHeight(ctx)
+		if err == nil && height > lastValid {
+			return fmt.Errorf("%w: %s was not included by block height %d (the chain is at %d)", ErrTxExpired, sig, lastValid, height)
+		}
+		return nil
+	})
+}
+
+// waitStatus polls the signature's status every interval until it reaches
+// the chain's commitment (nil), fails on chain (ErrTxFailed), or ctx ends.
+// expired is asked before each status read: a transaction that could
+// still land by then is visible by the time expired says it cannot, so
+// when the status is still empty its error ends the wait.
+func (c *Chain) waitStatus(ctx context.Context, sig solana.Signature, interval time.Duration, expired func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		// The height is read before the status: a transaction that landed
-		// at or below lastValid is visible by the time the height passed it.
-		var height uint64
-		var herr error
-		if lastValid > 0 {
-			height, herr = c.blockHeight(ctx)
-		}
-		var st *rpc.SignatureStatusesResult
-		err := c.call(ctx, "getSignatureStatuses", func(ctx context.Context) error {
-			res, err := c.client.GetSignatureStatuses(ctx, true, sig)
-			if err == nil && len(res.Value) == 1 {
-				st = res.Value[0]
-			}
-			return err
-		})
+		gone := expired(ctx)
+		st, err := c.signatureStatus(ctx, sig)
 		switch {
 		case errors.Is(err, context.Canceled):
 			return err
@@ -267,8 +274,8 @@ func (c *Chain) WaitConfirmed(ctx context.Context, sig solana.Signature, lastVal
 			return ErrTxFailed.With("transaction %s failed: %v", sig, st.Err)
 		case err == nil && st != nil && reached(st.ConfirmationStatus, c.commitment):
 			return nil
-		case err == nil && st == nil && herr == nil && lastValid > 0 && height > lastValid:
-			return fmt.Errorf("%w: %s was not included by block height %d (the chain is at %d)", ErrTxExpired, sig, lastValid, height)
+		case err == nil && st == nil && gone != nil:
+			return gone
 		}
 		select {
 		case <-ctx.Done():

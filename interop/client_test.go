@@ -9,6 +9,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
 
@@ -32,18 +33,6 @@ func (h *harness) card(c *Client) *Card {
 		h.t.Fatal(err)
 	}
 	return card
-}
-
-// waitUntil polls cond for up to 20 s (generous: a loaded machine).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestClientWaitsForAFinalizingProvider: a provider that checks payments
@@ -78,9 +67,9 @@ func TestClientWaitsForAFinalizingProvider(t *testing.T) {
 				done <- answer{res, err}
 			}()
 			if published { // the client waits on chain, not at the agent
-				waitUntil(t, "the client polls the status", func() bool { return h.chain.Calls("getSignatureStatuses") >= 3 })
+				testkit.Eventually(t, 20*time.Second, func() bool { return h.chain.Calls("getSignatureStatuses") >= 3 }, "the client polls the status")
 			} else { // more refused proofs than a short retry budget allows
-				waitUntil(t, "the agent refused 8 proofs", func() bool { return h.chain.Calls("getTransaction")-checks >= 8 })
+				testkit.Eventually(t, 20*time.Second, func() bool { return h.chain.Calls("getTransaction")-checks >= 8 }, "the agent refused 8 proofs")
 			}
 			h.chain.Finalize()
 			a := <-done
@@ -149,7 +138,7 @@ func TestPayEndsWhenTheBlockhashExpires(t *testing.T) {
 		sig, err := c.Pay(ctx, w, NewWallet().PublicKey(), 5000, "memo")
 		done <- answer{sig, err}
 	}()
-	waitUntil(t, "Pay polls the status", func() bool { return chain.Calls("getSignatureStatuses") >= 1 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return chain.Calls("getSignatureStatuses") >= 1 }, "Pay polls the status")
 	chain.Advance(151)
 	a := <-done
 	if !errors.Is(a.err, ErrTxExpired) || a.sig.IsZero() {

@@ -44,12 +44,8 @@ var (
 
 	ErrAPIKeyUnknown = httpx.E(http.StatusUnauthorized, "api_key_unknown", "X-Api-Key is not known to this agent")
 	ErrAPIKeyOwner   = httpx.E(http.StatusUnauthorized, "api_key_owner", "X-Api-Key must be used with a Mesh-Sig by the key that requested it")
-	ErrNoSig         = httpx.E(http.StatusUnauthorized, "signature_required", "Mesh-Sig header required")
 	ErrUnboundSig    = httpx.E(http.StatusUnauthorized, "bound_signature_required",
 		"this agent debits a prepaid balance only for a v1-bound Mesh-Sig, which names the agent and the X-Api-Key")
-	ErrBadSig   = httpx.E(http.StatusUnauthorized, "invalid_signature", "Mesh-Sig does not verify")
-	ErrStaleSig = httpx.E(http.StatusUnauthorized, "stale_signature", "Mesh-Sig timestamp outside the 120 s tolerance")
-	ErrReplay   = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
 )
 
 // Errors of configuration and of the client, matched with errors.Is.
@@ -73,6 +69,43 @@ var (
 	// ErrTxExpired is returned by Chain.Pay when the transaction's blockhash
 	// expired before it landed: it can never land, and nothing was paid.
 	ErrTxExpired = errors.New("interop: the payment transaction expired before it landed; nothing was paid")
+	// ErrTokensOnly is returned by the client for a skill whose 402 offers
+	// SPL token prices only (x402 v2, PAYMENT-REQUIRED) and nothing in
+	// lamports: it pays in lamports only.
+	ErrTokensOnly = errors.New("interop: the skill is priced only in SPL tokens, which this client does not pay")
 	// ErrCall is returned by the client for an unexpected answer of an agent or node.
 	ErrCall = errors.New("interop: call failed")
+)
+
+// Errors of x402 v2 payments (the "exact" scheme on Solana: a partially
+// signed SPL transfer the agent co-signs as fee payer and submits). Each
+// is a 402 with a fresh challenge, like the checks of the seed's proofs.
+var (
+	ErrPayloadMalformed = httpx.E(http.StatusPaymentRequired, "payment_payload_malformed",
+		"PAYMENT-SIGNATURE (or X-PAYMENT) is not base64 JSON of an x402 payment payload with payload.transaction, a base64 Solana transaction")
+	ErrSchemeUnsupported = httpx.E(http.StatusPaymentRequired, "payment_scheme_unsupported",
+		"this agent takes the exact scheme on its own network, for skills priced in an SPL token")
+	ErrFeePayerMismatch = httpx.E(http.StatusPaymentRequired, "payment_fee_payer_mismatch", "the transaction's fee payer is not the agent's (extra.feePayer)")
+	ErrFeePayerInUse    = httpx.E(http.StatusPaymentRequired, "payment_fee_payer_in_use",
+		"the transaction names the fee payer in an instruction: the fee payer only pays the network fee")
+	ErrSignersInvalid = httpx.E(http.StatusPaymentRequired, "payment_signers_invalid",
+		"the transaction must need exactly two signatures, the fee payer's and the token authority's, and carry a valid one of the authority")
+	ErrTxLayout = httpx.E(http.StatusPaymentRequired, "payment_tx_layout",
+		"the transaction must be 3 to 7 instructions without address lookup tables: compute unit limit, compute unit price, TransferChecked, then memo (and Lighthouse) instructions")
+	ErrComputeBudget = httpx.E(http.StatusPaymentRequired, "payment_compute_budget",
+		"the compute unit limit or price instruction is missing, malformed or over the agent's bounds")
+	ErrNoTransfer = httpx.E(http.StatusPaymentRequired, "payment_no_transfer",
+		"the third instruction is not a TransferChecked of SPL Token or Token-2022 with four accounts")
+	ErrWrongAsset       = httpx.E(http.StatusPaymentRequired, "payment_wrong_asset", "the transaction pays a token this skill is not priced in")
+	ErrAmountMismatch   = httpx.E(http.StatusPaymentRequired, "payment_amount_mismatch", "the transaction does not pay exactly the price")
+	ErrExtraInstruction = httpx.E(http.StatusPaymentRequired, "payment_extra_instruction",
+		"the transaction carries an instruction the exact scheme does not allow after the transfer (only memo and Lighthouse)")
+	ErrBlockhashExpired = httpx.E(http.StatusPaymentRequired, "payment_blockhash_expired",
+		"the transaction's recent blockhash has expired: it can no longer land; pay again against a fresh blockhash")
+	ErrTxRejected = httpx.E(http.StatusPaymentRequired, "payment_tx_rejected",
+		"the network refused the transaction before it landed (it would fail: for example the payer's token account lacks the amount); nothing was paid")
+	ErrSettlementPending = httpx.E(http.StatusPaymentRequired, "payment_settlement_pending",
+		"the transaction was sent but is not confirmed yet; retry the same request with the same payment shortly")
+	ErrFacilitator = httpx.E(http.StatusPaymentRequired, "payment_facilitator_error",
+		"the x402 facilitator could not be asked; retry shortly")
 )

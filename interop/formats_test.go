@@ -38,6 +38,20 @@ func TestCoins(t *testing.T) {
 	}
 }
 
+// TestParseUnits reads token amounts with their own decimals: USDC's six.
+func TestParseUnits(t *testing.T) {
+	for s, want := range map[string]uint64{"0.01": 10_000, "1": 1_000_000, "0.000001": 1, "12.5": 12_500_000} {
+		if got, err := ParseUnits(s, 6); err != nil || got != want {
+			t.Errorf("ParseUnits(%s, 6) = %d, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"0.0000001", "", "-1", "1e6", "18446744073709.551616"} {
+		if _, err := ParseUnits(bad, 6); !errors.Is(err, ErrBadAmount) {
+			t.Errorf("ParseUnits(%q, 6) accepted", bad)
+		}
+	}
+}
+
 func TestPayLink(t *testing.T) {
 	p := PayLink{Address: addr, Lamports: 5000, Label: "/v1/echo skill", Memo: "x4_a-b_c"}
 	s := p.String()

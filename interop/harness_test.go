@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -87,7 +89,7 @@ func (f *fakeRegistry) Reports() []Report {
 // harness is an agent with one paid skill ("echo") and one free skill
 // ("ping") behind httptest, on a fake chain, with a controllable clock.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	chain    *soltest.Chain
 	provider *Wallet
 	db       *store.DB
@@ -106,6 +108,12 @@ type harness struct {
 	// noLoop: the agent runs no poll loop; the test calls PollNow and
 	// checkInvoices itself, and nothing races them.
 	noLoop bool
+	// tokens are echo's pricing rows in SPL tokens, beside its lamports row.
+	tokens Prices
+	// tokensOnly: echo has no lamports row, only its token rows.
+	tokensOnly bool
+	// logs, when set, gets the agent's log.
+	logs *testkit.Buffer
 }
 
 type clock struct {
@@ -134,10 +142,8 @@ func newManualHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 
 func makeHarness(t *testing.T, noLoop bool, edit ...func(*PaymentConfig)) *harness {
 	t.Helper()
-	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
-		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t), noLoop: noLoop}
-	h.chain.SetBlockTime(h.clock.Now().Unix())
-	pc := testPayment(h.chain, h.provider.Address())
+	h, pc := fakeChainHarness(t)
+	h.noLoop = noLoop
 	for _, e := range edit {
 		e(pc)
 	}
@@ -145,15 +151,31 @@ func makeHarness(t *testing.T, noLoop bool, edit ...func(*PaymentConfig)) *harne
 	return h
 }
 
+// fakeChainHarness is a harness on a fake chain, not started yet, and its
+// payment configuration.
+func fakeChainHarness(t *testing.T) (*harness, *PaymentConfig) {
+	h := &harness{t: t, chain: soltest.New(t), provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, db: storetest.DB(t)}
+	h.chain.SetBlockTime(h.clock.Now().Unix())
+	return h, testPayment(h.chain, h.provider.Address())
+}
+
 // newHarnessOn is a harness on a real RPC endpoint (the LiteSVM shim) with
 // its genesis hash as the override, on the wall clock.
-func newHarnessOn(t *testing.T, rpcURL, genesis string) *harness {
+func newHarnessOn(t testing.TB, rpcURL, genesis string) *harness {
 	t.Helper()
+	h, pc := litesvmHarness(t, rpcURL, genesis)
+	h.start(pc)
+	return h
+}
+
+// litesvmHarness is a harness on the LiteSVM shim, not started yet, and
+// its payment configuration.
+func litesvmHarness(t testing.TB, rpcURL, genesis string) (*harness, *PaymentConfig) {
 	h := &harness{t: t, provider: NewWallet(), reg: &fakeRegistry{agents: map[string]string{}},
 		clock: &clock{now: time.Now()}, db: storetest.DB(t)}
-	h.start(&PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
-		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}})
-	return h
+	return h, &PaymentConfig{Network: NetworkDevnet, GenesisHash: genesis, Wallet: h.provider.Address(), RPCURL: rpcURL,
+		Commitment: CommitmentFinalized, Modes: []string{ModeX402, ModeDeposit}}
 }
 
 // start (re)starts the agent on h.db.
@@ -171,10 +193,14 @@ func (h *harness) start(pc *PaymentConfig) {
 		}
 		return out, nil
 	}
+	pricing := append(Prices{Lamports(testPrice, NetworkDevnet)}, h.tokens...)
+	if h.tokensOnly {
+		pricing = h.tokens
+	}
 	cfg := AgentConfig{
 		Card: Card{Name: "Echo", Description: "echoes"},
 		Skills: []Skill{
-			{ID: "echo", Name: "Echo", Pricing: Prices{Lamports(testPrice, NetworkDevnet)}, Handler: echo},
+			{ID: "echo", Name: "Echo", Description: "Echoes its input.", Pricing: pricing, Handler: echo},
 			{ID: "ping", Name: "Ping", Handler: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }},
 		},
 		Payment: pc,
@@ -182,7 +208,11 @@ func (h *harness) start(pc *PaymentConfig) {
 	if h.agentKey == nil {
 		h.agentKey = identity.GenerateKey()
 	}
-	a, err := NewAgent(cfg, AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey})
+	deps := AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey}
+	if h.logs != nil {
+		deps.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	}
+	a, err := NewAgent(cfg, deps)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -21,7 +22,8 @@ import (
 // under "x/", apart from the registry's keys:
 //
 //	x/n/<nonce>               the signature that paid an x402 nonce; TTL: expiry + nonceGrace
-//	x/s/<tx signature>        claim of a signature by a nonce and request, with the cached answer ≤ 512 KiB (claimRec); TTL claimTTL
+//	x/s/<tx signature>        claim of a signature by a nonce and request, with the cached answer ≤ 512 KiB (claimRec); TTL claimTTL;
+//	                          an x402 v2 payment is keyed by its payer's signature (the transaction's second)
 //	x/f/p/<pubkey hex>        free-tier counter of a caller key (freeRec); TTL: until its reset
 //	x/f/i/<address>           free-tier counter of a client address (addrKey) (freeRec); TTL: until its reset
 //	x/k/<sha256 hex(api_key)> prepaid account (accountRec)
@@ -109,6 +111,20 @@ type claimRec struct {
 	Status int    `json:"status,omitempty"`
 	Type   string `json:"type,omitempty"`
 	Body   []byte `json:"body,omitempty"`
+	// Tx is the paying transaction's signature when the claim's key is
+	// another: an x402 v2 payment is claimed by its payer's signature
+	// before the fee payer signs. Pending: claimed and submitted, not
+	// confirmed yet (Tx is then empty).
+	Tx      string `json:"tx,omitempty"`
+	Pending bool   `json:"pending,omitempty"`
+	// Asset and Amount are what an x402 v2 payment paid (the mint, in its
+	// smallest unit), Payer the token authority that signed it, Settle the
+	// PAYMENT-RESPONSE it is answered with and Version its x402 version.
+	Asset   string `json:"asset,omitempty"`
+	Amount  uint64 `json:"amount,omitempty"`
+	Payer   string `json:"payer,omitempty"`
+	Settle  string `json:"settle,omitempty"`
+	Version int    `json:"version,omitempty"`
 }
 
 type freeRec struct {
@@ -256,13 +272,14 @@ func hashKey(k string) string {
 
 // --- Mesh-Sig nonces ---
 
-// claimMeshNonce remembers a Mesh-Sig nonce; a second use is ErrReplay.
+// claimMeshNonce remembers a Mesh-Sig nonce; a second use is
+// meshsig.ErrReplay.
 func (l *ledger) claimMeshNonce(pubHex, nonce string) error {
 	key := store.Key("x", "g", pubHex, nonce)
 	return l.update(func(tx *store.Txn) error {
 		if ok, err := tx.Has(key); err != nil || ok {
 			if ok {
-				return ErrReplay
+				return meshsig.ErrReplay
 			}
 			return err
 		}
@@ -337,6 +354,32 @@ func (l *ledger) claim(sig, nonce string, c claimRec, nonceTTL time.Duration) er
 			return err
 		}
 		return setJSONTTL(tx, sk, c, claimTTL)
+	})
+}
+
+// settled marks the pending x402 v2 payment claimed as key as confirmed
+// by transaction tx, answered with the settlement receipt settle.
+func (l *ledger) settled(key, tx, settle string) (*claimRec, error) {
+	sk := store.Key("x", "s", key)
+	var c claimRec
+	err := l.update(func(txn *store.Txn) error {
+		if err := txn.GetJSON(sk, &c); err != nil {
+			return err
+		}
+		c.Pending, c.Tx, c.Settle = false, tx, settle
+		return setJSONTTL(txn, sk, c, claimTTL)
+	})
+	return &c, err
+}
+
+// unclaim drops the claim of a pending x402 v2 payment that did not land
+// and never will, and the mark of its nonce, which may then be paid again.
+func (l *ledger) unclaim(key, nonce string) error {
+	return l.update(func(tx *store.Txn) error {
+		if err := tx.Delete(store.Key("x", "s", key)); err != nil {
+			return err
+		}
+		return tx.Delete(store.Key("x", "n", nonce))
 	})
 }
 

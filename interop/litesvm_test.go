@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,42 +13,33 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/npmtest"
 )
 
 // litesvmDir is the JSON-RPC shim over LiteSVM (npm's litesvm: the real
 // Solana runtime in process).
 const litesvmDir = "testdata/litesvm-rpc"
 
-// npmPackage makes sure node and npm are installed and dir's packages are
-// (`npm ci` when node_modules lacks module). Without node and npm the test
-// is skipped, unless MESH_REQUIRE_TOOLS=1 (CI), where it fails.
-func npmPackage(t *testing.T, dir, module string) {
-	t.Helper()
-	require := os.Getenv("MESH_REQUIRE_TOOLS") == "1"
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if require {
-				t.Fatalf("MESH_REQUIRE_TOOLS=1 but %s is not installed", tool)
-			}
-			t.Skipf("%s is not installed: skipping the end-to-end test with %s (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool, module)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", module)); err != nil {
-		out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm ci --prefix %s: %v\n%s", dir, err, out)
-		}
-	}
-}
+// npmPackage is npmtest.Require.
+var npmPackage = npmtest.Require
 
 // startLiteSVM runs the shim and returns its URL and genesis hash (see
 // npmPackage for what it needs).
-func startLiteSVM(t *testing.T) (string, string) {
+func startLiteSVM(t testing.TB) (string, string) {
 	t.Helper()
 	npmPackage(t, litesvmDir, "litesvm")
 	cmd := exec.Command("node", "server.mjs")
 	cmd.Dir = litesvmDir
-	stdin, _ := cmd.StdinPipe() // the shim exits when this closes
+	f := startReady(t, cmd, 2)
+	return "http://127.0.0.1:" + f[0], f[1]
+}
+
+// startReady starts a helper process that prints "ready" and n fields
+// once it serves, and returns those fields. It stops with the test: its
+// stdin is closed (the helpers exit then) and it is killed.
+func startReady(t testing.TB, cmd *exec.Cmd, n int) []string {
+	t.Helper()
+	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -60,8 +50,8 @@ func startLiteSVM(t *testing.T) (string, string) {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "ready" {
-				ready <- f
+			if f := strings.Fields(sc.Text()); len(f) == n+1 && f[0] == "ready" {
+				ready <- f[1:]
 				return
 			}
 		}
@@ -70,13 +60,13 @@ func startLiteSVM(t *testing.T) (string, string) {
 	select {
 	case f, ok := <-ready:
 		if !ok {
-			t.Fatal("the LiteSVM shim exited before it was ready")
+			t.Fatalf("%s exited before it was ready", cmd.Args)
 		}
-		return "http://127.0.0.1:" + f[1], f[2]
+		return f
 	case <-time.After(60 * time.Second):
-		t.Fatal("the LiteSVM shim did not start within 60 s")
+		t.Fatalf("%s did not start within 60 s", cmd.Args)
 	}
-	return "", ""
+	return nil
 }
 
 // TestLiteSVMPayAndDeposit pays for a call and funds a prepaid balance on

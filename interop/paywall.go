@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -95,6 +96,31 @@ type PaymentConfig struct {
 	// the deposit memo). Callers with this project's client sign bound
 	// whenever the card lists v1-bound, which this agent's card does.
 	DepositRequiresBoundSig bool `json:"deposit_requires_bound_sig"`
+
+	// x402 v2 (the "exact" scheme on Solana) takes the skills' pricing
+	// rows in an SPL token: the client signs a TransferChecked, the fee
+	// payer co-signs and submits it. The fee payer is one of:
+	//
+	// FeePayerKeyFile is the path of a Solana keypair file (the Solana
+	// CLI's JSON array of 64 bytes): the agent's own fee payer, which
+	// pays the network fee of each payment. A deploy secret, apart from
+	// Wallet (which never signs); keep a little SOL on it.
+	FeePayerKeyFile string `json:"fee_payer_key_file"`
+	// FeePayer is that key handed in memory by an embedder that holds it
+	// already; it is used before FeePayerKeyFile and never serialized.
+	FeePayer *Wallet `json:"-"`
+	// FacilitatorURL is an x402 facilitator (GET /supported, POST
+	// /verify, POST /settle) whose fee payer co-signs and submits instead.
+	FacilitatorURL string `json:"facilitator_url"`
+	// MaxComputeUnits and MaxComputeUnitPrice (micro-lamports per unit)
+	// bound the compute budget of a payment transaction the fee payer
+	// signs (defaults 400,000 and 50,000).
+	MaxComputeUnits     uint64 `json:"max_compute_units"`
+	MaxComputeUnitPrice uint64 `json:"max_compute_unit_price"`
+	// SettleTimeout bounds the wait for a submitted payment (default 90 s,
+	// longer than a blockhash lives): one not confirmed by then is
+	// answered payment_settlement_pending and stays claimed for a retry.
+	SettleTimeout time.Duration `json:"settle_timeout"`
 }
 
 // Defaults of PaymentConfig.
@@ -112,6 +138,7 @@ const (
 	MinUnfundedAccountTTL      = 10 * time.Minute
 	DefaultInvoiceRetention    = 30 * 24 * time.Hour
 	MinInvoiceRetention        = time.Hour
+	DefaultSettleTimeout       = 90 * time.Second
 )
 
 func (c *PaymentConfig) setDefaults() {
@@ -125,6 +152,9 @@ func (c *PaymentConfig) setDefaults() {
 	orDefault(&c.MaxUnfundedAccounts, DefaultMaxUnfundedAccounts)
 	orDefault(&c.UnfundedAccountTTL, DefaultUnfundedAccountTTL)
 	orDefault(&c.InvoiceRetention, DefaultInvoiceRetention)
+	orDefault(&c.MaxComputeUnits, DefaultMaxComputeUnits)
+	orDefault(&c.MaxComputeUnitPrice, DefaultMaxComputeUnitPrice)
+	orDefault(&c.SettleTimeout, DefaultSettleTimeout)
 	if len(c.Modes) == 0 {
 		c.Modes = []string{ModeX402}
 	}
@@ -186,7 +216,26 @@ func (c *PaymentConfig) Validate() error {
 	if c.InvoiceRetention < MinInvoiceRetention {
 		return bad("invoice_retention must be at least %s", MinInvoiceRetention)
 	}
+	return c.validateExact(bad)
+}
+
+// validateExact checks the x402 v2 settings.
+func (c *PaymentConfig) validateExact(bad func(string, ...any) error) error {
+	if c.FacilitatorURL != "" && (c.FeePayer != nil || c.FeePayerKeyFile != "") {
+		return bad("a fee payer key and a facilitator_url exclude each other: give one")
+	}
+	if u, err := url.Parse(c.FacilitatorURL); c.FacilitatorURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+		return bad("facilitator_url %q is not an http(s) URL", c.FacilitatorURL)
+	}
+	if c.SettleTimeout < 5*time.Second || c.SettleTimeout > 10*time.Minute {
+		return bad("settle_timeout must be between 5 s and 10 min")
+	}
 	return nil
+}
+
+// takesExact reports whether x402 v2 payments have a fee payer.
+func (c *PaymentConfig) takesExact() bool {
+	return c.has(ModeX402) && (c.FeePayer != nil || c.FeePayerKeyFile != "" || c.FacilitatorURL != "")
 }
 
 func (c *PaymentConfig) has(mode string) bool { return slices.Contains(c.Modes, mode) }
@@ -251,6 +300,17 @@ type Paywall struct {
 
 	receipts *receipts // nil: the agent signs no receipts
 
+	// settler co-signs x402 v2 payments (nil: none are taken; with a
+	// facilitator, set by Start); network is the CAIP-2 id of cfg.Network.
+	settler settler
+	network string
+	// accounts are the mints the skills are priced in, whose wallet
+	// accounts Start checks.
+	accounts tokenAccounts
+	// baseURL is the agent's base URL ("" before it is known): the
+	// absolute resource URL of an x402 v2 challenge.
+	baseURL func() string
+
 	pollMu sync.Mutex // one poll at a time
 	noLoop bool       // tests: Start runs no poll loop
 	cancel context.CancelFunc
@@ -272,11 +332,23 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 	if now == nil {
 		now = time.Now
 	}
-	return &Paywall{
+	p := &Paywall{
 		cfg: cfg, wallet: solana.MustPublicKeyFromBase58(cfg.Wallet), ledger: newLedger(db), registry: reg,
 		chain: NewChain(cfg.RPCURL, cfg.Commitment, cfg.RPCTimeout), log: log, now: now, proofs: newProofLimits(),
-		topups: newTopupLimits(cfg.TopupsPerHourPerKey),
-	}, nil
+		topups: newTopupLimits(cfg.TopupsPerHourPerKey), baseURL: func() string { return "" },
+	}
+	p.network, _ = CAIP2(cfg.Network)
+	key := cfg.FeePayer
+	if key == nil && cfg.FeePayerKeyFile != "" {
+		var err error
+		if key, err = LoadWallet(cfg.FeePayerKeyFile); err != nil {
+			return nil, fmt.Errorf("%w: payment: fee payer key: %w", ErrConfig, err)
+		}
+	}
+	if key != nil && cfg.has(ModeX402) {
+		p.settler = &localSettler{key: key, chain: p.chain, log: log}
+	}
+	return p, nil
 }
 
 // Start checks that the RPC endpoint serves the configured network,
@@ -287,6 +359,13 @@ func NewPaywall(cfg PaymentConfig, db *store.DB, reg Registry, log *slog.Logger,
 func (p *Paywall) Start(ctx context.Context) error {
 	if err := p.chain.CheckGenesis(ctx, p.cfg.Network, p.cfg.GenesisHash); err != nil {
 		return err
+	}
+	if u := p.cfg.FacilitatorURL; u != "" && p.cfg.has(ModeX402) {
+		f, err := newFacilitator(ctx, u, p.network, p.chain.timeout, p.cfg.SettleTimeout, p.log)
+		if err != nil {
+			return err
+		}
+		p.settler = f
 	}
 	polls := p.cfg.has(ModeDeposit) || p.cfg.PostpayMinReputation != nil
 	if polls {
@@ -302,6 +381,7 @@ func (p *Paywall) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	p.checkTokenAccounts(ctx)
 	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if polls && !p.noLoop {
 		p.wg.Add(1)
@@ -327,9 +407,12 @@ func (p *Paywall) Close() {
 // Config is the validated configuration.
 func (p *Paywall) Config() PaymentConfig { return p.cfg }
 
-// Guard enforces payment of lamports for skill before next runs:
+// Guard enforces payment for skill s before next runs, at its price on the
+// payment network (its lamports row, and its token rows for x402 v2):
 //
-//   - a request with X-Payment-Proof is checked as an x402 payment;
+//   - a request with an x402 v2 payment (PAYMENT-SIGNATURE, or v1's
+//     X-PAYMENT) is settled as one, and one with X-Payment-Proof is
+//     checked as the seed's x402 payment;
 //   - otherwise a signed caller with free allowance left (by key and by client address) is served;
 //   - then a request with X-Api-Key is debited one unit from its prepaid balance;
 //   - then a caller trusted for post-pay is served and invoiced;
@@ -337,20 +420,30 @@ func (p *Paywall) Config() PaymentConfig { return p.cfg }
 //
 // next's answer is buffered: a 5xx answer charges nothing (the balance is
 // refunded, the entitlement stays open for a retry).
-func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.Handler {
+func (p *Paywall) Guard(s Skill, next http.Handler) http.Handler {
+	row, _ := s.Pricing.For(p.cfg.Network)
+	lamports, tokens := row.Amount, s.Pricing.Tokens(p.cfg.Network)
+	p.accounts.watch(tokens)
 	return httpx.Handle(p.log, func(w http.ResponseWriter, r *http.Request) error {
-		if lamports == 0 {
+		if lamports == 0 && len(tokens) == 0 {
 			next.ServeHTTP(w, r)
 			return nil
 		}
 		c := CallerFrom(r.Context())
-		pc := &paidCall{skill: skill, lamports: lamports, bind: bindingOf(skill, rereadBody(r), c), addr: addrKey(c.IP)}
+		pc := &paidCall{skill: s.ID, lamports: lamports, tokens: tokens, bind: bindingOf(s.ID, rereadBody(r), c), addr: addrKey(c.IP),
+			resource: ResourceInfo{URL: p.resourceURL(r, s.ID), Description: s.Description, MimeType: "application/json"}}
+		if pay, v := paymentHeader(r); pay != "" && p.cfg.has(ModeX402) {
+			return p.serveExact(w, r, pc, pay, v, next)
+		}
 		if proof := r.Header.Get(HeaderPaymentProof); proof != "" && p.cfg.has(ModeX402) {
 			return p.serveProof(w, r, pc, proof, next)
 		}
 		cause := ErrPaymentRequired
 		if served, err := p.serveFree(w, r, c, next); served || err != nil {
 			return err
+		}
+		if lamports == 0 { // priced only in tokens: balances and post-pay are in lamports
+			return p.challenge(w, pc, cause)
 		}
 		if key := r.Header.Get(HeaderAPIKey); key != "" && p.cfg.has(ModeDeposit) {
 			served, err := p.serveBalance(w, r, key, lamports, next)
@@ -359,11 +452,25 @@ func (p *Paywall) Guard(skill string, lamports uint64, next http.Handler) http.H
 			}
 			cause = ErrBalanceEmpty
 		}
-		if served, err := p.servePostpay(w, r, skill, lamports, next); served || err != nil {
+		if served, err := p.servePostpay(w, r, s.ID, lamports, next); served || err != nil {
 			return err
 		}
 		return p.challenge(w, pc, cause)
 	})
+}
+
+// resourceURL is the absolute URL of skill: under the agent's base URL, or
+// the request's host before it is known.
+func (p *Paywall) resourceURL(r *http.Request, skill string) string {
+	base := p.baseURL()
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	return base + "/v1/" + skill
 }
 
 // serveFree serves a signed caller with free allowance left and counts
@@ -413,7 +520,7 @@ func (p *Paywall) serveBalance(w http.ResponseWriter, r *http.Request, key strin
 			debited, remaining = 0, remaining+credits
 		}
 	}
-	p.receipts.attach(rec.header, r, rec.status, "balance", debitRef(), lamports, p.now().Unix())
+	p.receipts.attach(rec.header, r, rec.status, identity.Receipt{By: "balance", Ref: debitRef(), Lamports: lamports, At: p.now().Unix()})
 	rec.header.Set(HeaderDebitedLamports, strconv.FormatUint(debited, 10))
 	rec.header.Set(HeaderBalanceRemaining, strconv.FormatUint(remaining*p.cfg.CreditDivisor, 10))
 	rec.flush(w)

@@ -17,18 +17,20 @@ type receipts struct {
 	key   ed25519.PrivateKey // the key the agent registered
 }
 
-// attach sets a receipt on the answer of a call the signed caller of r
-// paid by how (x402: ref is the transaction; balance: a debit), when the
-// answer is not a 5xx (which charged nothing). An unsigned caller gets
-// none: a receipt names the key that paid.
-func (rc *receipts) attach(h http.Header, r *http.Request, status int, how, ref string, lamports uint64, at int64) {
-	c := CallerFrom(r.Context())
-	if rc == nil || c.Pubkey == nil || status >= 500 {
+// attach sets receipt (By, Ref, the price and At filled in) on the answer
+// of a call r paid, when the answer is not a 5xx (which charged nothing).
+// The payer is the signed caller of r; else receipt.Payer when set (the
+// key that signed an x402 v2 transfer); else none is given: a receipt
+// names the key that paid.
+func (rc *receipts) attach(h http.Header, r *http.Request, status int, receipt identity.Receipt) {
+	if c := CallerFrom(r.Context()); c.Pubkey != nil {
+		receipt.Payer = identity.EncodePublicKey(c.Pubkey)
+	}
+	if rc == nil || receipt.Payer == "" || status >= 500 {
 		return
 	}
-	h.Set(identity.ReceiptHeaderName, identity.SignReceipt(rc.key, identity.Receipt{
-		Agent: rc.agent, Payer: identity.EncodePublicKey(c.Pubkey), By: how, Ref: ref, Lamports: lamports, At: at,
-	}))
+	receipt.Agent = rc.agent
+	h.Set(identity.ReceiptHeaderName, identity.SignReceipt(rc.key, receipt))
 }
 
 // debitRef names one debit of a prepaid balance in its receipt.

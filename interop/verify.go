@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -39,90 +40,141 @@ type Paid struct {
 }
 
 // inspect reads a fetched transaction: failed or not, what it paid to
-// wallet and which memos it carries. It does not judge amount or memo.
+// wallet and which memos it carries. It does not judge amount or memo
+// (checkPayment does). Each rule is a function of its own: txOf,
+// accountKeys, instructionsOf, memoOf, transferTo, balanceGain.
 func inspect(res *rpc.GetTransactionResult, wallet solana.PublicKey) (Paid, error) {
-	var p Paid
-	if res == nil || res.Transaction == nil || res.Meta == nil {
-		return p, ErrTxMalformed.With("the RPC returned a transaction without body or meta")
+	tx, err := txOf(res)
+	if err != nil {
+		return Paid{}, err
 	}
-	if res.Meta.Err != nil {
-		return p, ErrTxFailed.With("transaction failed on chain: %v", res.Meta.Err)
+	keys, err := accountKeys(tx, res.Meta)
+	if err != nil {
+		return Paid{}, err
 	}
-	tx, err := res.Transaction.GetTransaction()
-	if err != nil || tx == nil || len(tx.Signatures) == 0 {
-		return p, ErrTxMalformed.With("transaction could not be decoded")
-	}
-	p.Signature, p.Slot = tx.Signatures[0].String(), res.Slot
+	p := Paid{Signature: tx.Signatures[0].String(), Slot: res.Slot}
 	if res.BlockTime != nil {
 		p.BlockTime = int64(*res.BlockTime)
 	}
-	// The account list of a v0 message is its static keys, then the
-	// addresses loaded from lookup tables: writable, then read-only.
-	keys := append(solana.PublicKeySlice{}, tx.Message.AccountKeys...)
-	la := res.Meta.LoadedAddresses
-	if want := tx.Message.NumLookups(); want != len(la.Writable)+len(la.ReadOnly) {
-		return p, ErrTxMalformed.With("transaction uses %d lookup-table addresses but the RPC loaded %d", want, len(la.Writable)+len(la.ReadOnly))
-	}
-	keys = append(append(keys, la.Writable...), la.ReadOnly...)
-
-	var sum uint64
-	visit := func(prog uint16, accounts []uint16, data []byte) {
-		if int(prog) >= len(keys) {
-			return
-		}
-		pid := keys[prog]
-		for _, m := range memoPrograms {
-			if pid.Equals(m) {
-				p.Memos = append(p.Memos, bytes.Clone(data))
-				return
-			}
-		}
-		if !pid.Equals(solana.SystemProgramID) || len(data) < 12 {
-			return
-		}
-		var from, to int
-		switch binary.LittleEndian.Uint32(data) {
-		case sysTransfer:
-			from, to = 0, 1
-		case sysTransferWithSeed:
-			from, to = 0, 2
-		default:
-			return
-		}
-		if len(accounts) <= to || int(accounts[to]) >= len(keys) || int(accounts[from]) >= len(keys) {
-			return
-		}
-		if !keys[accounts[to]].Equals(wallet) {
-			return
-		}
-		n := binary.LittleEndian.Uint64(data[4:12])
-		src := keys[accounts[from]].String()
-		if p.From == "" {
-			p.From = src
-		}
-		if src == p.From {
-			p.FromLamports = addSat(p.FromLamports, n)
-		}
-		sum = addSat(sum, n)
-	}
-	for _, ix := range tx.Message.Instructions {
-		visit(ix.ProgramIDIndex, ix.Accounts, ix.Data)
-	}
-	for _, inner := range res.Meta.InnerInstructions {
-		for _, ix := range inner.Instructions {
-			visit(ix.ProgramIDIndex, ix.Accounts, ix.Data)
+	for _, ix := range instructionsOf(tx, res.Meta) {
+		if memo, ok := memoOf(keys, ix); ok {
+			p.Memos = append(p.Memos, memo)
+		} else if from, n, ok := transferTo(keys, ix, wallet); ok {
+			p.credit(from, n)
 		}
 	}
-	p.Lamports = sum
-	for i, k := range keys {
-		if k.Equals(wallet) && i < len(res.Meta.PreBalances) && i < len(res.Meta.PostBalances) {
-			if post, pre := res.Meta.PostBalances[i], res.Meta.PreBalances[i]; post > pre && post-pre > p.Lamports {
-				p.Lamports = post - pre
-			}
-			break
-		}
-	}
+	p.Lamports = max(p.Lamports, balanceGain(keys, res.Meta, wallet))
 	return p, nil
+}
+
+// txOf is the transaction of res: one with a body and meta, that did
+// not fail on chain, that decodes and is signed.
+func txOf(res *rpc.GetTransactionResult) (*solana.Transaction, error) {
+	if res == nil || res.Transaction == nil || res.Meta == nil {
+		return nil, ErrTxMalformed.With("the RPC returned a transaction without body or meta")
+	}
+	if res.Meta.Err != nil {
+		return nil, ErrTxFailed.With("transaction failed on chain: %v", res.Meta.Err)
+	}
+	tx, err := res.Transaction.GetTransaction()
+	if err != nil || tx == nil || len(tx.Signatures) == 0 {
+		return nil, ErrTxMalformed.With("transaction could not be decoded")
+	}
+	return tx, nil
+}
+
+// accountKeys is the account list instructions index into: for a v0
+// message its static keys, then the addresses loaded from lookup tables,
+// writable, then read-only; as many loaded as the message uses.
+func accountKeys(tx *solana.Transaction, meta *rpc.TransactionMeta) (solana.PublicKeySlice, error) {
+	la := meta.LoadedAddresses
+	if want, got := tx.Message.NumLookups(), len(la.Writable)+len(la.ReadOnly); want != got {
+		return nil, ErrTxMalformed.With("transaction uses %d lookup-table addresses but the RPC loaded %d", want, got)
+	}
+	keys := append(solana.PublicKeySlice{}, tx.Message.AccountKeys...)
+	return append(append(keys, la.Writable...), la.ReadOnly...), nil
+}
+
+// instruction is one instruction of a transaction, top-level or inner:
+// indexes into its account keys, and its data.
+type instruction struct {
+	program  uint16
+	accounts []uint16
+	data     []byte
+}
+
+// instructionsOf lists tx's top-level instructions, then the inner ones
+// (those programs invoked), as meta records them.
+func instructionsOf(tx *solana.Transaction, meta *rpc.TransactionMeta) []instruction {
+	var out []instruction
+	for _, ix := range tx.Message.Instructions {
+		out = append(out, instruction{ix.ProgramIDIndex, ix.Accounts, ix.Data})
+	}
+	for _, inner := range meta.InnerInstructions {
+		for _, ix := range inner.Instructions {
+			out = append(out, instruction{ix.ProgramIDIndex, ix.Accounts, ix.Data})
+		}
+	}
+	return out
+}
+
+// memoOf is ix's memo, when ix runs a memo program.
+func memoOf(keys solana.PublicKeySlice, ix instruction) ([]byte, bool) {
+	if int(ix.program) >= len(keys) {
+		return nil, false
+	}
+	for _, m := range memoPrograms {
+		if keys[ix.program].Equals(m) {
+			return bytes.Clone(ix.data), true
+		}
+	}
+	return nil, false
+}
+
+// transferTo reads ix as a system program transfer to wallet (Transfer or
+// TransferWithSeed): its source and lamports. Any other instruction, or
+// one whose account indexes are out of range, pays nothing.
+func transferTo(keys solana.PublicKeySlice, ix instruction, wallet solana.PublicKey) (from solana.PublicKey, lamports uint64, ok bool) {
+	if int(ix.program) >= len(keys) || !keys[ix.program].Equals(solana.SystemProgramID) || len(ix.data) < 12 {
+		return solana.PublicKey{}, 0, false
+	}
+	var src, dst int
+	switch binary.LittleEndian.Uint32(ix.data) {
+	case sysTransfer:
+		src, dst = 0, 1
+	case sysTransferWithSeed:
+		src, dst = 0, 2
+	default:
+		return solana.PublicKey{}, 0, false
+	}
+	if len(ix.accounts) <= dst || int(ix.accounts[dst]) >= len(keys) || int(ix.accounts[src]) >= len(keys) ||
+		!keys[ix.accounts[dst]].Equals(wallet) {
+		return solana.PublicKey{}, 0, false
+	}
+	return keys[ix.accounts[src]], binary.LittleEndian.Uint64(ix.data[4:12]), true
+}
+
+// credit counts a transfer of n lamports from src to the wallet: in all,
+// and as From's when src is the first source seen.
+func (p *Paid) credit(src solana.PublicKey, n uint64) {
+	if p.From == "" {
+		p.From = src.String()
+	}
+	if src.String() == p.From {
+		p.FromLamports = addSat(p.FromLamports, n)
+	}
+	p.Lamports = addSat(p.Lamports, n)
+}
+
+// balanceGain is how much wallet's balance grew in the transaction (0
+// when it did not, or is not among keys): lamports a program may have
+// moved without a system transfer.
+func balanceGain(keys solana.PublicKeySlice, meta *rpc.TransactionMeta, wallet solana.PublicKey) uint64 {
+	i := slices.IndexFunc(keys, wallet.Equals)
+	if i < 0 || i >= len(meta.PreBalances) || i >= len(meta.PostBalances) || meta.PostBalances[i] <= meta.PreBalances[i] {
+		return 0
+	}
+	return meta.PostBalances[i] - meta.PreBalances[i]
 }
 
 // checkPayment applies the checks of spec 3.3 to an inspected transaction:

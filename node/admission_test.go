@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // anonymous is the body of a registration with no key.
@@ -174,7 +175,7 @@ func TestARogueNodeIsCapped(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 10*time.Second, func() bool { return busy.Load() > 0 }, "the rogue's flood never met its budget")
+	testkit.Eventually(t, 10*time.Second, func() bool { return busy.Load() > 0 }, "the rogue's flood never met its budget")
 	for i := range 5 { // its latency under the flood is measured by mesh bench write-flood
 		st, v := call(t, honest, "POST", "/v1/agents/register", anonymous(fmt.Sprint("honest-", i)))
 		if st != 201 {

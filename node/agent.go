@@ -46,7 +46,7 @@ type AgentConfig struct {
 }
 
 func (c *AgentConfig) validate() error {
-	if err := registryapi.ValidateID(c.ID); err != nil {
+	if err := registryapi.ValidateNewID(c.ID); err != nil {
 		return fmt.Errorf("node: agent: %w", err)
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
@@ -271,6 +271,9 @@ func discoveryCard(c interop.Card) *registryapi.DiscoveryCard {
 		d.Skills = append(d.Skills, registryapi.CardSkill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags})
 	}
 	for _, p := range c.Pricing {
+		if p.IsToken() {
+			continue // the slim card prices in lamports, which the directory's price filter reads; token rows are on the full card
+		}
 		d.Pricing = append(d.Pricing, registryapi.PriceRow{Unit: p.Unit, Amount: p.Amount, Currency: p.Currency, Network: p.Network})
 	}
 	return d

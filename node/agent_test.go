@@ -16,6 +16,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
@@ -45,7 +46,7 @@ func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
 	cfg.Key = agentKey // the agent's identity is the node's
 	cfg.Agent = echoAgent("echo-1", chain, provider.Address())
 	n := m.start(cfg)
-	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	testkit.Eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
 	if n.DID() != identity.DIDFromPublicKey(agentKey.Public().(ed25519.PublicKey)) {
 		t.Fatal("node key is not the agent key")
 	}
@@ -84,7 +85,7 @@ func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
 
 	// whoami names a registered caller's agent id.
 	m.register(m.boot, "caller-1", caller)
-	eventually(t, 10*time.Second, func() bool { _, v := call(t, n, "GET", "/v1/agents/caller-1", ""); return v["agent_id"] == "caller-1" }, "replica never saw caller-1")
+	testkit.Eventually(t, 10*time.Second, func() bool { _, v := call(t, n, "GET", "/v1/agents/caller-1", ""); return v["agent_id"] == "caller-1" }, "replica never saw caller-1")
 	st, v = m.signedCall(n, caller, "GET", "/v1/whoami", "")
 	if st != 200 || v["agent_id"] != "caller-1" || v["verified"] != true {
 		t.Fatalf("whoami: %d %v", st, v)
@@ -103,10 +104,11 @@ func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
 	for range 3 {
 		m.signedCall(m.boot, identity.GenerateKey(), "POST", "/v1/agents/caller-1/feedback", `{"success":true,"latency_ms":300,"quality":5}`)
 	}
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_, v := call(t, n, "GET", "/v1/agents/caller-1/reputation", "")
 		return v["n"] == 3.0
 	}, "replica never saw the reports on caller-1")
+
 	_, rp := call(t, n, "GET", "/v1/agents/caller-1/reputation", "")
 	st, v = m.signedCall(n, caller, "GET", "/v1/whoami", "")
 	if weighted := rp["weighted"].(map[string]any)["score"]; st != 200 || rp["score"] != 1.0 || v["reputation"] != weighted || weighted.(float64) > 0.3 {
@@ -119,7 +121,7 @@ func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
 	cfg.HTTPAddr = n.Addr()
 	n.Close()
 	n2 := m.start(cfg)
-	eventually(t, 15*time.Second, n2.AgentRegistered, "agent never came back")
+	testkit.Eventually(t, 15*time.Second, n2.AgentRegistered, "agent never came back")
 	again, _ := os.ReadFile(filepath.Join(dir, "agent-echo-1.apikey"))
 	if string(again) != string(apiKey) {
 		t.Fatal("restart issued a new api_key")
@@ -179,7 +181,7 @@ func TestAgentCloseLeavesNoGoroutines(t *testing.T) {
 		n.Close()
 	}
 	http.DefaultClient.CloseIdleConnections()
-	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines left after Close")
+	testkit.Eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines left after Close")
 }
 
 // TestAgentSettlementReports: the reports an embedded agent files about a
@@ -190,7 +192,7 @@ func TestAgentSettlementReports(t *testing.T) {
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
 	n := m.start(cfg)
-	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	testkit.Eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
 	m.register(m.boot, "caller-1", identity.GenerateKey())
 	m.waitCaughtUp(n)
 	reg := agentRegistry{n}
@@ -203,11 +205,12 @@ func TestAgentSettlementReports(t *testing.T) {
 			t.Fatalf("report %+v: %v", rep, err)
 		}
 	}
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		_, v := call(t, n, "GET", "/v1/agents/caller-1/reputation", "")
 		d, _ := v["dims"].(map[string]any)
 		return v["n"] == 2.0 && d["speed"] == nil && d["reliability"] == 0.5 && d["settlement"] == 0.5
 	}, "settlement reports not rolled up as two reports without speed, one failed and unsettled")
+
 }
 
 // TestTrustedProxyNamesTheClient: behind a trusted proxy, the clients it
@@ -235,7 +238,7 @@ func TestTrustedProxyNamesTheClient(t *testing.T) {
 			cfg.Agent.Payment.FreeCallsPerDay = 1
 			n := startNode(t, cfg)
 			// The agent registers through the bridge in-process, from 127.0.0.1.
-			eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+			testkit.Eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
 
 			free := func(forwardedFor string) int {
 				t.Helper()
@@ -287,6 +290,7 @@ func TestCloseDoesNotWaitForeverOnAHungSkill(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
 	cfg := testConfig(t, t.TempDir())
+	cfg.ShutdownGrace = 100 * time.Millisecond // Close gives up on the skill after the graces
 	cfg.Agent = echoAgent("hang-1", chain, interop.NewWallet().Address())
 	cfg.Agent.Skills = append(cfg.Agent.Skills, interop.Skill{ID: "hang", Name: "Hang", Pricing: interop.Prices{interop.Free()},
 		Handler: func(context.Context, json.RawMessage) (any, error) {

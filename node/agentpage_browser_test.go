@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/browsertest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/registryapi"
@@ -45,7 +46,7 @@ func newAgentBrowserFixture(t *testing.T) *agentBrowserFixture {
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
 	cfg.Agent.HeartbeatInterval = 50 * time.Millisecond
 	f := &agentBrowserFixture{m: m, b: m.start(cfg)}
-	eventually(t, 15*time.Second, f.b.AgentRegistered, "echo-1 never registered")
+	testkit.Eventually(t, 15*time.Second, f.b.AgentRegistered, "echo-1 never registered")
 	listings := `{"listings":[{"agent_id":"echo-1","name":"Echo Listing","description":"listed before it went live","url":"https://echo.example/about"},
 		{"agent_id":"listed-only","name":"Old Listing","description":"scraped <b>once</b>","url":"https://old.example/","capabilities":["ocr"]}]}`
 	if st, v := m.signedCall(f.b, m.boot.key, "POST", "/v1/admin/catalog", listings); st != 200 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/site"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/registryapi"
@@ -102,7 +103,7 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
 	cfg.Agent.HeartbeatInterval = 50 * time.Millisecond
 	b := m.start(cfg)
-	eventually(t, 15*time.Second, b.AgentRegistered, "agent never registered")
+	testkit.Eventually(t, 15*time.Second, b.AgentRegistered, "agent never registered")
 	m.waitCaughtUp(b)
 	schema := a2aSchema(t)
 	own := b.Agent().Card()
@@ -159,10 +160,11 @@ func TestAgentPageOfEmbeddedAgent(t *testing.T) {
 	}
 	// The agent's card changes: its next heartbeat round sends it again.
 	b.Agent().SetURL("https://echo.example")
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		st, body := rawCall(t, m.boot, "GET", "/agent/echo-1/.well-known/agent.json", "")
 		return st == 200 && strings.Contains(body, `"url":"https://echo.example"`)
 	}, "the changed card never reached the directory")
+
 }
 
 func anyStrings(v any) []string {
@@ -258,19 +260,21 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	token := m.token(b, "sum-1", apiKey)
 	m.heartbeat(b, token)
 	schema := a2aSchema(t)
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		st, _ := rawCall(t, b, "GET", "/agent/sum-1/.well-known/agent.json", "")
 		return st == 200
 	}, "the fetched card never reached the replica")
+
 	card := mirroredCard(t, b, schema, "sum-1")
 	skill := card["skills"].([]any)[0].(map[string]any)
 	if card["url"] != agent.srv.URL || card["protocolVersion"] != "0.3.0" || skill["tags"] == nil || card["pricing"] == nil {
 		t.Fatalf("completed mirror: %v", card)
 	}
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, v := publicCard(t, m.boot, "sum-1")
 		return v["liveness"].(map[string]any)["state"] == registryapi.LiveReachable
 	}, "the probe's liveness never showed on the directory")
+
 	m.heartbeat(b, token)
 	_, v := publicCard(t, b, "sum-1")
 	if v["liveness"].(map[string]any)["state"] != registryapi.LiveReachable {
@@ -291,12 +295,13 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	checked := v["liveness"].(map[string]any)["checked_at"]
 	for range 3 {
 		m.clock.Advance(2 * time.Second)
-		eventually(t, 15*time.Second, func() bool {
+		testkit.Eventually(t, 15*time.Second, func() bool {
 			_, v := publicCard(t, m.boot, "sum-1")
 			c := v["liveness"].(map[string]any)["checked_at"]
 			defer func() { checked = c }()
 			return c != checked
 		}, "the directory never probed again")
+
 	}
 	if got := m.boot.clog.Seq(); got != seq {
 		t.Fatalf("probes of an unchanged card took %d log entries", got-seq)
@@ -312,7 +317,7 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	// A changed card is proposed once, and mirrored everywhere.
 	agent.set(`{"name":"Summarizer 2","skills":[{"id":"summarize","name":"Summarize","tags":["text"]}]}`)
 	m.clock.Advance(2 * time.Second)
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		m.waitCaughtUp(b)
 		_, v := publicCard(t, b, "sum-1")
 		return v["name"] == "Summarizer 2"
@@ -321,10 +326,11 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 	// The endpoint dies; the agent heartbeats on.
 	agent.srv.Close()
 	m.clock.Advance(2 * time.Second)
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, v := publicCard(t, m.boot, "sum-1")
 		return v["liveness"].(map[string]any)["state"] == registryapi.LiveUnreachable
 	}, "the dead endpoint never showed on the directory")
+
 	// The replica copies liveness with the heartbeats: at the latest when
 	// one passes through it.
 	m.heartbeat(b, token)
@@ -418,10 +424,11 @@ func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
 	m.boot = m.start(cfg)
 	agent := newCardServer(t, `{"name":"Kept","skills":[{"id":"keep","name":"Keep","tags":["k"]}]}`)
 	m.registerAgent(m.boot, "kept-1", identity.GenerateKey(), agent.srv.URL)
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, v := publicCard(t, m.boot, "kept-1")
 		return v["liveness"].(map[string]any)["state"] == registryapi.LiveReachable && v["card"] != nil
 	}, "the card was never fetched")
+
 	_, before := publicCard(t, m.boot, "kept-1")
 	if err := m.boot.Close(); err != nil {
 		t.Fatal(err)
@@ -436,7 +443,7 @@ func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
 	// sorts first) without probing it.
 	other := newCardServer(t, `{"name":"Other"}`)
 	m.registerAgent(m.boot, "other-1", identity.GenerateKey(), other.srv.URL)
-	eventually(t, 15*time.Second, func() bool { return other.reads() > 0 }, "the new agent was never probed")
+	testkit.Eventually(t, 15*time.Second, func() bool { return other.reads() > 0 }, "the new agent was never probed")
 	if n := agent.reads(); n != 1 {
 		t.Fatalf("the card was read %d times: the restart forgot when it was probed", n)
 	}
@@ -457,10 +464,11 @@ func TestCardFetchStaysOnTheWellKnownPath(t *testing.T) {
 	}))
 	defer srv.Close()
 	m.registerAgent(m.boot, "steer-1", identity.GenerateKey(), srv.URL+"/api/delete?id=5#")
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, v := publicCard(t, m.boot, "steer-1")
 		return v["liveness"].(map[string]any)["state"] == registryapi.LiveUnreachable
 	}, "the endpoint was never probed")
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, uri := range asked {
@@ -480,12 +488,13 @@ func TestProbeReasonHidesResolvedAddress(t *testing.T) {
 	})
 	m.registerAgent(m.boot, "inner-1", identity.GenerateKey(), "http://localhost:1/")
 	var reason string
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, v := publicCard(t, m.boot, "inner-1")
 		l := v["liveness"].(map[string]any)
 		reason, _ = l["reason"].(string)
 		return l["state"] == registryapi.LiveUnreachable
 	}, "the endpoint was never probed")
+
 	if !strings.Contains(reason, "loopback") || strings.Contains(reason, "127.0.0.1") || strings.Contains(reason, "::1") {
 		t.Fatalf("reason %q", reason)
 	}

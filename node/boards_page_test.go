@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/site"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // boardPageFixture is a mesh of a bootstrap and two nodes with a public
@@ -42,10 +43,11 @@ func newBoardPageFixture(t *testing.T) *boardPageFixture {
 		t.Fatalf("boards off: the page has a boards section (%d):\n%s", p.status, p.body)
 	}
 	mustCall(t, f.b, 200, "PATCH", f.cl.path(""), `{"boards_enabled": true}`, "x-cluster-token", f.cl.admin)
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		p := getPage(t, f.c, "/clusters/"+f.slug).body
 		return strings.Contains(p, `<p id="boards-empty" class="empty">No board yet.</p>`) && strings.Contains(p, `<p class="map-empty">`)
 	}, "boards on, none made: the page never said so")
+
 	f.addBoard("market", "buysell", xssAbout, map[string]any{"where": map[string]any{"lat": 48.8566, "lon": 2.3522, "label": "Paris"}})
 	f.addBoard("global", "generic", "", map[string]any{"where": "none"})
 	f.addBoard("adults", "generic", "Grown-ups only.", map[string]any{"entry": map[string]any{"age_min": 18}})
@@ -187,7 +189,8 @@ func TestClusterBoardsPageHTTP(t *testing.T) {
 	}
 
 	mustCall(t, f.b, 200, "PATCH", f.cl.path(""), `{"boards_enabled": false}`, "x-cluster-token", f.cl.admin)
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		return !strings.Contains(getPage(t, f.c, "/clusters/"+f.slug).body, "boards-section")
 	}, "the page still shows the boards once they are off")
+
 }

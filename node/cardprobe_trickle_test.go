@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -71,7 +72,7 @@ func TestTricklingEndpointsDoNotHoldNewAgentsBack(t *testing.T) {
 		}
 	}
 	concurrency := int64(m.boot.cfg.Cards.Concurrency)
-	eventually(t, 15*time.Second, func() bool { return tr.inFlight.Load() >= concurrency },
+	testkit.Eventually(t, 15*time.Second, func() bool { return tr.inFlight.Load() >= concurrency },
 		"the directory never fetched %d trickling endpoints at once", concurrency)
 
 	probed := make(chan struct{}, 1)

@@ -130,8 +130,8 @@ type Config struct {
 	// the wall's defaults (see wall.Tuning).
 	Wall wall.Tuning `json:"-"`
 	// SearchRate is how many searches (POST /v1/search) one client
-	// address may make a minute, SearchBurst how many at once; 0 takes
-	// the defaults.
+	// address may make a minute, 0 unlimited (as every rate);
+	// SearchBurst how many at once, 0 for the default.
 	SearchRate  int `json:"search_rate"`
 	SearchBurst int `json:"search_burst"`
 	// SearchConcurrency bounds the searches this node ranks at once,
@@ -167,6 +167,10 @@ type Config struct {
 	// cluster waits for its first member before it expires; 0 keeps
 	// clusters until their admin deletes them.
 	ClusterJoinWindow time.Duration `json:"cluster_join_window"`
+	// ClusterSlugRedirect is, on the directory, how long a renamed public
+	// cluster's former slug keeps leading to it (and is given to no other
+	// cluster); 0 keeps it for ever.
+	ClusterSlugRedirect time.Duration `json:"cluster_slug_redirect"`
 	// BoardQuota is, on the directory, what a cluster's boards may hold
 	// (boards, live posts and their bytes, per cluster and per board);
 	// zero fields are unlimited.
@@ -210,11 +214,10 @@ func (c *CardFetch) validate() error {
 }
 
 // budgets are Budgets with the search's from SearchRate and SearchBurst
-// (their flags predate the write budgets; 0 takes the defaults).
+// (their flags predate the write budgets).
 func (n *Node) budgets() admission.Config {
 	b := n.cfg.Budgets
-	rate, burst := cmp.Or(n.cfg.SearchRate, registryapi.DefaultSearchRate), cmp.Or(n.cfg.SearchBurst, registryapi.DefaultSearchBurst)
-	b.Search = admission.Budget{Rate: float64(rate) / 60, Burst: burst}
+	b.Search = admission.Budget{Rate: float64(n.cfg.SearchRate) / 60, Burst: cmp.Or(n.cfg.SearchBurst, registryapi.DefaultSearchBurst)}
 	return b
 }
 
@@ -303,6 +306,7 @@ func DefaultConfig() Config {
 		Cards:                 DefaultCardFetch(),
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
 		ClusterJoinWindow:     wall.DefaultJoinWindow,
+		ClusterSlugRedirect:   wall.DefaultSlugRedirect,
 		BoardQuota:            wall.DefaultQuota,
 		BoardIndexPosts:       wall.DefaultIndexPosts,
 	}
@@ -344,7 +348,7 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Quorum) > 0 {
 		if c.role() != RoleBootstrap {
-			return errors.New("node: --quorum is for bootstrap nodes (--role bootstrap)")
+			return errors.New("node: Quorum is for bootstrap nodes (Role bootstrap)")
 		}
 		if _, err := p2p.ParseAddrs(c.Quorum); err != nil {
 			return fmt.Errorf("node: quorum: %w", err)
@@ -389,8 +393,8 @@ func (c *Config) Validate() error {
 	if c.Wall.ProofNonces < 0 {
 		return fmt.Errorf("node: Wall.ProofNonces %d: want a positive count, or 0 for the default", c.Wall.ProofNonces)
 	}
-	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) || math.IsInf(c.Wall.ControlRate, 0) {
-		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, or 0 for the defaults", c.Wall.SendMemory, c.Wall.ControlRate)
+	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) {
+		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, 0 for the defaults (+Inf: no control rate)", c.Wall.SendMemory, c.Wall.ControlRate)
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("node: ShutdownGrace must not be negative")
@@ -407,8 +411,8 @@ func (c *Config) Validate() error {
 	if c.BoardIndexPosts < 0 {
 		return errors.New("node: BoardIndexPosts must not be negative (zero is unlimited)")
 	}
-	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
-		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")
+	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 || c.ClusterSlugRedirect < 0 {
+		return errors.New("node: AgentActivationWindow, ClusterJoinWindow and ClusterSlugRedirect must not be negative (zero never expires)")
 	}
 	if err := c.Cards.validate(); err != nil {
 		return err

@@ -287,7 +287,7 @@ func (v *dirView) directoryFor(ctx context.Context) (peer.ID, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", errNoDirectory.With("no leader of the directory's quorum was reachable: %v", context.Cause(ctx))
+			return "", errNoDirectory.With("no leader of the directory's quorum was reachable; retry later").Because(context.Cause(ctx))
 		case <-time.After(v.n.cfg.ForwardRetry):
 		}
 	}

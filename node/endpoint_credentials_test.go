@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -42,7 +43,7 @@ func TestEndpointCredentialsNeverSentNorShown(t *testing.T) {
 	if _, err := m.boot.orderer.Propose(context.Background(), registryapi.Kind, op.At, op); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		m.waitCaughtUp(b)
 		st, _ := rawCall(t, b, "GET", "/agent/creds-1/.well-known/agent.json", "")
 		return st == 200

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 	"github.com/agentmesh/mesh/wall"
 )
@@ -45,10 +46,11 @@ func TestWhatIsNeverUsedExpires(t *testing.T) {
 	}
 	// A ghost socket on b is a member enough: b serves the cluster.
 	sock := enterWall(t, b, busy["cluster_id"].(string), url.Values{"agent": {"watcher"}, "vis": {"ghost"}})
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		cl, err := m.boot.catalog.Get(busy["cluster_id"].(string))
 		return err == nil && cl.JoinBy == 0
 	}, "the directory never logged that Busy was joined")
+
 	sock.conn.CloseNow()
 
 	sweep := func() uint64 {

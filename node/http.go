@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -44,26 +43,13 @@ func (n *Node) buildHTTP() error {
 	}
 	if n.role == RoleNode {
 		cfg.Fallback = n.fallbackAgent
+		cfg.KeyFallback = n.fallbackKey
 	}
 	api, err := registryapi.NewAPI(cfg)
 	if err != nil {
 		return err
 	}
 	api.Routes(mux)
-	var refresh func(context.Context) error
-	if n.replica != nil {
-		refresh = n.replica.Sync
-	}
-	n.wall, err = wall.New(wall.Config{
-		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.view.directory, PublicURL: n.cfg.PublicURL, Refresh: refresh,
-		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
-		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate, JoinWindow: n.cfg.ClusterJoinWindow,
-		Quota:  n.cfg.BoardQuota,
-		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
-	})
-	if err != nil {
-		return err
-	}
 	n.wall.Routes(mux)
 	clusterPages := pages.New(n.wall, pagesSite)
 	clusterPages.Routes(mux)
@@ -175,6 +161,9 @@ type healthView struct {
 	Admission admission.Status `json:"admission"`
 }
 
+// errCatchUp is /health's directory.error while catching up fails.
+const errCatchUp = "catching up with the directory failed; the node's log says why"
+
 func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 	now := n.cfg.Now()
 	v := healthView{
@@ -192,7 +181,7 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 		d.Head, d.CaughtUp, err = n.replica.Status()
 		d.Connected = dir == n.host.ID() || (dir != "" && n.host.Connected(dir))
 		if err != nil {
-			d.Error = err.Error()
+			d.Error = errCatchUp // its cause (addresses, dial errors) is logged
 		}
 	}
 	v.Quorum = n.healthQuorum(d.Head)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -86,23 +87,12 @@ func (m *mesh) joinWith(tweak func(*Config)) *Node {
 
 func (m *mesh) waitCaughtUp(n *Node) {
 	m.t.Helper()
-	eventually(m.t, 15*time.Second, func() bool {
+	testkit.Eventually(m.t, 15*time.Second, func() bool {
 		_, h := call(m.t, n, "GET", "/health", "")
 		d := h["directory"].(map[string]any)
 		return d["caught_up"] == true && d["seq"] == float64(m.boot.clog.Seq())
 	}, "node %s never caught up", n.URL())
-}
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(msg, args...)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // signedCall sends a request signed by key with the mesh's clock.
@@ -158,7 +148,11 @@ func rawCall(t testing.TB, n *Node, method, path, body string, hdr ...string) (i
 
 // localRecord is the record of agent id that n holds as a DHT server.
 func localRecord(n *Node, id string) (*registryapi.AgentRecord, error) {
-	key := registryapi.IDRecordKey(id)
+	return localRecordAt(n, registryapi.IDRecordKey(id))
+}
+
+// localRecordAt is the record under key that n holds as a DHT server.
+func localRecordAt(n *Node, key string) (*registryapi.AgentRecord, error) {
 	val, err := n.host.LocalValue(context.Background(), key)
 	if err != nil {
 		return nil, err

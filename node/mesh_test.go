@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -23,8 +24,9 @@ func TestMeshRegistrySurface(t *testing.T) {
 		t.Fatalf("register on b, read on b: %d %v", st, v)
 	}
 	for _, n := range []*Node{c, d, m.boot} {
-		eventually(t, 5*time.Second, func() bool { st, _ := call(t, n, "GET", "/v1/agents/agent-b", ""); return st == 200 },
+		testkit.Eventually(t, 5*time.Second, func() bool { st, _ := call(t, n, "GET", "/v1/agents/agent-b", ""); return st == 200 },
 			"agent registered on b not visible on %s", n.URL())
+
 	}
 
 	// The directory's seq travels between nodes only.
@@ -54,7 +56,7 @@ func TestMeshRegistrySurface(t *testing.T) {
 	if m.boot.clog.Seq() != seq {
 		t.Fatal("a heartbeat went into the directory's log")
 	}
-	eventually(t, 5*time.Second, func() bool { _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); return v["online"] == true },
+	testkit.Eventually(t, 5*time.Second, func() bool { _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); return v["online"] == true },
 		"heartbeat on c not seen on b")
 
 	// Errors cross unchanged: the same id registered by another key through d.
@@ -68,7 +70,7 @@ func TestMeshRegistrySurface(t *testing.T) {
 		t.Fatalf("feedback on d: %d %v", st, v)
 	}
 	// The rollup read on b equals the directory's.
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		_, vb := call(t, b, "GET", "/v1/agents/agent-b/reputation", "")
 		_, vd := call(t, m.boot, "GET", "/v1/agents/agent-b/reputation", "")
 		return vb["n"] == 1.0 && vb["score"] == vd["score"]
@@ -77,7 +79,7 @@ func TestMeshRegistrySurface(t *testing.T) {
 	// Delete on b, gone on c.
 	doomed := m.register(b, "doomed", identity.GenerateKey())
 	m.deleteAgent(b, "doomed", doomed)
-	eventually(t, 5*time.Second, func() bool { st, _ := call(t, c, "GET", "/v1/agents/doomed", ""); return st == 404 },
+	testkit.Eventually(t, 5*time.Second, func() bool { st, _ := call(t, c, "GET", "/v1/agents/doomed", ""); return st == 404 },
 		"deleted agent still served by c")
 
 	// A node that joins after all of this sees the whole directory: every

@@ -114,6 +114,11 @@ func New(cfg Config) (*Node, error) {
 // Start opens the node's state and starts serving. When it returns nil the
 // node is ready: /health answers and every endpoint works. On error,
 // everything Start opened is closed again.
+//
+// Start keeps ctx's values, not its cancellation: cancelling ctx neither
+// interrupts Start nor stops the node, which runs until Close (so that a
+// caller's request-scoped context cannot take the node down half-way).
+// To stop the node when ctx ends, call Close then.
 func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cancel != nil {
 		return errors.New("node: already started")
@@ -148,7 +153,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			// its clients reach: answers take it from each request's Host.
 			n.baseFromHost = true
 			n.cfg.PublicURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
-			n.log.Warn("listening on every interface without a public URL: addresses in answers follow each request's Host header, and an embedded agent registers " + n.cfg.PublicURL + "; set --public-url")
+			n.log.Warn("listening on every interface without a public URL: addresses in answers follow each request's Host header, and an embedded agent registers " + n.cfg.PublicURL + "; set Config.PublicURL")
 		}
 	}
 	if err := n.openAgent(); err != nil {
@@ -157,6 +162,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.solUSD = registryapi.NewSolUSD(registryapi.SolUSDConfig{Fixed: n.cfg.SolUSD, URL: n.cfg.SolUSDURL,
 		Interval: n.cfg.SolUSDInterval, Timeout: n.cfg.SolUSDTimeout, Logger: n.log, Now: n.cfg.Now})
 	n.goroutine(func() { n.solUSD.Run(ctx) })
+	if err := n.newWall(); err != nil {
+		return err
+	}
 	if err := n.buildHTTP(); err != nil {
 		return err
 	}
@@ -230,6 +238,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
+	n.catalog.SetClock(n.cfg.Now)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
 	return nil
@@ -249,6 +258,23 @@ func (n *Node) buildIndex(ctx context.Context) {
 		return
 	}
 	n.log.Info("search index built", "agents", n.dir.AgentCount(), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// newWall makes the wall's service, on the node's host, log and catalog;
+// Start starts it once the bridge routes to it.
+func (n *Node) newWall() (err error) {
+	var refresh func(context.Context) error
+	if n.replica != nil {
+		refresh = n.replica.Sync
+	}
+	n.wall, err = wall.New(wall.Config{
+		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.view.directory, PublicURL: n.cfg.PublicURL, Refresh: refresh,
+		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
+		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate, JoinWindow: n.cfg.ClusterJoinWindow,
+		Quota: n.cfg.BoardQuota, SlugRedirect: n.cfg.ClusterSlugRedirect,
+		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
+	})
+	return err
 }
 
 // goroutine runs fn in a goroutine that Close waits for.

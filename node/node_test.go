@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 func testConfig(_ testing.TB, dir string) Config {
@@ -217,14 +218,16 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		s.conn.CloseNow()
 	}
 	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if after := runtime.NumGoroutine(); after > before {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines before, %d after Close:\n%s", before, after, buf[:runtime.Stack(buf, true)])
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before },
+		"%d goroutines before Close, more after:\n%s", before, goroutines{})
+}
+
+// goroutines prints the stacks of every goroutine, when a failure is.
+type goroutines struct{}
+
+func (goroutines) String() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
 }
 
 // TestAnswersNameTheHostWithoutPublicURL: a node listening on every

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/site"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // Cluster metadata that would run script if a page put it in as HTML.
@@ -138,7 +139,7 @@ func TestClusterPagesHTTP(t *testing.T) {
 	// the bootstrap; the list on b shows no count for a cluster b does
 	// not serve.
 	enterWall(t, f.m.boot, f.id, q("agent", "alice"))
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return memberCount(getPage(t, f.b, "/clusters/"+f.slug).body) == "1"
 	}, "b's page never counted the member on the bootstrap")
 	if !strings.Contains(getPage(t, f.b, "/clusters").body, "online count on its page") {

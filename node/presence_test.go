@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -33,8 +34,9 @@ func TestHeartbeatsSurviveDirectoryRestart(t *testing.T) {
 	m.boot = m.restart(m.boot)
 	m.clock.Advance(5 * time.Minute) // past the registration's window, within the beat's
 	for _, n := range []*Node{m.boot, b} {
-		eventually(t, 20*time.Second, func() bool { _, v := call(t, n, "GET", "/v1/agents/a1", ""); return v["online"] == true },
+		testkit.Eventually(t, 20*time.Second, func() bool { _, v := call(t, n, "GET", "/v1/agents/a1", ""); return v["online"] == true },
 			"a heartbeat was lost with the directory's restart (node %s)", n.URL())
+
 	}
 }
 
@@ -149,13 +151,14 @@ func stopWhileBeating(t *testing.T, m *mesh, relay *p2p.Host, toks []string) []t
 
 	closed := make(chan error, 1)
 	go func() { closed <- n.Close() }()
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		c, err := net.Dial("tcp", n.Addr())
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
 	}, "the HTTP server never stopped listening")
+
 	io.WriteString(conn, body)
 	resp, err := http.ReadResponse(rd, nil)
 	if err != nil || resp.StatusCode != http.StatusOK {

@@ -139,7 +139,7 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op 
 		}
 		raw, err := n.host.Request(rctx, dir, proposeProto, req, maxProposalRes)
 		if err != nil {
-			return nil, errNoDirectory.With("the directory node did not answer: %v", err)
+			return nil, errNoDirectory.Because(fmt.Errorf("proposing to the directory %s: %w", dir, err))
 		}
 		res = proposalResult{}
 		if err := json.Unmarshal(raw, &res); err != nil {

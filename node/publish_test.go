@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
@@ -48,8 +49,9 @@ func commitRegistrations(t *testing.T, dir *Node, count int) []string {
 func waitPuts(t *testing.T, dir *Node, want int) {
 	t.Helper()
 	puts := func(result string) int { return int(testutil.ToFloat64(dir.publisher.puts.WithLabelValues(result))) }
-	eventually(t, 2*time.Minute, func() bool { return puts(putOK)+puts(putLocal) >= want || puts(putFailed) > 0 },
+	testkit.Eventually(t, 2*time.Minute, func() bool { return puts(putOK)+puts(putLocal) >= want || puts(putFailed) > 0 },
 		"the directory stored %d DHT values, want %d", puts(putOK)+puts(putLocal), want)
+
 	if n := puts(putFailed); n != 0 {
 		t.Fatalf("%d DHT puts failed", n)
 	}
@@ -67,20 +69,13 @@ func TestPublisherPublishesEveryAgent(t *testing.T) {
 	ids := commitRegistrations(t, m.boot, agents)
 	inDHT := func(when string) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
 		for _, id := range ids {
-			for {
+			testkit.Eventually(t, 2*time.Minute, func() bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
 				a, err := m.boot.LookupDHT(ctx, id)
-				cancel()
-				if err == nil && a.ID == id {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s %s: %v", id, when, err)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return err == nil && a.ID == id
+			}, "%s is not in the DHT %s", id, when)
 		}
 	}
 	waitPuts(t, m.boot, 2*agents) // under the did and the agent id
@@ -115,7 +110,7 @@ func TestPublisherRetriesFailedPuts(t *testing.T) {
 
 	id := commitRegistrations(t, m.boot, 1)[0]
 	puts := func(result string) int { return int(testutil.ToFloat64(p.puts.WithLabelValues(result))) }
-	eventually(t, 10*time.Second, func() bool { return puts(putOK)+puts(putLocal) >= 2 }, "the failed puts were not tried again")
+	testkit.Eventually(t, 10*time.Second, func() bool { return puts(putOK)+puts(putLocal) >= 2 }, "the failed puts were not tried again")
 	if n := puts(putFailed); n != 4 {
 		t.Errorf("%d puts failed, want 4 (two keys, twice each)", n)
 	}

@@ -13,6 +13,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/internal/quorum"
@@ -25,7 +26,10 @@ import (
 // leader changes Raft's configuration. The leader then names the new
 // members in the log (syncSigners).
 
-var errNotQuorum = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum (start its bootstrap nodes with --quorum)")
+var (
+	errNotQuorum    = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum of bootstrap nodes")
+	errQuorumChange = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory's quorum did not take the change; retry later")
+)
 
 // membershipTimeout bounds a change of members (a new member installs the
 // directory's snapshot before the change commits).
@@ -57,19 +61,12 @@ func (n *Node) listQuorum(w http.ResponseWriter, r *http.Request) error {
 // operator checks the request's Mesh-Sig by a member's key, and that this
 // node can change the quorum.
 func (n *Node) operator(r *http.Request, body []byte) error {
-	hdr, err := identity.SigOf(r.Header)
-	if err != nil {
-		return registryapi.ErrBadSig.With("%v", err)
-	}
-	if hdr == "" {
-		return registryapi.ErrNoSig
-	}
-	h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, n.cfg.Now())
+	h, err := meshsig.Verify(r, body, n.cfg.Now(), nil)
 	switch {
-	case errors.Is(err, identity.ErrStaleSig):
-		return registryapi.ErrStaleSig.With("%v", err)
 	case err != nil:
-		return registryapi.ErrBadSig.With("%v", err)
+		return err
+	case h == nil:
+		return meshsig.ErrNoSig
 	case !n.isAdmin(h.Pubkey):
 		return registryapi.ErrNotAdmin.With("Mesh-Sig key is not the key of a member of the directory's quorum")
 	case n.quorum == nil:
@@ -85,7 +82,7 @@ func (n *Node) operator(r *http.Request, body []byte) error {
 	case errors.Is(err, nonces.ErrFull):
 		return httpx.ErrUnavailable.With("too many admin requests in the last %v: try again shortly", identity.NonceMemory)
 	case err != nil:
-		return registryapi.ErrReplay
+		return meshsig.ErrReplay
 	}
 	return nil
 }
@@ -163,7 +160,7 @@ func (n *Node) changeMembers(w http.ResponseWriter, r *http.Request, change func
 	case errors.Is(err, quorum.ErrNotLeader):
 		return errNotLeader
 	case err != nil:
-		return errNoDirectory.With("the quorum did not take the change: %v", err)
+		return errQuorumChange.Because(err)
 	}
 	signal(n.signersDue)
 	httpx.WriteJSON(w, http.StatusOK, n.quorumView())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -54,7 +55,7 @@ func benchQuorum(b *testing.B, size int, timings RaftTimings) (members []*Node, 
 	cfg.Role, cfg.Bootstrap, cfg.SyncWrites = RoleNode, addrs, true
 	cfg.Budgets = admission.Config{}
 	ord = startNode(b, cfg)
-	benchWait(b, 30*time.Second, func() bool { return benchLeader(members) != nil && ord.view.source() != "" })
+	testkit.Eventually(b, 30*time.Second, func() bool { return benchLeader(members) != nil && ord.view.source() != "" }, "condition not met in time")
 	return members, cfgs, ord
 }
 
@@ -65,17 +66,6 @@ func benchLeader(members []*Node) *Node {
 		}
 	}
 	return nil
-}
-
-func benchWait(b *testing.B, d time.Duration, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 var benchIDs atomic.Int64
@@ -168,7 +158,7 @@ func BenchmarkQuorumFailover(b *testing.B) {
 		}
 		took = append(took, time.Since(start))
 		members[i] = startNode(b, cfgs[i])
-		benchWait(b, 30*time.Second, func() bool { return members[i].clog.Seq() >= benchLeader(members).clog.Seq() })
+		testkit.Eventually(b, 30*time.Second, func() bool { return members[i].clog.Seq() >= benchLeader(members).clog.Seq() }, "condition not met in time")
 	}
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "failover_median_ms")
@@ -230,10 +220,11 @@ func BenchmarkLateJoiner(b *testing.B) {
 		jc.Role, jc.Bootstrap = RoleNode, dir.P2PAddrs()
 		start := time.Now()
 		j := startNode(b, jc)
-		benchWait(b, 10*time.Minute, func() bool {
+		testkit.Eventually(b, 10*time.Minute, func() bool {
 			_, caught, _ := j.replica.Status()
 			return caught && j.clog.Seq() == dir.clog.Seq()
-		})
+		}, "condition not met in time")
+
 		b.ReportMetric(time.Since(start).Seconds(), "join_s")
 		j.Close()
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -81,7 +82,7 @@ func (q *quorumMesh) peerID(i int) string {
 func (q *quorumMesh) leader() *Node {
 	q.t.Helper()
 	var l *Node
-	eventually(q.t, 10*time.Second, func() bool {
+	testkit.Eventually(q.t, 10*time.Second, func() bool {
 		for _, m := range q.members {
 			if m != nil && m.quorum.IsLeader() {
 				l = m
@@ -90,6 +91,7 @@ func (q *quorumMesh) leader() *Node {
 		}
 		return false
 	}, "no member leads the quorum")
+
 	return l
 }
 
@@ -127,11 +129,12 @@ func (q *quorumMesh) waitSame(nodes ...*Node) {
 		if n == nil {
 			continue
 		}
-		eventually(q.t, 15*time.Second, func() bool {
+		testkit.Eventually(q.t, 15*time.Second, func() bool {
 			_, h := call(q.t, n, "GET", "/health", "")
 			d := h["directory"].(map[string]any)
 			return d["caught_up"] == true && n.clog.Seq() == l.clog.Seq()
 		}, "node %s never caught up with the leader (seq %d, leader %d)", n.URL(), n.clog.Seq(), l.clog.Seq())
+
 	}
 }
 
@@ -237,10 +240,11 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) {
 	// The heartbeat shows on every node (presence travels apart from the
 	// log); the token verifies everywhere.
 	for _, n := range nodes {
-		eventually(t, 15*time.Second, func() bool {
+		testkit.Eventually(t, 15*time.Second, func() bool {
 			_, a := call(t, n, "GET", "/v1/agents/plain", "")
 			return a["online"] == true
 		}, "%s never showed the heartbeat", n.URL())
+
 	}
 	want := surface(t, leader, ids, clusters)
 	for _, n := range nodes {
@@ -250,13 +254,14 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) {
 	}
 	// /health names the same leader and members everywhere.
 	for _, n := range nodes {
-		eventually(t, 5*time.Second, func() bool {
+		testkit.Eventually(t, 5*time.Second, func() bool {
 			_, h := call(t, n, "GET", "/health", "")
 			qv, _ := h["quorum"].(map[string]any)
 			ms, _ := qv["members"].([]any)
 			return qv != nil && qv["leader"] == leader.PeerID().String() && len(ms) == 3 && qv["lag"] == float64(0) &&
 				ms[0].(map[string]any)["voter"] == true && h["status"] == "ok"
 		}, "health of %s does not show the quorum", n.URL())
+
 	}
 	_, h := call(t, leader, "GET", "/health", "")
 	if qv := h["quorum"].(map[string]any); qv["term"].(float64) < 1 || qv["commit_index"].(float64) < float64(leader.clog.Seq()) {
@@ -337,7 +342,7 @@ func TestQuorumKeysOutliveAMember(t *testing.T) {
 	apiKey := q.register(ord, "keeper", identity.GenerateKey())
 	tok := q.token(ord, "keeper", apiKey) // signed by the leader
 	for _, n := range q.all(ord) {
-		eventually(t, 5*time.Second, func() bool { return len(n.signers.Current()) == 3 }, "%s does not know the 3 signers", n.URL())
+		testkit.Eventually(t, 5*time.Second, func() bool { return len(n.signers.Current()) == 3 }, "%s does not know the 3 signers", n.URL())
 	}
 	// A catalog import signed by a member that does not lead.
 	follower := q.follower()
@@ -364,13 +369,15 @@ func TestQuorumKeysOutliveAMember(t *testing.T) {
 	}
 	// The leader may change again under a loaded machine: remove through
 	// whichever leads.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return q.leader().quorum.RemoveServer(context.Background(), leader.PeerID()) == nil
 	}, "the member was not removed")
+
 	oldDID := identity.DIDFromPublicKey(oldKey.Public().(ed25519.PublicKey))
 	for _, n := range q.all(ord) {
-		eventually(t, 5*time.Second, func() bool { return n.signers.Removed(oldDID) && len(n.signers.Current()) == 2 },
+		testkit.Eventually(t, 5*time.Second, func() bool { return n.signers.Removed(oldDID) && len(n.signers.Current()) == 2 },
 			"%s does not know the member was removed", n.URL())
+
 	}
 	q.clock.Advance(time.Minute)
 	for _, n := range q.all(ord) {
@@ -420,7 +427,7 @@ func TestDirectoryMovesIntoAQuorum(t *testing.T) {
 	// The same node, same data, now a quorum of one.
 	cfgA.Quorum = []string{addrA}
 	a := startNode(t, cfgA)
-	eventually(t, 10*time.Second, a.quorum.IsLeader, "the quorum of one does not lead")
+	testkit.Eventually(t, 10*time.Second, a.quorum.IsLeader, "the quorum of one does not lead")
 	if got := surface(t, a, ids, nil); got != want {
 		t.Fatalf("the directory changed moving into a quorum:\n%s\nbefore:\n%s", got, want)
 	}
@@ -448,7 +455,7 @@ func TestDirectoryMovesIntoAQuorum(t *testing.T) {
 		t.Fatalf("members after two adds: %v", list)
 	}
 	for _, j := range joiners {
-		eventually(t, 10*time.Second, func() bool { return j.clog.Seq() == a.clog.Seq() }, "a new member did not catch up")
+		testkit.Eventually(t, 10*time.Second, func() bool { return j.clog.Seq() == a.clog.Seq() }, "a new member did not catch up")
 		if got := surface(t, j, ids, nil); got != want {
 			t.Fatalf("a new member's directory:\n%s\nwant:\n%s", got, want)
 		}

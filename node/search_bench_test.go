@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // BenchmarkSearchVisible: on a directory of MESH_BENCH_AGENTS agents
@@ -17,10 +19,11 @@ func BenchmarkSearchVisible(b *testing.B) {
 	jc.Role, jc.Bootstrap = RoleNode, dir.P2PAddrs()
 	jc.SearchRate, jc.SearchBurst = 1_000_000, 1_000 // the benchmark polls: no budget
 	other := startNode(b, jc)
-	benchWait(b, 10*time.Minute, func() bool {
+	testkit.Eventually(b, 10*time.Minute, func() bool {
 		_, caught, _ := other.replica.Status()
 		return caught && other.clog.Seq() == dir.clog.Seq()
-	})
+	}, "condition not met in time")
+
 	var took []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -29,11 +32,12 @@ func BenchmarkSearchVisible(b *testing.B) {
 		if st, body := rawCall(b, dir, "POST", "/v1/agents/register", `{"agent_id":"`+word+`","capabilities":["`+word+`"]}`); st != 201 {
 			b.Fatalf("register: %d %s", st, body)
 		}
-		benchWait(b, time.Minute, func() bool {
+		testkit.Eventually(b, time.Minute, func() bool {
 			_, v := call(b, other, "POST", "/v1/search", `{"query":"`+word+`"}`)
 			res, _ := v["results"].([]any)
 			return len(res) == 1
-		})
+		}, "condition not met in time")
+
 		took = append(took, time.Since(start))
 	}
 	b.StopTimer()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop"
 	"github.com/agentmesh/mesh/interop/soltest"
 )
@@ -89,7 +90,7 @@ func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
 	n := m.start(cfg)
-	eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
+	testkit.Eventually(t, 15*time.Second, n.AgentRegistered, "agent never registered")
 	// 5,000 lamports at 150 USD a SOL: 0.00075 USD a request.
 	for body, want := range map[string]int{
 		`{"query":"echoes input"}`:                        1,
@@ -131,6 +132,17 @@ func TestSearchMeteredByAdmission(t *testing.T) {
 	}
 }
 
+// TestSearchRateZeroIsUnlimited: SearchRate 0 (--search-rate 0) meters
+// nothing, as 0 does for every rate; the burst does not matter then.
+func TestSearchRateZeroIsUnlimited(t *testing.T) {
+	m := newMeshWith(t, func(c *Config) { c.SearchRate, c.SearchBurst = 0, 1 })
+	for i := range 5 {
+		if st, v := call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`); st != 200 {
+			t.Fatalf("search %d: %d %v", i, st, v)
+		}
+	}
+}
+
 // TestSearchReadsAgentsCardsOnEveryNode: an agent whose card the directory
 // fetches from its endpoint, and one that hands its full card over, are
 // found by the words of their cards and priced by their cards' rows (a
@@ -149,10 +161,11 @@ func TestSearchReadsAgentsCardsOnEveryNode(t *testing.T) {
 	if st, v := m.signedCall(b, key, "POST", "/v1/agents/register", handed); st != 201 {
 		t.Fatalf("register with a full card: %d %v", st, v)
 	}
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		_, v := call(t, m.boot, "GET", "/agent/tide-1", "", "Accept", "application/json")
 		return v["name"] == "Tide Oracle"
 	}, "the directory never fetched tide-1's card")
+
 	if err := m.boot.clog.Compact(1); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +231,7 @@ func TestSearchWhileTheIndexBuilds(t *testing.T) {
 	}
 	m.register(m.boot, "translator-2", identity.GenerateKey())
 	close(release)
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		st, _ := call(t, m.boot, "POST", "/v1/search", `{"query":"translator"}`)
 		return st == 200
 	}, "the index was never built")

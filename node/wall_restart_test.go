@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestWallBootstrapRestart: the bootstrap, which runs the rendezvous,
@@ -25,7 +27,7 @@ func TestWallBootstrapRestart(t *testing.T) {
 
 	m.boot = m.restart(m.boot)
 	var alice *wsClient
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		alice = dialWall(t, m.boot, id, q("agent", "alice"))
 		if slices.Contains(alice.next("welcome")["online"].([]any), any("bob")) {
 			return true

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/p2p/p2ptest"
 )
@@ -95,7 +96,7 @@ func TestWallPrivateCluster(t *testing.T) {
 
 	// A raw peer on the topic, connected to b, with no token.
 	raw := rawPeer(t, b)
-	topic, err := raw.Join("mesh/wall/1/"+id, p2p.TopicConfig{})
+	topic, err := raw.Join("mesh/wall/2/"+id, p2p.TopicConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +123,9 @@ func TestWallPrivateCluster(t *testing.T) {
 	if f := admin.next("message"); f["payload"] != "the eagle lands at noon" {
 		t.Fatalf("admin got %v", f)
 	}
-	eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) > 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) > 0 },
 		"the raw peer received nothing from the topic")
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, data := range seen {
@@ -189,10 +191,11 @@ func TestWallDeleteAcrossNodes(t *testing.T) {
 		<-s.done
 	}
 	for _, n := range []*Node{b, c, m.boot} {
-		eventually(t, 5*time.Second, func() bool {
+		testkit.Eventually(t, 5*time.Second, func() bool {
 			st, _ := call(t, n, "GET", "/v1/clusters/"+id, "")
 			return st == 404
 		}, "deleted cluster still served by %s", n.URL())
+
 		if st, _ := call(t, n, "GET", "/v1/clusters/short-lived", ""); st != 404 {
 			t.Fatalf("slug still resolves on %s", n.URL())
 		}
@@ -280,11 +283,12 @@ func TestWallHistoryAcrossNodes(t *testing.T) {
 			t.Fatalf("history without a token: %d", st)
 		}
 		var events []any
-		eventually(t, 10*time.Second, func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			_, v := call(t, c, "GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", cl["admin_token"].(string))
 			events, _ = v["events"].([]any)
 			return len(events) == 3
 		}, "history of %s on c: %v", body, events)
+
 		// Newest first; b's and c's events may reach the directory in
 		// either order.
 		var got []string
@@ -315,8 +319,8 @@ func TestWallRelayedChat(t *testing.T) {
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
 	alice := enterWall(t, b, id, q("agent", "alice"))
 	var bob *wsClient
-	eventually(t, 30*time.Second, func() bool {
-		// Until b holds a reservation on the relay, c cannot reach it.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+
 		bob = dialWall(t, c, id, q("agent", "bob"))
 		w := bob.next("welcome")
 		if slices.Contains(w["online"].([]any), any("alice")) {
@@ -325,6 +329,7 @@ func TestWallRelayedChat(t *testing.T) {
 		bob.conn.Close(websocket.StatusNormalClosure, "")
 		return false
 	}, "bob never saw alice across the relay")
+
 	alice.say("through the relay", bob, 1)
 	bob.send(map[string]any{"to": "alice", "payload": "and back"})
 	if f := alice.next("message"); f["payload"] != "and back" {

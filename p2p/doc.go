@@ -1,13 +1,25 @@
-// Package p2p is the node's libp2p layer: the host (persistent Ed25519
-// identity, TCP and QUIC, resource and connection managers), the Kademlia
-// DHT on the product's private protocol prefix, gossipsub with validators and
-// peer scoring, bootstrap dialing with backoff, the relay service for members
-// of the mesh, the rendezvous, and small helpers for the product's
-// request/response stream protocols. Peer input that fails its checks is
-// dropped and counted (drops.go).
+// Package p2p is the node's libp2p layer. It knows nothing of agents or
+// clusters: DHT records and topic messages are opaque bytes, checked by
+// validators that callers hand in. Peer input that fails its checks is
+// dropped and counted.
 //
-// All of the libp2p set-up lives in host.go, with every parameter explained.
+// Its jobs, by file (each parameter is explained where it is set):
 //
-// It knows nothing of agents or clusters: DHT records and topic messages are
-// opaque bytes, checked by validators that callers hand in.
+//   - config.go: Config, the protocol prefix that keeps the mesh a network
+//     of its own, the defaults.
+//   - host.go: the host's life (New, Start, Close), its libp2p options
+//     (identity, TCP and QUIC, resource and connection managers) and the
+//     DHT's construction.
+//   - nat.go: reachability: the relay v2 service for members of the mesh,
+//     autorelay on the bootstrap relays, hole punching.
+//   - dht.go: the Kademlia DHT on the private prefix: values and routing.
+//   - pubsub.go: gossipsub (parameters, validators, peer scoring) and
+//     limits.go its per-peer rates; outbound.go bounds in bytes what waits
+//     for each peer.
+//   - bootstrap.go: dialling the bootstrap peers, with backoff, for ever.
+//   - rendezvous.go: who serves a namespace (a wall topic), on bootstrap
+//     nodes.
+//   - stream.go: the request/response stream protocols the product
+//     speaks, and streamlimits.go the budget of each peer's streams.
+//   - drops.go: the count of dropped input; keys.go: peer ids of keys.
 package p2p

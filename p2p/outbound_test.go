@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // framed is rpc as pubsub writes it: uvarint length, then the RPC.
@@ -335,18 +337,19 @@ func TestSlowPeerGossip(t *testing.T) {
 	}
 
 	slow := stalledGossipPeer(t, pub, topic)
-	waitFor(t, 10*time.Second, "the publisher to see both subscriptions", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return slices.Contains(pt.Peers(), healthy.ID()) && slices.Contains(pt.Peers(), slow)
-	})
+	}, "the publisher to see both subscriptions")
 
 	peak := 0.0
 	for i := range n {
 		publish(t, pt, string(message(i, size).Data))
-		waitFor(t, 10*time.Second, fmt.Sprintf("message %d to reach the healthy peer", i), func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(received) > i
-		})
+		}, "message %d to reach the healthy peer", i)
+
 		// The healthy peer may still hold the message it just got, being
 		// written when it arrived; the slow one holds at most the bound.
 		held := testutil.ToFloat64(pub.out.queued)
@@ -376,9 +379,10 @@ func TestSlowPeerGossip(t *testing.T) {
 	t.Logf("%d of %d messages dropped for the slow peer; at most %v bytes held", dropCount(pub, SurfaceTopic, DropSlowPeer), n, peak)
 
 	pub.Close()
-	waitFor(t, 10*time.Second, "the publisher's queues to be released at Close", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return testutil.ToFloat64(pub.out.queued) == 0
-	})
+	}, "the publisher's queues to be released at Close")
+
 }
 
 // stalledGossipPeer connects a bare libp2p host to h that speaks gossipsub

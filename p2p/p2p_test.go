@@ -25,21 +25,10 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/ratelimit"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 var loopback = []string{"/ip4/127.0.0.1/tcp/0"}
-
-// waitFor polls cond every 20ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // startHost starts a host on loopback with a fresh key unless cfg sets
 // them, and closes it when the test ends.
@@ -74,9 +63,10 @@ func connect(t *testing.T, a, b *Host) {
 	if err := a.Connect(ctx, addrInfo(b)); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	waitFor(t, 10*time.Second, "connection seen on both sides", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return a.Connected(b.ID()) && b.Connected(a.ID())
-	})
+	}, "connection seen on both sides")
+
 }
 
 func mustPeerID(t *testing.T, key ed25519.PrivateKey) peer.ID {
@@ -254,7 +244,7 @@ func TestRequest(t *testing.T) {
 		if n := calls.Load(); n != 0 {
 			t.Errorf("handler called %d times for an oversized request", n)
 		}
-		waitFor(t, 5*time.Second, "the oversized request counted", func() bool { return dropCount(b, SurfaceStream, DropTooLarge) == 1 })
+		testkit.Eventually(t, 5*time.Second, func() bool { return dropCount(b, SurfaceStream, DropTooLarge) == 1 }, "the oversized request counted")
 		// The protocol still works for a request within the limit.
 		if resp, err := a.Request(ctx, b.ID(), proto, []byte("12345678"), 64); err != nil || string(resp) != "ok" {
 			t.Errorf("Request within limit = %q, %v", resp, err)
@@ -303,7 +293,7 @@ func TestRequest(t *testing.T) {
 		}
 		s.Write([]byte{10, 'x'}) // announces 10 bytes, sends 1
 		s.CloseWrite()
-		waitFor(t, 5*time.Second, "the truncated request counted", func() bool { return dropCount(b, SurfaceStream, DropMalformed) == 1 })
+		testkit.Eventually(t, 5*time.Second, func() bool { return dropCount(b, SurfaceStream, DropMalformed) == 1 }, "the truncated request counted")
 		s.Reset()
 	})
 
@@ -387,20 +377,20 @@ func TestBootstrapReconnect(t *testing.T) {
 		t.Error("IsBootstrap true for a peer that is not a bootstrap peer")
 	}
 
-	waitFor(t, 10*time.Second, "B to connect to bootstrap peer A", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return b.Connected(a.ID())
-	})
+	}, "B to connect to bootstrap peer A")
 
 	if err := a.Close(); err != nil {
 		t.Logf("closing A: %v", err)
 	}
-	waitFor(t, 10*time.Second, "B to see A gone", func() bool { return !b.Connected(a.ID()) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return !b.Connected(a.ID()) }, "B to see A gone")
 	// libp2p's swarm backs an address off after a refused dial, longer
 	// after each (5 s, then 5 s + n² s): B's own loop clears that before
 	// dialling a bootstrap peer, or a bootstrap node that was down for a
 	// while would wait minutes to be rejoined. Make it long.
 	sw := b.Libp2p().Network().(*swarm.Swarm)
-	waitFor(t, 10*time.Second, "B's dial to A to fail", func() bool { return sw.Backoff().Backoff(a.ID(), tcpAddr) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return sw.Backoff().Backoff(a.ID(), tcpAddr) }, "B's dial to A to fail")
 	for range 10 {
 		sw.Backoff().AddBackoff(a.ID(), tcpAddr) // now over 100 s
 	}
@@ -410,9 +400,10 @@ func TestBootstrapReconnect(t *testing.T) {
 	if a2.ID() != a.ID() {
 		t.Fatalf("restarted A has ID %s, want %s", a2.ID(), a.ID())
 	}
-	waitFor(t, 30*time.Second, "B to reconnect to restarted A", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return b.Connected(a2.ID()) && a2.Connected(b.ID())
-	})
+	}, "B to reconnect to restarted A")
+
 	t.Logf("B reconnected %v after A restarted", time.Since(restarted).Round(time.Millisecond))
 }
 
@@ -431,9 +422,10 @@ func pubsubPair(t *testing.T, topic string, pubCfg, subCfg TopicConfig) (pub, su
 	if pt, err = pub.Join(topic, pubCfg); err != nil {
 		t.Fatalf("Join on publisher: %v", err)
 	}
-	waitFor(t, 10*time.Second, "publisher to see the receiver's subscription", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return slices.Contains(pt.Peers(), sub.ID())
-	})
+	}, "publisher to see the receiver's subscription")
+
 	return pub, sub, pt, st
 }
 
@@ -487,7 +479,7 @@ func TestPubsub(t *testing.T) {
 			publish(t, pt, fmt.Sprint("word ", i))
 		}
 		pub.Close() // right after publishing: what was published is flushed first
-		waitFor(t, 10*time.Second, "every word published before Close", func() bool { return len(got.all()) == n })
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(got.all()) == n }, "every word published before Close")
 	})
 
 	t.Run("deliver", func(t *testing.T) {
@@ -504,7 +496,7 @@ func TestPubsub(t *testing.T) {
 				},
 			})
 		publish(t, pt, "hello")
-		waitFor(t, 10*time.Second, "delivery", func() bool { return len(got.all()) > 0 })
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(got.all()) > 0 }, "delivery")
 		msgs := got.all()
 		if len(msgs) != 1 || msgs[0].data != "hello" || msgs[0].from != pub.ID() {
 			t.Errorf("delivered %v, want one \"hello\" from %s", msgs, pub.ID())
@@ -513,7 +505,7 @@ func TestPubsub(t *testing.T) {
 			t.Errorf("Validate saw origin %s, want %s", o, pub.ID())
 		}
 		// Own messages are delivered too.
-		waitFor(t, 10*time.Second, "own delivery", func() bool { return own.has("hello") })
+		testkit.Eventually(t, 10*time.Second, func() bool { return own.has("hello") }, "own delivery")
 		for _, r := range []string{DropTooLarge, DropInvalid, DropRate} {
 			if n := st.Dropped(r); n != 0 {
 				t.Errorf("Dropped(%s) = %d, want 0", r, n)
@@ -548,9 +540,10 @@ func TestPubsub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "P to see R's subscription", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return slices.Contains(pt.Peers(), r.ID())
-		})
+		}, "P to see R's subscription")
+
 		if p.Connected(s.ID()) {
 			t.Fatal("P and S are connected directly")
 		}
@@ -558,14 +551,15 @@ func TestPubsub(t *testing.T) {
 		// until a message gets through.
 		n := 0
 		next := time.Now()
-		waitFor(t, 10*time.Second, "a relayed delivery", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			if time.Now().After(next) {
 				publish(t, pt, fmt.Sprintf("r%d", n))
 				n++
 				next = time.Now().Add(300 * time.Millisecond)
 			}
 			return len(got.all()) > 0
-		})
+		}, "a relayed delivery")
+
 		for _, d := range got.all() {
 			if d.from != p.ID() {
 				t.Errorf("delivered %v, want origin %s (R is %s)", d, p.ID(), r.ID())
@@ -585,9 +579,10 @@ func TestPubsub(t *testing.T) {
 		big := strings.Repeat("x", 17)
 		publish(t, pt, big)
 		publish(t, pt, "small")
-		waitFor(t, 10*time.Second, "small delivered and big dropped", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return got.has("small") && st.Dropped(DropTooLarge) == 1
-		})
+		}, "small delivered and big dropped")
+
 		if got.has(big) {
 			t.Error("a message over MaxSize was delivered")
 		}
@@ -612,9 +607,10 @@ func TestPubsub(t *testing.T) {
 			})
 		publish(t, pt, "bad")
 		publish(t, pt, "good")
-		waitFor(t, 10*time.Second, "good delivered and bad dropped", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return got.has("good") && st.Dropped(DropInvalid) == 1
-		})
+		}, "good delivered and bad dropped")
+
 		if got.has("bad") {
 			t.Error("a message refused by Validate was delivered")
 		}
@@ -641,14 +637,15 @@ func TestPubsub(t *testing.T) {
 			})
 		publish(t, pt, "dup")
 		publish(t, pt, "old")
-		waitFor(t, 10*time.Second, "ignored message validated", sawIgnored.Load)
+		testkit.Eventually(t, 10*time.Second, sawIgnored.Load, "ignored message validated")
 		// Ignored messages are counted, by reason, on the receiver's metric.
-		waitFor(t, 10*time.Second, "ignored messages counted", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return dropCount(sub, SurfaceTopic, DropIgnored) == 1 && dropCount(sub, SurfaceTopic, DropReplay) == 1 &&
 				st.Dropped(DropIgnored) == 1 && st.Dropped(DropReplay) == 1
-		})
+		}, "ignored messages counted")
+
 		publish(t, pt, "fresh")
-		waitFor(t, 10*time.Second, "fresh delivered", func() bool { return got.has("fresh") })
+		testkit.Eventually(t, 10*time.Second, func() bool { return got.has("fresh") }, "fresh delivered")
 		if got.has("dup") || got.has("old") {
 			t.Error("a message ignored by Validate was delivered")
 		}
@@ -664,16 +661,17 @@ func TestPubsub(t *testing.T) {
 			TopicConfig{},
 			TopicConfig{RatePerOrigin: 1, Burst: 2, Deliver: got.deliver})
 		publish(t, pt, "m0")
-		waitFor(t, 10*time.Second, "first message delivered", func() bool { return got.has("m0") })
+		testkit.Eventually(t, 10*time.Second, func() bool { return got.has("m0") }, "first message delivered")
 		// A little over the limit is ignored; a flood is rejected and
 		// costs the publisher its score.
 		const burst = 8
 		for i := 1; i <= burst; i++ {
 			publish(t, pt, fmt.Sprintf("m%d", i))
 		}
-		waitFor(t, 10*time.Second, "the flood to cost the publisher", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return st.Dropped(DropRate) >= 3 && sub.PeerScore(pub.ID()) < 0
-		})
+		}, "the flood to cost the publisher")
+
 		// One token may come back if the burst took more than a second.
 		if n := len(got.all()); n > 3 {
 			t.Errorf("%d of a burst of %d delivered at 1/s (burst 2): %v", n, burst+1, got.all())
@@ -702,9 +700,10 @@ func TestPubsub(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, 10*time.Second, "the flood under fresh keys to cost the forwarder", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return st.Dropped(DropRate) >= 3 && sub.PeerScore(pub.ID()) < 0
-		})
+		}, "the flood under fresh keys to cost the forwarder")
+
 		if d := got.all(); len(d) > 3 {
 			t.Errorf("%d of %d messages under fresh keys delivered at 1/s from one peer (burst 2): %v", len(d), n, d)
 		}
@@ -746,9 +745,10 @@ func TestPutGetValue(t *testing.T) {
 	connect(t, b, a)
 	connect(t, c, a)
 	for _, h := range []*Host{b, c} {
-		waitFor(t, 10*time.Second, "A in the client's routing table", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return h.dht.RoutingTable().Find(a.ID()) != ""
-		})
+		}, "A in the client's routing table")
+
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -811,7 +811,7 @@ func TestDHTMode(t *testing.T) {
 	public := startHost(t, Config{Reachability: ReachPublic})
 	auto := startHost(t, Config{})
 	connect(t, auto, public)
-	waitFor(t, 10*time.Second, "the public node in the routing table", func() bool { return auto.DHTServers() == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return auto.DHTServers() == 1 }, "the public node in the routing table")
 	if public.DHTServers() != 0 || slices.Contains(auto.Libp2p().Mux().Protocols(), kadProto) {
 		t.Fatal("a node on loopback without reachability serves the DHT")
 	}
@@ -949,7 +949,7 @@ func TestStreamBudgets(t *testing.T) {
 	if _, err := a.Request(ctx, b.ID(), "/mesh/test/rate/1.0.0", []byte("1"), 64); err == nil || calls.Load() != 3 {
 		t.Fatalf("a request past the budget: %v, handler called %d times", err, calls.Load())
 	}
-	waitFor(t, 5*time.Second, "the request past the budget counted", func() bool { return dropCount(b, SurfaceStream, DropRate) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return dropCount(b, SurfaceStream, DropRate) == 1 }, "the request past the budget counted")
 
 	if _, err := a.Request(ctx, b.ID(), "/mesh/test/bytes/1.0.0", []byte("1500"), 4000); err != nil {
 		t.Fatalf("an answer within the budget: %v", err)

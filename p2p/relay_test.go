@@ -15,6 +15,7 @@ import (
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p/p2ptest"
 )
 
@@ -32,7 +33,7 @@ func TestRelayedPeersFindEachOtherAndGossip(t *testing.T) {
 	b := startHost(t, Config{Key: keyB, Bootstrap: boot, Reachability: ReachPrivate, Gater: p2ptest.NewNAT(idA)})
 
 	for _, h := range []*Host{a, b} {
-		waitFor(t, 10*time.Second, "connected to the relay", func() bool { return h.Connected(relay.ID()) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return h.Connected(relay.ID()) }, "connected to the relay")
 	}
 	var inbox inbox
 	ta, err := a.Join("chat", TopicConfig{Deliver: inbox.deliver})
@@ -53,17 +54,18 @@ func TestRelayedPeersFindEachOtherAndGossip(t *testing.T) {
 		t.Fatalf("Rendezvous = %v, %v; want A", found, err)
 	}
 	// A's reservation on the relay may still be on its way.
-	waitFor(t, 20*time.Second, "a connection through the relay", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		return b.Connect(ctx, found[0]) == nil
-	})
+	}, "a connection through the relay")
+
 	for _, c := range b.Libp2p().Network().ConnsToPeer(a.ID()) {
 		if !p2ptest.IsRelayed(c.RemoteMultiaddr()) || c.Stat().Limited {
 			t.Fatalf("connection %s (limited %v): want an unlimited relayed one", c.RemoteMultiaddr(), c.Stat().Limited)
 		}
 	}
-	waitFor(t, 10*time.Second, "B sees A on the topic", func() bool { return slices.Contains(tb.Peers(), a.ID()) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return slices.Contains(tb.Peers(), a.ID()) }, "B sees A on the topic")
 	publish(t, tb, "through the relay")
-	waitFor(t, 10*time.Second, "gossip over the relayed connection", func() bool { return inbox.has("through the relay") })
+	testkit.Eventually(t, 10*time.Second, func() bool { return inbox.has("through the relay") }, "gossip over the relayed connection")
 	_ = ta
 
 	a.HandleRequests("/mesh/test/echo", 1024, func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) { return req, nil })
@@ -91,7 +93,7 @@ func TestRelayOnlyForMembers(t *testing.T) {
 		return err
 	}
 	// The relay service starts once the host knows it is public.
-	waitFor(t, 10*time.Second, "a reservation for a member", func() bool { return reserve(member.Libp2p()) == nil })
+	testkit.Eventually(t, 10*time.Second, func() bool { return reserve(member.Libp2p()) == nil }, "a reservation for a member")
 	err = reserve(outsider)
 	var refused client.ReservationError
 	if !errors.As(err, &refused) || refused.Status != pbv2.Status_PERMISSION_DENIED {

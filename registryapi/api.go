@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -51,6 +52,11 @@ type Config struct {
 	// replica still catching up): from the DHT or the directory node. It
 	// returns ErrAgentNotFound when it knows of none.
 	Fallback func(ctx context.Context, id string) (*Agent, error)
+	// KeyFallback, if set, is asked for the agent that a did:key is bound
+	// to when this node's replica binds it to none (a replica still
+	// catching up): the id of the agent, or ErrAgentNotFound. It resolves
+	// did:mesh aliases (alias.go).
+	KeyFallback func(ctx context.Context, did string) (string, error)
 	// Admission meters searches per client address (its Search budget,
 	// internal/admission); nil: searches are not metered.
 	Admission *admission.Admitter
@@ -78,11 +84,12 @@ type Config struct {
 
 // API serves the registry over HTTP.
 type API struct {
-	cfg   Config
-	log   *slog.Logger
-	site  *site.Site
-	pages pageTemplates
-	slots *searchSlots
+	cfg     Config
+	log     *slog.Logger
+	site    *site.Site
+	pages   pageTemplates
+	aliases *aliases
+	slots   *searchSlots
 }
 
 // NewAPI checks cfg and returns the API; it starts nothing.
@@ -112,7 +119,7 @@ func NewAPI(cfg Config) (*API, error) {
 	if cfg.SearchWait <= 0 {
 		cfg.SearchWait = DefaultSearchWait
 	}
-	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site),
+	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site), aliases: newAliases(),
 		slots: newSearchSlots(cfg.SearchConcurrency, cfg.SearchWait)}, nil
 }
 
@@ -207,19 +214,9 @@ func (a *API) bearer(r *http.Request) (TokenClaims, error) {
 // signer verifies the request's Mesh-Sig over body; it returns nil, nil
 // when the header is absent. The nonce is claimed when the command applies.
 func (a *API) signer(r *http.Request, body []byte) (*SigClaim, error) {
-	hdr, err := identity.SigOf(r.Header)
-	if err != nil {
-		return nil, ErrBadSig.With("%v", err)
-	}
-	if hdr == "" {
-		return nil, nil
-	}
-	h, err := identity.Verify(hdr, r.Method, identity.RequestPath(r.URL), body, a.cfg.Now())
-	switch {
-	case errors.Is(err, identity.ErrStaleSig):
-		return nil, ErrStaleSig.With("%v", err)
-	case err != nil:
-		return nil, ErrBadSig.With("%v", err)
+	h, err := meshsig.Verify(r, body, a.cfg.Now(), nil)
+	if err != nil || h == nil {
+		return nil, err
 	}
 	return &SigClaim{Pubkey: identity.EncodePublicKey(h.Pubkey), Nonce: h.Nonce}, nil
 }
@@ -233,7 +230,7 @@ func signedRequest(r *http.Request, body []byte) *Signed {
 func (a *API) requireSigner(r *http.Request, body []byte) (*SigClaim, error) {
 	sig, err := a.signer(r, body)
 	if err == nil && sig == nil {
-		err = ErrNoSig
+		err = meshsig.ErrNoSig
 	}
 	return sig, err
 }
@@ -246,9 +243,13 @@ func (a *API) handle(r *http.Request, id string) string {
 	return httpx.BaseURL(r, a.cfg.PublicURL) + "/agent/" + id
 }
 
-// pathID reads and checks the {id} path value.
-func pathID(r *http.Request) (string, error) {
+// pathID reads and checks the {id} path value: an agent id, or a
+// did:mesh alias, which it resolves to the id of its agent (alias.go).
+func (a *API) pathID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
+	if isAlias(id) {
+		return a.resolveAlias(r.Context(), id)
+	}
 	if len(id) > maxIDLen { // not echoed: the answer stays small
 		return "", ErrAgentNotFound.With("agent not found: ids are at most %d characters", maxIDLen)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/store"
 )
@@ -183,7 +184,7 @@ func claimNonce(tx *store.Txn, cmd *Command) error {
 		return err
 	}
 	if int64(exp) > cmd.At {
-		return ErrReplay
+		return meshsig.ErrReplay
 	}
 	until := cmd.At + int64(identity.NonceMemory)
 	return tx.SetTTL(key, []byte(store.U64(uint64(until))), identity.NonceMemory+time.Hour)

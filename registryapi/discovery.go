@@ -20,6 +20,7 @@ type DiscoveryView struct {
 	Description string  `json:"description"`
 	Endpoint    *string `json:"endpoint"`
 	DID         *string `json:"did"`
+	DIDMesh     *string `json:"did_mesh"`
 	Verified    bool    `json:"verified"`
 	// Registered: a live registration holds the id; CatalogOnly: only a
 	// catalog listing does.
@@ -56,7 +57,9 @@ type SkillView struct {
 }
 
 // PriceView is a pricing row with its price in SOL, and in USD when the
-// node knows a SOL/USD rate (null otherwise). A free row costs 0.
+// node knows a SOL/USD rate (null otherwise). A free row costs 0; a row
+// in USDC costs its dollars and no SOL; a row in another SPL token (this
+// project's x402 v2 rows) has neither.
 type PriceView struct {
 	PriceRow
 	SOL float64  `json:"sol"`
@@ -100,7 +103,7 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 	name, desc := ag.texts()
 	v := &DiscoveryView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Name: name, Description: desc,
-		Endpoint: nullable(publicEndpoint(ag.Endpoint)), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
+		Endpoint: nullable(publicEndpoint(ag.Endpoint)), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "",
 		Registered: ag.Registered(), CatalogOnly: !ag.Registered(), Listing: ag.Listing,
 		Capabilities: ag.allCapabilities(), Tags: ag.tags(), Skills: ag.skills(),
 		Liveness: LivenessView{State: LiveNoEndpoint},
@@ -132,17 +135,40 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 	}
 	v.Pricing = []PriceView{}
 	for _, p := range ag.pricing() {
-		pv := PriceView{PriceRow: p}
-		if p.Currency != currencyFree {
-			pv.SOL = float64(p.Amount) / lamportsPerSOL
-		}
-		if haveRate {
-			usd := roundSignificant(pv.SOL*rt.USD, 12)
-			pv.USD = &usd
-		}
-		v.Pricing = append(v.Pricing, pv)
+		v.Pricing = append(v.Pricing, priceView(p, rt, haveRate))
 	}
 	return v, nil
+}
+
+// Currencies of token rows a page can price: wrapped SOL (in lamports, as
+// SOL) and USDC (in millionths, at par with the dollar).
+const (
+	currencyWSOL = "wSOL"
+	currencyUSDC = "USDC"
+	usdcUnits    = 1e6
+)
+
+// priceView prices a row in SOL and, with a SOL/USD rate, in USD; a USDC
+// row is in USD at par and has no SOL price, and a row in another token
+// has neither (its amount is in the token's own smallest unit).
+func priceView(p PriceRow, rt SolUSDRate, haveRate bool) PriceView {
+	pv := PriceView{PriceRow: p}
+	switch p.Currency {
+	case currencyFree:
+	case currencyLamprt, currencyWSOL:
+		pv.SOL = float64(p.Amount) / lamportsPerSOL
+	case currencyUSDC:
+		usd := float64(p.Amount) / usdcUnits
+		pv.USD = &usd
+		return pv
+	default:
+		return pv
+	}
+	if haveRate {
+		usd := roundSignificant(pv.SOL*rt.USD, 12)
+		pv.USD = &usd
+	}
+	return pv
 }
 
 func (a *API) livenessView(ag *Agent) LivenessView {

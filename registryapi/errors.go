@@ -8,6 +8,7 @@ import (
 
 // Errors a client can see; each carries its HTTP status and code (spec
 // section 7). Apply returns them too, so they must stay deterministic.
+// Those of the Mesh-Sig are identity/meshsig's.
 var (
 	ErrAgentNotFound  = httpx.E(http.StatusNotFound, "agent_not_found", "agent not found")
 	ErrIDTaken        = httpx.E(http.StatusConflict, "agent_id_taken", "agent id is registered to another agent")
@@ -16,10 +17,6 @@ var (
 	ErrNoToken        = httpx.E(http.StatusUnauthorized, "token_required", "Authorization: Bearer <token> required")
 	ErrBadToken       = httpx.E(http.StatusUnauthorized, "invalid_token", "bearer token is invalid")
 	ErrTokenExpired   = httpx.E(http.StatusUnauthorized, "token_expired", "bearer token has expired")
-	ErrNoSig          = httpx.E(http.StatusUnauthorized, "signature_required", "Mesh-Sig header required")
-	ErrBadSig         = httpx.E(http.StatusUnauthorized, "invalid_signature", "Mesh-Sig does not verify")
-	ErrStaleSig       = httpx.E(http.StatusUnauthorized, "stale_signature", "Mesh-Sig timestamp outside the 120 s tolerance")
-	ErrReplay         = httpx.E(http.StatusUnauthorized, "nonce_reused", "Mesh-Sig nonce already used")
 	ErrSigKeyMismatch = httpx.E(http.StatusUnauthorized, "signature_key_mismatch", "Mesh-Sig must be made with the key being bound")
 	ErrSelfRating     = httpx.E(http.StatusForbidden, "self_rating", "an agent cannot rate itself")
 	ErrBadReceipt     = httpx.E(http.StatusBadRequest, "invalid_receipt", "the report's payment receipt does not check")

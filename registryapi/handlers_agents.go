@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -29,7 +30,7 @@ type registerRequest struct {
 }
 
 func (q *registerRequest) validate() error {
-	if err := ValidateID(q.AgentID); err != nil {
+	if err := ValidateNewID(q.AgentID); err != nil {
 		return err
 	}
 	if err := validateCapabilities(q.Capabilities); err != nil {
@@ -64,6 +65,7 @@ type registerResponse struct {
 	APIKey       string    `json:"api_key"`
 	Created      bool      `json:"created"`
 	DID          *string   `json:"did"`
+	DIDMesh      *string   `json:"did_mesh"`
 	Handle       string    `json:"handle"`
 	RegisteredAt time.Time `json:"registered_at"`
 }
@@ -85,7 +87,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Pubkey != "" && sig == nil {
-		return ErrNoSig.With("binding a pubkey requires a Mesh-Sig made with that key")
+		return meshsig.ErrNoSig.With("binding a pubkey requires a Mesh-Sig made with that key")
 	}
 	if req.Pubkey != "" && sig.Pubkey != req.Pubkey {
 		return ErrSigKeyMismatch
@@ -123,7 +125,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, status, registerResponse{
 		Status: "registered", AgentID: res.Agent.ID, APIKey: apiKey, Created: res.Created,
-		DID: nullable(res.Agent.DID), Handle: a.handle(r, res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
+		DID: nullable(res.Agent.DID), DIDMesh: nullable(AliasOf(res.Agent.DID)), Handle: a.handle(r, res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
 	})
 	return nil
 }
@@ -247,6 +249,7 @@ type viewHead struct {
 	Endpoint     *string  `json:"endpoint"`
 	Pubkey       *string  `json:"pubkey"`
 	DID          *string  `json:"did"`
+	DIDMesh      *string  `json:"did_mesh"`
 	Verified     bool     `json:"verified"`
 }
 
@@ -259,7 +262,7 @@ type viewTail struct {
 
 func headOf(ag *Agent) viewHead {
 	return viewHead{AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(publicEndpoint(ag.Endpoint)),
-		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != ""}
+		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != ""}
 }
 
 func tailOf(ag *Agent) viewTail {
@@ -267,7 +270,7 @@ func tailOf(ag *Agent) viewTail {
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return err
 	}

@@ -180,3 +180,30 @@ func TestPageLinksOnlyWebURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestPriceOfTokenRows: a page prices a lamports or wrapped SOL row in SOL
+// (and in USD at the node's rate), a USDC row in dollars at par, and a
+// row in another token in its own smallest unit only.
+func TestPriceOfTokenRows(t *testing.T) {
+	rt := SolUSDRate{USD: 150}
+	cases := []struct {
+		row       PriceRow
+		sol       float64
+		usd       float64 // -1: none
+		amountTxt string
+	}{
+		{PriceRow{Unit: "request", Amount: 5000, Currency: "lamports"}, 0.000005, 0.00075, "0.000005 SOL"},
+		{PriceRow{Unit: "request", Amount: 20000, Currency: "wSOL"}, 0.00002, 0.003, "0.00002 wSOL"},
+		{PriceRow{Unit: "request", Amount: 10000, Currency: "USDC"}, 0, 0.01, "0.01 USDC"},
+		{PriceRow{Unit: "request", Amount: 7, Currency: "BONK"}, 0, -1, "7 BONK (smallest units)"},
+	}
+	for _, c := range cases {
+		v := priceView(c.row, rt, true)
+		if v.SOL != c.sol || (c.usd < 0) != (v.USD == nil) || v.USD != nil && *v.USD != c.usd {
+			t.Errorf("%s: sol %v usd %v", c.row.Currency, v.SOL, v.USD)
+		}
+		if got := priceAmount(c.row, v.SOL); got != c.amountTxt {
+			t.Errorf("%s: %q, want %q", c.row.Currency, got, c.amountTxt)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 func TestParseRate(t *testing.T) {
@@ -53,12 +55,12 @@ func TestSolUSDPolled(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	waitRate := func(want float64) {
 		t.Helper()
-		waitFor(t, func() bool { r, _ := s.Rate(time.Now()); return r.USD == want }, "rate never %v", want)
+		testkit.Eventually(t, 5*time.Second, func() bool { r, _ := s.Rate(time.Now()); return r.USD == want }, "rate never %v", want)
 	}
 	morePolls := func() {
 		t.Helper()
 		n := polls.Load()
-		waitFor(t, func() bool { return polls.Load() >= n+3 }, "no more polls")
+		testkit.Eventually(t, 5*time.Second, func() bool { return polls.Load() >= n+3 }, "no more polls")
 	}
 	waitRate(150.25)
 	if r, _ := s.Rate(time.Now()); r.Source != "url" {
@@ -76,16 +78,4 @@ func TestSolUSDPolled(t *testing.T) {
 	answer = `{"usd": 151}`
 	mu.Unlock()
 	waitRate(151)
-}
-
-// waitFor polls cond until it holds, for at most 5 s.
-func waitFor(t *testing.T, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(msg, args...)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -3,6 +3,7 @@ package wall
 import (
 	"net/http"
 
+	"github.com/agentmesh/mesh/identity/meshsig"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -38,11 +39,12 @@ var (
 	ErrBadFilter      = httpx.E(http.StatusBadRequest, "bad_filter", "the post filter is not valid")
 )
 
-// Errors of a connect's proof of key (proof.go).
+// Errors of a connect's proof of key (proof.go): a Mesh-Sig's, with the
+// codes of identity/meshsig and details of their own.
 var (
-	ErrBadProof    = httpx.E(http.StatusUnauthorized, "invalid_signature", "the proof of key does not verify")
-	ErrStaleProof  = httpx.E(http.StatusUnauthorized, "stale_signature", "the proof's timestamp is outside the 120 s tolerance")
-	ErrProofReplay = httpx.E(http.StatusUnauthorized, "nonce_reused", "the proof's nonce was already used: sign each connect afresh")
+	ErrBadProof    = meshsig.ErrBadSig.With("the proof of key does not verify")
+	ErrStaleProof  = meshsig.ErrStaleSig.With("the proof's timestamp is outside the 120 s tolerance")
+	ErrProofReplay = meshsig.ErrReplay.With("the proof's nonce was already used: sign each connect afresh")
 	ErrDIDMismatch = httpx.E(http.StatusUnauthorized, "did_mismatch", "the proof is not signed by the did's key")
 )
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // send is a request with a JSON body (and a cluster token, if any): its
@@ -41,14 +43,10 @@ func TestBoardsSurviveKill(t *testing.T) {
 	bURL, bProc, _ := startMeshNode(t, bin, bArgs...)
 
 	var cl map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for cl["cluster_id"] == nil { // b reaches the directory moments after it starts
-		if time.Now().After(deadline) {
-			t.Fatalf("cannot create a cluster on b: %v", cl)
-		}
+	testkit.Eventually(t, 30*time.Second, func() bool { // b reaches the directory moments after it starts
 		_, cl = send(t, "POST", bURL+"/v1/clusters", `{"visibility":"public"}`, "")
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cl["cluster_id"] != nil
+	}, "cannot create a cluster on b")
 	path, admin := "/v1/clusters/"+cl["cluster_id"].(string), cl["admin_token"].(string)
 	for _, w := range [][3]string{{"PATCH", "", `{"boards_enabled":true}`}, {"POST", "/boards", `{"slug":"kept"}`}} {
 		if st, v := send(t, w[0], bURL+path+w[1], w[2], admin); st >= 300 {

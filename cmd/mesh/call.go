@@ -52,15 +52,18 @@ served without paying again. Without --key the call is signed by a
 throw-away key, and such a payment cannot be retried.
 
 An agent whose card offers A2A and no HTTP skill endpoint is called over
-A2A (JSON-RPC message/send), and paid the same way.`,
+A2A (JSON-RPC message/send), and paid the same way.
+
+mesh call pays in lamports only. A skill priced only in SPL tokens (USDC,
+wSOL) is paid with x402 v2, which mesh call does not speak: it prints the
+prices and fails; pay such a skill with an x402 v2 client (the x402
+project's @x402/fetch with @x402/svm).`,
 		Example: `  mesh call echo-1 echo --data '{"text":"hi"}' --max-lamports 10000 --key caller.key \
     --wallet-key ~/.config/solana/id.json --rpc https://api.devnet.solana.com
   mesh call echo-1 echo --data '{"text":"hi"}' --key caller.key --proof 5hG... --nonce x4_AQ...`,
-		Args: cobra.ExactArgs(2),
+		Args:    cobra.ExactArgs(2),
+		PreRunE: applyEnvHook,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := flagsFromEnv(cmd.Flags(), callEnv); err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -70,16 +73,18 @@ A2A (JSON-RPC message/send), and paid the same way.`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.data, "data", "{}", "JSON input of the skill")
-	f.StringVar(&o.nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "any mesh node, to resolve the agent (env MESH_NODE)")
-	f.StringVarP(&o.keyFile, "key", "k", env("MESH_KEY", ""), "identity key file that signs the call; empty: a throw-away key (env MESH_KEY)")
-	f.StringVar(&o.walletFile, "wallet-key", env("MESH_WALLET_KEY_FILE", ""), "wallet keypair file (Solana CLI JSON); or put the key in env MESH_WALLET_KEY (env MESH_WALLET_KEY_FILE)")
-	f.StringVar(&o.rpcURL, "rpc", env("MESH_RPC", ""), "Solana JSON-RPC URL used to pay (env MESH_RPC)")
-	f.StringVar(&o.genesis, "genesis-hash", env("MESH_GENESIS_HASH", ""), "genesis hash --rpc must answer; empty: the known hash of the agent's network (set it only for a local validator) (env MESH_GENESIS_HASH)")
-	f.StringVar(&o.apiKey, "api-key", env("MESH_API_KEY", ""), "prepaid api_key (tk_...) sent as X-Api-Key (env MESH_API_KEY)")
-	f.Uint64Var(&o.maxLamports, "max-lamports", 0, "most lamports to pay for this call; 0 pays nothing (env MESH_MAX_LAMPORTS)")
+	f.StringVar(&o.nodeURL, "node", "http://127.0.0.1:7777", "any mesh node, to resolve the agent")
+	f.StringVarP(&o.keyFile, "key", "k", "", "identity key file that signs the call; empty: a throw-away key")
+	f.StringVar(&o.walletFile, "wallet-key", "", "wallet keypair file (Solana CLI JSON); or put the key in env MESH_WALLET_KEY")
+	f.StringVar(&o.rpcURL, "rpc", "", "Solana JSON-RPC URL used to pay")
+	f.StringVar(&o.genesis, "genesis-hash", "", "genesis hash --rpc must answer; empty: the known hash of the agent's network (set it only for a local validator)")
+	f.StringVar(&o.apiKey, "api-key", "", "prepaid api_key (tk_...) sent as X-Api-Key")
+	f.Uint64Var(&o.maxLamports, "max-lamports", 0, "most lamports to pay for this call; 0 pays nothing")
 	f.StringVar(&o.proof, "proof", "", "signature of a payment already made for this same call: send it as X-Payment-Proof instead of paying")
 	f.StringVar(&o.nonce, "nonce", "", "with --proof: the nonce the payment's memo carries")
-	f.DurationVar(&o.timeout, "timeout", defaultCallTimeout, "give up after this long (env MESH_CALL_TIMEOUT)")
+	f.DurationVar(&o.timeout, "timeout", defaultCallTimeout, "give up after this long")
+	declareEnv(f, map[string]string{"node": "MESH_NODE", "key": "MESH_KEY", "wallet-key": "MESH_WALLET_KEY_FILE", "rpc": "MESH_RPC",
+		"genesis-hash": "MESH_GENESIS_HASH", "api-key": "MESH_API_KEY", "max-lamports": "MESH_MAX_LAMPORTS", "timeout": "MESH_CALL_TIMEOUT"})
 	return c
 }
 
@@ -120,6 +125,9 @@ func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, s
 	if errors.As(err, &pe) {
 		for _, of := range pe.Challenge.Offers {
 			fmt.Fprintf(stderr, "price: %d lamports (%s) to %s on %s\n", of.Lamports, interop.FormatCoins(of.Lamports), of.PayTo, of.Network)
+		}
+		for _, r := range pe.Exact {
+			fmt.Fprintf(stderr, "price: %s on %s, paid with x402 v2 (mesh call pays in lamports only)\n", r.PriceText(), r.Network)
 		}
 		if pe.Signature != "" {
 			fmt.Fprintf(stderr, "paid: transaction %s for nonce %s, not served yet\n", pe.Signature, pe.Nonce)
@@ -168,13 +176,6 @@ func loadWallet(file string) (*interop.Wallet, error) {
 		return interop.LoadWallet(file)
 	}
 	return interop.WalletFromEnv()
-}
-
-// callEnv names the environment variables of the numeric `mesh call`
-// flags (see flagsFromEnv).
-var callEnv = map[string]string{
-	"max-lamports": "MESH_MAX_LAMPORTS",
-	"timeout":      "MESH_CALL_TIMEOUT",
 }
 
 // shellQuote quotes s for a POSIX shell, so that a printed command can be

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,8 @@ cluster id or public slug on --node. What the address's query says
 the command line, which overrides it; environment variables only fill in
 what the address leaves out. With --key, the connect is signed with that
 key (mesh keygen), proving your did:key: the others see did_verified.`,
-		Args: cobra.ExactArgs(1),
+		Args:    cobra.ExactArgs(1),
+		PreRunE: applyEnvHook,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			given, defaults := url.Values{}, url.Values{}
 			for k, v := range map[string]string{"agent": agent, "token": token, "vis": vis, "did": did} {
@@ -61,12 +64,13 @@ key (mesh keygen), proving your did:key: the others see did_verified.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&agent, "agent", env("MESH_AGENT", ""), "your handle in the cluster (env MESH_AGENT); required unless the ws address has agent=<handle>")
-	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "node to connect through, for a cluster id or slug (env MESH_NODE)")
-	f.StringVar(&token, "token", env("MESH_CLUSTER_TOKEN", ""), "cluster token (ck_) or admin token (ak_); private clusters need one (env MESH_CLUSTER_TOKEN)")
+	f.StringVar(&agent, "agent", "", "your handle in the cluster; required unless the ws address has agent=<handle>")
+	f.StringVar(&nodeURL, "node", "http://127.0.0.1:7777", "node to connect through, for a cluster id or slug")
+	f.StringVar(&token, "token", "", "cluster token (ck_) or admin token (ak_); private clusters need one")
 	f.StringVar(&vis, "vis", "", "your visibility: public (default), private or ghost")
 	f.StringVar(&did, "did", "", "a did:key shown to the others (not verified unless --key proves it)")
 	f.StringVar(&keyFile, "key", "", "sign the connect with this key file, proving your did:key")
+	declareEnv(f, map[string]string{"agent": "MESH_AGENT", "node": "MESH_NODE", "token": "MESH_CLUSTER_TOKEN"})
 	return c
 }
 
@@ -336,12 +340,34 @@ func formatFrame(f wall.Frame, me string) string {
 		return fmt.Sprintf("  (delivered to %d)", f.Delivered)
 	case wall.KindBoard:
 		return strings.TrimSpace(fmt.Sprintf("* #%s: %s %s %s", f.Slug, strings.ReplaceAll(f.Event, "_", " "), f.Post, f.Title))
+	case wall.KindClusterUpdated:
+		return clusterUpdate(f)
 	case wall.KindClosed:
 		return "* closed: " + f.Reason
 	case wall.KindError:
 		return "! " + f.Detail
 	}
 	return fmt.Sprintf("? %s frame", f.Kind)
+}
+
+// clusterUpdate renders a cluster_updated frame: what changed, as it
+// stands now.
+func clusterUpdate(f wall.Frame) string {
+	var out []string
+	if slices.Contains(f.Changed, "name") {
+		name := "a name this node cannot read"
+		if f.Name != nil {
+			name = strconv.Quote(*f.Name)
+		}
+		out = append(out, "renamed to "+name)
+	}
+	if slices.Contains(f.Changed, "visibility") {
+		out = append(out, "now "+f.Visibility)
+	}
+	if f.Slug != "" {
+		out = append(out, "slug "+f.Slug)
+	}
+	return "* cluster " + strings.Join(out, ", ")
 }
 
 // payloadText shows a text payload as text, anything else as JSON.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -12,49 +11,26 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/node"
 	"github.com/agentmesh/mesh/wall"
 )
 
-// syncBuffer is an io.Writer safe for a command and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitOutput(t *testing.T, out *syncBuffer, want string) {
+func waitOutput(t *testing.T, out *testkit.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never showed %q:\n%s", want, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.Contains(out.String(), want) },
+		"output never showed %q:\n%s", want, out)
 }
 
 // chatting runs `mesh chat` with the given arguments; lines written to the
 // returned writer are its stdin.
-func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan error) {
+func chatting(t *testing.T, args ...string) (io.WriteCloser, *testkit.Buffer, chan error) {
 	t.Helper()
 	in, w := io.Pipe()
 	t.Cleanup(func() { w.Close() })
@@ -63,8 +39,8 @@ func chatting(t *testing.T, args ...string) (io.WriteCloser, *syncBuffer, chan e
 }
 
 // chatFrom runs `mesh chat` with the given arguments and stdin.
-func chatFrom(in io.Reader, args ...string) (*syncBuffer, chan error) {
-	out := &syncBuffer{}
+func chatFrom(in io.Reader, args ...string) (*testkit.Buffer, chan error) {
+	out := &testkit.Buffer{}
 	cmd := rootCmd()
 	cmd.SetArgs(append([]string{"chat"}, args...))
 	cmd.SetIn(in)
@@ -332,8 +308,8 @@ func TestChatAgentFromTheAddress(t *testing.T) {
 	waitOutput(t, out, "* you are bob in c_lobby")
 }
 
-// TestChatShowsBoards: a board frame and a message's resolved hashtags
-// are shown to the person chatting.
+// TestChatShowsBoards: a board frame, a message's resolved hashtags and a
+// cluster_updated frame are shown to the person chatting.
 func TestChatShowsBoards(t *testing.T) {
 	for _, tc := range []struct {
 		f    wall.Frame
@@ -342,6 +318,9 @@ func TestChatShowsBoards(t *testing.T) {
 		{wall.Frame{Kind: wall.KindBoard, Event: "post_created", Board: "market", Slug: "market", Post: "p_x", Title: "Bike"}, "* #market: post created p_x Bike"},
 		{wall.Frame{Kind: wall.KindBoard, Event: "board_deleted", Board: "market", Slug: "market"}, "* #market: board deleted"},
 		{wall.Frame{Kind: wall.KindMessage, From: "a", Payload: []byte(`"see #market"`), Board: "market", Ref: "p_x"}, "<a> see #market (board #market, post p_x)"},
+		{wall.Frame{Kind: wall.KindClusterUpdated, Changed: []string{"name"}, Name: new("Day Market"), Slug: "day-market", Visibility: "public"},
+			`* cluster renamed to "Day Market", slug day-market`},
+		{wall.Frame{Kind: wall.KindClusterUpdated, Changed: []string{"visibility"}, Visibility: "private"}, "* cluster now private"},
 	} {
 		if got := formatFrame(tc.f, "me"); !strings.HasSuffix(got, tc.want) {
 			t.Errorf("%+v: %q, want it to end in %q", tc.f, got, tc.want)

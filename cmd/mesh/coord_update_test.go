@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/update"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestCoordSelfUpdateRestarts: mesh coord, asked to update to a newer
 // published release, replaces its executable, runs it in place and is
 // back, as the new version, on the same port.
 func TestCoordSelfUpdateRestarts(t *testing.T) {
+	testkit.Slow(t, "mesh coord processes")
 	old := buildMesh(t)
 	newer := filepath.Join(t.TempDir(), "mesh-new")
 	if out, err := exec.Command("go", "build", "-ldflags", "-X github.com/agentmesh/mesh/coord.Version=go-99.0.0",
@@ -81,18 +83,14 @@ func TestCoordSelfUpdateRestarts(t *testing.T) {
 // with version.
 func waitVersion(t *testing.T, url, version string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		if res, err := http.Get(url + "/health"); err == nil {
-			var h struct{ Version string }
-			json.NewDecoder(res.Body).Decode(&h)
-			res.Body.Close()
-			if last = h.Version; last == version {
-				return
-			}
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		res, err := http.Get(url + "/health")
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s/health: version %q, want %q", url, last, version)
+		defer res.Body.Close()
+		var h struct{ Version string }
+		json.NewDecoder(res.Body).Decode(&h)
+		return h.Version == version
+	}, "%s/health never said version %q", url, version)
 }

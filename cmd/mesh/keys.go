@@ -36,9 +36,10 @@ func pubkeyCmd() *cobra.Command {
 	var keyFile string
 	var did, peerID bool
 	c := &cobra.Command{
-		Use:   "pubkey",
-		Short: "Print the base64 public key (or, with --did, the did:key; with --peer-id, the libp2p peer id) of a key file",
-		Args:  cobra.NoArgs,
+		Use:     "pubkey",
+		Short:   "Print the base64 public key (or, with --did, the did:key; with --peer-id, the libp2p peer id) of a key file",
+		Args:    cobra.NoArgs,
+		PreRunE: applyEnvHook,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key, err := identity.LoadKey(keyFile)
 			if err != nil {
@@ -61,7 +62,8 @@ func pubkeyCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&keyFile, "key", "k", env("MESH_KEY", "agent.key"), "key file (env MESH_KEY)")
+	c.Flags().StringVarP(&keyFile, "key", "k", "agent.key", "key file")
+	declareEnv(c.Flags(), map[string]string{"key": "MESH_KEY"})
 	c.Flags().BoolVar(&did, "did", false, "print the did:key instead")
 	c.Flags().BoolVar(&peerID, "peer-id", false, "print the libp2p peer id instead (of a node.key: the /p2p/ part of the node's addresses)")
 	return c
@@ -80,7 +82,8 @@ body curl sends (use --data-raw with curl); --data-file reads it from a file,
 		Example: `  BODY='{"success":true,"latency_ms":300}'
   curl -X POST http://127.0.0.1:7777/v1/agents/echo/feedback \
     -H "$(mesh sign --key agent.key POST /v1/agents/echo/feedback "$BODY")" --data-raw "$BODY"`,
-		Args: cobra.RangeArgs(2, 3),
+		Args:    cobra.RangeArgs(2, 3),
+		PreRunE: applyEnvHook,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := identity.LoadKey(keyFile)
 			if err != nil {
@@ -98,7 +101,8 @@ body curl sends (use --data-raw with curl); --data-file reads it from a file,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&keyFile, "key", "k", env("MESH_KEY", "agent.key"), "key file (env MESH_KEY)")
+	c.Flags().StringVarP(&keyFile, "key", "k", "agent.key", "key file")
+	declareEnv(c.Flags(), map[string]string{"key": "MESH_KEY"})
 	c.Flags().StringVar(&dataFile, "data-file", "", "read the body from this file (- for stdin)")
 	c.Flags().BoolVar(&valueOnly, "value", false, "print only the header value")
 	return c

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/wall"
 )
 
@@ -40,22 +41,19 @@ func TestKilledNodeMembersGoOffline(t *testing.T) {
 	cURL, cProc, _ := startMeshNode(t, bin, append(loop, "--data", filepath.Join(t.TempDir(), "c"), "--bootstrap", boot)...)
 
 	var id string
-	deadline := time.Now().Add(30 * time.Second)
-	for id == "" { // b reaches the directory moments after it starts
+	testkit.Eventually(t, 30*time.Second, func() bool { // b reaches the directory moments after it starts
 		resp, err := http.Post(bURL+"/v1/clusters", "application/json", strings.NewReader(`{"visibility":"public"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer resp.Body.Close()
 		var v struct {
 			ID string `json:"cluster_id"`
 		}
 		json.NewDecoder(resp.Body).Decode(&v)
-		resp.Body.Close()
-		if id = v.ID; id == "" && time.Now().After(deadline) {
-			t.Fatalf("cannot create a cluster on b: %d", resp.StatusCode)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		id = v.ID
+		return id != ""
+	}, "cannot create a cluster on b")
 	ws := func(base, agent string) *wall.Client {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -78,6 +78,9 @@ func TestNodeTrustedProxyFlag(t *testing.T) {
 		if err := c.ParseFlags(tc.args); err != nil {
 			t.Fatal(err)
 		}
+		if err := applyEnv(c.Flags()); err != nil {
+			t.Fatal(err)
+		}
 		if got, _ := c.Flags().GetStringSlice("trusted-proxy"); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: trusted proxies %q, want %q", tc.args, got, tc.want)
 		}

@@ -29,8 +29,10 @@ member (its node.key). Start a new member first, with --role bootstrap and --quo
 listing the current members (not itself): it waits to be added.`,
 	}
 	f := c.PersistentFlags()
-	f.StringVar(&nodeURL, "node", env("MESH_NODE", "http://127.0.0.1:7777"), "node whose admin API to use (env MESH_NODE)")
-	f.StringVarP(&keyFile, "key", "k", env("MESH_KEY", "node.key"), "a member's node.key, which signs add and remove (env MESH_KEY)")
+	f.StringVar(&nodeURL, "node", "http://127.0.0.1:7777", "node whose admin API to use")
+	f.StringVarP(&keyFile, "key", "k", "node.key", "a member's node.key, which signs add and remove")
+	declareEnv(f, map[string]string{"node": "MESH_NODE", "key": "MESH_KEY"})
+	c.PersistentPreRunE = applyEnvHook
 	send := func(cmd *cobra.Command, method, path string, body []byte) error {
 		req, err := http.NewRequest(method, strings.TrimRight(nodeURL, "/")+path, bytes.NewReader(body))
 		if err != nil {

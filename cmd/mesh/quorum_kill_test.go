@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -73,19 +75,16 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 		"--bootstrap", quorum[0]+","+quorum[1]+","+quorum[2])
 
 	leader := func(among []int) int {
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, i := range among {
-				if _, h := getStatusJSON(urls[i] + "/health"); h != nil {
-					if q, _ := h["quorum"].(map[string]any); q != nil && q["state"] == "Leader" {
-						return i
-					}
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatal("no leader")
-		return -1
+		lead := -1
+		testkit.Eventually(t, 20*time.Second, func() bool {
+			lead = slices.IndexFunc(among, func(i int) bool {
+				_, h := getStatusJSON(urls[i] + "/health")
+				q, _ := h["quorum"].(map[string]any)
+				return q != nil && q["state"] == "Leader"
+			})
+			return lead >= 0
+		}, "no leader among %v", among)
+		return among[lead]
 	}
 	lead := leader([]int{0, 1, 2})
 
@@ -124,13 +123,7 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 		go load("m"+strconv.Itoa(i), urls[i])
 	}
 	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	deadline := time.Now().Add(20 * time.Second)
-	for countAcked() < 50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the load made only %d writes", countAcked())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, func() bool { return countAcked() >= 50 }, "the load made fewer than 50 writes")
 
 	procs[lead].Process.Kill()
 	procs[lead].Wait()
@@ -143,47 +136,29 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 	}
 	newLead := leader(rest)
 	before := countAcked()
-	for {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		resumed := lastAck.After(killed) && len(acked) > before
-		mu.Unlock()
-		if resumed {
-			break
-		}
-		if time.Since(killed) > 30*time.Second {
-			t.Fatal("writes did not resume after the leader was killed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return lastAck.After(killed) && len(acked) > before
+	}, "writes did not resume after the leader was killed")
 	mu.Lock()
 	t.Logf("leader %d killed; %d leads; writes resumed %s after the kill", lead, newLead, lastAck.Sub(killed).Round(time.Millisecond))
 	mu.Unlock()
 	target := countAcked() + 50
-	for countAcked() < target && time.Since(killed) < 30*time.Second {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return countAcked() >= target },
+		"writes stalled under the new leader: fewer than %d acknowledged", target)
 	close(stop)
 	wg.Wait()
-	if n := countAcked(); n < target {
-		t.Fatalf("writes stalled under the new leader: %d acknowledged, want %d", n, target)
-	}
 
 	// The killed member comes back with its data and catches up.
 	urls[lead], procs[lead], _ = startMeshNode(t, bin, memberArgs(lead)...)
 	_, h := getStatusJSON(urls[newLead] + "/health")
 	head := h["directory"].(map[string]any)["seq"].(float64)
 	for _, u := range append(urls, ordURL) {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testkit.Eventually(t, 30*time.Second, func() bool {
 			_, h := getStatusJSON(u + "/health")
-			if h != nil && h["directory"].(map[string]any)["seq"].(float64) >= head {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never caught up to seq %v: %v", u, head, h)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return h != nil && h["directory"].(map[string]any)["seq"].(float64) >= head
+		}, "%s never caught up to seq %v", u, head)
 	}
 	// Every acknowledged write is on every node.
 	for _, u := range append(urls, ordURL) {

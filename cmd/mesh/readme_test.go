@@ -9,11 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
-// buildMesh compiles the mesh command into a temporary directory.
+// buildMesh compiles the mesh command into a temporary directory, for a
+// test that runs it as processes (skipped by go test -short).
 func buildMesh(t *testing.T) string {
 	t.Helper()
+	testkit.Slow(t, "mesh processes")
 	bin := filepath.Join(t.TempDir(), "mesh")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {

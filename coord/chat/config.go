@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/internal/atomicfile"
 )
 
@@ -67,6 +68,10 @@ type Config struct {
 	Env func() []string
 	// Coordinating says whether a conversation drives a story run.
 	Coordinating func(conv string) bool
+	// Redact blanks the secrets out of the end of a failed agent's
+	// output before the timeline (served over HTTP) shows it (default:
+	// the debug log's rules without known values).
+	Redact func(string) string
 }
 
 // TurnEnd is how a turn ended: Class is empty when it succeeded; Detail is
@@ -123,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Env == nil {
 		c.Env = agentenv.DefaultEnviron
+	}
+	if c.Redact == nil {
+		c.Redact = func(s string) string { return debuglog.RedactText(s, nil) }
 	}
 	return nil
 }

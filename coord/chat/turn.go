@@ -45,7 +45,7 @@ func (e *Engine) finish(c *conv, it Item, stream string, out outcome) {
 	defer e.mu.Unlock()
 	m := Message{Role: RoleAgent, Text: out.text, StreamID: stream, AgentID: it.AgentID, RunID: it.RunID, Truncated: out.truncated}
 	if out.class != "" {
-		m = Message{Role: RoleSystem, Text: failureText(out), StreamID: stream, AgentID: it.AgentID, RunID: it.RunID, Error: out.class}
+		m = Message{Role: RoleSystem, Text: e.cfg.Redact(failureText(out)), StreamID: stream, AgentID: it.AgentID, RunID: it.RunID, Error: out.class}
 	} else {
 		e.applyAnchors(c, out.anchors)
 	}
@@ -67,7 +67,8 @@ func (e *Engine) finish(c *conv, it Item, stream string, out outcome) {
 }
 
 // failureText is what the timeline says of a failed turn: its class, the
-// agent's exit status and the end of its stderr (else of its stdout).
+// agent's exit status and the end of its stderr (else of its stdout), to
+// be redacted.
 func failureText(out outcome) string {
 	s := "the agent failed: " + out.class
 	if out.exit >= 0 {

@@ -130,6 +130,17 @@ func (l *Log) SetSecrets(values []string) {
 	l.secrets.Store(&v)
 }
 
+func (l *Log) secretValues() []string {
+	if p := l.secrets.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// RedactText redacts s as Append redacts an event's text, with the
+// secrets set last.
+func (l *Log) RedactText(s string) string { return RedactText(s, l.secretValues()) }
+
 // Append redacts ev's message and data, stamps it when it has no time (or
 // a time to come: an event is never younger than its arrival), and
 // stores it.
@@ -138,10 +149,7 @@ func (l *Log) Append(ev Event) error {
 		ev.TS = now
 	}
 	ev.TS = ev.TS.UTC()
-	var secrets []string
-	if p := l.secrets.Load(); p != nil {
-		secrets = *p
-	}
+	secrets := l.secretValues()
 	ev.Msg = RedactText(ev.Msg, secrets)
 	ev.Data = Redact(ev.Data, secrets)
 	line, err := json.Marshal(ev)

@@ -40,10 +40,36 @@ type Change struct {
 // whose tasks are all done becomes done, with completed_at (now) and
 // commit_sha (head, when there is one); a done one with a task not done
 // goes back to active and loses both. Initiatives without tasks, archived
-// ones and those whose frontmatter is malformed are left alone. It returns
-// what it changed; an error stops at the first file it could not write.
+// ones and those whose frontmatter is malformed are left alone. The walls
+// the changed initiatives left (a done one leaves its wall for the
+// archived one, a reopened one the archived wall) are renumbered 0, 1,
+// 2... without them. It returns what it changed; an error stops at the
+// first file it could not write.
 func Reconcile(r *Roadmap, files atomicfile.Root, now time.Time, head string) ([]Change, error) {
-	var changes []Change
+	changes, moved, err := reconcile(r, files, now, head)
+	if err != nil || len(moved) == 0 {
+		return changes, err
+	}
+	for name, members := range Walls(r.Initiatives) {
+		left := slices.ContainsFunc(moved, func(m *Initiative) bool { return m.Wall == name })
+		if !left {
+			continue
+		}
+		members = slices.DeleteFunc(members, func(m *Initiative) bool { return slices.Contains(moved, m) })
+		if err := renumber(files, members, nil); err != nil {
+			return changes, err
+		}
+	}
+	return changes, nil
+}
+
+// reconcile writes the statuses of Reconcile; it returns the changes and
+// the initiatives changed (as they were read: on the walls they left).
+func reconcile(r *Roadmap, files atomicfile.Root, now time.Time, head string) ([]Change, []*Initiative, error) {
+	var (
+		changes []Change
+		moved   []*Initiative
+	)
 	for _, in := range r.Initiatives {
 		if len(in.Tasks) == 0 || in.Archived || in.Error != "" {
 			continue
@@ -67,15 +93,16 @@ func Reconcile(r *Roadmap, files atomicfile.Root, now time.Time, head string) ([
 			continue
 		}
 		if err := edit(files, in.path, edits...); err != nil {
-			return changes, err
+			return changes, moved, err
 		}
 		c := Change{ID: in.ID, Status: edits[0].Value.(string)}
 		if c.Status == Done {
 			c.CommitSHA = head
 		}
 		changes = append(changes, c)
+		moved = append(moved, in) // done or not, it changed walls
 	}
-	return changes, nil
+	return changes, moved, nil
 }
 
 // statusOfWall is the status an initiative takes when moved onto a wall.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +101,74 @@ func TestEchoAgentFree(t *testing.T) {
 		if !strings.Contains(string(b), c.state) || !strings.Contains(string(b), `"echo":{"text":"hi"}`) {
 			t.Fatalf("A2A echo: %s", b)
 		}
+	}
+}
+
+// TestListenFlagAlias: --http, the earlier name of --listen, still sets
+// the listen address, and the help names only --listen.
+func TestListenFlagAlias(t *testing.T) {
+	for _, args := range [][]string{{"--http", "127.0.0.1:9"}, {"--listen", "127.0.0.1:9"}, {"--http=127.0.0.1:9", "--free"}} {
+		o, err := parseFlags(args)
+		if err != nil || o.listen != "127.0.0.1:9" {
+			t.Errorf("%q: listen %q (%v)", args, o.listen, err)
+		}
+	}
+	if help := flags(&options{}).FlagUsages(); strings.Contains(help, "--http") || !strings.Contains(help, "--listen") {
+		t.Errorf("help:\n%s", help)
+	}
+}
+
+// TestEchoAgentPricedInUSDC: --price-usdc adds a USDC row, which the 402
+// offers in x402 v2's PAYMENT-REQUIRED through the fee payer of
+// --fee-payer-key; with --price 0 echo is priced in USDC alone: its card
+// has that row only and its 402 offers nothing in lamports. A price finer
+// than USDC's six decimals is refused, and so is --price 0 alone.
+func TestEchoAgentPricedInUSDC(t *testing.T) {
+	chain := soltest.New(t)
+	provider, feePayer := interop.NewWallet(), interop.NewWallet()
+	keyFile := filepath.Join(t.TempDir(), "fee-payer.json")
+	if err := os.WriteFile(keyFile, feePayer.MarshalKeyFile(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := options{id: "echo-usdc", listen: "127.0.0.1:0", wallet: provider.Address(), rpc: chain.URL,
+		network: interop.NetworkDevnet, priceUSDC: "0.01", feePayerKey: keyFile}
+	for _, price := range []uint64{5000, 0} {
+		o.price, o.dataDir = price, t.TempDir()
+		cfg, err := config(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := agenttest.Start(t, cfg)
+		res, err := http.Post(n.URL()+"/v1/echo", "application/json", strings.NewReader(`{"text":"hi"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		pr, ok := interop.ParsePaymentRequired(res.Header)
+		if res.StatusCode != 402 || !ok || len(pr.Accepts) != 1 {
+			t.Fatalf("--price %d: 402: %d %v", price, res.StatusCode, res.Header)
+		}
+		a := pr.Accepts[0]
+		if a.Amount != "10000" || a.Asset != interop.MintUSDCDevnet || a.Network != interop.CAIP2Devnet || a.PayTo != provider.Address() ||
+			a.Extra.FeePayer != feePayer.Address() || pr.Resource.URL != n.URL()+"/v1/echo" {
+			t.Fatalf("--price %d: PAYMENT-REQUIRED %+v", price, pr)
+		}
+		_, seedErr := interop.ParseChallenge(res.Header, body)
+		wantRows := 2 // lamports and USDC
+		if price == 0 {
+			wantRows = 1
+		}
+		if rows := len(n.Agent().Card().Skills[0].Pricing); (price == 0) != (seedErr != nil) || rows != wantRows {
+			t.Fatalf("--price %d: %d pricing rows, the seed's challenge %s (%v)", price, rows, body, seedErr)
+		}
+	}
+	o.priceUSDC = "0.0000001"
+	if _, err := config(o); err == nil {
+		t.Fatal("a price of a tenth of USDC's smallest unit was taken")
+	}
+	o.priceUSDC = ""
+	if _, err := config(o); err == nil || !strings.Contains(err.Error(), "--price-usdc") {
+		t.Fatalf("--price 0 alone: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 // TestMeasurementsRun runs each measurement small: the figures are for
 // `mesh bench`; here they must only come out and make sense.
 func TestMeasurementsRun(t *testing.T) {
+	testkit.Slow(t, "client processes")
 	ctx := context.Background()
 	m, err := StartMesh(ctx, 3, Unthrottled)
 	if err != nil {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // Chromium is the browser's executable, looked up on PATH (Debian's
@@ -59,6 +61,7 @@ func Main(m *testing.M) int {
 // connection that never sent a request).
 func Tab(t testing.TB, timeout time.Duration) context.Context {
 	t.Helper()
+	testkit.Slow(t, "a browser")
 	path, err := exec.LookPath(Chromium)
 	if err != nil {
 		if os.Getenv("MESH_REQUIRE_TOOLS") == "1" {

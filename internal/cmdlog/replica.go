@@ -178,11 +178,19 @@ func (r *Replica) noteProgressLocked() {
 	r.progress.Broadcast()
 }
 
+// setFailure records a failed catch-up; the first of a run of them is
+// logged at warn (the others at debug, so that an unreachable directory
+// does not fill the log).
 func (r *Replica) setFailure(err error) {
-	r.logger.Debug("directory catch-up failed", "err", err)
 	r.mu.Lock()
+	first := r.failure == nil
 	r.failure = err
 	r.mu.Unlock()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	r.logger.Log(context.Background(), level, "directory catch-up failed", "err", err)
 }
 
 // Status reports the directory head as last seen, whether the replica has

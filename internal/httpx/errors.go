@@ -6,12 +6,19 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/redact"
 )
 
 // Error is an error a client may see: an HTTP status, a stable snake_case
 // code for programs and a human detail. Two Errors match under errors.Is
 // when their codes are equal, so a sentinel can be re-issued with a more
 // specific detail and still be recognised.
+//
+// The detail is all a client is told. An upstream failure behind an Error
+// (a chain RPC, a libp2p call, a file) is attached with Because: it names
+// URLs, addresses and paths, so it goes only to the log (WriteError), with
+// the credentials of URLs taken out (package redact).
 type Error struct {
 	Status int    `json:"-"`
 	Code   string `json:"code"`
@@ -19,9 +26,29 @@ type Error struct {
 	// RetryAfter, when positive, is sent as the Retry-After header (whole
 	// seconds, rounded up): when a refused client may try again.
 	RetryAfter time.Duration `json:"-"`
+	cause      error
 }
 
-func (e *Error) Error() string { return e.Detail }
+// Error is the detail, followed by the cause (redacted) when there is
+// one: the text for logs and for Go callers, never for an answer, which
+// carries Detail alone.
+func (e *Error) Error() string {
+	if e.cause == nil {
+		return e.Detail
+	}
+	return e.Detail + ": " + redact.Error(e.cause)
+}
+
+// Because returns a copy of e that keeps cause for the log; the client
+// is told e's detail only.
+func (e *Error) Because(cause error) *Error {
+	c := *e
+	c.cause = cause
+	return &c
+}
+
+// Cause is the upstream failure attached with Because, or nil.
+func (e *Error) Cause() error { return e.cause }
 
 // Is reports whether target is an *Error with the same code.
 func (e *Error) Is(target error) bool {
@@ -31,7 +58,7 @@ func (e *Error) Is(target error) bool {
 
 // With returns a copy of e with a new detail.
 func (e *Error) With(format string, args ...any) *Error {
-	return &Error{Status: e.Status, Code: e.Code, Detail: fmt.Sprintf(format, args...), RetryAfter: e.RetryAfter}
+	return &Error{Status: e.Status, Code: e.Code, Detail: fmt.Sprintf(format, args...), RetryAfter: e.RetryAfter, cause: e.cause}
 }
 
 // After returns a copy of e that tells the client to retry after d.

@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentmesh/mesh/internal/redact"
 )
 
 // HandlerFunc is an HTTP handler that returns an error instead of writing it.
@@ -41,8 +44,12 @@ func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	e, ok := AsError(err)
-	if !ok && log != nil {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	switch {
+	case log == nil:
+	case !ok:
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", redact.Error(err))
+	case e.cause != nil:
+		log.Warn("request failed upstream", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", redact.Error(e.cause))
 	}
 	if e.RetryAfter > 0 {
 		RetryAfter(w, e.RetryAfter)
@@ -110,7 +117,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, ErrTooLarge.With("request body exceeds %d bytes", limit)
 	}
 	if err != nil {
-		return nil, ErrInvalid.With("reading request body: %v", err)
+		return nil, ErrInvalid.With("the request body could not be read") // the connection failed: nothing for the log
 	}
 	return body, nil
 }
@@ -249,8 +256,8 @@ func jsonType(kind string) string {
 	return kind
 }
 
-// Recover turns a panic in next into a logged 500, so that no request can
-// take the node down.
+// Recover turns a panic in next into a 500, logged with the panic's stack,
+// so that no request can take the node down.
 func Recover(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -259,7 +266,7 @@ func Recover(log *slog.Logger, next http.Handler) http.Handler {
 					panic(p)
 				}
 				if log != nil {
-					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
+					log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				}
 				WriteJSON(w, http.StatusInternalServerError, ErrInternal)
 			}

@@ -418,8 +418,8 @@ func TestRecover(t *testing.T) {
 	if strings.Contains(e.Detail, "kaboom") {
 		t.Errorf("detail %q leaks the panic value", e.Detail)
 	}
-	if !strings.Contains(logBuf.String(), "kaboom") {
-		t.Errorf("panic not logged: %q", logBuf.String())
+	if !strings.Contains(logBuf.String(), "kaboom") || !strings.Contains(logBuf.String(), "httpx.TestRecover.func1") {
+		t.Errorf("panic not logged with the stack of the handler that panicked: %q", logBuf.String())
 	}
 
 	// Without a panic the handler's answer is untouched.
@@ -540,5 +540,23 @@ func TestMuxRecordsItsRoutes(t *testing.T) {
 	r.Handle("DELETE /c", http.NotFoundHandler())
 	if got, want := strings.Join(m.Patterns(), ","), "DELETE /c,GET /a/{id},POST /b"; got != want {
 		t.Fatalf("patterns %s, want %s", got, want)
+	}
+}
+
+// TestWriteErrorCause: an upstream failure attached with Because reaches
+// the log, its URLs' credentials redacted, and never the answer.
+func TestWriteErrorCause(t *testing.T) {
+	var log bytes.Buffer
+	cause := errors.New(`Post "https://u:pw@rpc.example/?api-key=s3cret": dial tcp 10.0.0.1:443: connection refused`)
+	w := httptest.NewRecorder()
+	WriteError(slog.New(slog.NewTextHandler(&log, nil)), w, httptest.NewRequest("GET", "/", nil), ErrUnavailable.Because(cause))
+	if w.Code != 503 || strings.TrimSpace(w.Body.String()) != `{"code":"unavailable","detail":"service unavailable"}` {
+		t.Fatalf("answer: %d %s", w.Code, w.Body)
+	}
+	if l := log.String(); strings.Contains(l, "s3cret") || strings.Contains(l, "pw") || !strings.Contains(l, "10.0.0.1:443") {
+		t.Fatalf("log: %s", l)
+	}
+	if e := ErrUnavailable.Because(cause).With("other detail"); e.Cause() != cause || strings.Contains(e.Error(), "s3cret") {
+		t.Fatalf("With lost the cause, or Error() is unredacted: %v", e)
 	}
 }

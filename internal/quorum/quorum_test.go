@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/store"
 )
 
@@ -130,28 +132,12 @@ func start(t *testing.T, m *member, voters []peer.ID, tweak func(*Config)) *Quor
 
 func leader(t *testing.T, ms []*member) *member {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, m := range ms {
-			if m.q != nil && m.q.IsLeader() {
-				return m
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("no leader elected")
-	return nil
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	i := -1
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		i = slices.IndexFunc(ms, func(m *member) bool { return m.q != nil && m.q.IsLeader() })
+		return i >= 0
+	}, "no leader elected")
+	return ms[i]
 }
 
 func TestProposeReplicatesAndRefusesAlike(t *testing.T) {
@@ -172,7 +158,7 @@ func TestProposeReplicatesAndRefusesAlike(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		eventually(t, "every member applied the entries", func() bool { return m.log.Seq() == 6 })
+		testkit.Eventually(t, 10*time.Second, func() bool { return m.log.Seq() == 6 }, "every member applied the entries")
 		if get(t, m.log, "k3") != "3" || get(t, m.log, "last") != "y" {
 			t.Fatalf("member %s misses entries", m.h.ID())
 		}
@@ -220,7 +206,7 @@ func TestLeaderLossElectsAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range rest {
-		eventually(t, "both applied", func() bool { return get(t, m.log, "a") == "1" && get(t, m.log, "b") == "2" })
+		testkit.Eventually(t, 10*time.Second, func() bool { return get(t, m.log, "a") == "1" && get(t, m.log, "b") == "2" }, "both applied")
 	}
 }
 
@@ -250,7 +236,7 @@ func TestRestartSkipsWhatWasApplied(t *testing.T) {
 		return q
 	}
 	q := run()
-	eventually(t, "a leader", q.IsLeader)
+	testkit.Eventually(t, 10*time.Second, q.IsLeader, "a leader")
 	for i := range 3 {
 		if _, err := q.Propose(context.Background(), "kv", 1, kvOp{fmt.Sprint(i), "v"}); err != nil {
 			t.Fatal(err)
@@ -259,7 +245,7 @@ func TestRestartSkipsWhatWasApplied(t *testing.T) {
 	q.Close()
 	q = run()
 	defer q.Close()
-	eventually(t, "a leader again", q.IsLeader)
+	testkit.Eventually(t, 10*time.Second, q.IsLeader, "a leader again")
 	if _, err := q.Propose(context.Background(), "kv", 1, kvOp{"after", "v"}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,13 +306,13 @@ func TestLateMemberInstallsASnapshot(t *testing.T) {
 		}
 	}
 	for _, m := range ms[:2] {
-		eventually(t, "the two members applied everything", func() bool { return m.log.Seq() == 60 })
+		testkit.Eventually(t, 10*time.Second, func() bool { return m.log.Seq() == 60 }, "the two members applied everything")
 		if err := m.q.Snapshot(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ms[2].q = start(t, ms[2], voters, small)
-	eventually(t, "the late member caught up", func() bool { return ms[2].log.Seq() == 60 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return ms[2].log.Seq() == 60 }, "the late member caught up")
 	if ms[2].log.First() != 61 {
 		t.Fatalf("the late member replayed the log instead of installing a snapshot: first %d", ms[2].log.First())
 	}
@@ -336,7 +322,7 @@ func TestLateMemberInstallsASnapshot(t *testing.T) {
 	if _, err := l.q.Propose(ctx, "kv", 99, kvOp{"after", "x"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the late member follows the log", func() bool { return get(t, ms[2].log, "after") == "x" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return get(t, ms[2].log, "after") == "x" }, "the late member follows the log")
 }
 
 func TestDirectoryMovedIntoAQuorum(t *testing.T) {
@@ -348,20 +334,20 @@ func TestDirectoryMovedIntoAQuorum(t *testing.T) {
 		}
 	}
 	ms[0].q = start(t, ms[0], []peer.ID{ms[0].h.ID()}, nil)
-	eventually(t, "the quorum of one leads", ms[0].q.IsLeader)
+	testkit.Eventually(t, 10*time.Second, ms[0].q.IsLeader, "the quorum of one leads")
 	// A member started to join it, then added.
 	ms[1].q = start(t, ms[1], nil, func(c *Config) { c.Known = []peer.ID{ms[0].h.ID()} })
 	if err := ms[0].q.AddVoter(context.Background(), ms[1].h.ID()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new member installed the moved directory", func() bool { return ms[1].log.Seq() == 10 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return ms[1].log.Seq() == 10 }, "the new member installed the moved directory")
 	if get(t, ms[1].log, "pre0") != "v" || get(t, ms[1].log, "pre9") != "v" {
 		t.Fatal("the new member misses the directory's state from before the quorum")
 	}
 	if _, err := ms[0].q.Propose(context.Background(), "kv", 2, kvOp{"post", "w"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both apply new entries", func() bool { return get(t, ms[1].log, "post") == "w" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return get(t, ms[1].log, "post") == "w" }, "both apply new entries")
 	if len(ms[0].q.Members()) != 2 {
 		t.Fatalf("members: %v", ms[0].q.Members())
 	}

@@ -318,6 +318,28 @@ func (t *transport) serve(s network.Stream) {
 	s.Close()
 }
 
+// rpcRequests make the request of each RPC type, for decodeRPC.
+var rpcRequests = map[uint8]func() any{
+	rpcAppendEntries:   func() any { return new(raft.AppendEntriesRequest) },
+	rpcRequestVote:     func() any { return new(raft.RequestVoteRequest) },
+	rpcRequestPreVote:  func() any { return new(raft.RequestPreVoteRequest) },
+	rpcInstallSnapshot: func() any { return new(raft.InstallSnapshotRequest) },
+	rpcTimeoutNow:      func() any { return new(raft.TimeoutNowRequest) },
+}
+
+// decodeRPC decodes the body of an RPC of type typ into its request.
+func decodeRPC(typ uint8, body []byte) (any, error) {
+	newReq, ok := rpcRequests[typ]
+	if !ok {
+		return nil, fmt.Errorf("quorum: unknown RPC type %d", typ)
+	}
+	req := newReq()
+	if err := codec.NewDecoderBytes(body, msgpack).Decode(req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
 func (t *transport) handle(s network.Stream, from peer.ID) error {
 	b, err := msgio.NewVarintReaderSize(s, maxFrame).ReadMsg()
 	if err != nil {
@@ -326,49 +348,22 @@ func (t *transport) handle(s network.Stream, from peer.ID) error {
 	if len(b) == 0 {
 		return errors.New("quorum: empty RPC")
 	}
-	dec := codec.NewDecoderBytes(b[1:], msgpack)
+	cmd, err := decodeRPC(b[0], b[1:])
+	if err != nil {
+		return err
+	}
 	respCh := make(chan raft.RPCResponse, 1)
-	rpc := raft.RPC{RespChan: respCh}
+	rpc := raft.RPC{Command: cmd, RespChan: respCh}
 	heartbeat := false
-	switch b[0] {
-	case rpcAppendEntries:
-		var req raft.AppendEntriesRequest
-		if err := dec.Decode(&req); err != nil {
-			return err
-		}
-		rpc.Command = &req
+	switch req := cmd.(type) {
+	case *raft.AppendEntriesRequest:
 		heartbeat = req.Term != 0 && (len(req.Addr) > 0 || len(req.Leader) > 0) &&
 			req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && len(req.Entries) == 0 && req.LeaderCommitIndex == 0
-	case rpcRequestVote:
-		var req raft.RequestVoteRequest
-		if err := dec.Decode(&req); err != nil {
-			return err
-		}
-		rpc.Command = &req
-	case rpcRequestPreVote:
-		var req raft.RequestPreVoteRequest
-		if err := dec.Decode(&req); err != nil {
-			return err
-		}
-		rpc.Command = &req
-	case rpcInstallSnapshot:
-		var req raft.InstallSnapshotRequest
-		if err := dec.Decode(&req); err != nil {
-			return err
-		}
+	case *raft.InstallSnapshotRequest:
 		if req.Size < 0 {
 			return errors.New("quorum: negative snapshot size")
 		}
-		rpc.Command = &req
 		rpc.Reader = &chunkReader{s: s, left: req.Size, timeout: t.timeout}
-	case rpcTimeoutNow:
-		var req raft.TimeoutNowRequest
-		if err := dec.Decode(&req); err != nil {
-			return err
-		}
-		rpc.Command = &req
-	default:
-		return fmt.Errorf("quorum: unknown RPC type %d", b[0])
 	}
 	// A member speaks for itself only: the sender named in the RPC must be
 	// the authenticated peer of the stream.

@@ -138,6 +138,13 @@ func (c *Chain) Finalize() {
 	c.mu.Unlock()
 }
 
+// LatestBlockhash is the blockhash getLatestBlockhash answers now.
+func (c *Chain) LatestBlockhash() solana.Hash {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return hashAt(c.slot)
+}
+
 // Advance moves the chain n slots (and block heights) on, as time passing
 // would: blockhashes older than 150 blocks expire.
 func (c *Chain) Advance(n uint64) { c.mu.Lock(); c.slot += n; c.mu.Unlock() }
@@ -323,9 +330,14 @@ func (c *Chain) dispatch(req request) (any, *rpcErr) {
 	case "getGenesisHash":
 		return c.genesis, nil
 	case "getLatestBlockhash":
-		var h solana.Hash
-		binary.BigEndian.PutUint64(h[:], c.slot)
-		return c.ctx(map[string]any{"blockhash": h.String(), "lastValidBlockHeight": c.slot + 150}), nil
+		return c.ctx(map[string]any{"blockhash": hashAt(c.slot).String(), "lastValidBlockHeight": c.slot + 150}), nil
+	case "isBlockhashValid":
+		s, _ := param[string](req, 0)
+		h, err := solana.HashFromBase58(s)
+		if err != nil {
+			return nil, invalid
+		}
+		return c.ctx(c.blockhashValid(h)), nil
 	case "getBalance":
 		s, _ := param[string](req, 0)
 		k, err := solana.PublicKeyFromBase58(s)
@@ -372,6 +384,20 @@ func (c *Chain) dispatch(req request) (any, *rpcErr) {
 		return c.signaturesFor(req)
 	}
 	return nil, &rpcErr{Code: -32601, Message: "Method not found"}
+}
+
+// blockhashValid: a blockhash of getLatestBlockhash (its slot in the
+// first 8 bytes) is valid for 150 slots, as on Solana.
+func (c *Chain) blockhashValid(h solana.Hash) bool {
+	slot := binary.BigEndian.Uint64(h[:8])
+	return h == hashAt(slot) && slot <= c.slot && c.slot-slot <= 150
+}
+
+// hashAt is the blockhash getLatestBlockhash answers at slot.
+func hashAt(slot uint64) solana.Hash {
+	var h solana.Hash
+	binary.BigEndian.PutUint64(h[:], slot)
+	return h
 }
 
 func status(err any) any {

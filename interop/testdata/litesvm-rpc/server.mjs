@@ -1,9 +1,18 @@
 // A Solana JSON-RPC shim over LiteSVM for mesh's tests. It serves the
-// methods mesh uses (getGenesisHash, getLatestBlockhash, getBlockHeight, getBalance,
-// requestAirdrop, sendTransaction, getSignatureStatuses, getTransaction in
-// base64 encoding, getSignaturesForAddress) with the shapes of Solana's RPC
-// documentation. Transactions run in the real Solana runtime; every landed
-// transaction counts as finalized.
+// methods mesh uses (getGenesisHash, getLatestBlockhash, isBlockhashValid,
+// getBlockHeight, getBalance, requestAirdrop, sendTransaction,
+// simulateTransaction, getSignatureStatuses, getTransaction in base64
+// encoding, getSignaturesForAddress) and those the x402 project's client and
+// facilitator use (getAccountInfo in base64 encoding,
+// getTokenAccountBalance) with the shapes of Solana's RPC documentation.
+// Transactions run in the real Solana runtime, with the SPL Token,
+// Token-2022, associated token account and memo programs and the native
+// mint (wrapped SOL); every landed transaction counts as finalized, and
+// each one expires the blockhash before it (LiteSVM takes the latest only).
+//
+// One method is the shim's own, for test setup: test_createMint [mint
+// address, decimals, mint authority address] writes an initialized SPL
+// Token mint at any address (the test's USDC sits at devnet USDC's).
 //
 // Usage: node server.mjs   -> prints "ready <port> <genesis hash>" and serves
 // on 127.0.0.1 until stdin closes or the process is killed.
@@ -11,10 +20,10 @@ import http from "node:http";
 import { LiteSVM, FailedTransactionMetadata } from "litesvm";
 import {
   address, lamports, getTransactionDecoder, getCompiledTransactionMessageDecoder,
-  getBase58Decoder, getBase58Encoder, getBase64Encoder,
+  getBase58Decoder, getBase58Encoder, getBase64Encoder, getBase64Decoder,
 } from "@solana/kit";
 
-const svm = new LiteSVM();
+const svm = new LiteSVM().withNativeMints();
 const b58 = getBase58Decoder(); // bytes -> base58 string
 const b58enc = getBase58Encoder(); // base58 string -> bytes
 const genesis = svm.latestBlockhash();
@@ -51,12 +60,15 @@ function send(b64, opts) {
   const msg = getCompiledTransactionMessageDecoder().decode(tx.messageBytes);
   const loaded = loadedAddresses(msg);
   const keys = [...msg.staticAccounts, ...loaded.writable, ...loaded.readonly];
+  if (!opts?.skipPreflight) { // preflight: a transaction that would fail is refused, and costs nothing
+    const sim = svm.simulateTransaction(tx);
+    if (sim instanceof FailedTransactionMetadata) {
+      throw Object.assign(new Error(`Transaction simulation failed: ${sim.err().toString()}`), { code: -32002 });
+    }
+  }
   const pre = keys.map((k) => svm.getBalance(address(k)) ?? 0n);
   const result = svm.sendTransaction(tx);
   const err = errOf(result);
-  if (err && !opts?.skipPreflight) {
-    throw Object.assign(new Error(`Transaction simulation failed: ${err.LiteSVMError}`), { code: -32002 });
-  }
   const meta = err ? result.meta() : result;
   const signature = b58.decode(meta.signature());
   const post = keys.map((k) => svm.getBalance(address(k)) ?? 0n);
@@ -88,13 +100,69 @@ function send(b64, opts) {
   return signature;
 }
 
+const TOKEN_PROGRAM = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA";
+const b64dec = getBase64Decoder(); // bytes -> base64 string
+
+// simulate runs a transaction without landing it; sigVerify false (what
+// x402's facilitator asks) simulates one its fee payer has not signed yet.
+function simulate(b64, opts) {
+  const tx = getTransactionDecoder().decode(Buffer.from(b64, "base64"));
+  svm.withSigverify(opts?.sigVerify === true);
+  let result;
+  try { result = svm.simulateTransaction(tx); } finally { svm.withSigverify(true); }
+  const failed = result instanceof FailedTransactionMetadata;
+  const meta = result.meta();
+  return ctx({
+    err: failed ? { LiteSVMError: result.err().toString() } : null, logs: meta.logs(), accounts: null,
+    unitsConsumed: Number(meta.computeUnitsConsumed()), returnData: null, innerInstructions: opts?.innerInstructions ? [] : null,
+  });
+}
+
+function accountInfo(addr, opts) {
+  if (opts?.encoding && opts.encoding !== "base64") throw Object.assign(new Error("this shim answers base64 only"), { code: -32602 });
+  const a = svm.getAccount(address(addr));
+  if (!a.exists) return ctx(null);
+  return ctx({ data: [b64dec.decode(a.data), "base64"], executable: a.executable, lamports: Number(a.lamports),
+    owner: a.programAddress, rentEpoch: 0, space: a.data.length });
+}
+
+// tokenBalance reads an SPL token account (amount at 64) and its mint's
+// decimals (at 44 of the mint).
+function tokenBalance(addr) {
+  const a = svm.getAccount(address(addr));
+  if (!a.exists || a.data.length < 72) throw Object.assign(new Error(`${addr} is not a token account`), { code: -32602 });
+  const data = Buffer.from(a.data);
+  const mint = svm.getAccount(address(b58.decode(data.subarray(0, 32))));
+  const decimals = mint.exists ? mint.data[44] : 0;
+  const amount = data.readBigUInt64LE(64);
+  return ctx({ amount: amount.toString(), decimals, uiAmount: Number(amount) / 10 ** decimals, uiAmountString: String(Number(amount) / 10 ** decimals) });
+}
+
+// createMint writes an initialized mint: COption<authority>, supply,
+// decimals, initialized, no freeze authority (82 bytes).
+function createMint([mint, decimals, authority]) {
+  const data = Buffer.alloc(82);
+  data.writeUInt32LE(1, 0);
+  Buffer.from(b58enc.encode(authority)).copy(data, 4);
+  data[44] = decimals;
+  data[45] = 1;
+  svm.setAccount({ address: address(mint), data: new Uint8Array(data), executable: false,
+    lamports: lamports(svm.minimumBalanceForRentExemption(82n)), programAddress: address(TOKEN_PROGRAM), space: 82n });
+  return null;
+}
+
 const methods = {
   getGenesisHash: () => genesis,
   getHealth: () => "ok",
   getSlot: () => Number(slot),
   getBlockHeight: () => Number(slot), // one block per slot here
   getLatestBlockhash: () => ctx({ blockhash: svm.latestBlockhash(), lastValidBlockHeight: Number(slot) + 150 }),
+  isBlockhashValid: ([hash]) => ctx(hash === svm.latestBlockhash()),
   getBalance: ([addr]) => ctx(svm.getBalance(address(addr)) ?? 0n),
+  getAccountInfo: ([addr, opts]) => accountInfo(addr, opts),
+  getTokenAccountBalance: ([addr]) => tokenBalance(addr),
+  simulateTransaction: ([b64, opts]) => simulate(b64, opts),
+  test_createMint: (params) => createMint(params),
   requestAirdrop: ([addr, amount]) => {
     const r = svm.airdrop(address(addr), lamports(BigInt(amount)));
     if (!r || r instanceof FailedTransactionMetadata) throw Object.assign(new Error("airdrop failed"), { code: -32603 });

@@ -1,0 +1,3 @@
+package store // no doc comment, and an import of net/http
+
+import _ "net/http"

@@ -1,0 +1,62 @@
+// Package testkit is what every package's tests share for what takes
+// time: Eventually waits for what happens in its own time (a write
+// reaching another node, a process starting), polling a condition until
+// it holds and failing the test once a deadline passes; Slow leaves the
+// tests that start processes, a browser or npm out of the fast loop
+// (go test -short); Buffer collects output that goroutines write while
+// the test reads it. A deadline is a bound on a loaded machine, never a
+// figure under test: what a duration should be is measured by benchmarks.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Interval is how often Eventually asks again.
+const Interval = 10 * time.Millisecond
+
+// Eventually calls cond every Interval until it reports true. If timeout
+// passes first, it fails t with the message format and args make (and
+// how long it waited).
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format+" (waited %s)", append(args, timeout)...)
+		}
+		time.Sleep(Interval)
+	}
+}
+
+// Slow skips t under go test -short, saying what it would have started
+// (processes, a browser, npm): go test ./... runs it, as CI does.
+func Slow(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: skipping a test that starts %s", what)
+	}
+}
+
+// Buffer is a bytes.Buffer that goroutines may share: a command's output
+// or a logger's, written while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
