@@ -1,9 +1,11 @@
 package node
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -197,20 +199,21 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 
 // httpMetrics counts requests by route pattern, so that cardinality stays
 // bounded whatever paths clients send. Each route's series are looked up
-// once and kept (routes): every request records two, and the registry's
-// own lookup hashes the labels under a lock.
+// once and kept: every request records two, and the registry's own lookup
+// hashes the labels under a lock. The maps that keep them are replaced,
+// never changed (a new route or status is rare), so that a request reads
+// them without a lock.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	mu       sync.RWMutex
-	routes   map[string]*routeMetrics
+	mu       sync.Mutex // orders the maps' replacements
+	routes   atomic.Pointer[map[string]*routeMetrics]
 }
 
 // routeMetrics are one route's series.
 type routeMetrics struct {
 	duration prometheus.Observer
-	mu       sync.RWMutex
-	codes    map[int]prometheus.Counter
+	codes    atomic.Pointer[map[int]prometheus.Counter]
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -222,39 +225,39 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "mesh_http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
-		routes: map[string]*routeMetrics{},
 	}
+	m.routes.Store(&map[string]*routeMetrics{})
 	reg.MustRegister(m.requests, m.duration)
 	return m
 }
 
-func (m *httpMetrics) route(route string) *routeMetrics {
-	m.mu.RLock()
-	rm := m.routes[route]
-	m.mu.RUnlock()
-	if rm != nil {
-		return rm
+// kept returns what m keeps under k, adding add's when none: maps are
+// copied with the new entry, under m.mu.
+func kept[K comparable, V any](m *httpMetrics, p *atomic.Pointer[map[K]V], k K, add func() V) V {
+	if v, ok := (*p.Load())[k]; ok {
+		return v
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if rm = m.routes[route]; rm == nil {
-		rm = &routeMetrics{duration: m.duration.WithLabelValues(route), codes: map[int]prometheus.Counter{}}
-		m.routes[route] = rm
+	old := *p.Load()
+	if v, ok := old[k]; ok {
+		return v
 	}
-	return rm
+	v := add()
+	next := maps.Clone(old)
+	next[k] = v
+	p.Store(&next)
+	return v
 }
 
-func (m *httpMetrics) count(rm *routeMetrics, route string, code int) {
-	rm.mu.RLock()
-	c := rm.codes[code]
-	rm.mu.RUnlock()
-	if c == nil {
-		c = m.requests.WithLabelValues(route, strconv.Itoa(code))
-		rm.mu.Lock()
-		rm.codes[code] = c
-		rm.mu.Unlock()
-	}
-	c.Inc()
+func (m *httpMetrics) count(route string, code int, took time.Duration) {
+	rm := kept(m, &m.routes, route, func() *routeMetrics {
+		rm := &routeMetrics{duration: m.duration.WithLabelValues(route)}
+		rm.codes.Store(&map[int]prometheus.Counter{})
+		return rm
+	})
+	kept(m, &rm.codes, code, func() prometheus.Counter { return m.requests.WithLabelValues(route, strconv.Itoa(code)) }).Inc()
+	rm.duration.Observe(took.Seconds())
 }
 
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
@@ -266,9 +269,7 @@ func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		rm := m.route(route)
-		m.count(rm, route, sw.status)
-		rm.duration.Observe(time.Since(start).Seconds())
+		m.count(route, sw.status, time.Since(start))
 	})
 }
 

@@ -288,12 +288,12 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ag, now := e.a, a.now()
-	online := a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow)
+	online, seen := a.cfg.Directory.presenceOf(ag, now, a.cfg.OnlineWindow)
 	roll, err := a.cfg.Directory.rollup(e, now)
 	if err != nil {
 		return err
 	}
-	writeAgentView(w, e, a.handle(r, ag.ID), online, a.cfg.Directory.LastSeen(ag), roll)
+	writeAgentView(w, e, a.handle(r, ag.ID), online, seen, roll)
 	return nil
 }
 

@@ -11,16 +11,25 @@ import (
 // store in memory. Rows are shared and immutable, and kept without their
 // DHT record (Agent.Record, which repeats the card inside the agent's
 // signed request): only the log's machines and the publisher read that,
-// in their own transactions. Reads take no lock (rows is a sync.Map);
-// changes take mu.
+// in their own transactions. The rows are spread over shards, each with
+// its lock, so that reads on every core do not meet on one lock; changes
+// take mu first.
 type rowCache struct {
-	rows sync.Map // id → *cachedAgent
+	shards [rowShards]rowShard
 	// mu orders changes, and fills against commits (see fill): gen
 	// counts commits.
 	mu    sync.Mutex
 	n     int   // rows held
 	bytes int64 // rowCost of the rows held
+	next  int   // the shard eviction starts at
 	gen   atomic.Uint64
+}
+
+const rowShards = 64
+
+type rowShard struct {
+	mu   sync.RWMutex
+	rows map[string]*cachedAgent
 }
 
 // cachedAgent is a row, and what reads derived from it once (its answer's
@@ -55,16 +64,30 @@ const (
 	rowOverhead = 512
 )
 
-func newRowCache() *rowCache { return &rowCache{} }
+func newRowCache() *rowCache {
+	c := &rowCache{}
+	for i := range c.shards {
+		c.shards[i].rows = map[string]*cachedAgent{}
+	}
+	return c
+}
 
 func rowCost(a *Agent) int64 { return int64(len(a.FullCard)) + rowOverhead }
 
-func (c *rowCache) get(id string) (*cachedAgent, bool) {
-	e, ok := c.rows.Load(id)
-	if !ok {
-		return nil, false
+func (c *rowCache) shard(id string) *rowShard {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
 	}
-	return e.(*cachedAgent), true
+	return &c.shards[h%rowShards]
+}
+
+func (c *rowCache) get(id string) (*cachedAgent, bool) {
+	sh := c.shard(id)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	e, ok := sh.rows[id]
+	return e, ok
 }
 
 // fill keeps e, read when the cache's generation was gen, unless a commit
@@ -78,22 +101,43 @@ func (c *rowCache) fill(gen uint64, e *cachedAgent) {
 		return
 	}
 	c.removeLocked(e.a.ID)
-	c.rows.Range(func(k, _ any) bool { // evict arbitrary rows until e fits
-		if c.n < maxCachedAgents && c.bytes+cost <= maxCachedBytes {
-			return false
-		}
-		c.removeLocked(k.(string))
-		return true
-	})
-	c.rows.Store(e.a.ID, e)
+	for c.n > 0 && (c.n >= maxCachedAgents || c.bytes+cost > maxCachedBytes) {
+		c.evictLocked()
+	}
+	sh := c.shard(e.a.ID)
+	sh.mu.Lock()
+	sh.rows[e.a.ID] = e
+	sh.mu.Unlock()
 	c.n++
 	c.bytes += cost
 }
 
+// evictLocked drops an arbitrary row, from the next shard that holds one.
+func (c *rowCache) evictLocked() {
+	for range rowShards {
+		sh := &c.shards[c.next]
+		c.next = (c.next + 1) % rowShards
+		sh.mu.Lock()
+		for id, e := range sh.rows {
+			delete(sh.rows, id)
+			sh.mu.Unlock()
+			c.n--
+			c.bytes -= rowCost(e.a)
+			return
+		}
+		sh.mu.Unlock()
+	}
+}
+
 func (c *rowCache) removeLocked(id string) {
-	if e, ok := c.rows.LoadAndDelete(id); ok {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	e, ok := sh.rows[id]
+	delete(sh.rows, id)
+	sh.mu.Unlock()
+	if ok {
 		c.n--
-		c.bytes -= rowCost(e.(*cachedAgent).a)
+		c.bytes -= rowCost(e.a)
 	}
 }
 
@@ -101,7 +145,12 @@ func (c *rowCache) removeLocked(id string) {
 func (c *rowCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.rows.Clear()
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		clear(sh.rows)
+		sh.mu.Unlock()
+	}
 	c.n, c.bytes = 0, 0
 	c.gen.Add(1)
 }

@@ -19,11 +19,12 @@ func TestRowCacheBoundedInBytes(t *testing.T) {
 	}
 	var sum int64
 	held := 0
-	c.rows.Range(func(_, e any) bool {
-		sum += rowCost(e.(*cachedAgent).a)
-		held++
-		return true
-	})
+	for i := range c.shards {
+		for _, e := range c.shards[i].rows {
+			sum += rowCost(e.a)
+			held++
+		}
+	}
 	if sum != c.bytes || held != c.n || held < maxCachedBytes/len(card)/2 {
 		t.Fatalf("%d rows (%d counted), %d bytes counted, %d held", held, c.n, c.bytes, sum)
 	}
