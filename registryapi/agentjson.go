@@ -50,41 +50,36 @@ func reputationJSON(roll Rollup) []byte {
 	return v[1 : len(v)-1]
 }
 
-// writeAgentView answers with e's agentView.
+// writeAgentView answers with e's agentView: the row's parts as they are
+// kept, the rest put together in a small buffer of the pool.
 func writeAgentView(w http.ResponseWriter, e *cachedAgent, handle string, online bool, lastSeen time.Time, roll Rollup) {
 	p := partsOf(e)
-	rep := noReputation
-	if roll.N > 0 || roll.Weighted.N > 0 {
-		rep = reputationJSON(roll)
-	}
 	buf := answers.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= 64<<10 {
-			answers.Put(buf)
-		}
-	}()
-	b := append((*buf)[:0], p.head...)
-	b = append(b, `,"handle":`...)
+	b := append((*buf)[:0], `,"handle":`...)
 	b = appendJSONString(b, handle)
 	b = append(b, `,"registered":true,"live":`...)
 	b = appendBool(b, online)
 	b = append(b, `,"online":`...)
 	b = appendBool(b, online)
-	b = append(b, `,"last_seen":`...)
-	b = append(b, '"')
+	b = append(b, `,"last_seen":"`...)
 	b = append(lastSeen.AppendFormat(b, time.RFC3339Nano), '"', ',')
-	b = append(append(b, p.tail...), ',')
-	b = append(append(b, rep...), "}\n"...)
+	rep := noReputation
+	if roll.N > 0 || roll.Weighted.N > 0 {
+		rep = reputationJSON(roll)
+	}
 	h := w.Header()
 	h["Content-Type"], h["X-Content-Type-Options"] = jsonType, noSniff
 	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	for _, part := range [...][]byte{p.head, b, p.tail, {','}, rep, {'}', '\n'}} {
+		w.Write(part)
+	}
 	*buf = b
+	answers.Put(buf)
 }
 
-// answers hold answers being put together, so that a read does not
-// allocate one each time.
-var answers = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
+// answers hold the middle of answers being put together, so that a read
+// does not allocate one each time.
+var answers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // The header values of the answer, shared: net/http only reads them.
 var (
