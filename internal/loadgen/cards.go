@@ -15,16 +15,25 @@ import (
 // common and most rare (Zipf), as agents' cards use words.
 type Words struct{ zipf *rand.Zipf }
 
+// vocabulary is the words, spelled once.
+var vocabulary = func() []string {
+	out := make([]string, 20_001)
+	for i := range out {
+		out[i] = fmt.Sprintf("w%x", uint64(i)*2654435761%1_000_003)
+	}
+	return out
+}()
+
 // NewWords returns the words of seed: the same seed draws the same words.
 func NewWords(seed uint64) *Words {
-	return &Words{rand.NewZipf(rand.New(rand.NewPCG(seed, 7)), 1.1, 1, 20_000)}
+	return &Words{rand.NewZipf(rand.New(rand.NewPCG(seed, 7)), 1.1, 1, uint64(len(vocabulary)-1))}
 }
 
 // Text is n words, separated by spaces.
 func (w *Words) Text(n int) string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("w%x", w.zipf.Uint64()*2654435761%1_000_003)
+		out[i] = vocabulary[w.zipf.Uint64()]
 	}
 	return strings.Join(out, " ")
 }
@@ -33,13 +42,19 @@ func (w *Words) Text(n int) string {
 // description, and skills with descriptions and tags.
 func (w *Words) Card(id string, size int) []byte {
 	card := map[string]any{"name": "Agent " + id, "description": w.Text(60), "version": "1.0.0"}
+	b, _ := json.Marshal(card)
 	var skills []map[string]any
-	for b, _ := json.Marshal(card); len(b) < size; b, _ = json.Marshal(card) {
-		skills = append(skills, map[string]any{"id": fmt.Sprintf("skill-%d", len(skills)), "name": w.Text(3),
-			"description": w.Text(80), "tags": strings.Fields(w.Text(3))})
+	for n := len(b); n < size; {
+		skill := map[string]any{"id": fmt.Sprintf("skill-%d", len(skills)), "name": w.Text(3),
+			"description": w.Text(80), "tags": strings.Fields(w.Text(3))}
+		sb, _ := json.Marshal(skill)
+		n += len(sb) + 1
+		skills = append(skills, skill)
+	}
+	if skills != nil {
 		card["skills"] = skills
 	}
-	b, _ := json.Marshal(card)
+	b, _ = json.Marshal(card)
 	return b
 }
 
