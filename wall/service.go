@@ -106,6 +106,7 @@ func (s *Service) Start(context.Context) error {
 	})
 	s.cfg.Catalog.OnBoard(s.boardEvent)
 	h.OnRendezvousNode(s.rendezvousBack)
+	h.OnBrowserGone(s.browserGone)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
 	return nil
@@ -180,16 +181,26 @@ func (s *Service) goroutine(fn func()) bool {
 
 // enter puts socket sk into the room of cluster cl, starting the room if
 // sk is its first socket here. token is the credential sk presented (the
-// key of a private cluster's traffic). A room that is shutting down (its
-// last socket just left) stays in s.rooms until it has left the topic and
-// withdrawn its rendezvous registration: a socket arriving meanwhile waits
-// for that, then starts the room anew.
+// key of a private cluster's traffic).
+func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
+	var first *member
+	if !sk.ghost() {
+		first = new(sk.member())
+	}
+	return s.openRoom(cl, token, first, func(r *room) error { return r.admit(sk) })
+}
+
+// openRoom runs admit in the room of cluster cl, starting the room (with
+// member first, nil for none) if there is none. A room that is shutting
+// down (its last socket just left) stays in s.rooms until it has left the
+// topic and withdrawn its rendezvous registration: an admission arriving
+// meanwhile waits for that, then starts the room anew.
 //
 // A room starts only if the catalog still holds the cluster, checked under
-// s.mu: a deletion committed before that check fails enter with
+// s.mu: a deletion committed before that check fails with
 // ErrClusterNotFound; one committed after it finds the room in s.rooms
 // (the delete hook takes s.mu too) and closes it with its sockets.
-func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
+func (s *Service) openRoom(cl *Cluster, token string, first *member, admit func(*room) error) (*room, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -208,10 +219,6 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		}
 		s.mu.Unlock()
 		if creating {
-			var first *member
-			if !sk.ghost() {
-				first = new(sk.member())
-			}
 			if err := r.start(first); err != nil {
 				s.retire(r, func() { r.cancel() })
 				return nil, err
@@ -219,7 +226,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		} else {
 			<-r.ready
 		}
-		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
+		if err := admit(r); !errors.Is(err, errRoomClosed) {
 			return r, err
 		}
 		<-r.done
@@ -372,6 +379,11 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		s.awaitStart(ctx, q.Cluster)
 	}
 	r := s.room(q.Cluster)
+	if !q.Peek && s.cfg.Host.IsBrowser(from) {
+		if held := s.hold(ctx, q.Cluster, from); held != nil {
+			r = held // browser.go
+		}
+	}
 	if r == nil {
 		if ms := s.joins.members(q.Cluster); q.Peek && len(ms) > 0 {
 			// The room closed before the directory, checking the joins it

@@ -40,17 +40,18 @@ const wallMax = 100
 
 // Pages serves the cluster pages.
 type Pages struct {
-	wall                  *wall.Service
-	site                  *site.Site
-	list, cluster, boards *template.Template
+	wall                           *wall.Service
+	site                           *site.Site
+	list, cluster, boards, private *template.Template
 }
 
 // New returns the pages of w's public clusters, rendered by s.
 func New(w *wall.Service, s *site.Site) *Pages {
 	return &Pages{wall: w, site: s,
 		list:    s.Templates(webFS, "web/clusters.html"),
-		cluster: s.Templates(webFS, "web/cluster.html", "web/boards.html"),
+		cluster: s.Templates(webFS, "web/cluster.html", "web/boards.html", "web/wall.html"),
 		boards:  s.Templates(webFS, "web/boards.html"),
+		private: s.Templates(webFS, "web/wall.html", "web/private.html"),
 	}
 }
 
@@ -59,6 +60,7 @@ func (p *Pages) Routes(mux httpx.Router) {
 	mux.Handle("GET /clusters", http.HandlerFunc(p.listPage))
 	mux.Handle("GET /clusters/{id}", http.HandlerFunc(p.clusterPage))
 	mux.Handle("GET /clusters/{id}/boards", http.HandlerFunc(p.boardsPart))
+	mux.Handle("GET /join", http.HandlerFunc(p.privatePage))
 	mux.Handle("GET /assets/wall/{file}", http.HandlerFunc(serveStatic))
 }
 
@@ -113,6 +115,7 @@ type clusterPageData struct {
 	Members []string
 	WallMax int
 	Boards  *boardsSection // nil when boards are off
+	Peer    peerData
 }
 
 func (p *Pages) clusterPage(w http.ResponseWriter, r *http.Request) {
@@ -126,8 +129,9 @@ func (p *Pages) clusterPage(w http.ResponseWriter, r *http.Request) {
 		p.site.Error(w, r, err, "No such public cluster")
 		return
 	}
-	p.site.Render(w, http.StatusOK, site.ScriptCSP, p.cluster, clusterPageData{PublicCluster: cl.PublicCluster,
-		Online: len(cl.Members), Members: cl.Members, WallMax: wallMax, Boards: boardsSectionOf(cl.Boards)})
+	peer, csp := p.peer()
+	p.site.Render(w, http.StatusOK, csp, p.cluster, clusterPageData{PublicCluster: cl.PublicCluster,
+		Online: len(cl.Members), Members: cl.Members, WallMax: wallMax, Boards: boardsSectionOf(cl.Boards), Peer: peer})
 }
 
 // boardsPart serves a cluster's boards section alone (the map and the
