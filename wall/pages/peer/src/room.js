@@ -5,7 +5,10 @@
 // from then on publishes its member's join, messages, a beat every 5 s and
 // its goodbye; it follows the other nodes' rosters from their deltas and
 // beats, sends each message's origin a receipt (so that acks count the
-// page), and counts the receipts of its own messages. The node it came
+// page), and counts the receipts of its own messages. Nobody can dial a
+// page, so two pages cannot exchange rosters: a page's beats carry its
+// member, from which the other pages follow it; and a page's ack counts
+// the nodes' sockets, not the other pages'. The node it came
 // from serves the cluster for it while it is connected (wire.md, Browser
 // peers), so that two pages on two nodes reach each other through them.
 //
@@ -17,6 +20,7 @@ import { dial, peerOf, request, serve, transportOf, WEBRTC } from './net.js'
 import * as wire from './wire.js'
 
 const maxStrangers = 64 // views of peers heard on the topic but not known
+const maxBeatMembers = 16 // members a beat may carry (a page's: one)
 const maxRosterFrame = 20488192 // a roster request or answer (wire.md 7.2)
 const maxReceiptFrame = 80 << 10
 const maxRendezvousFrame = 1 << 20
@@ -71,6 +75,7 @@ export class Room {
     const serving = await this.lookup(true)
     await Promise.all([peerOf(this.home[0]), ...serving].map((p) => this.exchange(p)))
     await this.publishFirst({ t: 'join', member: me, epoch: this.epoch, rev: this.rev })
+    await this.beat() // other pages learn this one from its beats
     this.every(wire.beatInterval, () => this.beat())
     this.every(renewEvery, () => this.renew())
     this.emitMembers()
@@ -261,7 +266,7 @@ export class Room {
       const verified = did !== null && w.verified === true && m?.did === did && !!m.proof
       this.on.message({ from: w.from, from_did: did, verified, to: w.to ?? null, ts: w.ts, payload: w.payload, board: w.board, ref: w.ref })
     }
-    if (v.known) {
+    if (v.known && this.connected(origin)) {
       const req = wire.utf8(JSON.stringify({ receipts: [{ cluster: this.cluster, id: w.id, delivered: forMe ? 1 : 0 }] }))
       request(this.node, origin, wire.receiptProto, req, 16).catch(() => {})
     }
@@ -280,6 +285,7 @@ export class Room {
   }
 
   beatFrom (origin, v, w) {
+    if (this.rosterInBeat(origin, v, w)) return
     let stale = false
     if (w.epoch !== v.epoch) stale = true
     else if (v.rev < w.rev) {
@@ -290,6 +296,25 @@ export class Room {
       stale = wire.digestOf([...v.members.values()]) !== w.digest
     } else v.mark = 0
     if (stale) this.fetch(origin)
+  }
+
+  // rosterInBeat takes the roster a beat of a peer nobody can dial (a
+  // page) carries in its members (docs/wire.md, Browser peers) when the
+  // view lags, the members match the beat's digest and the rendezvous
+  // vouches for the peer: two pages cannot exchange rosters.
+  rosterInBeat (origin, v, w) {
+    const ms = w.members
+    if (!Array.isArray(ms) || ms.length > maxBeatMembers || this.connected(origin) ||
+      (w.epoch === v.epoch && w.rev <= v.rev) || wire.digestOf(ms) !== w.digest) return false
+    try {
+      wire.checkRoster({ epoch: w.epoch, rev: w.rev, members: ms }, this.cluster)
+    } catch {
+      return false
+    }
+    this.vouched(origin).then((ok) => {
+      if (ok) this.setRoster(origin, { epoch: w.epoch, rev: w.rev, members: ms })
+    })
+    return true
   }
 
   // fetch replaces node p's view by an exchange, if the rendezvous
@@ -312,7 +337,8 @@ export class Room {
 
   async beat () {
     this.expire()
-    await this.publish({ t: 'beat', epoch: this.epoch, rev: this.rev, digest: wire.digestOf(this.me ? [this.me] : []) })
+    const members = this.me ? [this.me] : []
+    await this.publish({ t: 'beat', epoch: this.epoch, rev: this.rev, digest: wire.digestOf(members), members })
   }
 
   // publish numbers w among what the room publishes and publishes it;
