@@ -36,7 +36,7 @@ type peerMesh struct {
 	id     string
 }
 
-func newPeerMesh(t *testing.T) *peerMesh {
+func newPeerMesh(t testing.TB) *peerMesh {
 	m := newMeshWith(t, withBrowsers)
 	pm := &peerMesh{m: m, n1: m.joinWith(withBrowsers), n2: m.joinWith(withBrowsers)}
 	pm.id = createCluster(t, m.boot, `{"visibility":"public","name":"peers"}`)["cluster_id"].(string)
@@ -47,13 +47,13 @@ func newPeerMesh(t *testing.T) *peerMesh {
 
 // pageTab is a browser tab with a cluster's page of a node.
 type pageTab struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	problems func() []string
 }
 
 // openPage opens url (a wall page of a node) in a tab of its own.
-func openPage(t *testing.T, url string) *pageTab {
+func openPage(t testing.TB, url string) *pageTab {
 	t.Helper()
 	ctx := browsertest.Tab(t, 3*time.Minute)
 	p := &pageTab{t: t, ctx: ctx, problems: browsertest.Problems(ctx)}

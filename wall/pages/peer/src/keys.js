@@ -50,16 +50,23 @@ class Key {
     this.did = didKey(this.pub)
   }
 
+  // sign signs with the key imported once into WebCrypto, unextractable.
   async sign (bytes) {
-    const k = await crypto.subtle.importKey('jwk', { ...this.jwk, key_ops: ['sign'] }, { name: 'Ed25519' }, false, ['sign'])
-    return new Uint8Array(await crypto.subtle.sign({ name: 'Ed25519' }, k, bytes))
+    this.signer ??= crypto.subtle.importKey('jwk', { ...this.jwk, key_ops: ['sign'] }, { name: 'Ed25519' }, false, ['sign'])
+    return new Uint8Array(await crypto.subtle.sign({ name: 'Ed25519' }, await this.signer, bytes))
   }
 
+  // libp2p is the key as js-libp2p takes it, signing as sign does:
+  // js-libp2p's own imports the key into WebCrypto anew for every
+  // signature (every message published), which costs more than the
+  // signature.
   libp2p () {
     const raw = new Uint8Array(64)
     raw.set(this.seed, 0)
     raw.set(this.pub, 32)
-    return privateKeyFromRaw(raw)
+    const k = privateKeyFromRaw(raw)
+    k.sign = (bytes) => this.sign(bytes instanceof Uint8Array ? bytes : bytes.subarray())
+    return k
   }
 }
 

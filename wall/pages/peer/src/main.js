@@ -37,7 +37,6 @@ async function challengeOf (cluster, token) {
 //   on: {message(m), members(list), status(state)}.
 export async function join (opts) {
   checkVectors()
-  const started = performance.now()
   if (!validHandle(opts.handle)) throw new JoinError('a handle is 1 to 64 bytes of printable text, without spaces')
   if (!opts.home || opts.home.length === 0) throw new JoinError('this node does not listen for browsers')
   const key = opts.token ? wireKey(opts.token, opts.cluster) : null
@@ -66,7 +65,6 @@ export async function join (opts) {
     peerId: node.peerId.toString(),
     did: dk.did,
     transport,
-    joinMs: performance.now() - started,
     send: (payload, to) => room.send(payload, to),
     members: () => room.members(),
     leave

@@ -21,6 +21,7 @@ import * as wire from './wire.js'
 
 const maxStrangers = 64 // views of peers heard on the topic but not known
 const maxBeatMembers = 16 // members a beat may carry (a page's: one)
+const sendRate = 200 // messages a second a page sends, in bursts of twice that (a socket's default pace)
 const maxRosterFrame = 20488192 // a roster request or answer (wire.md 7.2)
 const maxReceiptFrame = 80 << 10
 const maxRendezvousFrame = 1 << 20
@@ -363,8 +364,11 @@ export class Room {
   }
 
   // send publishes a message of payload (to handles to, null: everyone)
-  // and resolves with its ack: how many received it, on every node.
+  // and resolves with its ack: how many received it, on every node. The
+  // page paces itself as a node paces a socket: sendRate messages a
+  // second, in bursts of twice that; past it, send waits.
   async send (payload, to = null) {
+    await this.pace()
     const w = {
       t: 'msg', id: wire.b64url(crypto.getRandomValues(new Uint8Array(12))), from: this.me.agent, ts: now(), payload, epoch: this.epoch, seq: ++this.seq
     }
@@ -390,6 +394,20 @@ export class Room {
       throw new Error('not sent: no node took the message')
     }
     return ack
+  }
+
+  // pace waits for the token bucket of sendRate to hold one message.
+  async pace () {
+    for (;;) {
+      const t = now()
+      this.tokens = Math.min(2 * sendRate, (this.tokens ?? 2 * sendRate) + ((t - (this.filled ?? t)) * sendRate) / 1000)
+      this.filled = t
+      if (this.tokens >= 1) {
+        this.tokens--
+        return
+      }
+      await new Promise((resolve) => setTimeout(resolve, ((1 - this.tokens) * 1000) / sendRate))
+    }
   }
 
   // onDisconnect redials a node of the cluster that went away, with

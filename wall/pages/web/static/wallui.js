@@ -86,6 +86,7 @@ export function joinForm(form, opts) {
   const list = (v) => (v || "").split(" ").filter(Boolean);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    const started = performance.now();
     error.hidden = true;
     button.disabled = true;
     setStatus("joining", "joining");
@@ -112,7 +113,7 @@ export function joinForm(form, opts) {
           status: (state) => setStatus(state === "joined" ? "joined" : "reconnecting to the node", state),
         },
       });
-      joined(form, session, handle, opts);
+      joined(form, session, handle, opts, performance.now() - started);
     } catch (err) {
       error.textContent = `Could not join: ${err && err.message ? err.message : err}`;
       error.hidden = false;
@@ -122,15 +123,17 @@ export function joinForm(form, opts) {
   });
 }
 
-// joined shows the joined wall of session: the send form, who the page
-// is, and the leave button.
-function joined(form, session, handle, opts) {
+// joined shows the joined wall of session, joined in ms (the bundle's
+// load included): the send form, who the page is, and the leave button.
+// The figures are in the box's data attributes, and each ack's time
+// (from the send, and from the page's navigation) in the send status's.
+function joined(form, session, handle, opts, ms) {
   form.hidden = true;
   const box = document.getElementById("joined");
   box.hidden = false;
   box.dataset.peerId = session.peerId;
   box.dataset.transport = session.transport;
-  box.dataset.joinMs = String(Math.round(session.joinMs));
+  box.dataset.joinMs = String(Math.round(ms));
   document.getElementById("me-handle").textContent = handle;
   document.getElementById("me-verified").title = session.did;
   document.getElementById("me-transport").textContent = session.transport === "webtransport" ? "WebTransport" : "WebRTC";
@@ -145,9 +148,12 @@ function joined(form, session, handle, opts) {
     if (!text.trim()) return;
     input.value = "";
     showMessage({ from: handle, ts: Date.now(), payload: text, verified: true, from_did: session.did }, opts.fill);
+    const started = performance.now();
     try {
       const ack = await session.send(text);
       sent.textContent = `delivered to ${ack.delivered}`;
+      sent.dataset.ackMs = String(Math.round(performance.now() - started));
+      sent.dataset.ackAt = String(Math.round(performance.now())); // since the page's navigation
       sent.dataset.delivered = String(ack.delivered);
     } catch (err) {
       sent.textContent = `not sent: ${err && err.message ? err.message : err}`;
