@@ -321,3 +321,28 @@ func TestBrowserPeerPrivateCluster(t *testing.T) {
 	}
 	carol.noProblems()
 }
+
+// TestBrowserPeerOnPhone: a joined page at 390 × 844, as on a phone, with
+// members and messages: nothing wider than the screen, no word broken,
+// every text legible (phoneCheck), and the send box and the leave button
+// on the screen.
+func TestBrowserPeerOnPhone(t *testing.T) {
+	pm := newPeerMesh(t)
+	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice-from-a-terminal"))
+	carol := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)
+	run(t, carol.ctx, chromedp.EmulateViewport(390, 844))
+	carol.join("carol")
+	alice.send("Anyone going to the market tomorrow morning? I can bring the grandmother's bicycle along")
+	carol.sees("alice-from-a-terminal", "Anyone going to the market tomorrow morning? I can bring the grandmother's bicycle along")
+	carol.say("I'll be there at nine, by the fountain")
+	if bad := evalIn[[]string](t, carol.ctx, phoneCheck); len(bad) > 0 {
+		t.Fatalf("the joined page at 390 px: %q", bad)
+	}
+	for _, sel := range []string{"#send-text", "#leave-button"} {
+		run(t, carol.ctx, chromedp.ScrollIntoView(sel))
+		if !evalIn[bool](t, carol.ctx, fmt.Sprintf(`(r => r.left >= 0 && r.right <= innerWidth && r.width > 0)(document.querySelector(%s).getBoundingClientRect())`, jsString(sel))) {
+			t.Fatalf("%s is not on the screen at 390 px", sel)
+		}
+	}
+	carol.noProblems()
+}

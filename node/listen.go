@@ -54,7 +54,8 @@ func (n *Node) tryHost(ctx context.Context, cfg p2p.Config, all bool) error {
 	if err := h.Start(ctx); err != nil {
 		return err
 	}
-	if got := h.ListenAddrs(); all && len(got) < len(cfg.Listen) {
+	// The addresses for browsers, beside QUIC's, are not in cfg.Listen.
+	if got := slices.DeleteFunc(h.ListenAddrs(), p2p.IsBrowserAddr); all && len(got) < len(cfg.Listen) {
 		h.Close()
 		return fmt.Errorf("bound %v of %v", got, cfg.Listen)
 	}

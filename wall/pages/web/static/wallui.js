@@ -129,6 +129,8 @@ export function joinForm(form, opts) {
 // (from the send, and from the page's navigation) in the send status's.
 function joined(form, session, handle, opts, ms) {
   form.hidden = true;
+  const others = form.closest(".join"); // the other ways to join, on a cluster's page
+  if (others) others.hidden = true;
   const box = document.getElementById("joined");
   box.hidden = false;
   box.dataset.peerId = session.peerId;
