@@ -119,18 +119,6 @@ function connect() {
     setTimeout(() => {
       setStatus("reconnecting", "connecting");
       connect();
-
-// A visitor who joins becomes a peer of the mesh (wallui.js): the
-// spectator's socket closes, and the page's peer shows the wall.
-joinForm(document.getElementById("join-form"), {
-  cluster: () => clusterID,
-  fill: linked,
-  joining() {
-    ended = true;
-    spectator?.close();
-  },
-  left: () => location.reload(),
-});
     }, wait);
     retry = Math.min(2 * retry, maxRetry);
   };
