@@ -132,8 +132,9 @@ func (p *pageTab) close() {
 	}
 }
 
-// presenceOf waits for c's presence frame about handle and returns it.
-func presenceOf(c *wsClient, handle string) map[string]any {
+// presenceAbout waits for c's presence frame about handle, of any status,
+// and returns it.
+func presenceAbout(c *wsClient, handle string) map[string]any {
 	c.t.Helper()
 	for {
 		if f := c.next("presence"); f["agent"] == handle {
@@ -171,13 +172,13 @@ func testBrowserPeersChat(t *testing.T, transport string) {
 		t.Fatalf("the page joined over %q, want %s", got, transport)
 	}
 	carolDID := carol.eval(`document.querySelector("#me-verified").title`)
-	if f := presenceOf(alice, "carol"); f["status"] != "online" || f["did"] != carolDID || f["did_verified"] != true {
+	if f := presenceAbout(alice, "carol"); f["status"] != "online" || f["did"] != carolDID || f["did_verified"] != true {
 		t.Fatalf("alice's presence frame of the page: %v, want carol online with %s verified", f, carolDID)
 	}
 	dave := openPage(t, page(pm.n2))
 	ms2 := dave.join("dave")
 	t.Logf("%s: joined in %s ms and %s ms", transport, ms, ms2)
-	if f := presenceOf(alice, "dave"); f["status"] != "online" || f["did_verified"] != true {
+	if f := presenceAbout(alice, "dave"); f["status"] != "online" || f["did_verified"] != true {
 		t.Fatalf("alice's presence frame of the second page: %v", f)
 	}
 	carol.online("alice", "carol", "dave")
@@ -227,7 +228,7 @@ func testBrowserPeersChat(t *testing.T, transport string) {
 	closed := time.Now()
 	carol.close()
 	for _, c := range []*wsClient{alice, bob, erin} {
-		if f := presenceOf(c, "carol"); f["status"] != "offline" {
+		if f := presenceAbout(c, "carol"); f["status"] != "offline" {
 			t.Fatalf("presence %v, want carol offline", f)
 		}
 	}
@@ -244,7 +245,7 @@ func TestBrowserPeerRejoinsAfterRestart(t *testing.T) {
 	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice"))
 	carol := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)
 	carol.join("carol")
-	presenceOf(alice, "carol")
+	presenceAbout(alice, "carol")
 
 	cfg := pm.n1.cfg
 	cfg.HTTPAddr = strings.TrimPrefix(pm.n1.URL(), "http://")
@@ -295,7 +296,7 @@ func TestBrowserPeerPrivateCluster(t *testing.T) {
 
 	carol := openPage(t, pm.n1.URL()+"/join#"+id)
 	carol.join("carol", "#join-token", token)
-	if f := presenceOf(alice, "carol"); f["did_verified"] != true {
+	if f := presenceAbout(alice, "carol"); f["did_verified"] != true {
 		t.Fatalf("alice's presence frame of the page: %v", f)
 	}
 	carol.online("alice", "carol")
