@@ -7,7 +7,11 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"strings"
 	"testing"
+
+	"github.com/agentmesh/mesh/internal/npmtest"
 )
 
 // maxPeerGzip bounds the page's peer (peer.js) as a browser fetches it,
@@ -50,5 +54,33 @@ func TestPeerBundleServedGzipped(t *testing.T) {
 	}
 	if rec := get(""); rec.Header().Get("Content-Encoding") != "" || !bytes.Equal(rec.Body.Bytes(), raw) {
 		t.Fatalf("without gzip: %v, %d bytes", rec.Header(), rec.Body.Len())
+	}
+}
+
+// TestPeerMessageIDs: the page's gossipsub (@libp2p/gossipsub, from the
+// bundle's lockfile) names messages as the nodes do (docs/wire.md 12.1,
+// p2p.MessageID): its default msgIdFnStrictSign, read from the package's
+// own source, gives the vector's id.
+func TestPeerMessageIDs(t *testing.T) {
+	npmtest.Require(t, "peer", "@libp2p/gossipsub")
+	script := `
+import { pathToFileURL } from 'node:url'
+import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+const { msgIdFnStrictSign } = await import(pathToFileURL('node_modules/@libp2p/gossipsub/dist/src/utils/msgIdFn.js').href)
+const key = await generateKeyPairFromSeed('Ed25519', Uint8Array.from({ length: 32 }, (_, i) => i))
+const from = peerIdFromPrivateKey(key)
+const id = msgIdFnStrictSign({ type: 'signed', from, key: key.publicKey, sequenceNumber: 1n })
+console.log(from.toString(), Buffer.from(id).toString('hex'))
+`
+	cmd := exec.Command("node", "--input-type=module", "-e", script)
+	cmd.Dir = "peer"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	const want = "12D3KooWA4Xop1JaT3MHxwYMkCepYsv4iPVopMXwCz5iHYdBfeSB 0801122003a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b80000000000000001"
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Fatalf("@libp2p/gossipsub names the vector's message %q, want %q", got, want)
 	}
 }
