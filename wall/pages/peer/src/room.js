@@ -69,6 +69,7 @@ export class Room {
     this.rev = 1
     await serve(this.node, wire.rosterProto, maxRosterFrame, (p, req) => this.serveRoster(p, req))
     await serve(this.node, wire.receiptProto, maxReceiptFrame, (p, req) => this.serveReceipts(p, req))
+    this.pubsub.topicValidators.set(this.topic, (_, m) => this.validate(m) ? 'accept' : 'reject')
     this.pubsub.addEventListener('message', (ev) => this.onMessage(ev.detail))
     this.node.addEventListener('peer:disconnect', (ev) => this.onDisconnect(ev.detail.toString()))
     this.pubsub.subscribe(this.topic)
@@ -233,17 +234,27 @@ export class Room {
     return new Uint8Array(0)
   }
 
-  onMessage (m) {
-    if (m.topic !== this.topic || m.type !== 'signed') return
-    const origin = m.from.toString()
-    if (origin === this.self || this.closed) return
-    let w
+  // validate opens and checks topic message m (wire.md 4.3) and returns
+  // it, or null: gossipsub forwards to other peers only what passes, so
+  // that a page never relays what the nodes refuse (and loses no score
+  // with them for it).
+  validate (m) {
+    if (m.type !== 'signed') return null
     try {
-      w = wire.decode(this.key, this.cluster, wire.topicAD(origin), m.data)
+      const w = wire.decode(this.key, this.cluster, wire.topicAD(m.from.toString()), m.data)
       wire.checkWire(w, this.cluster)
+      return w
     } catch {
-      return // unreadable (no token), or malformed
+      return null
     }
+  }
+
+  onMessage (m) {
+    if (m.topic !== this.topic) return
+    const origin = m.type === 'signed' ? m.from.toString() : ''
+    if (origin === this.self || this.closed) return
+    const w = this.validate(m)
+    if (!w) return
     const v = this.viewOf(origin)
     if (!v) return
     v.seen = now()
