@@ -373,8 +373,9 @@ func (r *room) roomForLocked(h, vis string) error {
 
 // dismiss removes sk and tells the cluster when its handle went offline
 // here. It reports whether sk was the room's last socket, and no browser
-// peer holds it (browser.go): the room is then closed (a socket arriving meanwhile waits for the next room), and its
-// goodbye, not a leave, tells the cluster.
+// peer holds the room (browser.go): the room is then closed (a socket
+// arriving meanwhile waits for the next room), and its goodbye, not a
+// leave, tells the cluster.
 func (r *room) dismiss(sk *socket) (last bool) {
 	var leave *wireMsg
 	r.change(sk, func(touch func(string)) {
