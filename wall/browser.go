@@ -1,7 +1,6 @@
 package wall
 
 import (
-	"context"
 	"maps"
 	"slices"
 
@@ -33,11 +32,13 @@ import (
 const maxHolds = 4
 
 // hold has this node serve public cluster id for browser peer p, and
-// returns its room; nil when the cluster is not a public one, p holds
-// maxHolds rooms already, or the room could not start.
-func (s *Service) hold(ctx context.Context, id string, p peer.ID) *room {
-	cl, err := s.cluster(ctx, id, true)
-	if err != nil || s.holdsOf(p, id) >= maxHolds {
+// returns its room; nil when the cluster is not a public one of the
+// catalog (the directory is not asked: the page came from this node, which
+// knew the cluster), p holds maxHolds rooms already, or the room could not
+// start.
+func (s *Service) hold(id string, p peer.ID) *room {
+	cl, err := s.cfg.Catalog.Lookup(id)
+	if err != nil || cl.ID != id || s.holdsOf(p, id) >= maxHolds { // an id, not a slug
 		return nil
 	}
 	r, err := s.openRoom(cl, "", nil, func(r *room) error {

@@ -109,7 +109,7 @@ func TestBrowserPeerHolds(t *testing.T) {
 	page := joinAsBrowser(t, boot)
 	for i := range maxHolds + 1 {
 		id := boot.create(`{"visibility":"public"}`)["cluster_id"].(string)
-		held := boot.svc.hold(context.Background(), id, page.host.ID())
+		held := boot.svc.hold(id, page.host.ID())
 		if (held != nil) != (i < maxHolds) {
 			t.Fatalf("hold %d of at most %d: %v", i+1, maxHolds, held)
 		}

@@ -397,7 +397,7 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 	}
 	r := s.room(q.Cluster)
 	if !q.Peek && s.cfg.Host.IsBrowser(from) {
-		if held := s.hold(ctx, q.Cluster, from); held != nil {
+		if held := s.hold(q.Cluster, from); held != nil {
 			r = held // browser.go
 		}
 	}
