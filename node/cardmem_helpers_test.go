@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -41,15 +40,6 @@ func readAgents(t testing.TB, node *Node, prefix string, n int) {
 			}
 		}
 	}
-}
-
-// heapInUse is the heap in use after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
 }
 
 // peakHeap samples the live heap (in use after a collection) every
