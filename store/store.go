@@ -47,15 +47,18 @@ func Open(opts Options) (*DB, error) {
 		WithMemTableSize(8 << 20).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
+		WithNumVersionsToKeep(1)
+	if opts.InMemory {
+		// No value log: Badger keeps every value in its tables, and
+		// refuses one over the threshold (left at its 1 MiB).
+		bo.Dir, bo.ValueDir = "", ""
+	} else {
 		// Values past a few KiB (rows with an agent's full card, log
 		// entries that carry one) go to the value log, read from the
 		// file when needed: kept in the LSM tree they would fill the
 		// memtables and be copied, several times their size, into the
 		// heap of every table build.
-		WithValueThreshold(valueThreshold).
-		WithNumVersionsToKeep(1)
-	if opts.InMemory {
-		bo.Dir, bo.ValueDir = "", ""
+		bo = bo.WithValueThreshold(valueThreshold)
 	}
 	bdb, err := badger.Open(bo)
 	if err != nil {

@@ -541,3 +541,23 @@ func TestCloseTwiceAndUseAfterClose(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeValues: values well past the size from which a store on disk
+// puts them in its value log (512 KiB) are kept and read back whole, on
+// disk and in memory (which has no value log).
+func TestLargeValues(t *testing.T) {
+	disk, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	big := bytes.Repeat([]byte("0123456789abcdef"), 512<<10/16)
+	for name, db := range map[string]*DB{"in memory": openMem(t), "on disk": disk} {
+		if err := db.Update(func(tx *Txn) error { return tx.Set([]byte("big"), big) }); err != nil {
+			t.Fatalf("%s: Set %d bytes: %v", name, len(big), err)
+		}
+		if got, err := get(t, db, "big"); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("%s: Get: %d bytes, %v", name, len(got), err)
+		}
+	}
+}
