@@ -31,15 +31,16 @@ func withBrowsers(c *Config) {
 // peerMesh is a bootstrap and two nodes that listen for browsers, and a
 // public cluster.
 type peerMesh struct {
-	m      *mesh
-	n1, n2 *Node
-	id     string
+	m         *mesh
+	n1, n2    *Node
+	id, admin string // the cluster's id and admin token
 }
 
 func newPeerMesh(t testing.TB) *peerMesh {
 	m := newMeshWith(t, withBrowsers)
 	pm := &peerMesh{m: m, n1: m.joinWith(withBrowsers), n2: m.joinWith(withBrowsers)}
-	pm.id = createCluster(t, m.boot, `{"visibility":"public","name":"peers"}`)["cluster_id"].(string)
+	v := createCluster(t, m.boot, `{"visibility":"public","name":"peers"}`)
+	pm.id, pm.admin = v["cluster_id"].(string), v["admin_token"].(string)
 	m.waitCaughtUp(pm.n1)
 	m.waitCaughtUp(pm.n2)
 	return pm
@@ -72,7 +73,7 @@ func (p *pageTab) join(handle string, fields ...string) string {
 	run(p.t, p.ctx, chromedp.WaitVisible("#join-button"), chromedp.SendKeys("#join-handle", handle), chromedp.Click("#join-button"))
 	browsertest.Until(p.t, p.ctx, `document.querySelector("#wall-status").dataset.state === "joined" || !document.querySelector("#join-error").hidden`,
 		"the page to join")
-	if e := p.text("#join-error"); e != "" {
+	if e := p.eval(`(e => e.hidden ? "" : e.textContent)(document.querySelector("#join-error"))`); e != "" {
 		p.t.Fatalf("the page did not join: %s", e)
 	}
 	return p.eval(`document.querySelector("#joined").dataset.joinMs`)

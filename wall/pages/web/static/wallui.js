@@ -78,7 +78,8 @@ export function showMembers(list) {
 
 // joinForm makes form join a cluster as a libp2p peer. opts: cluster and
 // token (functions returning the values when joining), joining() (just
-// before: the page stops what it showed), left() (after the visitor left).
+// before: the page stops what it showed), joined(session) (once joined),
+// failed() (the join failed), left() (after the visitor left).
 export function joinForm(form, opts) {
   if (!form) return;
   const error = document.getElementById("join-error");
@@ -114,11 +115,13 @@ export function joinForm(form, opts) {
         },
       });
       joined(form, session, handle, opts, performance.now() - started);
+      opts.joined?.(session);
     } catch (err) {
       error.textContent = `Could not join: ${err && err.message ? err.message : err}`;
       error.hidden = false;
       button.disabled = false;
       setStatus("not joined", "closed");
+      opts.failed?.();
     }
   });
 }
