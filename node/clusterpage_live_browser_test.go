@@ -15,7 +15,8 @@ import (
 // admin does through a third: a rename shows the new name in the heading,
 // the title, the command to chat and the address; turning the cluster
 // private ends both pages' live view, saying so, with no way left to join
-// or send. Before, a join that fails leaves the page reading the wall as
+// or send (the keyboard's focus, that was in the send box, goes to what
+// says so). Before, a join that fails leaves the page reading the wall as
 // before.
 func TestClusterPageFollowsUpdates(t *testing.T) {
 	pm := newPeerMesh(t)
@@ -62,6 +63,9 @@ func TestClusterPageFollowsUpdates(t *testing.T) {
 		browsertest.Until(t, p.ctx, `(s => s.dataset.state === "closed" && s.textContent.includes("made private"))(document.querySelector("#wall-status"))`,
 			"the page saying the cluster was made private")
 		browsertest.Until(t, p.ctx, `document.querySelector("#join").hidden && document.querySelector("#joined").hidden`, "no way to join or send left")
+	}
+	if got := carol.eval(`document.activeElement.id`); got != "wall-status" {
+		t.Fatalf("the keyboard's focus, in the send box, went to %q, not to the status saying why it went", got)
 	}
 	closedBy(t, alice, "private")
 }

@@ -87,11 +87,23 @@ function end(why) {
   ended = true;
   setStatus(why, "closed");
   socket?.close();
-  document.getElementById("join").hidden = true; // nobody can join it now
+  hide("join"); // nobody can join it now
   if (session) {
     session.leave();
-    document.getElementById("joined").hidden = true;
+    hide("joined");
   }
+}
+
+// hide hides the element of id; the keyboard's focus, when it was in it
+// (the send box, say), goes to the status that says why, not to nowhere.
+function hide(id) {
+  const box = document.getElementById(id);
+  const had = box.contains(document.activeElement);
+  box.hidden = true;
+  if (!had) return;
+  const status = document.getElementById("wall-status");
+  status.tabIndex = -1;
+  status.focus();
 }
 
 // handlers act on the frames by kind; a kind not here is ignored.
@@ -188,7 +200,7 @@ joinForm(document.getElementById("join-form"), {
     joining = false;
     if (ended) {
       s.leave();
-      document.getElementById("joined").hidden = true;
+      hide("joined");
       return;
     }
     const was = socket;
