@@ -18,7 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/coord"
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // t0 is the manual clock's start.

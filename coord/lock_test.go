@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/mesh/coord"
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // TestOneDaemonPerProject: a second daemon on a project a live daemon runs

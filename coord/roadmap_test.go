@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord"
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // TestTheExampleProject: the example project serves what its files say:
