@@ -81,6 +81,23 @@ func withSite(url, exe string) func(*coord.Config) {
 	})
 }
 
+// TestSelfUpdateFailureNamesNoSite: a site that cannot be reached fails
+// a self-update with a fixed detail: the cause, which names the site's
+// address and path, goes to the log only.
+func TestSelfUpdateFailureNamesNoSite(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close() // refuses connections from now on
+	h := start(t, project(t), withSite("http://"+addr+"/private-mirror", filepath.Join(t.TempDir(), "mesh")))
+	var e errBody
+	if code := h.do("POST", "/self-update", "", &e); code != http.StatusBadGateway || e.Code != "update_failed" {
+		t.Fatalf("self-update from an unreachable site: %d %+v", code, e)
+	}
+	if strings.Contains(e.Detail, addr) || strings.Contains(e.Detail, "private-mirror") {
+		t.Fatalf("the answer names the site: %q", e.Detail)
+	}
+}
+
 // setInterval makes the site checked every 60 s.
 func setInterval(t *testing.T, dir string, autoUpdate bool) {
 	h := &harness{t: t, dir: dir}
