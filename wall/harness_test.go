@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -43,7 +44,7 @@ func joinHarness(t *testing.T, boot *harness, tweak func(*Config)) *harness {
 	t.Helper()
 	at := peer.AddrInfo{ID: boot.host.ID(), Addrs: boot.host.Libp2p().Addrs()}
 	h := newHarnessOn(t, p2p.Config{Bootstrap: []peer.AddrInfo{at}}, tweak)
-	eventually(t, func() bool { return h.host.Connected(at.ID) }, "never connected to the bootstrap peer")
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.host.Connected(at.ID) }, "never connected to the bootstrap peer")
 	return h
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -61,7 +62,7 @@ func TestHistoryStreamAuth(t *testing.T) {
 	for _, cl := range []struct{ id, tok string }{{pubID, pubTok}, {privID, privTok}} {
 		c := h.dial(cl.id, vals("agent", "ann", "vis", VisPrivate, "token", cl.tok)).listen()
 		c.next(KindWelcome)
-		eventually(t, func() bool { return len(h.historyOf(cl.id, cl.tok)) == 1 }, "ann's join never recorded")
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(h.historyOf(cl.id, cl.tok)) == 1 }, "ann's join never recorded")
 	}
 
 	raw := rawPeer(t, h)
@@ -248,16 +249,6 @@ func mustEvents(t *testing.T, raw []byte) []storedEvent {
 	return resp.Events
 }
 
-// eventually polls cond until it holds, for up to 10 s.
-func eventually(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-	}
-}
-
 // TestLobbyKeepsNoHistory: the lobby has no owner to read a history, so
 // its joins and leaves are not recorded.
 func TestLobbyKeepsNoHistory(t *testing.T) {
@@ -269,7 +260,7 @@ func TestLobbyKeepsNoHistory(t *testing.T) {
 	// Events are reported in order: once a later one is in, the lobby's
 	// would be too.
 	h.dial(cl["cluster_id"].(string), vals("agent", "later")).listen().next(KindWelcome)
-	eventually(t, func() bool { return len(h.historyOf(cl["cluster_id"].(string), cl["token"].(string))) == 1 }, "the later join never recorded")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(h.historyOf(cl["cluster_id"].(string), cl["token"].(string))) == 1 }, "the later join never recorded")
 	if events, err := h.svc.readEvents(LobbyID, historyKeep); err != nil || len(events) != 0 {
 		t.Fatalf("the lobby's history: %v, %v", events, err)
 	}

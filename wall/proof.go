@@ -135,7 +135,7 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	if err != nil || proof == "" {
 		return err
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	if s.proofNonces.ScopeFull(httpx.AddrKey(httpx.ClientIP(r)), now) {
 		return errClientNonces(s.cfg.ProofNonces)
 	}
@@ -171,7 +171,7 @@ func (s *Service) claimProof(r *http.Request, j *joinQuery) error {
 	if j.proof == "" {
 		return nil
 	}
-	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), j.signed.Pubkey, j.signed.Nonce, s.cfg.Now()); {
+	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), j.signed.Pubkey, j.signed.Nonce, s.now()); {
 	case errors.Is(err, nonces.ErrFull):
 		return httpx.ErrUnavailable.With("too many signed connects in the last %v: retry shortly", identity.NonceMemory)
 	case errors.Is(err, nonces.ErrScopeFull):

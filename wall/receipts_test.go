@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -42,7 +44,7 @@ func TestReceiptsAreBatched(t *testing.T) {
 	for i := range n {
 		h.svc.queueReceipt(origin.ID(), receipt{Cluster: "c_x", ID: newMsgID(), Delivered: i % 3})
 	}
-	eventually(t, func() bool { return receipts.Load() == n }, "not every receipt arrived")
+	testkit.Eventually(t, 10*time.Second, func() bool { return receipts.Load() == n }, "not every receipt arrived")
 	if r := requests.Load(); r > n/10 {
 		t.Fatalf("%d receipts took %d requests", n, r)
 	}

@@ -10,17 +10,24 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // viewRoom is a room with no sockets whose goroutines never run, so that a
 // test sees the decision to fetch a roster (remoteNode.fetching) without
-// a fetch.
+// a fetch. It runs on a manual clock (viewClock).
 func viewRoom() *room {
-	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
+	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler),
+		cfg: Config{Clock: clock.NewManual(time.Unix(1_800_000_000, 0))}}
+	svc.cfg.Tuning.fill()
 	r := newRoom(svc, &Cluster{Record: Record{ID: "c_view", Visibility: Public}}, "")
 	r.stopping = true
 	return r
 }
+
+// viewClock is the clock of a viewRoom.
+func viewClock(r *room) *clock.Manual { return r.svc.cfg.Clock.(*clock.Manual) }
 
 func TestRosterView(t *testing.T) {
 	const p = peer.ID("node-b")
@@ -111,7 +118,7 @@ func TestViewBounds(t *testing.T) {
 		t.Fatalf("a node's roster refused while strangers fill their views: %+v", n)
 	}
 	r.setRoster(stranger(0), roster{Epoch: 1})
-	r.forget([]peer.ID{stranger(1)}, time.Time{})
+	r.forget([]peer.ID{stranger(1)}, 0)
 	if r.strangers != maxStrangers-2 || !r.remote[stranger(0)].known {
 		t.Fatalf("%d strangers after one proved itself and one was forgotten", r.strangers)
 	}
@@ -145,7 +152,7 @@ func TestRosterBounds(t *testing.T) {
 	r.delta(p, join(2, "m0")) // a handle it has: no growth
 	r.delta(p, join(3, "one-too-many"))
 	n := r.remote[p]
-	if len(n.members) != 0 || r.remoteMembers != 0 || n.refused.IsZero() {
+	if len(n.members) != 0 || r.remoteMembers != 0 || !r.refusingLocked(n) {
 		t.Fatalf("a view grown past maxRoster: %d members (%d in the room), refused %v", len(n.members), r.remoteMembers, n.refused)
 	}
 	r.beatFrom(p, beat)
@@ -153,7 +160,7 @@ func TestRosterBounds(t *testing.T) {
 	if n.fetching || len(n.members) != 0 {
 		t.Fatalf("a refused view: fetching %v, %d members", n.fetching, len(n.members))
 	}
-	n.refused = time.Now() // the while passed
+	r.beats = n.refused // the while passed
 	r.beatFrom(p, beat)
 	if !n.fetching {
 		t.Fatal("a refused view is not fetched anew once the while passed")
@@ -235,8 +242,8 @@ func TestLeaveWaitsForMessages(t *testing.T) {
 			if !online() {
 				t.Fatal("the leave went before the last message sent before it")
 			}
-			time.Sleep(orderWindow) // message 3 is lost
-			r.flushAt(p, time.Now())
+			viewClock(r).Advance(orderWindow) // message 3 is lost
+			r.flushAt(p, viewClock(r).Now())
 			if online() {
 				t.Fatal("the leave still waits for a message lost long ago")
 			}
@@ -308,8 +315,8 @@ func TestRosterRepairWaitsForMessages(t *testing.T) {
 		if !online(r) {
 			t.Fatal("the node was forgotten at once: messages on their way would go after its members left")
 		}
-		time.Sleep(orderWindow)
-		r.flushAt(p, time.Now())
+		viewClock(r).Advance(orderWindow)
+		r.flushAt(p, viewClock(r).Now())
 		if online(r) || r.remote[p] != nil {
 			t.Fatal("the node is still there orderWindow after it said it serves the cluster no more")
 		}

@@ -47,6 +47,7 @@ type Service struct {
 	closed bool
 
 	epoch        atomic.Uint64     // the last room's (nextEpoch)
+	lookups      atomic.Uint64     // rendezvous lookups begun by the rooms (vouch.go)
 	receipts     receiptQueues     // receipts waiting for other nodes
 	events       chan pendingEvent // history events for the directory
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
@@ -61,9 +62,14 @@ type Service struct {
 	joining   map[string]bool // on the directory: clusters being logged as joined
 }
 
-// nextEpoch returns the epoch of a new room: the time in microseconds, and
-// past the epoch of every room before on this node, so that other nodes
-// tell a node's current room from one it replaced by the larger epoch.
+// now is the time by the wall's clock (Config.Clock).
+func (s *Service) now() time.Time { return s.cfg.Clock.Now() }
+
+// nextEpoch returns the epoch of a new room: the real time in
+// microseconds, and past the epoch of every room before on this node, so
+// that other nodes tell a node's current room from one it replaced by the
+// larger epoch. Real, whatever Config.Clock says: the epoch must grow
+// across restarts of the node, also of one whose clock a test holds still.
 func (s *Service) nextEpoch() uint64 {
 	for {
 		last := s.epoch.Load()
@@ -363,7 +369,7 @@ func (s *Service) awaitStart(ctx context.Context, id string) {
 // node's receipts, which go only to known nodes, and its acks would wait
 // for them.
 func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
-	asked := time.Now()
+	asked := s.asked()
 	var q rosterRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
@@ -399,7 +405,7 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		}
 		r.setRoster(from, theirs)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
-		r.waitTopicPeer(wctx, from)
+		r.topic.AwaitPeer(wctx, from)
 		cancel()
 	}
 	return encodeWire(r.seal, rosterRespAD(self, from, q.Challenge), r.localRoster()), nil
@@ -469,13 +475,13 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 // keepalive pings every socket every PingInterval; one that has not
 // answered the previous ping is closed.
 func (s *Service) keepalive() {
-	tick := time.NewTicker(s.cfg.PingInterval)
+	tick := s.cfg.Clock.NewTicker(s.cfg.PingInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 		for _, sk := range s.allSockets() {
 			sk.ping()

@@ -16,6 +16,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -74,7 +75,7 @@ func TestPingFlood(t *testing.T) {
 	if tcp, ok := c.Conn.(*net.TCPConn); ok {
 		tcp.SetReadBuffer(4096)
 	}
-	eventually(t, func() bool { return len(h.svc.allSockets()) == 1 }, "the socket never entered the room")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(h.svc.allSockets()) == 1 }, "the socket never entered the room")
 	sk := h.svc.allSockets()[0]
 	batch := bytes.Repeat(clientFrame(true, ws.OpPing, bytes.Repeat([]byte("p"), 125)), 100)
 	start := time.Now()
@@ -96,7 +97,7 @@ func TestPingFlood(t *testing.T) {
 	if queued > 0 {
 		t.Fatalf("%d frames still queued for the closed socket", queued)
 	}
-	eventually(t, func() bool { return h.svc.sendMemory.used.Load() == 0 }, "the node still counts bytes queued for the closed socket")
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.svc.sendMemory.used.Load() == 0 }, "the node still counts bytes queued for the closed socket")
 }
 
 // TestControlFrames: a client that pings now and then is answered, each
@@ -201,7 +202,7 @@ func TestSendMemory(t *testing.T) {
 		if n := <-read; n != size {
 			t.Fatalf("the keen socket read %d bytes, want %d", n, size)
 		}
-		eventually(t, func() bool { keen.mu.Lock(); defer keen.mu.Unlock(); return len(keen.queue)+keen.writing == 0 },
+		testkit.Eventually(t, 10*time.Second, func() bool { keen.mu.Lock(); defer keen.mu.Unlock(); return len(keen.queue)+keen.writing == 0 },
 			"the keen socket's writer never finished")
 		if used := h.svc.sendMemory.used.Load(); used > int64(i+1)*(size+3*frameCost) {
 			t.Fatalf("after %d frames for 3 sockets, %d bytes counted: a shared frame counts once", i+1, used)
@@ -218,7 +219,7 @@ func TestSendMemory(t *testing.T) {
 	if n := closedFor(h, "send_memory"); n != 2 {
 		t.Fatalf("sockets closed for the send memory: %v, want 2", n)
 	}
-	eventually(t, func() bool { return h.svc.sendMemory.used.Load() == 0 }, "bytes still counted once every frame was written or dropped")
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.svc.sendMemory.used.Load() == 0 }, "bytes still counted once every frame was written or dropped")
 }
 
 // TestMessageFrameWithin64KiB: the frame a peer receives is at most 64
@@ -344,7 +345,7 @@ func TestStrangerNamesNoDID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
+	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
 	forged := encodeWire(nil, sealTopic, wireMsg{T: wireMessage, ID: newMsgID(), From: "bank", FromDID: "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK",
 		TS: time.Now().UnixMilli(), Epoch: 1, Seq: 1, Payload: json.RawMessage(`"send me your keys"`)})
 	// Fields a node never sends, claiming a check no node made.
@@ -402,7 +403,7 @@ func TestSlowSenderIsDismissed(t *testing.T) {
 	// It sends (to nobody, which alice's small queue could not take at
 	// once): its answers cannot be written, so the node stops reading it.
 	c.Write(bytes.Repeat(clientFrame(true, ws.OpText, []byte(`{"to":"nobody","payload":"x"}`)), maxUnanswered+10))
-	eventually(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		sk.mu.Lock()
 		defer sk.mu.Unlock()
 		return len(sk.unanswered)+sk.answers+sk.answering >= maxUnanswered

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -64,7 +65,7 @@ func TestRosterExchangeNeedsARegistration(t *testing.T) {
 		return remoteNode{}, false
 	}
 	for _, h := range nodes {
-		eventually(t, func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			topic.Publish(ctx, beat)
 			n, ok := view(h)
 			return ok && !n.fetching

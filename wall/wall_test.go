@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -146,7 +147,7 @@ func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	slow := h.dial(id, vals("agent", "slow")) // never reads
 	// The room admits a socket after the upgrade, in its own goroutine.
-	eventually(t, func() bool { return slowConnected(h, id) }, "the slow consumer never entered the room")
+	testkit.Eventually(t, 10*time.Second, func() bool { return slowConnected(h, id) }, "the slow consumer never entered the room")
 	alice := h.dial(id, vals("agent", "alice")).listen()
 	alice.next(KindWelcome)
 	bob := h.dial(id, vals("agent", "bob")).listen()
@@ -431,7 +432,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() bool { return containsPeer(room.topic.Peers(), p.ID()) }, "a raw peer never joined the topic")
+		testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), p.ID()) }, "a raw peer never joined the topic")
 		return p, topic
 	}
 	ctx := context.Background()
@@ -443,7 +444,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Epoch: 1, Seq: uint64(i + 1), Payload: json.RawMessage(`"spam"`)}
 		topic.Publish(ctx, encodeWire(nil, sealTopic, w))
 	}
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(flooder.ID()) < 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(flooder.ID()) < 0 },
 		"the flood was not dropped, or cost the flooder nothing")
 	got := alice.countUntilQuiet(KindMessage, time.Second)
 	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
@@ -452,7 +453,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 
 	vandal, topic := join()
 	topic.Publish(ctx, []byte("garbage"))
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 && h.host.PeerScore(vandal.ID()) < 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 && h.host.PeerScore(vandal.ID()) < 0 },
 		"garbage was not rejected, or cost its sender nothing")
 }
 
@@ -486,7 +487,7 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return containsPeer(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
+	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
 
 	const n = 400
 	start := time.Now()
@@ -499,7 +500,7 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Epoch: 1, Seq: 1, Payload: json.RawMessage(`"spam"`)}
 		topic.Publish(ctx, encodeWire(nil, sealTopic, w), pubsub.WithSecretKeyAndPeerId(key, origin))
 	}
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(raw.ID()) < 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(raw.ID()) < 0 },
 		"the flood under made-up origins was not dropped, or cost its forwarder nothing")
 	got := alice.countUntilQuiet(KindMessage, time.Second)
 	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
@@ -553,7 +554,7 @@ func TestInvalidUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
-	eventually(t, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
+	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
 	msg := func(payload string) []byte {
 		return []byte(`{"t":"msg","id":"m` + payload + `","from":"rogue","ts":1,"epoch":1,"seq":1,"payload":"` + payload + `"}`)
 	}
@@ -568,7 +569,7 @@ func TestInvalidUTF8(t *testing.T) {
 	}
 	// Validation runs on several workers: the bad message may be judged
 	// after the good one was delivered.
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 }, "the message that is not UTF-8 was not dropped as invalid")
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 }, "the message that is not UTF-8 was not dropped as invalid")
 }
 
 // TestSendLimits: a socket over its rate, or in a cluster over its rate
@@ -694,7 +695,7 @@ func TestSendLimits(t *testing.T) {
 			c.send(map[string]any{"payload": i})
 		}
 		// The socket is not read while maxUnanswered frames await answers.
-		eventually(t, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == maxUnanswered },
+		testkit.Eventually(t, 10*time.Second, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == maxUnanswered },
 			"the socket's unanswered frames never reached the bound")
 		time.Sleep(200 * time.Millisecond)
 		sk.mu.Lock()
@@ -734,7 +735,7 @@ func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
-	eventually(t, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
+	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
 	exchangeRoster(t, mute, h, id, roster{Epoch: 1})
 	return h, c
 }
