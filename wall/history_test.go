@@ -198,20 +198,22 @@ func TestHistoryShares(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
-	body := func(agent string) [][]byte {
-		return [][]byte{encodeWire(nil, sealHistory, eventBody{Event: "join", Agent: agent, Vis: VisPublic})}
+	// appendAll appends n joins of node, agents prefix0 on, in batches as
+	// nodes send them.
+	appendAll := func(node peer.ID, prefix string, n int) {
+		for i := 0; i < n; i += historyBatch {
+			var bodies [][]byte
+			for j := i; j < min(n, i+historyBatch); j++ {
+				bodies = append(bodies, encodeWire(nil, sealHistory, eventBody{Event: "join", Agent: fmt.Sprint(prefix, j), Vis: VisPublic}))
+			}
+			if err := h.svc.storeEvents(id, node, bodies); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	quiet, loud := peer.ID("quiet-node"), peer.ID("loud-node")
-	for i := range 30 {
-		if err := h.svc.storeEvents(id, quiet, body(fmt.Sprint("q", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 3 * historyKeep {
-		if err := h.svc.storeEvents(id, loud, body(fmt.Sprint("l", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendAll(quiet, "q", 30)
+	appendAll(loud, "l", 3*historyKeep)
 	count := map[string]int{}
 	events := h.historyOf(id, tok)
 	for _, e := range events {
@@ -226,11 +228,7 @@ func TestHistoryShares(t *testing.T) {
 	// A third node joins the flood: the two loud ones end at half the
 	// window each, less what the quiet one holds.
 	louder := peer.ID("louder-node")
-	for i := range 2 * historyKeep {
-		if err := h.svc.storeEvents(id, louder, body(fmt.Sprint("m", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendAll(louder, "m", 2*historyKeep)
 	clear(count)
 	for _, e := range h.historyOf(id, tok) {
 		count[e["node"].(string)]++

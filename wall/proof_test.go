@@ -132,7 +132,7 @@ func TestStrangersRosterNotVerified(t *testing.T) {
 // signature is checked); a signed connect from another address still
 // works. A private cluster's challenge is only for token holders.
 func TestProofNoncesCrowd(t *testing.T) {
-	h := newHarness(t, nil) // DefaultProofNonces: 100 an address
+	h := newHarness(t, func(c *Config) { c.ProofNonces = 10_000 }) // 10 an address
 	key := identity.GenerateKey()
 	mux := h.srv.Config.Handler
 	ask := func(from string, upgrade bool) int {
@@ -147,17 +147,18 @@ func TestProofNoncesCrowd(t *testing.T) {
 		mux.ServeHTTP(rec, req)
 		return rec.Code
 	}
-	perClient := proofNoncesPerClient(DefaultProofNonces)
+	perClient := proofNoncesPerClient(10_000)
+	plain := 2 * perClient // more than a share: had they claimed nonces, upgrades would be refused at once
 	for a := range 100 {
 		from := fmt.Sprintf("10.0.%d.%d", a/200, a%200+1)
-		for i := range 1000 { // plain GETs first: they claim nothing
-			upgrade := i >= 500
+		for i := range 2 * plain { // plain GETs first: they claim nothing
+			upgrade := i >= plain
 			switch code := ask(from, upgrade); {
 			case !upgrade && code != http.StatusUpgradeRequired:
 				t.Fatalf("a signed plain GET: %d", code)
-			case upgrade && i-500 < perClient && code == http.StatusTooManyRequests:
-				t.Fatalf("address %s refused after %d upgrades", from, i-500)
-			case upgrade && i-500 >= perClient && code != http.StatusTooManyRequests:
+			case upgrade && i-plain < perClient && code == http.StatusTooManyRequests:
+				t.Fatalf("address %s refused after %d upgrades", from, i-plain)
+			case upgrade && i-plain >= perClient && code != http.StatusTooManyRequests:
 				t.Fatalf("address %s past its share: %d", from, code)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/agentmesh/mesh/internal/clock"
 	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
@@ -153,9 +154,8 @@ func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
 	bob := h.dial(id, vals("agent", "bob")).listen()
 	bob.next(KindWelcome)
 	big := `"` + strings.Repeat("y", MaxFrame-200) + `"` // with its envelope, within MaxFrame
-	deadline := time.Now().Add(30 * time.Second)
-	for slowConnected(h, id) {
-		if time.Now().After(deadline) {
+	for sent := 0; slowConnected(h, id); sent++ {
+		if sent == 1000 { // 64 MB, far past what loopback buffers take
 			t.Fatal("the slow consumer was never disconnected")
 		}
 		alice.send(big)
@@ -399,12 +399,11 @@ func TestHistoryIsOwnerOnly(t *testing.T) {
 		}
 		for _, cred := range []string{tok, cl["admin_token"].(string)} {
 			var events []any
-			deadline := time.Now().Add(10 * time.Second)
-			for len(events) < 2 && time.Now().Before(deadline) {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				_, v := h.call("GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", cred)
 				events = v["events"].([]any)
-				time.Sleep(20 * time.Millisecond)
-			}
+				return len(events) >= 2
+			}, "%s history: %v", vis, events)
 			if len(events) != 2 {
 				t.Fatalf("%s history: %v", vis, events)
 			}
@@ -612,7 +611,7 @@ func TestSendLimits(t *testing.T) {
 		}
 	}
 	t.Run("socket rate", func(t *testing.T) {
-		const rate, burst, n = 20, 5, 30
+		const rate, burst, n = 20, 5, 15
 		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst = rate, burst })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		c := h.dial(id, vals("agent", "chatty")).listen()
@@ -623,7 +622,7 @@ func TestSendLimits(t *testing.T) {
 		paced(t, h, paceSocket)
 	})
 	t.Run("cluster rate", func(t *testing.T) {
-		const rate, n = 10, 20 // bursts of 2*rate, shared by the two senders
+		const rate, n = 10, 15 // bursts of 2*rate, shared by the two senders
 		h := newHarness(t, func(c *Config) { c.RoomRate = rate })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		a := h.dial(id, vals("agent", "a")).listen()
@@ -689,7 +688,7 @@ func TestSendLimits(t *testing.T) {
 		}
 	})
 	t.Run("answers awaited", func(t *testing.T) {
-		h, c := withMuteNode(t, 2*time.Second)
+		h, c, clk := withMuteNode(t)
 		sk := onlySocket(h)
 		for i := range maxUnanswered + 10 {
 			c.send(map[string]any{"payload": i})
@@ -697,23 +696,39 @@ func TestSendLimits(t *testing.T) {
 		// The socket is not read while maxUnanswered frames await answers.
 		testkit.Eventually(t, 10*time.Second, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == maxUnanswered },
 			"the socket's unanswered frames never reached the bound")
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // what is checked is that nothing more is read meanwhile
 		sk.mu.Lock()
 		n := len(sk.unanswered)
 		sk.mu.Unlock()
 		if n > maxUnanswered {
 			t.Fatalf("%d frames await answers, over the bound %d", n, maxUnanswered)
 		}
-		for i := range maxUnanswered + 10 {
-			if a := c.next(KindAck); a["delivered"] != 0.0 {
-				t.Fatalf("ack %d: %v", i, a)
+		acks := 0
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			clk.Advance(DefaultAckWindow) // each ack waits its window, from when its frame was read
+			for {
+				select {
+				case f := <-c.frames:
+					if f["kind"] == KindAck && f["delivered"] != 0.0 {
+						t.Fatalf("ack %d: %v", acks, f)
+					}
+					if f["kind"] == KindAck {
+						acks++
+					}
+				default:
+					return acks == maxUnanswered+10
+				}
 			}
-		}
+		}, "%d of %d acks came", acks, maxUnanswered+10)
 	})
 	t.Run("answers in order", func(t *testing.T) {
-		_, c := withMuteNode(t, time.Second)
+		h, c, clk := withMuteNode(t)
+		sk := onlySocket(h)
 		c.send("held back by the mute node")
 		c.send(`{"to":[],"payload":"refused at once"}`)
+		testkit.Eventually(t, 10*time.Second, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == 2 },
+			"the refusal is not queued behind the ack")
+		clk.Advance(DefaultAckWindow)
 		if f := <-c.frames; f["kind"] != KindAck {
 			t.Fatalf("the refusal overtook the ack: %v", f)
 		}
@@ -722,10 +737,12 @@ func TestSendLimits(t *testing.T) {
 }
 
 // withMuteNode is a node with a socket c in a public cluster that another
-// node serves without ever sending receipts: every ack waits the window.
-func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
+// node serves without ever sending receipts: every ack waits the window
+// (DefaultAckWindow), which passes as the test moves the node's clock.
+func withMuteNode(t *testing.T) (*harness, *client, *clock.Manual) {
 	t.Helper()
-	h := newHarness(t, func(c *Config) { c.SocketRate, c.AckWindow = 0, window })
+	clk := clock.NewManual(time.Now())
+	h := newHarness(t, func(c *Config) { c.SocketRate, c.Clock = 0, clk })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	c := h.dial(id, vals("agent", "c")).listen()
 	c.next(KindWelcome)
@@ -737,7 +754,7 @@ func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
 	room := h.svc.room(id)
 	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
 	exchangeRoster(t, mute, h, id, roster{Epoch: 1})
-	return h, c
+	return h, c, clk
 }
 
 // exchangeRoster has raw peer p tell h's room of cluster id that it serves
@@ -765,30 +782,39 @@ func onlySocket(h *harness) *socket {
 }
 
 // TestKeepalive: the server answers a client's pings and pings its
-// sockets: one that answers stays, one that does not is closed.
+// sockets every PingInterval: one that answers stays, one that does not
+// is closed at the next ping.
 func TestKeepalive(t *testing.T) {
-	const every = 500 * time.Millisecond // an answering client has that long to answer
-	h := newHarness(t, func(c *Config) { c.PingInterval = every })
+	clk := clock.NewManual(time.Now())
+	h := newHarness(t, func(c *Config) { c.Clock = clk })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
-	alive := h.dial(id, vals("agent", "alive")).listen() // reading answers pings
-	alive.next(KindWelcome)
 	mute := h.dial(id, vals("agent", "mute")) // never reads, so never answers
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := alive.conn.Ping(ctx); err != nil {
-		t.Fatalf("the server did not answer a ping: %v", err)
+	alive := h.rawDial(id, vals("agent", "alive"))
+	alive.Write(clientFrame(true, ws.OpPing, []byte("hi")))
+	if f := alive.nextControl(t); f.Header.OpCode != ws.OpPong || string(f.Payload) != "hi" {
+		t.Fatalf("the server answered a ping with %v %q", f.Header.OpCode, f.Payload)
 	}
-	for {
-		p := alive.next(KindPresence)
-		if p["agent"] == "mute" && p["status"] == "offline" {
-			break
+	var sk *socket
+	for _, s := range h.svc.allSockets() {
+		if s.handle == "alive" {
+			sk = s
 		}
 	}
-	time.Sleep(3 * every)
-	alive.send("still here")
-	if a := alive.next(KindAck); a["delivered"] != 0.0 {
-		t.Fatalf("the answering socket: %v", a)
+	for i := range 3 { // mute goes at the second ping; alive answers each
+		clk.Advance(DefaultPingInterval)
+		if f := alive.nextControl(t); f.Header.OpCode != ws.OpPing {
+			t.Fatalf("ping %d: got %v", i+1, f.Header.OpCode)
+		}
+		alive.Write(clientFrame(true, ws.OpPong, nil))
+		testkit.Eventually(t, 10*time.Second, sk.heard.Load, "the node never read pong %d", i+1)
 	}
+	alive.Write(clientFrame(true, ws.OpText, []byte(`"still here"`)))
+	testkit.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(h.svc.metrics.messages) == 1 }, "the answering socket was closed")
+	if n := closedFor(h, "keepalive"); n != 1 {
+		t.Fatalf("sockets closed for an unanswered ping: %v, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for { // what it was sent before, then the close
 		if _, _, err := mute.conn.Read(ctx); err != nil {
 			if websocket.CloseStatus(err) != websocket.StatusGoingAway {
