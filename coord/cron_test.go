@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 const cronCluster = `id: crons
@@ -35,10 +36,10 @@ type runs struct {
 // advanceUntil moves the clock a second at a time until cond holds.
 func (h *harness) advanceUntil(what string, cond func() bool) {
 	h.t.Helper()
-	eventually(h.t, what, func() bool {
+	testkit.Eventually(h.t, 10*time.Second, func() bool {
 		h.clk.Advance(time.Second)
 		return cond()
-	})
+	}, "timed out waiting for %s", what)
 }
 
 // TestCronsFireTimeOutAndRestart: on the crons owner, a due job runs and

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // fakeKey stands for a coding agent's credential in the daemon's
@@ -125,10 +127,10 @@ func TestDebugLogRedactsOutput(t *testing.T) {
 		t.Fatalf("POST /debug/log: %d", code)
 	}
 	var tl tail
-	eventually(t, "the turn's end in the debug log", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		h.get("/debug/tail?tags=chat,ui", &tl)
 		return len(tl.Events) == 2
-	})
+	}, "timed out waiting for the turn's end in the debug log")
 	failed, ui := tl.Events[0], tl.Events[1]
 	if failed.Tag != "chat" {
 		failed, ui = ui, failed

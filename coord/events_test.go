@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestHeartbeat: every 20 s of the clock, each socket gets a heartbeat.
@@ -105,7 +106,7 @@ func TestASlowSocketIsDropped(t *testing.T) {
 	h.clk.Advance(20 * time.Second)
 	fast.next("heartbeat")
 	slow.closed()
-	eventually(t, "one socket left", func() bool { return h.sockets() == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.sockets() == 1 }, "timed out waiting for one socket left")
 	h.clk.Advance(20 * time.Second)
 	fast.next("heartbeat")
 }

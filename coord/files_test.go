@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/internal/atomicfile"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // symlink links rel, in the project, to target.
@@ -160,21 +161,21 @@ crons:
 		t.Fatalf("up %+v", r.Runs)
 	}
 	// Fired at the same tick, its run may still be ending.
-	eventually(t, "the linked job's run to fail", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		r.Runs = nil
 		h.get("/crons/linked/runs", &r)
 		return len(r.Runs) == 1 && r.Runs[0].Status == "failed"
-	})
-	eventually(t, "the job inside to run", func() bool {
+	}, "timed out waiting for the linked job's run to fail")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "ran.txt"))
 		return string(b) == "ran\n"
-	})
+	}, "timed out waiting for the job inside to run")
 	// An hour on, c2 is archived: not into a folder outside.
 	h.clk.Advance(2 * time.Hour)
 	// (Each run of "here" is a refusal of its own: count none.)
-	eventually(t, "the archive to be refused", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(strings.Join(h.refused(), "\n"), "refused to read or write .coord/chat-archive/c2.")
-	})
+	}, "timed out waiting for the archive to be refused")
 	untouched(t, uploads, records, archives, elsewhere)
 	if _, err := os.Stat(filepath.Join(out, "ran.txt")); err == nil {
 		t.Fatal("a job ran outside the project")

@@ -2,7 +2,6 @@ package coord_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // The origins of the guard tests: a page of the dashboard's (allowed)
@@ -242,7 +242,7 @@ func TestCrossSiteWritesAreRefused(t *testing.T) {
 	if code := g.doWith("POST", "/chat/dispatch", `{"conv":"c2","text":"hi"}`, dash, &d); code != http.StatusOK || !d.Started {
 		t.Fatalf("the dashboard's dispatch: %d %+v", code, d)
 	}
-	eventually(t, "the two turns", func() bool { return len(strings.Fields(g.agentRuns())) == 2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(strings.Fields(g.agentRuns())) == 2 }, "timed out waiting for the two turns")
 }
 
 // untouched checks that nothing was done: no conversation, no run, no turn
@@ -319,7 +319,7 @@ func TestHostIsChecked(t *testing.T) {
 			allowed++
 		}
 	}
-	eventually(t, "a turn for each allowed Host's dispatch", func() bool { return strings.Count(g.agentRuns(), "h\n") == allowed })
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.Count(g.agentRuns(), "h\n") == allowed }, "timed out waiting for a turn for each allowed Host's dispatch")
 	// A request with no Host at all (HTTP/1.0) is not one a browser sends.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
 	if err != nil {
@@ -454,7 +454,7 @@ func TestClientMessagesAreIgnored(t *testing.T) {
 	if err := ws.closed(); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
 		t.Fatalf("after a message over 4 KiB: %v", err)
 	}
-	eventually(t, "the socket to go", func() bool { return h.sockets() == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.sockets() == 0 }, "timed out waiting for the socket to go")
 }
 
 // TestToken: the daemon's token is made once, private, and kept across
@@ -557,23 +557,10 @@ func mustListen(t *testing.T) net.Listener {
 	return ln
 }
 
-// lockedBuffer is a log sink the daemon's goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines(substr string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// linesOf returns the lines of log that contain substr.
+func linesOf(log *testkit.Buffer, substr string) []string {
 	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(log.String(), "\n") {
 		if strings.Contains(line, substr) {
 			out = append(out, line)
 		}
@@ -584,7 +571,7 @@ func (l *lockedBuffer) lines(substr string) []string {
 // TestRefusalsAreLoggedOncePerClient: a refusal is logged at warn (and in
 // the debug log) the first time a client sends it, not at every retry.
 func TestRefusalsAreLoggedOncePerClient(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	h := start(t, project(t), func(c *coord.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -594,13 +581,13 @@ func TestRefusalsAreLoggedOncePerClient(t *testing.T) {
 		h.doWith("GET", "/state", "", http.Header{"Host": {"evil.example"}}, nil)
 	}
 	h.doWith("POST", "/chat/dispatch", `{}`, http.Header{"Origin": {"http://other.example"}}, nil)
-	warns := logs.lines("level=WARN msg=\"request refused\"")
+	warns := linesOf(logs, "level=WARN msg=\"request refused\"")
 	if len(warns) != 3 || !slices.ContainsFunc(warns, func(l string) bool {
 		return strings.Contains(l, "code=bad_host") && strings.Contains(l, "host=evil.example")
 	}) {
 		t.Fatalf("warnings:\n%s", strings.Join(warns, "\n"))
 	}
-	if debug := logs.lines("level=DEBUG msg=\"request refused\""); len(debug) != 8 {
+	if debug := linesOf(logs, "level=DEBUG msg=\"request refused\""); len(debug) != 8 {
 		t.Fatalf("%d repeats at debug, want 8", len(debug))
 	}
 	var tail struct{ Events []struct{ Tag, Lvl string } }

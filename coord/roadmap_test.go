@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/internal/clock"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestTheExampleProject: the example project serves what its files say:
@@ -168,7 +169,7 @@ func TestReconcileRecordsTheGitHead(t *testing.T) {
 	h := start(t, dir, nil)
 	h.write("roadmap/initiatives/search/index.md", "---\nstatus: done\n---\n")
 	h.poll()
-	eventually(t, "search done", func() bool { return h.state().initiative("search").Status == "done" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.state().initiative("search").Status == "done" }, "timed out waiting for search done")
 	if got := h.state().initiative("search"); got.CommitSHA != head || len(head) != 40 {
 		t.Fatalf("search %+v, HEAD %s", got, head)
 	}
@@ -254,7 +255,7 @@ func TestArchivingLeavesNoTasklessLeaderAndRenumbers(t *testing.T) {
 	h.write("roadmap/initiatives/payments.md", "---\nstatus: active\nwall_order: 1\n---\n# Payments\n")
 	h.write("roadmap/initiatives/audit.md", "---\nstatus: active\nwall_order: 2\n---\n# Audit\n")
 	h.poll()
-	eventually(t, "the new roadmap", func() bool { return h.state().initiative("payments").ID != "" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.state().initiative("payments").ID != "" }, "timed out waiting for the new roadmap")
 	if got := ids(h.state().Roadmap.Initiatives); got != "auth,billing,search,payments,audit,onboarding" {
 		t.Fatalf("roadmap before %s", got)
 	}

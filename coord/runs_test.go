@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 type run struct {
@@ -105,7 +108,7 @@ func TestStoryRunAcrossRestart(t *testing.T) {
 	ws := h.socket()
 	r := h.createRun(`{"conv":"story","tasks":["auth/login-form","auth/session-store"]}`)
 	other := h.createRun(`{"conv":"other","tasks":["auth/login-form","search/index"]}`)
-	eventually(t, "both turns under way", func() bool { return h.conv("story").Live && h.conv("other").Live })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.conv("story").Live && h.conv("other").Live }, "timed out waiting for both turns under way")
 	if c := h.conv("story"); !c.Coordinating {
 		t.Fatalf("snapshot %+v", c)
 	}
@@ -123,7 +126,7 @@ func TestStoryRunAcrossRestart(t *testing.T) {
 	h.wantError("POST", "/runs/"+other.ID+"/cancel", "", http.StatusConflict, "run_ended")
 	os.WriteFile(gate, nil, 0o644)
 	ws.untilRun("run.done", r.ID)
-	eventually(t, "the cancelled run's turn to end", func() bool { return !h.conv("other").Live })
+	testkit.Eventually(t, 10*time.Second, func() bool { return !h.conv("other").Live }, "timed out waiting for the cancelled run's turn to end")
 	if ms := h.messages("other", "").Messages; len(ms) != 4 || strings.Contains(ms[3].Text, "search/index") {
 		t.Fatalf("the cancelled run went on: %+v", ms)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 type storage struct {
@@ -72,11 +73,11 @@ func TestArchives(t *testing.T) {
 	if s := h.storage(); s.Archives == 0 {
 		t.Fatalf("storage %+v", s)
 	}
-	eventually(t, "the archive to be deleted after a day", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		h.clk.Advance(time.Hour)
 		_, err := os.Stat(archives[0])
 		return os.IsNotExist(err)
-	})
+	}, "timed out waiting for the archive to be deleted after a day")
 	if h.clk.Now().Sub(t0) < 25*time.Hour {
 		t.Fatalf("archive deleted at %s", h.clk.Now())
 	}

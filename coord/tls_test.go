@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // bundle writes a self-signed certificate for localhost and its key into
@@ -92,5 +94,5 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	h.d.Close()
 	http.DefaultClient.CloseIdleConnections()
-	eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 }, "timed out waiting for goroutines to end")
 }

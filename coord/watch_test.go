@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/coord/update"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // site stands in for the published standard and releases.
@@ -108,13 +109,13 @@ func setInterval(t *testing.T, dir string, autoUpdate bool) {
 // untilCount moves the clock 10 s at a time until *n reaches want.
 func (h *harness) untilCount(s *site, n *int, want int) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%d requests to the site", want), func() bool {
+	testkit.Eventually(h.t, 10*time.Second, func() bool {
 		if s.count(n) >= want {
 			return true
 		}
 		h.clk.Advance(10 * time.Second)
 		return false
-	})
+	}, "timed out waiting for %d requests to the site", want)
 }
 
 // TestInstructionFiles: the per-tool files are rendered from the source,
@@ -176,13 +177,13 @@ func TestInstructionFiles(t *testing.T) {
 	h.write(".standard-version", "20\n")
 	// Caught up once /health says so: a check reads the pinned version
 	// after the site answered it, so the site's count alone is too early.
-	eventually(t, "the project to catch up", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		h.get("/health", &hl)
 		if hl.Standard.Drift {
 			h.clk.Advance(10 * time.Second)
 		}
 		return !hl.Standard.Drift
-	})
+	}, "timed out waiting for the project to catch up")
 	h.write(".standard-version", "18\n")
 	if ev := ws.until("standard.drift", func() { h.clk.Advance(10 * time.Second) }); ev[len(ev)-1]["local"] != 18.0 {
 		t.Fatalf("drift %v", ev[len(ev)-1])
@@ -231,7 +232,7 @@ func TestSelfUpdate(t *testing.T) {
 		t.Fatalf("deferred %v", ev)
 	}
 	os.WriteFile(gate, nil, 0o644)
-	eventually(t, "the chat to end", func() bool { return !h.conv("c1").Live })
+	testkit.Eventually(t, 10*time.Second, func() bool { return !h.conv("c1").Live }, "timed out waiting for the chat to end")
 	select {
 	case <-h.d.Restart():
 		t.Fatal("restart asked before an update")

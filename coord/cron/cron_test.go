@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/internal/clock"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -136,14 +137,13 @@ func job(t *testing.T, s Spec) Job {
 // failing after 20 s of real time.
 func advanceUntil(t *testing.T, clk *clock.Manual, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		if cond() {
+			return true
 		}
 		clk.Advance(time.Second)
-		time.Sleep(2 * time.Millisecond)
-	}
+		return false
+	}, "timed out waiting for %s", what)
 }
 
 func newScheduler(t *testing.T, device string) (*Scheduler, *clock.Manual, *events) {
