@@ -100,6 +100,7 @@ func timeImport(f *ast.File) string {
 // TestOneClock: the wall reads the real clock only where doc.go says it
 // does, and everywhere doc.go says so.
 func TestOneClock(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)

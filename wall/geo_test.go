@@ -117,6 +117,7 @@ func checkQueries(t *testing.T, r *rand.Rand, g *GeoIndex, pts map[string]geoPoi
 // finds, with the same distances, across the antimeridian, near and at
 // the poles and up to the whole Earth.
 func TestGeoIndexMatchesScan(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(12, 1))
 	pts := randomPoints(r, 6000)
 	g := NewGeoIndex()
@@ -145,6 +146,7 @@ func TestGeoIndexMatchesScan(t *testing.T) {
 // TestGeoIndexChurn: after points are put, moved and deleted at random,
 // the index still answers as a scan of what is left.
 func TestGeoIndexChurn(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 3))
 	all := randomPoints(r, 3000)
 	ids := make([]string, 0, len(all))
@@ -167,6 +169,7 @@ func TestGeoIndexChurn(t *testing.T) {
 }
 
 func TestGeoIndexPutDelete(t *testing.T) {
+	t.Parallel()
 	g := NewGeoIndex()
 	g.Put("a", 48.8566, 2.3522)
 	g.Put("b", 48.8566, 2.3522)
@@ -202,6 +205,7 @@ func TestGeoIndexPutDelete(t *testing.T) {
 // TestGeoIndexStops: fn returning false ends the query, in the cell scan
 // and in the whole-index scan alike.
 func TestGeoIndexStops(t *testing.T) {
+	t.Parallel()
 	g := NewGeoIndex()
 	for i := range 100 {
 		g.Put(fmt.Sprint(i), float64(i%10)*0.001, float64(i/10)*0.001)
@@ -217,6 +221,7 @@ func TestGeoIndexStops(t *testing.T) {
 
 // TestGeoIndexConcurrent: puts, deletes and queries at once (run with -race).
 func TestGeoIndexConcurrent(t *testing.T) {
+	t.Parallel()
 	g := NewGeoIndex()
 	var wg sync.WaitGroup
 	for w := range 4 {

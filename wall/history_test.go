@@ -54,6 +54,7 @@ func (h *harness) historyOf(id, token string) []map[string]any {
 // to a node proving it holds the member token, and takes appends only from
 // nodes that serve the cluster, at a bounded rate.
 func TestHistoryStreamAuth(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	pub := h.create(`{"visibility":"public"}`)
 	priv := h.create(`{}`)
@@ -164,6 +165,7 @@ func servingPeer(t *testing.T, h *harness, id string, members ...string) (*p2p.H
 // that ended within the batch) and leaves of the joins it appended; events
 // about anyone else are dropped.
 func TestHistoryTakesOnlyANodesOwnSockets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
@@ -195,6 +197,7 @@ func TestHistoryTakesOnlyANodesOwnSockets(t *testing.T) {
 // event of the node that holds the most; so a node flooding the history
 // evicts its own events, never those of a node holding fewer.
 func TestHistoryShares(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
@@ -250,6 +253,7 @@ func mustEvents(t *testing.T, raw []byte) []storedEvent {
 // TestLobbyKeepsNoHistory: the lobby has no owner to read a history, so
 // its joins and leaves are not recorded.
 func TestLobbyKeepsNoHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	lobby := h.dial(LobbyID, vals("agent", "visitor")).listen()
@@ -268,6 +272,7 @@ func TestLobbyKeepsNoHistory(t *testing.T) {
 // directory, checking a join it was sent, peeked at its roster answers
 // the member whose join is on its way, and nothing once it is answered.
 func TestPendingJoinsAnswerPeeks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	other := newHarness(t, nil)

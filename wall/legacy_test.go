@@ -52,6 +52,7 @@ func entry(t *testing.T, seq uint64, op Op) *cmdlog.Entry {
 // clusters the earlier release created (v1 records), applies what follows,
 // and their tokens and admin tokens keep working.
 func TestReplayV1Records(t *testing.T) {
+	t.Parallel()
 	log := storetest.Log(t)
 	cat := NewCatalog(log)
 	privV1, privID, privTok, privAdmin := newClusterV1(t, Private, Meta{Name: "old club"})
@@ -100,6 +101,7 @@ func TestReplayV1Records(t *testing.T) {
 // clearly, by the others, which cannot prove the token to it), and its
 // admin token deletes it.
 func TestV1ClusterOnTheWall(t *testing.T) {
+	t.Parallel()
 	dir := newHarness(t, nil)
 	other := newHarness(t, func(c *Config) { c.Directory = dir.host.ID })
 	s, id, tok, admin := newClusterV1(t, Private, Meta{Name: "old club"})

@@ -18,6 +18,7 @@ import (
 // whole, in a few requests rather than a stream each (which libp2p's
 // resource manager would refuse past 64 at once).
 func TestReceiptsAreBatched(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	origin, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
@@ -54,6 +55,7 @@ func TestReceiptsAreBatched(t *testing.T) {
 // TestReceiptBatchBounds: a receipt request over the batch bound is
 // refused whole; a single receipt of the earlier protocol is taken.
 func TestReceiptBatchBounds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	big, _ := json.Marshal(receiptBatch{Receipts: make([]receipt, maxReceiptBatch+1)})
 	if _, err := h.svc.serveReceipts(context.Background(), "", big); err == nil {

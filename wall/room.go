@@ -269,7 +269,7 @@ func (r *room) validate(origin peer.ID, data []byte) (any, error) {
 	if err := decodeWire(r.seal, topicAD(origin), data, &w); err != nil {
 		return nil, err
 	}
-	if err := w.check(r.cl.ID); err != nil {
+	if err := w.check(r.cl.ID, r.svc.proofs); err != nil {
 		return nil, err
 	}
 	if r.seal != nil {

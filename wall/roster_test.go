@@ -18,7 +18,7 @@ import (
 // test sees the decision to fetch a roster (remoteNode.fetching) without
 // a fetch. It runs on a manual clock (viewClock).
 func viewRoom() *room {
-	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler),
+	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler), proofs: newProofMemory(),
 		cfg: Config{Clock: clock.NewManual(time.Unix(1_800_000_000, 0))}}
 	svc.cfg.Tuning.fill()
 	r := newRoom(svc, &Cluster{Record: Record{ID: "c_view", Visibility: Public}}, "")
@@ -30,6 +30,7 @@ func viewRoom() *room {
 func viewClock(r *room) *clock.Manual { return r.svc.cfg.Clock.(*clock.Manual) }
 
 func TestRosterView(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	m := func(h string) member { return member{Agent: h, Vis: VisPublic} }
 	join := func(epoch, rev uint64, h string) *wireMsg {
@@ -102,6 +103,7 @@ func TestRosterView(t *testing.T) {
 // cost nothing) get at most maxStrangers views; a node that proves it
 // serves the cluster gets one even then, up to maxNodes.
 func TestViewBounds(t *testing.T) {
+	t.Parallel()
 	r := viewRoom()
 	beat := &wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}
 	stranger := func(i int) peer.ID { return peer.ID(fmt.Sprintf("stranger-%d", i)) }
@@ -134,6 +136,7 @@ func TestViewBounds(t *testing.T) {
 // handles) or the room's views past maxRemoteMembers are refused: emptied,
 // and not fetched again at each beat, for refuseFor.
 func TestRosterBounds(t *testing.T) {
+	t.Parallel()
 	members := func(prefix string, n int) []member {
 		out := make([]member, n)
 		for i := range out {
@@ -186,6 +189,7 @@ func TestRosterBounds(t *testing.T) {
 // room before, arriving late, leaves the new view alone. The new room's
 // goodbye, or one without an epoch (the earlier release), forgets it.
 func TestByeOfAnEarlierRoom(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	r := viewRoom()
 	online := func() bool { _, ok := r.presentLocked("a"); return ok }
@@ -210,6 +214,7 @@ func TestByeOfAnEarlierRoom(t *testing.T) {
 // on them after orderWindow; a message given up on is not delivered after
 // the leave.
 func TestLeaveWaitsForMessages(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	a := member{Agent: "a", Vis: VisPublic}
 	msg := func(seq uint64) *wireMsg {
@@ -264,6 +269,7 @@ func TestLeaveWaitsForMessages(t *testing.T) {
 // fetch asked before the node's next room exchanged rosters here leaves
 // that room's view alone.
 func TestRosterRepairWaitsForMessages(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	a := member{Agent: "a", Vis: VisPublic}
 	msg := func(epoch, seq uint64) *wireMsg {
@@ -339,6 +345,7 @@ func TestRosterRepairWaitsForMessages(t *testing.T) {
 // (its goodbye, a join) leaves alone what its next room sent; and a join
 // of the next room that comes before the snapshot waits for it.
 func TestNextRoomOutlivesTheOneBefore(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	a, b := member{Agent: "a", Vis: VisPublic}, member{Agent: "b", Vis: VisPublic}
 	msg := func(epoch, seq uint64) *wireMsg {

@@ -21,6 +21,7 @@ const (
 )
 
 func TestSealVector(t *testing.T) {
+	t.Parallel()
 	if k := hex.EncodeToString(derive(vectorToken, vectorCluster, "wire key", 32)); k != vectorKey {
 		t.Fatalf("wire key %s, want %s", k, vectorKey)
 	}

@@ -55,6 +55,7 @@ type Service struct {
 	joins        pendingJoins      // joins queued for the directory, not answered yet
 	sendMemory   sendMemory        // frames waiting for the sockets
 	proofNonces  *nonces.Memory    // of connect proofs (proof.go)
+	proofs       *proofMemory      // proofs of key that verified (proof.go)
 	replays      replayMemory      // sealed topic messages taken (replay.go)
 	challenges   challenger        // for connect proofs (challenge.go)
 
@@ -88,7 +89,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
 		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{},
 		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces).LimitScope(proofNoncesPerClient(cfg.ProofNonces)),
-		challenges:  newChallenger()}
+		proofs:      newProofMemory(), challenges: newChallenger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -400,7 +401,7 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		if !r.vouched(ctx, from, asked) {
 			return nil, fmt.Errorf("%w: roster exchange from %s for %s refused", errUnvouched, from, q.Cluster)
 		}
-		if err := theirs.check(q.Cluster); err != nil { // a vouched node's only: up to maxRoster verifications
+		if err := theirs.check(q.Cluster, s.proofs); err != nil { // a vouched node's only: up to maxRoster verifications
 			return nil, err
 		}
 		r.setRoster(from, theirs)
@@ -469,7 +470,7 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 	if err := decodeWire(seal, rosterRespAD(p, self, q.Challenge), raw, &theirs); err != nil {
 		return roster{}, err
 	}
-	return theirs, theirs.check(id)
+	return theirs, theirs.check(id, s.proofs)
 }
 
 // keepalive pings every socket every PingInterval; one that has not

@@ -84,6 +84,7 @@ func closedFor(h *harness, reason string) float64 {
 // (1008) as soon as it passes the control frame rate, and the node holds
 // no queue of pongs for it meanwhile (at most one is due).
 func TestPingFlood(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	c := h.rawDial(id, vals("agent", "x", "vis", "ghost"))
@@ -115,6 +116,7 @@ func TestPingFlood(t *testing.T) {
 // time; one that sends more control frames at once than the burst of the
 // control rate is closed with 1008.
 func TestControlFrames(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	calm := h.dial(id, vals("agent", "calm")).listen()
@@ -145,6 +147,7 @@ func TestControlFrames(t *testing.T) {
 // an invalid one with 1002 (RFC 6455 7.4), a reason that is not UTF-8
 // with 1007.
 func TestCloseCodes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	for _, tc := range []struct {
@@ -183,6 +186,7 @@ func TestCloseCodes(t *testing.T) {
 // waiting is closed as a slow consumer (1008), while one that keeps up
 // gets every frame; a frame several sockets wait for counts once.
 func TestSendMemory(t *testing.T) {
+	t.Parallel()
 	const size = 30 << 10
 	h := newHarness(t, func(c *Config) { c.SendMemory = 100 << 10 })
 	newPiped := func(name string) (*socket, net.Conn) {
@@ -239,6 +243,7 @@ func TestSendMemory(t *testing.T) {
 // sender's handle as a JSON string; a direct message: 62 bytes and both
 // handles as JSON strings), and no more; the error frame says how much.
 func TestMessageFrameWithin64KiB(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -276,6 +281,7 @@ func TestMessageFrameWithin64KiB(t *testing.T) {
 // the token) sees every direct message, as the frame of each addressed
 // handle; members see only those to them; a spectator is not counted.
 func TestSpectators(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
@@ -346,6 +352,7 @@ func TestSpectators(t *testing.T) {
 // never with a did, whatever it claims; a member's did, as its socket gave
 // it, is passed on.
 func TestStrangerNamesNoDID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -356,7 +363,7 @@ func TestStrangerNamesNoDID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
+	awaitSubscribed(t, room, topic, raw, h)
 	forged := encodeWire(nil, sealTopic, wireMsg{T: wireMessage, ID: newMsgID(), From: "bank", FromDID: "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK",
 		TS: time.Now().UnixMilli(), Epoch: 1, Seq: 1, Payload: json.RawMessage(`"send me your keys"`)})
 	// Fields a node never sends, claiming a check no node made.
@@ -386,6 +393,7 @@ func TestStrangerNamesNoDID(t *testing.T) {
 // reader the node holds back until its answers are written, is closed as
 // a slow consumer once its queue is full, and goes offline at once.
 func TestSlowSenderIsDismissed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.SendQueue, c.SocketRate = 4, 0 })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -395,12 +403,7 @@ func TestSlowSenderIsDismissed(t *testing.T) {
 		tcp.SetReadBuffer(4096)
 	}
 	alice.next(KindPresence)
-	var sk *socket
-	for _, s := range h.svc.allSockets() {
-		if s.handle == "slow" {
-			sk = s
-		}
-	}
+	sk := socketOf(h, "slow")
 	big := `"` + strings.Repeat("y", 60<<10) + `"`
 	// Fill the connection until the node's writes to it block.
 	stuck := func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return sk.writing > 0 && len(sk.queue) > 0 }

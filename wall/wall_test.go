@@ -25,6 +25,7 @@ import (
 )
 
 func TestFramesOnOneNode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public","name":"frames"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -78,6 +79,7 @@ func TestFramesOnOneNode(t *testing.T) {
 }
 
 func TestConnectRefusedBeforeUpgrade(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	priv := h.create(`{}`)
 	pub := h.create(`{"visibility":"public"}`)
@@ -120,6 +122,7 @@ func TestConnectRefusedBeforeUpgrade(t *testing.T) {
 // before the upgrade with 503 cluster_full; another socket of a member, or
 // a ghost, still comes in.
 func TestClusterFullOnThisNode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
@@ -144,6 +147,7 @@ func TestClusterFullOnThisNode(t *testing.T) {
 // on loopback before a write blocks, far more than a limited sender sends
 // before the test's deadline.
 func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.SendQueue, c.AckWindow, c.SocketRate = 4, 200*time.Millisecond, 0 })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	slow := h.dial(id, vals("agent", "slow")) // never reads
@@ -197,6 +201,7 @@ func slowConnected(h *harness, id string) bool {
 // TestGhostIsInvisibleAndUncounted: a ghost reads and sends, but is in no
 // presence frame, welcome list, member list or ack count.
 func TestGhostIsInvisibleAndUncounted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	obs := h.dial(id, vals("agent", "obs")).listen()
@@ -242,6 +247,7 @@ func toStrings(v any) []string {
 }
 
 func TestDeleteCredentials(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for i, send := range []func(tok string) []string{
 		func(tok string) []string { return []string{"X-Cluster-Token", tok} },
@@ -292,6 +298,7 @@ func TestDeleteCredentials(t *testing.T) {
 // is (connect, history, delete), and the answers name the id. A private
 // cluster has no slug: its name is none.
 func TestSlugWhereverAnID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public","name":"Tea Room"}`)
 	id, tok, admin := cl["cluster_id"].(string), cl["token"].(string), cl["admin_token"].(string)
@@ -327,6 +334,7 @@ func TestSlugWhereverAnID(t *testing.T) {
 // and slug (null for a private one); a lookup's online and members (empty
 // when nobody is); the lobby, never created, has no created_at.
 func TestClusterAnswersShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	keys := func(v map[string]any) string { return fmt.Sprint(slices.Sorted(maps.Keys(v))) }
 	const created = "[admin_token cluster_id created_at description name protocol slug token topic visibility ws]"
@@ -366,6 +374,7 @@ func TestClusterAnswersShape(t *testing.T) {
 // TestClusterTextMustBeUTF8: a name, topic or description that is not
 // UTF-8 is refused with 400, not stored with U+FFFD in its place.
 func TestClusterTextMustBeUTF8(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, body := range []string{
 		"{\"visibility\":\"public\",\"name\":\"caf\xe9\"}",
@@ -383,6 +392,7 @@ func TestClusterTextMustBeUTF8(t *testing.T) {
 }
 
 func TestHistoryIsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, vis := range []string{Public, Private} {
 		cl := h.create(`{"visibility":"` + vis + `"}`)
@@ -419,6 +429,7 @@ func TestHistoryIsOwnerOnly(t *testing.T) {
 // over the per-origin limit is dropped before any socket, and the flooder
 // loses gossipsub score; so does a node sending malformed messages.
 func TestPeerFloodIsThrottled(t *testing.T) {
+	t.Parallel()
 	const rate = 20
 	h := newHarness(t, func(c *Config) { c.PeerRate = rate })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
@@ -431,7 +442,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), p.ID()) }, "a raw peer never joined the topic")
+		awaitSubscribed(t, room, topic, p, h)
 		return p, topic
 	}
 	ctx := context.Background()
@@ -461,6 +472,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 // its own limit, whatever the origins, and costs it score; the made-up
 // origins hold no ack (acks wait only for nodes a roster exchange proved).
 func TestFloodUnderMadeUpOrigins(t *testing.T) {
+	t.Parallel()
 	const rate = 20
 	h := newHarness(t, func(c *Config) { c.RelayRate, c.AckWindow = rate, time.Minute })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
@@ -486,7 +498,7 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
+	testkit.Eventually(t, 10*time.Second, func() bool { return slices.Contains(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
 
 	const n = 400
 	start := time.Now()
@@ -517,19 +529,29 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 	}
 }
 
-func containsPeer(ps []peer.ID, p peer.ID) bool {
-	for _, x := range ps {
-		if x == p {
-			return true
-		}
+// awaitSubscribed waits until room knows that raw peer p subscribes to its
+// topic, and p's subscription topic (if any) that the room's node does:
+// what either publishes before may reach nobody.
+func awaitSubscribed(t *testing.T, room *room, topic *p2p.Topic, p *p2p.Host, h *harness) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := room.topic.AwaitPeer(ctx, p.ID()); err != nil {
+		t.Fatalf("the room never saw the raw peer on the topic: %v", err)
 	}
-	return false
+	if topic == nil {
+		return
+	}
+	if err := topic.AwaitPeer(ctx, h.host.ID()); err != nil {
+		t.Fatalf("the raw peer never saw the room on the topic: %v", err)
+	}
 }
 
 // TestInvalidUTF8: a text frame that is not UTF-8 closes its socket with
 // 1007 (RFC 6455); a peer's message whose payload is not UTF-8 is rejected
 // before it reaches any socket.
 func TestInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -553,7 +575,7 @@ func TestInvalidUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
-	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
+	awaitSubscribed(t, room, topic, raw, h)
 	msg := func(payload string) []byte {
 		return []byte(`{"t":"msg","id":"m` + payload + `","from":"rogue","ts":1,"epoch":1,"seq":1,"payload":"` + payload + `"}`)
 	}
@@ -576,6 +598,7 @@ func TestInvalidUTF8(t *testing.T) {
 // at the rate (it stops reading the socket meanwhile), and every message
 // is sent and acked.
 func TestSendLimits(t *testing.T) {
+	t.Parallel()
 	// sendAll sends n messages from each of senders and counts, across
 	// them, the acks and rate_limited errors that come back: each message
 	// gets one or the other.
@@ -640,7 +663,8 @@ func TestSendLimits(t *testing.T) {
 		// before them are taken, and the keepalive does not take it for
 		// dead, though its pong waits behind its frames.
 		const rate, n = 10, 25
-		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst, c.PingInterval = rate, 1, 200*time.Millisecond })
+		clk := clock.NewManual(time.Now())
+		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst, c.Clock = rate, 1, clk })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		other := h.dial(id, vals("agent", "other")).listen()
 		other.next(KindWelcome)
@@ -655,6 +679,14 @@ func TestSendLimits(t *testing.T) {
 			defer cancel()
 			pinged <- c.conn.Ping(ctx)
 		}()
+		// Two keepalive pings while the rate holds the reader back: the
+		// second as soon as the other socket answered the first (a frame
+		// of chatty's read meanwhile is unlikely: one comes every 100 ms).
+		sk := socketOf(h, "chatty")
+		testkit.Eventually(t, 10*time.Second, sk.held.Load, "the rate never held the reader back")
+		clk.Advance(DefaultPingInterval)
+		testkit.Eventually(t, 10*time.Second, socketOf(h, "other").heard.Load, "the other socket did not answer the ping")
+		clk.Advance(DefaultPingInterval)
 		other.send("while you wait")
 		acks := 0
 		for got := false; !got; {
@@ -752,7 +784,7 @@ func withMuteNode(t *testing.T) (*harness, *client, *clock.Manual) {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
-	testkit.Eventually(t, 10*time.Second, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
+	awaitSubscribed(t, room, nil, mute, h)
 	exchangeRoster(t, mute, h, id, roster{Epoch: 1})
 	return h, c, clk
 }
@@ -772,6 +804,18 @@ func exchangeRoster(t *testing.T, p *p2p.Host, h *harness, id string, ro roster)
 	}
 }
 
+// socketOf is the harness's socket of handle.
+func socketOf(h *harness, handle string) *socket {
+	h.t.Helper()
+	for _, sk := range h.svc.allSockets() {
+		if sk.handle == handle {
+			return sk
+		}
+	}
+	h.t.Fatalf("no socket of %s", handle)
+	return nil
+}
+
 // onlySocket is the one socket of the harness's one room.
 func onlySocket(h *harness) *socket {
 	for _, sk := range h.svc.allSockets() {
@@ -785,6 +829,7 @@ func onlySocket(h *harness) *socket {
 // sockets every PingInterval: one that answers stays, one that does not
 // is closed at the next ping.
 func TestKeepalive(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewManual(time.Now())
 	h := newHarness(t, func(c *Config) { c.Clock = clk })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
@@ -794,12 +839,7 @@ func TestKeepalive(t *testing.T) {
 	if f := alive.nextControl(t); f.Header.OpCode != ws.OpPong || string(f.Payload) != "hi" {
 		t.Fatalf("the server answered a ping with %v %q", f.Header.OpCode, f.Payload)
 	}
-	var sk *socket
-	for _, s := range h.svc.allSockets() {
-		if s.handle == "alive" {
-			sk = s
-		}
-	}
+	sk := socketOf(h, "alive")
 	for i := range 3 { // mute goes at the second ping; alive answers each
 		clk.Advance(DefaultPingInterval)
 		if f := alive.nextControl(t); f.Header.OpCode != ws.OpPing {
@@ -830,6 +870,7 @@ func TestKeepalive(t *testing.T) {
 // hook ran) starts no room in the deleted cluster: it gets the closed
 // frame and close 1000, like the cluster's other sockets.
 func TestSocketOfADeletedCluster(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	created := h.create(`{"visibility":"public"}`)
 	id := created["cluster_id"].(string)
