@@ -29,10 +29,10 @@ type jsPeer struct {
 }
 
 // startJSPeer runs the reference peer connected to nodes, on cluster id's
-// topic (with the token, if any; private says which topic without it).
+// topic (with the token, if any; private says which topic without it);
+// the test has called npmtest.Require.
 func startJSPeer(t *testing.T, id, token string, private bool, nodes ...*Node) *jsPeer {
 	t.Helper()
-	npmtest.Require(t, jsPeerDir, "libp2p")
 	args := []string{"peer.mjs", "--cluster", id}
 	for _, n := range nodes {
 		for _, a := range n.host.Addrs() {
@@ -169,6 +169,8 @@ func messageWith(rx *wsClient, payload string) map[string]any {
 // the node counted the echoes of its own messages as invalid, graylisted
 // the peer and it heard nothing from the other node for minutes).
 func TestJSPeerPublicCluster(t *testing.T) {
+	t.Parallel()
+	npmtest.Require(t, jsPeerDir, "libp2p")
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -218,6 +220,8 @@ func TestJSPeerPublicCluster(t *testing.T) {
 // speaks through the seal; without it, it reads nothing, and the messages
 // it re-publishes reach no socket.
 func TestJSPeerPrivateCluster(t *testing.T) {
+	t.Parallel()
+	npmtest.Require(t, jsPeerDir, "libp2p")
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{"name":"js vault"}`)

@@ -116,6 +116,7 @@ func (tap *tappedTopic) republish(msgs []*pubsub.Message, key crypto.PrivKey) {
 // included, gets a message twice; each copy is refused as invalid before
 // delivery, and the peer loses gossipsub score.
 func TestWallPrivateReplay(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	keyB := identity.GenerateKey()
 	b := m.joinWith(func(cfg *Config) { cfg.Key = keyB })
@@ -182,6 +183,7 @@ func TestWallPrivateReplay(t *testing.T) {
 // proves a did for a handle unproven sockets hold takes the handle over:
 // those are closed, and the member is announced as verified.
 func TestWallImpostorAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)

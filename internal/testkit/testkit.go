@@ -2,14 +2,18 @@
 // time: Eventually waits for what happens in its own time (a write
 // reaching another node, a process starting), polling a condition until
 // it holds and failing the test once a deadline passes; Slow leaves the
-// tests that start processes, a browser or npm out of the fast loop
-// (go test -short); Buffer collects output that goroutines write while
-// the test reads it. A deadline is a bound on a loaded machine, never a
-// figure under test: what a duration should be is measured by benchmarks.
+// tests that start processes, a browser or npm, and heavy scenarios, out
+// of the fast loop (go test -short); Waiting lets a package whose tests
+// mostly wait run more of them at once; Buffer collects output that
+// goroutines write while the test reads it. A deadline is a bound on a
+// loaded machine, never a figure under test: what a duration should be is
+// measured by benchmarks.
 package testkit
 
 import (
 	"bytes"
+	"flag"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -32,12 +36,28 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format st
 	}
 }
 
-// Slow skips t under go test -short, saying what it would have started
-// (processes, a browser, npm): go test ./... runs it, as CI does.
+// Slow skips t under go test -short, saying what makes it slow: it
+// starts processes, a browser or npm, or it is a heavy scenario whose
+// path a lighter test covers in the fast loop. go test ./... runs it, as
+// CI does.
 func Slow(t testing.TB, what string) {
 	t.Helper()
 	if testing.Short() {
-		t.Skipf("-short: skipping a test that starts %s", what)
+		t.Skipf("-short: skipping a test that needs %s", what)
+	}
+}
+
+// Waiting sets go test's -parallel to n unless the command line gives it:
+// call it in TestMain, before m.Run, for a package whose tests spend most
+// of their time waiting (on timers, on nodes over loopback) rather than
+// computing, so that its t.Parallel tests overlap their waits beyond
+// GOMAXPROCS (the default).
+func Waiting(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }
 
