@@ -36,10 +36,7 @@ type runs struct {
 // advanceUntil moves the clock a second at a time until cond holds.
 func (h *harness) advanceUntil(what string, cond func() bool) {
 	h.t.Helper()
-	testkit.Eventually(h.t, 10*time.Second, func() bool {
-		h.clk.Advance(time.Second)
-		return cond()
-	}, "timed out waiting for %s", what)
+	testkit.Advance(h.t, 10*time.Second, h.clk, time.Second, cond, "timed out waiting for %s", what)
 }
 
 // TestCronsFireTimeOutAndRestart: on the crons owner, a due job runs and

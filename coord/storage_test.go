@@ -73,8 +73,7 @@ func TestArchives(t *testing.T) {
 	if s := h.storage(); s.Archives == 0 {
 		t.Fatalf("storage %+v", s)
 	}
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		h.clk.Advance(time.Hour)
+	testkit.Advance(t, 10*time.Second, h.clk, time.Hour, func() bool {
 		_, err := os.Stat(archives[0])
 		return os.IsNotExist(err)
 	}, "timed out waiting for the archive to be deleted after a day")

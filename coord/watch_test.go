@@ -109,13 +109,8 @@ func setInterval(t *testing.T, dir string, autoUpdate bool) {
 // untilCount moves the clock 10 s at a time until *n reaches want.
 func (h *harness) untilCount(s *site, n *int, want int) {
 	h.t.Helper()
-	testkit.Eventually(h.t, 10*time.Second, func() bool {
-		if s.count(n) >= want {
-			return true
-		}
-		h.clk.Advance(10 * time.Second)
-		return false
-	}, "timed out waiting for %d requests to the site", want)
+	testkit.Advance(h.t, 10*time.Second, h.clk, 10*time.Second, func() bool { return s.count(n) >= want },
+		"timed out waiting for %d requests to the site", want)
 }
 
 // TestInstructionFiles: the per-tool files are rendered from the source,
@@ -177,11 +172,8 @@ func TestInstructionFiles(t *testing.T) {
 	h.write(".standard-version", "20\n")
 	// Caught up once /health says so: a check reads the pinned version
 	// after the site answered it, so the site's count alone is too early.
-	testkit.Eventually(t, 10*time.Second, func() bool {
+	testkit.Advance(t, 10*time.Second, h.clk, 10*time.Second, func() bool {
 		h.get("/health", &hl)
-		if hl.Standard.Drift {
-			h.clk.Advance(10 * time.Second)
-		}
 		return !hl.Standard.Drift
 	}, "timed out waiting for the project to catch up")
 	h.write(".standard-version", "18\n")

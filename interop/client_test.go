@@ -43,6 +43,7 @@ func (h *harness) card(c *Client) *Card {
 func TestClientWaitsForAFinalizingProvider(t *testing.T) {
 	for _, published := range []bool{true, false} {
 		t.Run(map[bool]string{true: "commitment in the card", false: "no commitment in the card"}[published], func(t *testing.T) {
+			t.Parallel() // each waits for finality
 			h := newHarness(t, func(pc *PaymentConfig) { pc.Commitment = CommitmentFinalized })
 			c := payingClient(t, h, h.chain)
 			card, err := c.Card(context.Background(), h.srv.URL)

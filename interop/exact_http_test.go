@@ -238,6 +238,7 @@ func TestExactRejectedFreesTheNonce(t *testing.T) {
 func TestExactPending(t *testing.T) {
 	short := func(pc *PaymentConfig) { pc.SettleTimeout = 5 * time.Second }
 	t.Run("lands on the retry", func(t *testing.T) {
+		t.Parallel() // each waits SettleTimeout
 		h := newExactHarness(t, short)
 		s := h.exactSpec(h.challengeV2(`{}`))
 		h.chain.DropSends(true)
@@ -255,6 +256,7 @@ func TestExactPending(t *testing.T) {
 		}
 	})
 	t.Run("expires meanwhile", func(t *testing.T) {
+		t.Parallel()
 		h := newExactHarness(t, short)
 		s := h.exactSpec(h.challengeV2(`{}`))
 		h.chain.DropSends(true)

@@ -735,9 +735,8 @@ func TestSendLimits(t *testing.T) {
 		if n > maxUnanswered {
 			t.Fatalf("%d frames await answers, over the bound %d", n, maxUnanswered)
 		}
-		acks := 0
-		testkit.Eventually(t, 10*time.Second, func() bool {
-			clk.Advance(DefaultAckWindow) // each ack waits its window, from when its frame was read
+		acks := 0 // each ack waits its window, from when its frame was read
+		testkit.Advance(t, 10*time.Second, clk, DefaultAckWindow, func() bool {
 			for {
 				select {
 				case f := <-c.frames:

@@ -137,13 +137,7 @@ func job(t *testing.T, s Spec) Job {
 // failing after 20 s of real time.
 func advanceUntil(t *testing.T, clk *clock.Manual, what string, cond func() bool) {
 	t.Helper()
-	testkit.Eventually(t, 20*time.Second, func() bool {
-		if cond() {
-			return true
-		}
-		clk.Advance(time.Second)
-		return false
-	}, "timed out waiting for %s", what)
+	testkit.Advance(t, 20*time.Second, clk, time.Second, cond, "timed out waiting for %s", what)
 }
 
 func newScheduler(t *testing.T, device string) (*Scheduler, *clock.Manual, *events) {

@@ -1,13 +1,14 @@
 // Package testkit is what every package's tests share for what takes
 // time: Eventually waits for what happens in its own time (a write
 // reaching another node, a process starting), polling a condition until
-// it holds and failing the test once a deadline passes; Slow leaves the
-// tests that start processes, a browser or npm, and heavy scenarios, out
-// of the fast loop (go test -short); Waiting lets a package whose tests
-// mostly wait run more of them at once; Buffer collects output that
-// goroutines write while the test reads it. A deadline is a bound on a
-// loaded machine, never a figure under test: what a duration should be is
-// measured by benchmarks.
+// it holds and failing the test once a deadline passes, and Advance moves
+// a manual clock until something happens; Slow leaves the tests that
+// start processes, a browser or npm, and heavy scenarios, out of the fast
+// loop (go test -short); Waiting lets a package whose tests mostly wait
+// run more of them at once; Buffer collects output that goroutines write
+// while the test reads it. A deadline is a bound on a loaded machine,
+// never a figure under test: what a duration should be is measured by
+// benchmarks.
 package testkit
 
 import (
@@ -17,22 +18,48 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
-// Interval is how often Eventually asks again.
-const Interval = 10 * time.Millisecond
+// Interval is how often Eventually asks again; AdvanceInterval how long
+// Advance lets the code under test react to each step of the clock.
+const (
+	Interval        = 10 * time.Millisecond
+	AdvanceInterval = 2 * time.Millisecond
+)
 
 // Eventually calls cond every Interval until it reports true. If timeout
 // passes first, it fails t with the message format and args make (and
 // how long it waited).
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
+	poll(t, timeout, Interval, cond, format, args...)
+}
+
+// Advance moves clk on until cond holds: while cond reports false, it
+// moves clk by step and lets the code under test react for
+// AdvanceInterval of real time. If timeout (real time) passes first, it
+// fails t as Eventually does.
+func Advance(t testing.TB, timeout time.Duration, clk *clock.Manual, step time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	poll(t, timeout, AdvanceInterval, func() bool {
+		if cond() {
+			return true
+		}
+		clk.Advance(step)
+		return false
+	}, format, args...)
+}
+
+func poll(t testing.TB, timeout, every time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf(format+" (waited %s)", append(args, timeout)...)
 		}
-		time.Sleep(Interval)
+		time.Sleep(every)
 	}
 }
 
