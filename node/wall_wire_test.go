@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -236,5 +237,70 @@ func TestWallImpostorAcrossNodes(t *testing.T) {
 		if p["agent"] == "dave" && p["status"] == "offline" {
 			t.Fatalf("dave went offline on b: %v", p)
 		}
+	}
+}
+
+// presenceOf returns the next presence frame rx gets about handle with
+// status online, skipping others (and every other frame but messages,
+// which fail the test).
+func presenceOf(rx *wsClient, handle string) map[string]any {
+	rx.t.Helper()
+	for {
+		if p := rx.next("presence"); p["agent"] == handle && p["status"] == "online" {
+			return p
+		}
+	}
+}
+
+// TestWallUnprovenElsewhere: a socket without a proof holds a handle on c
+// when a member proves a did for it on b. The unproven socket is not
+// closed from afar (docs/api.md, Identity is per socket), but the handle
+// is the proven member's everywhere: c's own sockets are told so (a
+// presence frame with did_verified), the unproven socket's messages carry
+// no did on any node, direct messages reach only the proven socket; once
+// the proven member leaves, c's sockets see the unproven one again.
+func TestWallUnprovenElsewhere(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
+	key := identity.GenerateKey()
+	did := didOf(key)
+	alice := enterWall(t, b, id, q("agent", "alice"))
+	bob := enterWall(t, c, id, q("agent", "bob"))
+	early := enterWall(t, c, id, q("agent", "carol", "did", did))
+	for _, rx := range []*wsClient{alice, bob} {
+		if p := presenceOf(rx, "carol"); p["did_verified"] != false {
+			t.Fatalf("the unproven carol: %v", p)
+		}
+	}
+
+	ch := challenge(t, b, id)
+	carol := enterWall(t, b, id, q("agent", "carol", "did", did, "challenge", ch, "sig", wall.SignConnect(key, id, "carol", ch, time.Now())))
+	for _, rx := range []*wsClient{alice, bob} {
+		if p := presenceOf(rx, "carol"); p["did_verified"] != true || p["did"] != did {
+			t.Fatalf("carol proved her did on b: %v", p)
+		}
+	}
+
+	early.send("from the unproven socket")
+	for _, rx := range []*wsClient{alice, bob, carol} {
+		if f := messageWith(rx, "from the unproven socket"); f["from"] != "carol" || f["from_did"] != nil || f["did_verified"] != nil {
+			t.Fatalf("the unproven socket's message: %v", f)
+		}
+	}
+	early.next("ack")
+	bob.send(map[string]any{"to": "carol", "payload": "for carol"})
+	if f := carol.next("message"); f["payload"] != "for carol" {
+		t.Fatalf("the proven carol got %v", f)
+	}
+	if a := bob.next("ack"); a["delivered"] != 1.0 {
+		t.Fatalf("a direct message to carol reached %v sockets", a["delivered"])
+	}
+	early.quiet(time.Second)
+
+	carol.conn.Close(websocket.StatusNormalClosure, "")
+	if p := presenceOf(bob, "carol"); p["did_verified"] != false {
+		t.Fatalf("the proven carol left: %v", p)
 	}
 }

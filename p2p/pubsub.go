@@ -39,7 +39,8 @@ const (
 //     so the first hop costs no mesh formation delay.
 //   - Messages are signed by their origin and signatures are required
 //     (strict), so a message's origin (Message.GetFrom) is authentic and
-//     validators may trust it.
+//     validators may trust it. What gossipsub refuses for its signature,
+//     before any validator, is counted as invalid (signatureDrops).
 //   - Peer scoring penalises peers that forward invalid messages and
 //     misbehave at the protocol level; below the graylist threshold a peer
 //     is ignored. IP colocation is not penalised: many honest nodes share an
@@ -65,6 +66,7 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithMessageSigning(true),
 		pubsub.WithMessageIdFn(MessageID),
 		pubsub.WithAppSpecificRpcInspector(inspectRPC(h.h.ID())),
+		pubsub.WithRawTracer(signatureDrops{h}),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
 		pubsub.WithValidateQueueSize(validateQueue),
@@ -112,9 +114,10 @@ func (h *Host) PeerScore(p peer.ID) float64 {
 }
 
 // topicScoreParams: each invalid message a peer forwards costs it 50 points
-// (squared counter, decaying by half in about ten minutes), so a handful of
-// invalid messages pushes a flooding peer below the gossip and publish
-// thresholds, and sustained abuse below the graylist.
+// (squared counter, decaying to 1% in ten minutes: a half-life of about
+// 90 s, TestScoreFigures), so a handful of invalid messages pushes a
+// flooding peer below the gossip and publish thresholds, and sustained
+// abuse below the graylist.
 func topicScoreParams() *pubsub.TopicScoreParams {
 	return &pubsub.TopicScoreParams{
 		TopicWeight:                    1,

@@ -283,12 +283,11 @@ func newCluster(vis string, meta Meta, created int64) (rec *Record, signed Signe
 	rec = &Record{V: recordVersion, ID: clusterID(pub), Admin: base64.StdEncoding.EncodeToString(pub),
 		Visibility: vis, Created: created}
 	rec.Verifier = tokenVerifier(rec.ID, token)
-	rec.TokenWrap = base64.StdEncoding.EncodeToString(newSealer(rec.ID, admin).seal("token wrap", []byte(token)))
+	rec.TokenWrap = wrapToken(rec.ID, admin, token)
 	if vis == Public {
 		rec.Meta = &meta
 	} else {
-		b, _ := json.Marshal(meta)
-		rec.Sealed = base64.StdEncoding.EncodeToString(newSealer(rec.ID, token).seal("meta", b))
+		rec.Sealed = sealedMeta(newSealer(rec.ID, token), meta)
 	}
 	signed, err = sign(key, recordTag, rec)
 	return rec, signed, token, admin, err
@@ -320,6 +319,9 @@ func newSealer(id, token string) *sealer {
 	}
 	return &sealer{id: id, aead: aead}
 }
+
+// sealOverhead is what sealing adds: a nonce and a tag.
+const sealOverhead = chacha20poly1305.NonceSizeX + chacha20poly1305.Overhead
 
 var errUnseal = errors.New("wall: cannot open sealed data")
 

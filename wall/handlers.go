@@ -392,6 +392,10 @@ func (s *Service) serveSocket(cl *Cluster, token string, sk *socket) {
 	case errors.Is(err, ErrClusterNotFound): // deleted since the lookup
 		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: causeDeleted.reason}), causeDeleted)
 		return
+	case errors.Is(err, errTermsChanged): // made private or public since the lookup
+		c := s.termsCause(cl.ID)
+		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: c.reason}), c)
+		return
 	case errors.Is(err, ErrRoomFull): // since checkRoom
 		sk.abort(causeFull)
 		return

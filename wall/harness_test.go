@@ -39,6 +39,7 @@ type harness struct {
 	host *p2p.Host
 	srv  *httptest.Server
 	cat  *Catalog
+	log  *cmdlog.Log
 }
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
@@ -70,7 +71,7 @@ func newHarnessOn(t *testing.T, hc p2p.Config, tweak func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.Close() })
-	h := &harness{t: t, host: host, cat: NewCatalog(log)}
+	h := &harness{t: t, host: host, cat: NewCatalog(log), log: log}
 	mux := httpx.NewMux()
 	h.srv = httptest.NewServer(httpx.Recover(nil, mux))
 	cfg := Config{Catalog: h.cat, Log: cmdlog.NewLocal(log), Host: host, PublicURL: h.srv.URL,

@@ -17,9 +17,12 @@ import (
 // handle on this node takes the handle over, and those are closed. Frames
 // say did_verified only of the socket (or the member) that proved the key,
 // and direct messages to a handle held with a proof go only to sockets
-// that proved it: an unproven socket on another node that held the handle
-// before the proof came (it is not closed from afar) keeps its own frames,
-// marked unverified, and receives none of them.
+// that proved it. An unproven socket on another node that held the handle
+// before the proof came is not closed from afar: it stays, receives no
+// direct message, and its messages carry no did on any node (its own
+// strips it once it knows of the proof, every other node whatever its
+// node says: believedLocked); presence, the online lists and the cluster's
+// members show the handle as the member who proved it (presentLocked).
 
 // ErrHandleTaken: the handle is held by a member that proved its did.
 var ErrHandleTaken = httpx.E(http.StatusConflict, "handle_taken",
@@ -33,15 +36,8 @@ var causeTaken = &closeCause{ws.StatusPolicyViolation, "handle taken by a member
 // of key, here or on another node (a view's members come from rosters
 // whose proofs were checked), if any.
 func (r *room) provedHolderLocked(h string) (member, bool) {
-	if lm := r.local[h]; lm != nil && lm.m.verified() {
-		return lm.m, true
-	}
-	for _, n := range r.remote {
-		if m, ok := n.members[h]; ok && m.verified() {
-			return m, true
-		}
-	}
-	return member{}, false
+	m, on := r.presentLocked(h)
+	return m, on && m.verified()
 }
 
 // mayHoldLocked reports whether socket s may act as its handle: the handle

@@ -349,18 +349,7 @@ func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 // deliverReadyLocked delivers node origin's messages ready, in order.
 func (r *room) deliverReadyLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
 	for _, w := range ready {
-		if !n.known && w.FromDID != "" {
-			// A stranger is a key no node checked: what it says of a
-			// sender's did is not passed on.
-			anon := *w
-			anon.FromDID, anon.Verified = "", false
-			w = &anon
-		} else if m, ok := n.members[w.From]; w.Verified && (!ok || !m.verified() || m.DID != w.FromDID) {
-			// Verified only as the node's roster proves it.
-			unproven := *w
-			unproven.Verified = false
-			w = &unproven
-		}
+		w = r.believedLocked(n, w)
 		d := newDelivery()
 		r.fanOutLocked(w, nil, d)
 		d.seal()
@@ -368,6 +357,34 @@ func (r *room) deliverReadyLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 			r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
 		}
 	}
+}
+
+// believedLocked is message w of node n as this node passes it on. A
+// stranger is a key no node checked: what it says of a sender's did is
+// not passed on. A known node's message is verified only as its roster
+// proves it; and one that is not, from a handle held by a member who
+// proved its did (identity.go), does not carry a did either: only that
+// member speaks with it (its node may not have heard of the proof yet
+// when it sent the message, or be of the release before).
+func (r *room) believedLocked(n *remoteNode, w *wireMsg) *wireMsg {
+	did, verified := w.FromDID, w.Verified
+	if m, ok := n.members[w.From]; !n.known || !ok || !m.verified() || m.DID != did {
+		verified = false
+	}
+	switch {
+	case !n.known:
+		did = ""
+	case !verified && did != "":
+		if _, held := r.provedHolderLocked(w.From); held {
+			did = ""
+		}
+	}
+	if did == w.FromDID && verified == w.Verified {
+		return w
+	}
+	b := *w
+	b.FromDID, b.Verified = did, verified
+	return &b
 }
 
 // flushAt delivers, at time at, what node p's sequencer gave up waiting

@@ -161,7 +161,10 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	if d := now.Sub(time.Unix(h.TS, 0)); d > identity.ClockTolerance || d < -identity.ClockTolerance {
 		return ErrStaleProof.With("the proof's ts is %ds away from the node's clock (limit %ds)", int64(d/time.Second), int64(identity.ClockTolerance/time.Second))
 	}
-	j.proof, j.challenge, j.signed = proof, challenge, h
+	// The member carries the proof re-encoded (one space between fields,
+	// the key and signature in padded standard base64): what the client
+	// sent may pad it with white space, which every roster would carry.
+	j.proof, j.challenge, j.signed = h.String(), challenge, h
 	return nil
 }
 

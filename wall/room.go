@@ -56,7 +56,7 @@ type room struct {
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
 	local   map[string]*localMember
-	epoch   uint64 // of this room, random: a roster's revs count from it
+	epoch   uint64 // of this room: its start in Unix µs (Service.nextEpoch); a roster's revs count from it
 	rev     uint64 // changes of the local roster
 	digest  digest // of the local roster
 	remote  map[peer.ID]*remoteNode

@@ -26,10 +26,6 @@ const (
 	// receiptProtoV1 carries one receipt per stream, from nodes of the
 	// release before receipts were batched.
 	receiptProtoV1 = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
-	// A roster travels as JSON, base64 inside the request's JSON: twice
-	// its members' worst case covers both.
-	maxRosterReq  = 2 * (maxRoster*(maxHandleLen+maxDIDLen+maxProof+maxChallenge+128) + 4096)
-	maxRosterResp = maxRosterReq
 )
 
 // Service is the wall on one node.
@@ -90,6 +86,7 @@ func New(cfg Config) (*Service, error) {
 		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{},
 		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces).LimitScope(proofNoncesPerClient(cfg.ProofNonces)),
 		proofs:      newProofMemory(), challenges: newChallenger()}
+	cfg.Catalog.setClock(cfg.Clock.Now)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -112,6 +109,8 @@ func (s *Service) Start(context.Context) error {
 		})
 	})
 	s.cfg.Catalog.OnBoard(s.boardEvent)
+	s.cfg.Catalog.OnUpdate(func(u ClusterUpdate) { s.goroutine(func() { s.clusterUpdated(u) }) })
+	s.cfg.Catalog.OnRestore(func() { s.goroutine(s.recheckRooms) })
 	h.OnRendezvousNode(s.rendezvousBack)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
@@ -196,6 +195,11 @@ func (s *Service) goroutine(fn func()) bool {
 // s.mu: a deletion committed before that check fails enter with
 // ErrClusterNotFound; one committed after it finds the room in s.rooms
 // (the delete hook takes s.mu too) and closes it with its sockets.
+// Likewise for a change of visibility (cluster_update.go): sk was admitted
+// under cl's terms, and enters only a room of the same terms that the
+// catalog still holds; a room of earlier terms is closed (its sockets
+// would be, by the update's hook), and a socket of earlier terms refused
+// (errTermsChanged).
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -206,7 +210,11 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		r := s.rooms[cl.ID]
 		creating := r == nil
 		if creating {
-			if _, err := s.cfg.Catalog.Get(cl.ID); err != nil {
+			cur, err := s.cfg.Catalog.Get(cl.ID)
+			if err == nil && !sameTerms(cur, cl) {
+				err = errTermsChanged
+			}
+			if err != nil {
 				s.mu.Unlock()
 				return nil, err
 			}
@@ -225,6 +233,12 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 			}
 		} else {
 			<-r.ready
+			if !sameTerms(r.cl, cl) {
+				if err := s.closeStale(r, cl); err != nil {
+					return nil, err
+				}
+				continue
+			}
 		}
 		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
 			return r, err
@@ -260,9 +274,13 @@ func (s *Service) closeRoom(id string, c *closeCause) {
 	s.mu.Lock()
 	r := s.rooms[id]
 	s.mu.Unlock()
-	if r == nil {
-		return
+	if r != nil {
+		s.shut(r, c)
 	}
+}
+
+// shut is closeRoom of room r.
+func (s *Service) shut(r *room, c *closeCause) {
 	<-r.ready
 	r.mu.Lock()
 	first := !r.closed
@@ -452,13 +470,8 @@ var errNotServing = errors.New("wall: the node does not serve the cluster")
 // with peek, the asker only looks (it does not serve the cluster, or
 // checks a roster it holds).
 func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sealer, mine roster, peek bool) (roster, error) {
-	q := rosterRequest{Cluster: id, Peek: peek}
-	if seal != nil {
-		q.Challenge = newRosterChallenge()
-	}
 	self := s.cfg.Host.ID()
-	q.Body = encodeWire(seal, rosterReqAD(self, p, q.Challenge), mine)
-	req := encodeWire(nil, "", q)
+	q, req := newRosterRequest(self, p, id, seal, mine, peek)
 	raw, err := s.cfg.Host.Request(ctx, p, rosterProto, req, maxRosterResp)
 	if err != nil {
 		return roster{}, err

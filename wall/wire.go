@@ -62,6 +62,25 @@ const maxWire = MaxFrame + (maxRecipients+1)*(2*maxHandleLen+3) + maxDIDLen + 10
 // maxRoster bounds the members one node reports.
 const maxRoster = 10_000
 
+// The size of a roster on the roster stream (docs/wire.md 7.2), which a
+// node reads whole from any peer that asks: bounded by the largest roster
+// a node of this release makes. A member of it is at most maxMemberJSON
+// bytes of JSON (a comma included): the keys and punctuation, a handle
+// whose every byte JSON escapes (a quote or backslash takes two), and a
+// did likewise. A member that proved its did has a did:key (56 bytes),
+// its proof as this node re-encodes it (proof.go: at most 413 bytes, a
+// nonce of 128 escaped bytes included) and this node's challenge (32):
+// less than an escaped did. The answer is the roster, sealed; the request
+// carries it as base64 in its JSON.
+const (
+	maxMemberJSON = len(`{"agent":"","did":"","vis":"private","proof":"","challenge":""},`) + 2*maxHandleLen + 2*maxDIDLen
+	// maxRosterJSON: maxRoster members, and epoch, rev and seq of 20
+	// digits each.
+	maxRosterJSON = maxRoster*maxMemberJSON + 128
+	maxRosterResp = maxRosterJSON + sealOverhead
+	maxRosterReq  = 4*((maxRosterResp+2)/3) + 256 // base64, and the request's other fields
+)
+
 type wireMsg struct {
 	T string `json:"t"`
 
@@ -243,6 +262,18 @@ type rosterRequest struct {
 	// Challenge is fresh for each request of a private cluster's roster:
 	// base64url of challengeSize random bytes.
 	Challenge string `json:"challenge,omitempty"`
+}
+
+// newRosterRequest is the request of node asker to node asked for its
+// roster of cluster id (sealed with seal, for a private cluster), telling
+// it mine; and its encoding.
+func newRosterRequest(asker, asked peer.ID, id string, seal *sealer, mine roster, peek bool) (rosterRequest, []byte) {
+	q := rosterRequest{Cluster: id, Peek: peek}
+	if seal != nil {
+		q.Challenge = newRosterChallenge()
+	}
+	q.Body = encodeWire(seal, rosterReqAD(asker, asked, q.Challenge), mine)
+	return q, encodeWire(nil, "", q)
 }
 
 // challengeSize is the size of a roster request's challenge, in bytes.

@@ -11,6 +11,7 @@
 //   {"event":"message","from":…,"payload":…,"origin":…}  a wall msg it could read
 //   {"event":"unreadable","origin":…}        a message it could not open (no token)
 //   {"event":"sent","n":…} / {"event":"left"} / {"event":"joined"} / {"event":"replayed","count":…}
+//   {"event":"heartbeat"}                    a gossipsub heartbeat ended (its gossip, IHAVE, sent)
 //   {"event":"error","detail":…}
 // and takes commands:
 //   {"cmd":"send","from":"<handle>","payload":<any JSON>}
@@ -123,6 +124,8 @@ pubsub.addEventListener('message', (evt) => {
   try { w = JSON.parse(new TextDecoder().decode(plain)) } catch { return }
   if (w.t === 'msg') emit({ event: 'message', from: w.from, payload: w.payload, origin })
 })
+
+pubsub.addEventListener('gossipsub:heartbeat', () => emit({ event: 'heartbeat' }))
 
 // What this peer publishes: a room of its own (wire.md 4.1): an epoch in
 // microseconds, its msg seq, and n over everything it publishes.
