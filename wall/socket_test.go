@@ -48,29 +48,26 @@ func (h *harness) rawDial(id string, q url.Values) *rawConn {
 // code; it fails the test if the connection ends without one.
 func (c *rawConn) closeCode(t *testing.T) ws.StatusCode {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		f, err := ws.ReadFrame(c.r)
-		if err != nil {
-			t.Fatalf("no close frame: %v", err)
-		}
-		if f.Header.OpCode == ws.OpClose {
-			code, _ := ws.ParseCloseFrameData(f.Payload)
-			return code
-		}
-	}
+	code, _ := ws.ParseCloseFrameData(c.nextWhere(t, "close", func(op ws.OpCode) bool { return op == ws.OpClose }).Payload)
+	return code
 }
 
 // nextControl reads frames until a control frame, which it returns.
 func (c *rawConn) nextControl(t *testing.T) ws.Frame {
 	t.Helper()
+	return c.nextWhere(t, "control", ws.OpCode.IsControl)
+}
+
+// nextWhere reads frames until one whose opcode is, by is, what.
+func (c *rawConn) nextWhere(t *testing.T, what string, is func(ws.OpCode) bool) ws.Frame {
+	t.Helper()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
 		f, err := ws.ReadFrame(c.r)
 		if err != nil {
-			t.Fatalf("no control frame: %v", err)
+			t.Fatalf("no %s frame: %v", what, err)
 		}
-		if f.Header.OpCode.IsControl() {
+		if is(f.Header.OpCode) {
 			return f
 		}
 	}
