@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -26,10 +25,7 @@ import (
 
 // TestMain runs up to 8 tests at once: they mostly wait on loopback and
 // timers (3 s of CPU in 30, one at a time).
-func TestMain(m *testing.M) {
-	testkit.Waiting(8)
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.MainWaiting(m, 8) }
 
 // harness is one node's wall alone: its own directory, a libp2p host on
 // loopback and the HTTP surface on an httptest server.

@@ -21,7 +21,7 @@ import (
 // debug log as they were; once the first is killed (SIGKILL: no clean
 // release), the next daemon takes the project over, and a clean stop lets
 // it go.
-func TestCoordOneDaemonPerProject(t *testing.T) {
+func TestCoordOneDaemonPerProject(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
 	proj := t.TempDir()
 	os.WriteFile(filepath.Join(proj, "cluster.yaml"), []byte("id: one-daemon\n"), 0o644)

@@ -14,6 +14,7 @@ package testkit
 import (
 	"bytes"
 	"flag"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -86,6 +87,13 @@ func Waiting(n int) {
 	if !given {
 		flag.Set("test.parallel", strconv.Itoa(n))
 	}
+}
+
+// MainWaiting is the TestMain of such a package: it runs the tests, up to
+// n at once, and exits.
+func MainWaiting(m *testing.M, n int) {
+	Waiting(n)
+	os.Exit(m.Run())
 }
 
 // Buffer is a bytes.Buffer that goroutines may share: a command's output
