@@ -43,6 +43,7 @@ func (h *harness) advanceUntil(what string, cond func() bool) {
 // its record is readable; a job past its max runtime is killed and
 // restarted on failure, and only its last retention_runs records stay.
 func TestCronsFireTimeOutAndRestart(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "test-box", 1))
 	h := start(t, dir, nil)
@@ -85,6 +86,7 @@ func TestCronsFireTimeOutAndRestart(t *testing.T) {
 // TestCronsOnAnotherDevice: a daemon that is not the crons owner runs
 // nothing and says what it would have fired.
 func TestCronsOnAnotherDevice(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "build-box", 1))
 	h := start(t, dir, func(c *coord.Config) { c.DeviceID = "laptop" })

@@ -65,7 +65,7 @@ func checkEnv(t *testing.T, who string, env map[string]string, extra map[string]
 // --agent-env allows (the default list and more), cluster.yaml's env and
 // (turns) their MESH_COORD_* variables; not the daemon's own MESH_*
 // variables, nor any other.
-func TestAgentAndCronEnvironment(t *testing.T) {
+func TestAgentAndCronEnvironment(t *testing.T) { // not parallel: it sets the environment
 	withEnv(t)
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", `id: env
@@ -107,7 +107,7 @@ crons:
 // in the debug log and in the timeline's system message, and what a client
 // posts, are stored without the secrets of the environment, token-shaped
 // strings or bearer tokens; the log file on disk never holds them.
-func TestDebugLogRedactsOutput(t *testing.T) {
+func TestDebugLogRedactsOutput(t *testing.T) { // not parallel: it sets the environment
 	withEnv(t)
 	dir := project(t)
 	h := start(t, dir, withAgent(nil))

@@ -65,6 +65,7 @@ func (h *harness) refused() []string {
 // written; each refusal is a warning of /state and of the debug log, the
 // other files are rendered, and a refusal clears once the link is gone.
 func TestInstructionFilesStayInTheProject(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	out := t.TempDir()
 	pre := &harness{t: t, dir: dir}
@@ -120,6 +121,7 @@ func TestInstructionFilesStayInTheProject(t *testing.T) {
 // cron run records and a cron's cwd that lead outside the project are
 // refused, each with a warning, and nothing is written or run outside.
 func TestDaemonWritesStayInTheProject(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	out := t.TempDir()
 	ext, uploads, records, archives, elsewhere := filepath.Join(out, "ext"), filepath.Join(out, "uploads"), filepath.Join(out, "records"), filepath.Join(out, "archives"), filepath.Join(out, "elsewhere")
@@ -196,6 +198,7 @@ crons:
 // TestStateFolderLinkedOutside: a .coord that is a link out of the
 // project stops the daemon at start, before it writes anything there.
 func TestStateFolderLinkedOutside(t *testing.T) {
+	t.Parallel()
 	dir, out := project(t), t.TempDir()
 	if err := os.Symlink(out, filepath.Join(dir, ".coord")); err != nil {
 		t.Fatal(err)
@@ -216,6 +219,7 @@ func TestStateFolderLinkedOutside(t *testing.T) {
 // TestDebugLogLinkedOutside: a debug log that is a link out of the project
 // is not written (nor read); the daemon runs on and says so in /state.
 func TestDebugLogLinkedOutside(t *testing.T) {
+	t.Parallel()
 	dir, out := project(t), t.TempDir()
 	os.WriteFile(filepath.Join(out, "log"), []byte("theirs\n"), 0o600)
 	(&harness{t: t, dir: dir}).symlink(filepath.Join(out, "log"), ".coord/debug.jsonl")
@@ -233,6 +237,7 @@ func TestDebugLogLinkedOutside(t *testing.T) {
 // (say, to a file whose content someone else knows) is not taken: the
 // daemon does not start.
 func TestTokenLinkedOutside(t *testing.T) {
+	t.Parallel()
 	dir, out := project(t), t.TempDir()
 	os.WriteFile(filepath.Join(out, "known"), []byte("known-to-someone-else-0123456789\n"), 0o644)
 	(&harness{t: t, dir: dir}).symlink(filepath.Join(out, "known"), ".coord/token")

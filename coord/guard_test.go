@@ -197,6 +197,7 @@ func (g *guarded) try(m *matrix, route string, a attempt) {
 // changes. The daemon's own clients are still served: a program with
 // JSON and no Origin, and the dashboard's origin with the token.
 func TestCrossSiteWritesAreRefused(t *testing.T) {
+	t.Parallel()
 	g := startGuarded(t, func(c *coord.Config) { c.AllowedOrigins = []string{"localhost:3000"} })
 	before := files(t, g.dir)
 	m := &matrix{}
@@ -277,6 +278,7 @@ func maps(a, b map[string][32]byte) bool {
 // rebound name) is refused before any handler, reads, writes and the
 // event socket alike; the daemon's own names are served, the port aside.
 func TestHostIsChecked(t *testing.T) {
+	t.Parallel()
 	g := startGuarded(t, func(c *coord.Config) { c.AllowedHosts = []string{"coord.test", "*.dev.test"} })
 	port := g.url[strings.LastIndex(g.url, ":")+1:]
 	m := &matrix{}
@@ -363,6 +365,7 @@ func dialEvents(t *testing.T, url, host string, hdr http.Header) (int, string) {
 // TestEventsOrigin: the event socket opens for programs (no Origin) and
 // the allowed origins, not for a page of another site or an opaque one.
 func TestEventsOrigin(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), func(c *coord.Config) { c.AllowedOrigins = []string{"localhost:3000"} })
 	m := &matrix{}
 	defer m.log(t)
@@ -433,6 +436,7 @@ func upgradeRaw(t *testing.T, url string, hdr http.Header) (int, string) {
 // ignored, the socket stays; a message over 4 KiB closes it (1009), so a
 // client cannot make the daemon hold more.
 func TestClientMessagesAreIgnored(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -461,6 +465,7 @@ func TestClientMessagesAreIgnored(t *testing.T) {
 // restarts; with RequireToken every write needs it, programs' too; a
 // malformed token file stops the start.
 func TestToken(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := start(t, dir, nil)
 	tok := h.token()
@@ -504,6 +509,7 @@ func TestToken(t *testing.T) {
 // warning; the known token does not let a page write. The state folder
 // gets a .gitignore of "*", and one the developer wrote is kept.
 func TestATokenOthersMayKnowIsReplaced(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	known := "known-to-the-author-of-the-repository"
 	os.MkdirAll(filepath.Join(dir, ".coord"), 0o755)
@@ -571,6 +577,7 @@ func linesOf(log *testkit.Buffer, substr string) []string {
 // TestRefusalsAreLoggedOncePerClient: a refusal is logged at warn (and in
 // the debug log) the first time a client sends it, not at every retry.
 func TestRefusalsAreLoggedOncePerClient(t *testing.T) {
+	t.Parallel()
 	logs := &testkit.Buffer{}
 	h := start(t, project(t), func(c *coord.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

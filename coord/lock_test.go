@@ -18,6 +18,7 @@ import (
 // the port registry and the debug log stay as the first left them, and
 // each cron firing runs once. When the first stops, the project is free.
 func TestOneDaemonPerProject(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", "id: locked\ncrons_owner: test-box\ncrons:\n  - id: tick\n    schedule: \"* * * * *\"\n    cmd: echo fired >> fired.log\n")
 	base := freeRange(t, 2)

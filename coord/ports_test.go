@@ -62,6 +62,7 @@ func clusterProject(t *testing.T, id string, port int) string {
 // gets its sticky port again; a stopped cluster's sticky port goes to
 // others only when nothing else is free.
 func TestTwoDaemonsCompeteForPorts(t *testing.T) {
+	t.Parallel()
 	base := freeRange(t, 3)
 	reg := filepath.Join(t.TempDir(), "registry", "ports.json")
 	run := func(id string, explicit, preferred int) (*coord.Daemon, error) {
@@ -129,6 +130,7 @@ func TestTwoDaemonsCompeteForPorts(t *testing.T) {
 // TestDaemonsStartingTogether: daemons that choose at the same moment take
 // different ports (the registry is locked while one chooses).
 func TestDaemonsStartingTogether(t *testing.T) {
+	t.Parallel()
 	base := freeRange(t, 4)
 	reg := filepath.Join(t.TempDir(), "ports.json")
 	urls := make(chan string, 4)

@@ -17,6 +17,7 @@ import (
 // statuses normalised, walls by wall_order, the roadmap in chain order,
 // modules joined with their pages, docs with titles.
 func TestTheExampleProject(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	s := h.state()
 	if s.Cluster.ID != "acme-shop" || s.Cluster.Name != "Acme Shop" || s.Cluster.Type != "dev" || !s.Cluster.DebugEnabled ||
@@ -66,6 +67,7 @@ func TestTheExampleProject(t *testing.T) {
 // done with completed_at, and reopening the task brings it back to active
 // without completed_at. The initiative's file keeps every other byte.
 func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	before := h.read("roadmap/initiatives/auth.md")
@@ -107,6 +109,7 @@ func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
 // reopens leaves the archived wall, renumbered likewise. Files keep every
 // other byte.
 func TestReconcileRenumbersTheWallLeft(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	pre := &harness{t: t, dir: dir}
 	pre.write("roadmap/initiatives/payments.md", "---\nstatus: active\nwall_order: 1\n---\n# Payments\n")
@@ -146,6 +149,7 @@ func TestReconcileRenumbersTheWallLeft(t *testing.T) {
 // TestReconcileRecordsTheGitHead: in a git repository, an initiative that
 // completes records the commit HEAD names.
 func TestReconcileRecordsTheGitHead(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		if os.Getenv("MESH_REQUIRE_TOOLS") == "1" {
 			t.Fatal("git is not installed, and MESH_REQUIRE_TOOLS=1")
@@ -180,6 +184,7 @@ func TestReconcileRecordsTheGitHead(t *testing.T) {
 // keep every byte outside the keys moved; bad requests are refused with
 // their codes.
 func TestReorderAndArchive(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	searchBefore := h.read("roadmap/initiatives/search.md")
@@ -249,6 +254,7 @@ func TestReorderAndArchive(t *testing.T) {
 // does not lead the roadmap (the chain starts at the next one with tasks),
 // and the wall the archived initiative left is renumbered 0, 1, 2...
 func TestArchivingLeavesNoTasklessLeaderAndRenumbers(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	h.write("roadmap/initiatives/auth.md", strings.Replace(h.read("roadmap/initiatives/auth.md"), "next: search", "next: billing", 1))
 	h.write("roadmap/initiatives/billing.md", "---\nstatus: backlog\nnext: search\n---\n# Invoices\n")
@@ -279,6 +285,7 @@ func TestArchivingLeavesNoTasklessLeaderAndRenumbers(t *testing.T) {
 // TestTheRealClockPolls: with the system clock (a short poll), an edit is
 // picked up without anyone moving time.
 func TestTheRealClockPolls(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), func(c *coord.Config) { c.Clock, c.Poll = clock.Real{}, 20*time.Millisecond })
 	ws := h.socket()
 	h.write("roadmap/initiatives/billing.md", "---\nstatus: next\n---\n")

@@ -50,6 +50,7 @@ func (s *socket) untilRun(typ, id string) event {
 // TestStoryRun: a run sends its tasks one turn at a time to its
 // conversation, advancing its cursor, and ends done; GET /runs lists it.
 func TestStoryRun(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	r := h.createRun(`{"conv":"story","agent_id":"dev-1","tasks":["#Auth/Login-Form","auth/session-store"]}`)
@@ -74,7 +75,7 @@ func TestStoryRun(t *testing.T) {
 }
 
 // TestStoryRunFails: a task whose turn fails fails the run.
-func TestStoryRunFails(t *testing.T) {
+func TestStoryRunFails(t *testing.T) { // not parallel: it sets the environment
 	t.Setenv("FAKE_AGENT_FAIL_TASK", "auth/session-store")
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
@@ -100,7 +101,7 @@ func TestStoryRunFails(t *testing.T) {
 
 // TestStoryRunAcrossRestart: a run survives a restart: the daemon runs the
 // interrupted task again and goes on. A cancelled run sends nothing more.
-func TestStoryRunAcrossRestart(t *testing.T) {
+func TestStoryRunAcrossRestart(t *testing.T) { // not parallel: it sets the environment
 	gate := filepath.Join(t.TempDir(), "gate")
 	t.Setenv("FAKE_AGENT_GATE", gate)
 	dir := project(t)
@@ -140,6 +141,7 @@ func TestStoryRunAcrossRestart(t *testing.T) {
 
 // TestRunErrors: bad runs get clear errors.
 func TestRunErrors(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	for _, tc := range []struct {
 		body   string

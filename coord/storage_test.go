@@ -33,6 +33,7 @@ func (h *harness) storage() storage {
 // storage.retention_days; the storage report is measured at most every
 // 30 s of the clock.
 func TestArchives(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	cluster := (&harness{t: t, dir: dir}).read("cluster.yaml")
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cluster, "retention_days: 0", "retention_days: 1", 1))
@@ -103,6 +104,7 @@ func gunzip(t *testing.T, path string) string {
 // TestTimelineRollsOver: a timeline past its size limit is archived whole
 // and starts anew; message ids go on.
 func TestTimelineRollsOver(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := start(t, dir, withAgent(func(c *coord.Config) { c.Chat.MaxTimeline = 400 }))
 	ws := h.socket()

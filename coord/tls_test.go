@@ -55,6 +55,7 @@ func bundle(t *testing.T, path string) *x509.CertPool {
 // TestHTTPSWithABundle: a certificate bundle in .coord/tls.pem makes the
 // daemon serve HTTPS under the certificate's name.
 func TestHTTPSWithABundle(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	pool := bundle(t, filepath.Join(dir, ".coord", "tls.pem"))
 	h := start(t, dir, nil)
@@ -75,7 +76,7 @@ func TestHTTPSWithABundle(t *testing.T) {
 // TestCloseLeavesNoGoroutines: a daemon with sockets open, a cron running,
 // a chat turn under way and its site watcher waiting stops everything it
 // started.
-func TestCloseLeavesNoGoroutines(t *testing.T) {
+func TestCloseLeavesNoGoroutines(t *testing.T) { // not parallel: it counts the process's goroutines
 	before := runtime.NumGoroutine()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "test-box", 1))

@@ -86,6 +86,7 @@ func withSite(url, exe string) func(*coord.Config) {
 // a self-update with a fixed detail: the cause, which names the site's
 // address and path, goes to the log only.
 func TestSelfUpdateFailureNamesNoSite(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.Listener.Addr().String()
 	srv.Close() // refuses connections from now on
@@ -118,6 +119,7 @@ func (h *harness) untilCount(s *site, n *int, want int) {
 // within 3 s of the clock; the published preamble is refreshed into them,
 // and drift is announced once when the pinned standard falls behind.
 func TestInstructionFiles(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	setInterval(t, dir, false)
 	fs := &harness{t: t, dir: dir}
@@ -195,6 +197,7 @@ func hasEvent(evs []event, typ, key string, val any) bool {
 // executable and asks for a restart; while a chat is active it is
 // deferred; a failed download leaves the executable alone.
 func TestSelfUpdate(t *testing.T) {
+	t.Parallel()
 	s, url := newSite(t)
 	exe := filepath.Join(t.TempDir(), "mesh")
 	os.WriteFile(exe, []byte("old binary"), 0o755)
@@ -243,6 +246,7 @@ func TestSelfUpdate(t *testing.T) {
 // TestUpdateWatcher: the watcher checks every interval and tries a newer
 // release at most once per 5-minute cooldown; auto_update: false stops it.
 func TestUpdateWatcher(t *testing.T) {
+	t.Parallel()
 	for _, auto := range []bool{true, false} {
 		t.Run(fmt.Sprint("auto_update=", auto), func(t *testing.T) {
 			dir := project(t)
@@ -277,6 +281,7 @@ func TestUpdateWatcher(t *testing.T) {
 // TestUpdatedDaemonKeepsItsPort: the daemon that closes after installing
 // a release hands its port to the one started next on the same project.
 func TestUpdatedDaemonKeepsItsPort(t *testing.T) {
+	t.Parallel()
 	s, url := newSite(t)
 	s.publish("go-99.0.0", "new binary", false)
 	dir, reg, base := clusterProject(t, "upd", 0), filepath.Join(t.TempDir(), "ports.json"), freeRange(t, 4)
