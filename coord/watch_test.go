@@ -290,8 +290,7 @@ func TestUpdateWatcher(t *testing.T) {
 
 // TestUpdatedDaemonKeepsItsPort: the daemon that closes after installing
 // a release hands its port to the one started next on the same project.
-func TestUpdatedDaemonKeepsItsPort(t *testing.T) {
-	t.Parallel()
+func TestUpdatedDaemonKeepsItsPort(t *testing.T) { // not parallel: its ports were free a moment ago
 	s, url := newSite(t)
 	s.publish("go-99.0.0", "new binary", false)
 	dir, reg, base := clusterProject(t, "upd", 0), filepath.Join(t.TempDir(), "ports.json"), freeRange(t, 4)

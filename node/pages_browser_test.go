@@ -14,11 +14,12 @@ import (
 	"github.com/agentmesh/mesh/internal/testkit"
 )
 
-// TestMain runs up to 8 tests at once (their meshes mostly wait on
-// timers and loopback: 25 s of CPU in two minutes, one at a time), and
-// closes the browser the browser tests share at the end.
+// TestMain runs up to 4 tests at once (their meshes mostly wait on
+// timers and loopback: 25 s of CPU in two minutes, one at a time; more at
+// once would hold messages past the wall's real-time windows on a loaded
+// machine), and closes the browser the browser tests share at the end.
 func TestMain(m *testing.M) {
-	testkit.Waiting(8)
+	testkit.Waiting(4)
 	os.Exit(browsertest.Main(m))
 }
 

@@ -73,6 +73,14 @@ func (c *rawConn) nextWhere(t *testing.T, what string, is func(ws.OpCode) bool) 
 	}
 }
 
+// wantClosedFor waits until n sockets of h are counted closed for reason
+// (what sockets closed for): a socket is counted just after its close
+// frame goes out.
+func wantClosedFor(t *testing.T, h *harness, reason string, n float64, what string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, func() bool { return closedFor(h, reason) == n }, "%s: never %v", what, n)
+}
+
 func closedFor(h *harness, reason string) float64 {
 	return testutil.ToFloat64(h.svc.metrics.closed.WithLabelValues(reason))
 }
@@ -97,9 +105,7 @@ func TestPingFlood(t *testing.T) {
 			break // the node hung up
 		}
 	}
-	if n := closedFor(h, "control_flood"); n != 1 {
-		t.Fatalf("sockets closed for a control flood: %v, want 1", n)
-	}
+	wantClosedFor(t, h, "control_flood", 1, "sockets closed for a control flood")
 	sk.mu.Lock()
 	queued := len(sk.queue)
 	sk.mu.Unlock()
@@ -135,9 +141,7 @@ func TestControlFrames(t *testing.T) {
 	if code := c.closeCode(t); code != ws.StatusPolicyViolation {
 		t.Fatalf("close code %d, want 1008", code)
 	}
-	if n := closedFor(h, "control_flood"); n != 1 {
-		t.Fatalf("sockets closed for a control flood: %v, want 1", n)
-	}
+	wantClosedFor(t, h, "control_flood", 1, "sockets closed for a control flood")
 }
 
 // TestCloseCodes: the node echoes a client's valid close code and answers
@@ -174,9 +178,7 @@ func TestCloseCodes(t *testing.T) {
 			t.Errorf("%s: answered %d, want %d", tc.name, code, tc.want)
 		}
 	}
-	if n := closedFor(h, "protocol"); n != 9 {
-		t.Fatalf("sockets closed for a protocol error: %v, want 9", n)
-	}
+	wantClosedFor(t, h, "protocol", 9, "sockets closed for a protocol error")
 }
 
 // TestSendMemory: past the node's send memory, a socket that has frames
@@ -228,9 +230,7 @@ func TestSendMemory(t *testing.T) {
 	if keen.closed {
 		t.Fatal("the socket that kept up was closed")
 	}
-	if n := closedFor(h, "send_memory"); n != 2 {
-		t.Fatalf("sockets closed for the send memory: %v, want 2", n)
-	}
+	wantClosedFor(t, h, "send_memory", 2, "sockets closed for the send memory")
 	testkit.Eventually(t, 10*time.Second, func() bool { return h.svc.sendMemory.used.Load() == 0 }, "bytes still counted once every frame was written or dropped")
 }
 

@@ -849,9 +849,7 @@ func TestKeepalive(t *testing.T) {
 	}
 	alive.Write(clientFrame(true, ws.OpText, []byte(`"still here"`)))
 	testkit.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(h.svc.metrics.messages) == 1 }, "the answering socket was closed")
-	if n := closedFor(h, "keepalive"); n != 1 {
-		t.Fatalf("sockets closed for an unanswered ping: %v, want 1", n)
-	}
+	wantClosedFor(t, h, "keepalive", 1, "sockets closed for an unanswered ping")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for { // what it was sent before, then the close
