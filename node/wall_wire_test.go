@@ -141,12 +141,8 @@ func TestWallPrivateReplay(t *testing.T) {
 		before := invalid()
 		for range 5 {
 			tap.republish(captured, key)
-			deadline := time.Now().Add(2 * time.Second)
-			for time.Now().Before(deadline) {
-				if invalid() >= before+float64(len(captured)) {
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
+			if testkit.Until(2*time.Second, func() bool { return invalid() >= before+float64(len(captured)) }) {
+				return
 			}
 		}
 		t.Fatalf("%s were not refused as invalid on c", what)

@@ -550,14 +550,10 @@ func TestPubsub(t *testing.T) {
 		// R forwards only to its mesh, which forms on a heartbeat: publish
 		// until a message gets through.
 		n := 0
-		next := time.Now()
 		testkit.Eventually(t, 10*time.Second, func() bool {
-			if time.Now().After(next) {
-				publish(t, pt, fmt.Sprintf("r%d", n))
-				n++
-				next = time.Now().Add(300 * time.Millisecond)
-			}
-			return len(got.all()) > 0
+			publish(t, pt, fmt.Sprintf("r%d", n))
+			n++
+			return testkit.Until(300*time.Millisecond, func() bool { return len(got.all()) > 0 })
 		}, "a relayed delivery")
 
 		for _, d := range got.all() {

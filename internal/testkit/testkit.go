@@ -1,11 +1,12 @@
 // Package testkit is what every package's tests share for what takes
 // time: Eventually waits for what happens in its own time (a write
 // reaching another node, a process starting), polling a condition until
-// it holds and failing the test once a deadline passes, and Advance moves
-// a manual clock until something happens; Slow leaves the tests that
-// start processes, a browser or npm, and heavy scenarios, out of the fast
-// loop (go test -short); Waiting lets a package whose tests mostly wait
-// run more of them at once; Buffer collects output that goroutines write
+// it holds and failing the test once a deadline passes, Until polls the
+// same way and reports instead of failing, and Advance moves a manual
+// clock until something happens; Slow leaves the tests that start
+// processes, a browser or npm, and heavy scenarios, out of the fast loop
+// (go test -short); Waiting lets a package whose tests mostly wait run
+// more of them at once; Buffer collects output that goroutines write
 // while the test reads it. A deadline is a bound on a loaded machine,
 // never a figure under test: what a duration should be is measured by
 // benchmarks.
@@ -53,14 +54,29 @@ func Advance(t testing.TB, timeout time.Duration, clk *clock.Manual, step time.D
 	}, format, args...)
 }
 
-func poll(t testing.TB, timeout, every time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
+// Until calls cond every Interval until it reports true, or timeout
+// passes: it reports whether cond came true. For a test that acts again
+// when nothing came of a try (a publish that may miss a peer); a test
+// that only waits calls Eventually.
+func Until(timeout time.Duration, cond func() bool) bool {
+	return until(timeout, Interval, cond)
+}
+
+func until(timeout, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf(format+" (waited %s)", append(args, timeout)...)
+			return false
 		}
 		time.Sleep(every)
+	}
+	return true
+}
+
+func poll(t testing.TB, timeout, every time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	if !until(timeout, every, cond) {
+		t.Fatalf(format+" (waited %s)", append(args, timeout)...)
 	}
 }
 

@@ -33,6 +33,17 @@ func TestEventually(t *testing.T) {
 	}
 }
 
+func TestUntil(t *testing.T) {
+	n := 0
+	if !Until(time.Minute, func() bool { n++; return n == 3 }) || n != 3 {
+		t.Fatalf("a condition that came true on the third call: asked %d times", n)
+	}
+	n = 0
+	if Until(0, func() bool { n++; return false }) || n == 0 {
+		t.Fatalf("a condition never true: Until reported true, or never asked (%d)", n)
+	}
+}
+
 func TestAdvance(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
 	fired := clk.After(time.Hour)
