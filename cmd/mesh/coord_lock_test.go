@@ -56,7 +56,7 @@ func TestCoordOneDaemonPerProject(t *testing.T) { // not parallel: it runs proce
 		t.Fatalf("the registry was rewritten:\n%s\nwas\n%s", b, registry)
 	}
 	if b, _ := os.ReadFile(filepath.Join(proj, ".coord", "debug.jsonl")); string(b) != string(debug) {
-		t.Fatalf("the debug log was rewritten")
+		t.Fatalf("the debug log was rewritten:\n%s\nwas\n%s", b, debug)
 	}
 
 	first.Process.Signal(syscall.SIGKILL)
