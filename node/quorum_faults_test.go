@@ -132,7 +132,12 @@ func TestQuorumPartitionedLeader(t *testing.T) { // not parallel: Raft's timeout
 		old.host.Connect(ctx, peer.AddrInfo{ID: p.PeerID(), Addrs: p.host.Libp2p().Addrs()})
 		cancel()
 	}
-	testkit.Eventually(t, 15*time.Second, func() bool {
+	// Raft retries the appends to a member it could not reach after a
+	// backoff that doubles with each failure up to 10.24 s (hashicorp/raft's
+	// replication), and a retry just before the redial connects fails and
+	// waits that again: a partition long on a loaded machine takes up to
+	// two of them to heal.
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return old.clog.Seq() == newLeader.clog.Seq() && !old.quorum.IsLeader() && old.quorum.Leader() == q.leader().PeerID()
 	}, "the former leader did not catch up after healing")
 
