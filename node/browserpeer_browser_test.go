@@ -157,6 +157,7 @@ func nextMessage(c *wsClient) map[string]any {
 // count the pages' deliveries and theirs count the others', and a closed
 // tab goes offline on every node.
 func TestBrowserPeersChat(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	for _, transport := range []string{"webtransport", "webrtc-direct"} {
 		t.Run(transport, func(t *testing.T) { testBrowserPeersChat(t, transport) })
 	}
@@ -242,6 +243,7 @@ func testBrowserPeersChat(t *testing.T, transport string) {
 // reconnects, and the node serves the cluster for it again: a member who
 // connects there sees the page online, and they chat.
 func TestBrowserPeerRejoinsAfterRestart(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice"))
 	carol := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)
@@ -288,6 +290,7 @@ func waitFree(t *testing.T, cfg Config) Config {
 // node, the page sealing and opening everything itself; one with another
 // cluster's token joins nothing and reads nothing.
 func TestBrowserPeerPrivateCluster(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	priv := createCluster(t, pm.m.boot, `{"name":"secret"}`)
 	id, token := priv["cluster_id"].(string), priv["token"].(string)
@@ -335,6 +338,7 @@ func TestBrowserPeerPrivateCluster(t *testing.T) {
 // button to the map's marker and the post it lists, each stop showing it
 // has the focus.
 func TestBrowserPeerOnPhone(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	cl := boardCluster{id: pm.id, admin: pm.admin}
 	mustCall(t, pm.m.boot, 200, "PATCH", cl.path(""), `{"boards_enabled": true}`, "x-cluster-token", cl.admin)
