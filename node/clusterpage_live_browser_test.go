@@ -19,6 +19,7 @@ import (
 // says so). Before, a join that fails leaves the page reading the wall as
 // before.
 func TestClusterPageFollowsUpdates(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice"))
 	spectator := openPage(t, pm.n1.URL()+"/clusters/peers")
@@ -75,6 +76,7 @@ func TestClusterPageFollowsUpdates(t *testing.T) {
 // another node as they come (the node's board frames, on its socket of
 // events), and shows each message once, as its peer heard it.
 func TestJoinedPageKeepsBoardsLive(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	cl := boardCluster{id: pm.id, admin: pm.admin}
 	mustCall(t, pm.m.boot, 200, "PATCH", cl.path(""), `{"boards_enabled": true}`, "x-cluster-token", cl.admin)

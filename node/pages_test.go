@@ -201,6 +201,7 @@ func TestClusterPageAssets(t *testing.T) {
 // through the other nodes, and of no message and no presence (the page's
 // peer hears those on the wire).
 func TestWallEventsSpectator(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public","name":"Quay"}`)
