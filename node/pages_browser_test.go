@@ -11,10 +11,17 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentmesh/mesh/internal/browsertest"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
-// TestMain closes the browser the browser tests share.
-func TestMain(m *testing.M) { os.Exit(browsertest.Main(m)) }
+// TestMain runs up to 4 tests at once (their meshes mostly wait on
+// timers and loopback: 25 s of CPU in two minutes, one at a time; more at
+// once would hold messages past the wall's real-time windows on a loaded
+// machine), and closes the browser the browser tests share at the end.
+func TestMain(m *testing.M) {
+	testkit.Waiting(4)
+	os.Exit(browsertest.Main(m))
+}
 
 // jsString is s as a JavaScript string literal.
 func jsString(s string) string {
@@ -29,6 +36,14 @@ func textIs(sel, text string) string {
 		jsString(text), jsString(sel))
 }
 
+// handleIs is a JavaScript test that the element of CSS selector sel
+// holds exactly handle, as text, with no element inside but the <wbr>s
+// where a narrow screen may wrap it.
+func handleIs(sel, handle string) string {
+	return fmt.Sprintf(`(e => e !== null && e.textContent === %s && [...e.children].every(c => c.tagName === "WBR" && !c.attributes.length))(document.querySelector(%s))`,
+		jsString(handle), jsString(sel))
+}
+
 // TestClusterPagesInBrowser: what a person sees in chromium, on a mesh of
 // a bootstrap and a node. The list on the bootstrap shows the public
 // cluster; its page shows the metadata as text and counts the member
@@ -36,6 +51,7 @@ func textIs(sel, text string) string {
 // wall as text; the page's own connection is neither announced to the
 // member nor counted; a private cluster's page is 404.
 func TestClusterPagesInBrowser(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newPageFixture(t)
 	alice := enterWall(t, f.b, f.id, q("agent", xssHandle))
 	tab := browsertest.Tab(t, 60*time.Second)
@@ -80,7 +96,7 @@ func TestClusterPagesInBrowser(t *testing.T) {
 	browsertest.Until(t, tab, `document.querySelectorAll("#wall .message").length === 2`, "both messages on the wall")
 	for i, text := range []string{"hello from b", xssText} {
 		sel := fmt.Sprintf("#wall .message:nth-child(%d)", i+1)
-		browsertest.Until(t, tab, textIs(sel+" .from", xssHandle), "the sender as text")
+		browsertest.Until(t, tab, handleIs(sel+" .from", xssHandle), "the sender as text")
 		browsertest.Until(t, tab, textIs(sel+" .text", text), "the message as text")
 	}
 	title, err := chromedp.Run(tab, chromedp.Title())
