@@ -365,13 +365,17 @@ const enqueueTimeout = 5 * time.Second
 // committed by a majority, appended to the log on every member, and its
 // result returned. On another member it fails at once with a
 // *NotLeaderError. If ctx ends or leadership is lost before the entry
-// commits, the error is ErrUnknownOutcome: it may still commit.
+// commits, the error is ErrUnknownOutcome: it may still commit. A
+// proposal of a client write (cmdlog.WithWrite) is applied once however
+// many times it is proposed within cmdlog.WriteWindow: a repeat returns
+// what the first produced.
 func (q *Quorum) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
 	raw, err := json.Marshal(op)
 	if err != nil {
 		return nil, fmt.Errorf("quorum: encode %s operation: %w", kind, err)
 	}
-	data, err := json.Marshal(proposal{At: at, Kind: kind, Op: raw})
+	w, _ := cmdlog.WriteOf(ctx)
+	data, err := json.Marshal(proposal{At: at, Kind: kind, Op: raw, Write: w.ID})
 	if err != nil {
 		return nil, err
 	}
