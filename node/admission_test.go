@@ -159,7 +159,7 @@ func TestARogueNodeIsCapped(t *testing.T) {
 			for i := 0; ctx.Err() == nil; i++ {
 				req, _ := http.NewRequest("POST", "/v1/agents/register", strings.NewReader(anonymous(fmt.Sprintf("rogue-%d-%d", w, i))))
 				req.Header.Set(clientHeader, fmt.Sprintf("10.%d.%d.%d", w, i/250%250, i%250))
-				resp, err := rogue.roundTrip(ctx, req)
+				resp, err := rogue.roundTrip(ctx, req, nil)
 				if err != nil {
 					continue
 				}
@@ -206,7 +206,7 @@ func TestARogueNodeIsCapped(t *testing.T) {
 	// spent first.)
 	for i := 0; i < 100; i++ {
 		req, _ := http.NewRequest("POST", "/v1/agents/register", strings.NewReader(anonymous(fmt.Sprint("drain-", i))))
-		if resp, err := rogue.roundTrip(context.Background(), req); err == nil && resp.StatusCode == 503 {
+		if resp, err := rogue.roundTrip(context.Background(), req, nil); err == nil && resp.StatusCode == 503 {
 			break
 		}
 	}
@@ -232,7 +232,7 @@ func TestForwardStreamServesOnlyForwardedRoutes(t *testing.T) {
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
-		resp, err := peer.roundTrip(context.Background(), req)
+		resp, err := peer.roundTrip(context.Background(), req, nil)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}

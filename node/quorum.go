@@ -210,6 +210,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	qc.SnapshotInterval, qc.SnapshotThreshold, qc.TrailingLogs = t.SnapshotInterval, t.SnapshotThreshold, t.TrailingLogs
 	qc.OnApply = n.quorumApplied
 	qc.OnLeader = n.leadershipChanged
+	qc.OnLeaderChange = func(peer.ID) { n.view.move() }
 	qc.OnSnapshot = func(uint64) { // compact the change log behind it too
 		if err := n.clog.Compact(n.cfg.ChangesKept); err != nil {
 			n.log.Warn("compacting the change log failed", "err", err)
@@ -273,6 +274,11 @@ func (p quorumProposer) Propose(ctx context.Context, kind string, at int64, op a
 	case errors.Is(err, quorum.ErrNotLeader):
 		return nil, errNotLeader
 	case errors.Is(err, quorum.ErrUnknownOutcome):
+		if _, ok := cmdlog.WriteOf(ctx); ok {
+			// Applied once at most, whoever takes it next: the node that
+			// sent it sends it on to the next leader.
+			return nil, errLeaderLost
+		}
 		return nil, errNoDirectory.With("the directory's quorum lost its leader while this write was on its way: it may or may not have been applied; retry")
 	case errors.Is(err, quorum.ErrClosed):
 		return nil, errStopping
@@ -282,18 +288,26 @@ func (p quorumProposer) Propose(ctx context.Context, kind string, at int64, op a
 	return nil, err
 }
 
-// memberProposer is the Proposer of a member: it proposes to the quorum
-// while it leads it, and sends the proposal to the leader otherwise.
+// errLeaderLost answers a write whose leader lost the lead before it
+// committed: it may commit yet, and a try of it sent to the next leader is
+// applied at most once (cmdlog.Write), so it counts as errNotLeader.
+var errLeaderLost = errNotLeader.With("this bootstrap node lost the lead of the directory's quorum while the write was on its way; send it again to the leader (it is applied once)")
+
+// memberProposer is the Proposer of a member: proposals other nodes may
+// make go to whichever member leads (replicaProposer, through this
+// member's own orderer while it leads); others only the leader orders,
+// and a member that does not lead answers errNotLeader, which the node
+// that forwarded the write acts on (forward.go).
 type memberProposer struct{ n *Node }
 
 func (p memberProposer) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
-	if p.n.quorum.IsLeader() {
-		res, err := p.n.orderer.Propose(ctx, kind, at, op)
-		if !errors.Is(err, errNotLeader) {
-			return res, err
-		}
+	if remoteKinds[kind] {
+		return replicaProposer{p.n}.Propose(ctx, kind, at, op)
 	}
-	return replicaProposer{p.n}.Propose(ctx, kind, at, op)
+	if !p.n.quorum.IsLeader() {
+		return nil, errNotLeader
+	}
+	return p.n.orderer.Propose(ctx, kind, at, op)
 }
 
 // memberFollower is the follower of a member: Raft keeps its log current.

@@ -20,7 +20,7 @@ import (
 	"github.com/agentmesh/mesh/p2p"
 )
 
-func freeLoopbackPort(t *testing.T) int {
+func freeLoopbackPort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -76,6 +76,10 @@ type Config struct {
 	// OnLeader, if set, learns when this member becomes leader (true) and
 	// when it stops being one (false).
 	OnLeader func(leader bool)
+	// OnLeaderChange, if set, learns the leader this member knows of each
+	// time it changes (empty: none, an election is under way), on the
+	// quorum's own goroutine: it must not block.
+	OnLeaderChange func(leader peer.ID)
 
 	Logger *slog.Logger
 }

@@ -121,10 +121,15 @@ func (q *Quorum) Start() (err error) {
 		return fmt.Errorf("quorum: %w", err)
 	}
 	q.running.Store(q.r)
+	leaders := make(chan raft.Observation, 64)
+	q.r.RegisterObserver(raft.NewObserver(leaders, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
-		q.watchLeadership(notify)
+		q.watchLeadership(notify, leaders)
 	}()
 	if !has && len(q.cfg.Voters) > 0 {
 		conf := raft.Configuration{}
@@ -218,13 +223,28 @@ func (q *Quorum) warnIfVotersDiffer() {
 	}
 }
 
-func (q *Quorum) watchLeadership(notify <-chan bool) {
+// watchLeadership tells the node when this member takes or loses the
+// lead (OnLeader), and when the leader it knows of changes (OnLeaderChange:
+// as Raft observes it, and at the next tick should an observation be
+// dropped).
+func (q *Quorum) watchLeadership(notify <-chan bool, leaders <-chan raft.Observation) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var known peer.ID
+	changed := func() {
+		if l := q.Leader(); l != known {
+			known = l
+			if q.cfg.OnLeaderChange != nil {
+				q.cfg.OnLeaderChange(l)
+			}
+		}
+	}
 	for {
 		select {
 		case <-q.done:
 			return
+		case <-leaders:
+			changed()
 		case leader := <-notify:
 			q.refreshMembers()
 			if leader {
@@ -237,6 +257,7 @@ func (q *Quorum) watchLeadership(notify <-chan bool) {
 			}
 		case <-tick.C:
 			q.refreshMembers()
+			changed()
 		}
 	}
 }

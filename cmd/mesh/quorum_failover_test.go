@@ -1,0 +1,207 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
+	"github.com/agentmesh/mesh/p2p"
+)
+
+// meshQuorum is a quorum of `mesh node` processes on loopback, listening
+// on TCP and QUIC as docs/operations.md has them, with the default Raft
+// timings.
+type meshQuorum struct {
+	t     testing.TB
+	urls  []string
+	procs []*exec.Cmd
+	addrs []string // the --quorum list
+}
+
+func startMeshQuorum(t testing.TB, bin string, size int) *meshQuorum {
+	q := &meshQuorum{t: t, urls: make([]string, size), procs: make([]*exec.Cmd, size)}
+	var dirs []string
+	for range size {
+		dir := t.TempDir()
+		key := identity.GenerateKey()
+		if err := identity.WriteKey(filepath.Join(dir, "node.key"), key); err != nil {
+			t.Fatal(err)
+		}
+		id, _ := p2p.PeerID(key.Public().(ed25519.PublicKey))
+		dirs = append(dirs, dir)
+		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freeLoopbackPort(t))+"/p2p/"+id.String())
+	}
+	for i := range size {
+		tcp := strings.Split(q.addrs[i], "/p2p/")[0]
+		quic := strings.Replace(tcp, "/tcp/", "/udp/", 1) + "/quic-v1"
+		q.urls[i], q.procs[i], _ = startMeshNode(t, bin, "--role", "bootstrap", "--data", dirs[i],
+			"--listen", tcp+","+quic, "--quorum", strings.Join(q.addrs, ","))
+	}
+	return q
+}
+
+// leader waits for one of among to lead, and returns it.
+func (q *meshQuorum) leader(among []int) int {
+	lead := -1
+	testkit.Eventually(q.t, 30*time.Second, func() bool {
+		lead = slices.IndexFunc(among, func(i int) bool {
+			_, h := getStatusJSON(q.urls[i] + "/health")
+			qv, _ := h["quorum"].(map[string]any)
+			return qv != nil && qv["state"] == "Leader"
+		})
+		return lead >= 0
+	}, "no leader among %v", among)
+	return among[lead]
+}
+
+// write is one registration a writer sent, and what came of it.
+type write struct {
+	id     string
+	sent   time.Time
+	took   time.Duration
+	status int
+	err    error
+}
+
+// writeAt sends a registration of a new agent to base every period until
+// stop, each in its own goroutine (an open loop: a slow answer does not
+// hold the next write back), and reports each once answered.
+func writeAt(base, name string, period time.Duration, stop <-chan struct{}, out chan<- write, wg *sync.WaitGroup) {
+	client := &http.Client{Timeout: time.Minute}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		w := write{id: fmt.Sprintf("%s-%d", name, i), sent: time.Now()}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Post(base+"/v1/agents/register", "application/json",
+				strings.NewReader(`{"agent_id":"`+w.id+`","capabilities":["x"],"endpoint":"https://`+w.id+`.example"}`))
+			w.took, w.err = time.Since(w.sent), err
+			if err == nil {
+				w.status = resp.StatusCode
+				resp.Body.Close()
+			}
+			out <- w
+		}()
+	}
+}
+
+// failover runs two writers, one on each follower of a quorum of 3, at 10
+// writes a second each, kills the leader (SIGKILL) after 3 s and goes on
+// for 10 s; it returns every write and the surviving members' URLs.
+func failover(t testing.TB) (writes []write, survivors []string, killed time.Time) {
+	bin := buildMesh(t)
+	q := startMeshQuorum(t, bin, 3)
+	lead := q.leader([]int{0, 1, 2})
+	var followers []int
+	for i := range 3 {
+		if i != lead {
+			followers = append(followers, i)
+			survivors = append(survivors, q.urls[i])
+		}
+	}
+	stop := make(chan struct{})
+	out := make(chan write, 1000)
+	var inflight, writers sync.WaitGroup
+	for _, f := range followers {
+		writers.Go(func() { writeAt(q.urls[f], "w"+strconv.Itoa(f), 100*time.Millisecond, stop, out, &inflight) })
+	}
+	collected := make(chan []write)
+	go func() {
+		var all []write
+		for w := range out {
+			all = append(all, w)
+		}
+		collected <- all
+	}()
+	time.Sleep(3 * time.Second)
+	q.procs[lead].Process.Kill()
+	killed = time.Now()
+	q.procs[lead].Wait()
+	time.Sleep(10 * time.Second)
+	close(stop)
+	writers.Wait()
+	inflight.Wait()
+	close(out)
+	return <-collected, survivors, killed
+}
+
+// TestWritesThroughFollowersSurviveTheLeader: two clients write through
+// the two followers of a quorum of `mesh node` processes (default
+// timings) while the leader is killed: no write is refused or lost, and
+// each lands once, on every surviving member. How long the writes around
+// the kill waited is BenchmarkFailoverThroughFollowers' figure.
+func TestWritesThroughFollowersSurviveTheLeader(t *testing.T) {
+	writes, survivors, killed := failover(t)
+	var refused []string
+	for _, w := range refusals(writes) {
+		refused = append(refused, fmt.Sprintf("%s (sent %s after the kill): %d %v", w.id, w.sent.Sub(killed).Round(time.Millisecond), w.status, w.err))
+	}
+	if len(refused) > 0 {
+		t.Fatalf("%d of %d writes refused:\n%s", len(refused), len(writes), strings.Join(refused, "\n"))
+	}
+	for _, u := range survivors {
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			_, h := getStatusJSON(u + "/health")
+			d, _ := h["directory"].(map[string]any)
+			return d != nil && d["agents"] == float64(len(writes))
+		}, "%s does not hold the %d agents written", u, len(writes))
+		for _, w := range writes {
+			if st, _ := getStatusJSON(u + "/v1/agents/" + w.id); st != http.StatusOK {
+				t.Fatalf("%s acknowledged, missing on %s: %d", w.id, u, st)
+			}
+		}
+	}
+	t.Logf("%d writes, none refused; %s", len(writes), latencies(writes))
+}
+
+// latency is the p-th quantile of how long writes waited.
+func latency(writes []write, p float64) time.Duration {
+	d := make([]time.Duration, len(writes))
+	for i, w := range writes {
+		d[i] = w.took
+	}
+	slices.Sort(d)
+	return d[min(len(d)-1, int(p*float64(len(d))))].Round(time.Millisecond)
+}
+
+// latencies describes how long writes waited: p50, p99 and the worst.
+func latencies(writes []write) string {
+	return fmt.Sprintf("latency p50 %s, p99 %s, max %s", latency(writes, 0.5), latency(writes, 0.99), latency(writes, 1))
+}
+
+// refusals are the writes answered otherwise than 201.
+func refusals(writes []write) []write {
+	return slices.DeleteFunc(slices.Clone(writes), func(w write) bool { return w.err == nil && w.status == http.StatusCreated })
+}
+
+// BenchmarkFailoverThroughFollowers: how long the writes of
+// TestWritesThroughFollowersSurviveTheLeader waited, around the kill of
+// the leader: p99 and the worst, and how many were refused.
+//
+//	go test ./cmd/mesh -run XXX -bench FailoverThroughFollowers -benchtime 1x
+func BenchmarkFailoverThroughFollowers(b *testing.B) {
+	for range b.N {
+		writes, _, _ := failover(b)
+		b.ReportMetric(float64(latency(writes, 0.99).Milliseconds()), "p99_ms")
+		b.ReportMetric(float64(latency(writes, 1).Milliseconds()), "max_ms")
+		b.ReportMetric(float64(len(refusals(writes))), "refused")
+		b.ReportMetric(float64(len(writes)), "writes")
+	}
+}
