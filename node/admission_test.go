@@ -321,3 +321,74 @@ func TestForwardedRoutesAreDocumented(t *testing.T) {
 		t.Fatalf("docs/architecture.md lists the forwarded routes %q, the code serves %q", got, want)
 	}
 }
+
+// TestForwardStreamChargesOnlyWhatItServes: requests the forward stream
+// refuses (routes nodes do not forward, malformed origins) cost the peer
+// nothing of its node budget; what it serves does.
+func TestForwardStreamChargesOnlyWhatItServes(t *testing.T) {
+	const burst = 3
+	m := newMeshWith(t, func(c *Config) { c.Budgets.Node = admission.Budget{Rate: 0.001, Burst: burst} })
+	peer := m.join()
+	forward := func(method, path, body string, hdr ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, path, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := peer.roundTrip(context.Background(), req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 2 * burst {
+		forward("GET", "/metrics", "")
+		forward("POST", "/v1/agents/register", anonymous("x"), originHeader, "javascript:alert(1)")
+	}
+	for i := range burst {
+		if st := forward("POST", "/v1/agents/register", anonymous(fmt.Sprint("served-", i))); st != 201 {
+			t.Fatalf("registration %d within the node budget, after refused requests: %d", i, st)
+		}
+	}
+	if st := forward("POST", "/v1/agents/register", anonymous("over")); st != 503 {
+		t.Fatalf("a registration past the node budget: %d", st)
+	}
+}
+
+// TestAShedWriteCostsItsClientNothing: writes the directory sheds (its
+// log at capacity) give back the tokens they took, on the node that
+// forwarded or proposed them and on the directory: the client's next
+// writes are still within its budget.
+func TestAShedWriteCostsItsClientNothing(t *testing.T) {
+	tight := func(c *Config) {
+		c.Budgets.Client = admission.Budget{Rate: 0.001, Burst: 2}
+		c.TrustedProxies = []string{"127.0.0.1"}
+	}
+	m := newMeshWith(t, func(c *Config) {
+		tight(c)
+		c.Budgets.Directory = admission.Budget{Rate: 0.001, Burst: 1}
+	})
+	b := m.joinWith(tight)
+	from := []string{httpx.HeaderForwardedFor, "198.51.100.7"}
+	if st, v := call(t, b, "POST", "/v1/agents/register", anonymous("first"), from...); st != 201 {
+		t.Fatalf("the first write: %d %v", st, v)
+	}
+	// The directory's log is at capacity: it sheds registrations
+	// (forwarded) and cluster creations (proposed) alike.
+	for i := range 3 {
+		for _, w := range [][2]string{{"/v1/agents/register", anonymous(fmt.Sprint("shed-", i))}, {"/v1/clusters", `{"visibility":"public"}`}} {
+			if st, v := call(t, b, "POST", w[0], w[1], from...); st != 503 || v["code"] != "directory_busy" {
+				t.Fatalf("%s with the log at capacity: %d %v", w[0], st, v)
+			}
+		}
+	}
+	// A token request takes no room in the log: the client's second
+	// token is still there, on b and on the directory.
+	if st, v := call(t, b, "POST", "/v1/agents/token", `{"agent_id":"first","api_key":"mk_wrong"}`, from...); st != 401 {
+		t.Fatalf("the client's second write: %d %v", st, v)
+	}
+	if st, v := call(t, b, "POST", "/v1/agents/token", `{"agent_id":"first","api_key":"mk_wrong"}`, from...); st != 429 {
+		t.Fatalf("the client's third write: %d %v", st, v)
+	}
+}

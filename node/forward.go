@@ -149,6 +149,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable && errorCode(body) == admission.ErrDirectoryBusy.Code {
 		n.admission.DirectoryShed()
+		admission.Refund(r.Context())
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readYourWrite)
 	if seq, err := strconv.ParseUint(resp.Header.Get(seqHeader), 10, 64); err == nil {
@@ -318,22 +319,17 @@ var (
 	errBadWrite  = httpx.E(http.StatusBadRequest, "invalid_write_id", "the forwarding node named a malformed write")
 )
 
-// serveForwarded admits forwarded request r from peer and serves it. Every
-// request costs the peer one token of its node budget, whatever it asks;
-// then the route must be one that nodes forward, the origin URL a plain
-// http(s) base URL and the client address one that httpx.AddrKey makes.
-// Only the headers a node forwards are kept. The request then goes
-// through the bridge, whose write budgets count it under the peer and the
-// client it reports (admission.Origin).
+// serveForwarded admits forwarded request r from peer and serves it. The
+// route must be one that nodes forward, the origin URL a plain http(s)
+// base URL, the client address one that httpx.AddrKey makes and the write
+// a well-formed one; then the request costs the peer one token of its
+// node budget. Only the headers a node forwards are kept. The request
+// then goes through the bridge, whose write budgets count it under the
+// peer and the client it reports (admission.Origin).
 func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.ID) {
 	surface, _ := n.surfaces.Match(r)
 	if surface == "" {
 		surface = "forward"
-	}
-	err := n.admission.Admit(surface, admission.Key{Budget: admission.Node, ID: from.String()})
-	if err != nil {
-		httpx.WriteError(n.log, w, r, err)
-		return
 	}
 	if _, pattern := n.forwardMux.Handler(r); pattern == "" {
 		n.admission.Refused(surface, "route")
@@ -359,6 +355,11 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 		httpx.WriteError(n.log, w, r, err)
 		return
 	}
+	node := admission.Key{Budget: admission.Node, ID: from.String()}
+	if err := n.admission.Admit(surface, node); err != nil {
+		httpx.WriteError(n.log, w, r, err)
+		return
+	}
 	hdr := http.Header{}
 	for _, h := range forwardedHeaders {
 		if v := r.Header.Values(h); len(v) > 0 {
@@ -367,6 +368,7 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 	}
 	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+from.String()
 	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: from.String(), Client: client})
+	ctx = n.admission.Charged(ctx, node)
 	if origin != "" {
 		ctx = httpx.WithBaseURL(ctx, origin)
 	}

@@ -66,7 +66,7 @@ type wireError struct {
 // serveProposal applies a proposal on the directory node. Like a
 // forwarded request, it costs the proposing node a token of its node
 // budget and its client one of its client budget (kept apart for each
-// node) whatever it proposes.
+// node), given back if the directory's log sheds it.
 func (n *Node) serveProposal(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	var p proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
@@ -116,7 +116,7 @@ func (n *Node) proposeRemote(ctx context.Context, from peer.ID, p proposal) (any
 	if err := n.admission.Admit(o.Surface, keys...); err != nil {
 		return nil, err
 	}
-	ctx = admission.WithOrigin(ctx, o)
+	ctx = n.admission.Charged(admission.WithOrigin(ctx, o), keys...)
 	if isWrite {
 		ctx = cmdlog.WithWrite(ctx, wr)
 	}
@@ -177,6 +177,7 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, at int64, op
 		e := res.Error
 		if e.Code == admission.ErrDirectoryBusy.Code {
 			n.admission.DirectoryShed()
+			admission.Refund(ctx)
 		}
 		return nil, &httpx.Error{Status: e.Status, Code: e.Code, Detail: e.Detail, RetryAfter: time.Duration(e.RetryAfter) * time.Second}
 	}

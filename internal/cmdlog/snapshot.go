@@ -63,9 +63,9 @@ var (
 )
 
 // statePrefixes are the prefixes of the state a snapshot carries, sorted:
-// the machines' and the writes the log remembers.
+// the machines', the writes the log remembers and the nonces.
 func (l *Log) statePrefixes() []string {
-	out := []string{string(writePrefix), string(writeAgePrefix)}
+	out := []string{string(writePrefix), string(writeAgePrefix), string(noncePrefix)}
 	for _, m := range l.machines {
 		for _, p := range m.State() {
 			out = append(out, string(p))

@@ -467,8 +467,13 @@ func (q *Quorum) change(ctx context.Context, f raft.IndexFuture) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return &NotLeaderError{Leader: q.Leader()}
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		// Raft takes a change once the last one committed.
+		return fmt.Errorf("%w: %v", ErrChangeInProgress, err)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 	}
 	return err
 }
