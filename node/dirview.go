@@ -210,8 +210,8 @@ func (v *dirView) heard(q quorumView) {
 		members[id] = true
 		for _, s := range m.Addrs {
 			if a, err := ma.NewMultiaddr(s); err == nil {
-				if _, id2 := peer.SplitAddr(a); id2 == "" || id2 == id {
-					ps.AddAddr(id, a, peerstore.AddressTTL)
+				if t, id2 := peer.SplitAddr(a); t != nil && (id2 == "" || id2 == id) {
+					ps.AddAddr(id, t, peerstore.AddressTTL)
 				}
 			}
 		}
@@ -268,9 +268,14 @@ func (v *dirView) last() quorumView {
 	if v.directory() == "" {
 		out.Leader = ""
 	}
+	out.Members = slices.Clone(out.Members)
 	if out.Members == nil { // no bootstrap node answered yet: still a list
 		out.Members = []memberView{}
 	}
+	for i := range out.Members {
+		out.Members[i].Leader = out.Members[i].PeerID == out.Leader
+	}
+	out.URL = v.n.URL()
 	return out
 }
 

@@ -65,6 +65,7 @@ type Node struct {
 	snapshots    chan struct{} // snapshots being served
 	signersDue   chan struct{} // the leader is to name the members in the log
 	changing     atomic.Bool   // a change of the quorum's members is under way (quorum_admin.go)
+	contacts     contacts      // a member's contacts with the others (quorum_view.go)
 
 	wall       *wall.Service
 	admission  *admission.Admitter // the write budgets

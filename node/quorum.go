@@ -35,87 +35,6 @@ const (
 	presencePoll = time.Second
 )
 
-// quorumView is a node's view of who runs the directory, as it crosses
-// the wire and /health shows it.
-type quorumView struct {
-	// Leader is the peer id of the node ordering writes: the leader of a
-	// quorum, the directory node itself otherwise; empty while there is
-	// none.
-	Leader      string       `json:"leader"`
-	Term        uint64       `json:"term"`
-	CommitIndex uint64       `json:"commit_index"`
-	Members     []memberView `json:"members"`
-	// Seq is the answering node's last applied entry of the directory log.
-	Seq uint64 `json:"seq"`
-	// Origin names whose log it is (see cmdlog's origin).
-	Origin string `json:"origin,omitempty"`
-}
-
-type memberView struct {
-	PeerID string   `json:"peer_id"`
-	Voter  bool     `json:"voter"`
-	Addrs  []string `json:"addrs,omitempty"`
-}
-
-// healthQuorum is the quorum part of /health.
-type healthQuorum struct {
-	quorumView
-	// Lag is how many entries this node has yet to apply: of the quorum's
-	// committed log on a member, of the directory's head elsewhere.
-	Lag   uint64 `json:"lag"`
-	State string `json:"state,omitempty"` // a member's Raft state
-	Error string `json:"error,omitempty"` // why writes cannot be served now
-}
-
-// quorumView is this node's view (bootstrap nodes: their own state).
-func (n *Node) quorumView() quorumView {
-	if n.quorum == nil && n.role == RoleBootstrap {
-		self := n.host.ID().String()
-		return quorumView{Leader: self, CommitIndex: n.clog.Seq(), Seq: n.clog.Seq(),
-			Members: []memberView{{PeerID: self, Voter: true, Addrs: n.host.Addrs()}}}
-	}
-	if n.quorum == nil {
-		return n.view.last()
-	}
-	st := n.quorum.Status()
-	v := quorumView{Leader: st.Leader.String(), Term: st.Term, CommitIndex: st.CommitIndex, Seq: n.clog.Seq()}
-	ps := n.host.Libp2p().Peerstore()
-	for _, m := range st.Members {
-		mv := memberView{PeerID: m.ID.String(), Voter: m.Voter}
-		addrs := ps.Addrs(m.ID)
-		if m.ID == n.host.ID() {
-			addrs = n.host.Libp2p().Addrs()
-		}
-		for _, a := range addrs {
-			mv.Addrs = append(mv.Addrs, a.String())
-		}
-		v.Members = append(v.Members, mv)
-	}
-	return v
-}
-
-func (n *Node) healthQuorum(head uint64) *healthQuorum {
-	h := &healthQuorum{quorumView: n.quorumView()}
-	if n.quorum != nil {
-		st := n.quorum.Status()
-		h.State = st.State
-		if st.CommitIndex > st.Applied {
-			h.Lag = st.CommitIndex - st.Applied
-		}
-		if st.Leader == "" {
-			h.Error = fmt.Sprintf("no leader: this member is %s; writes answer 503 until a majority of the %d voters elect one", st.State, quorum.Voters(st.Members))
-		}
-		return h
-	}
-	if seq := n.clog.Seq(); head > seq {
-		h.Lag = head - seq
-	}
-	if n.role == RoleNode && h.Leader == "" {
-		h.Error = "no bootstrap node reachable knows a leader: writes answer 503"
-	}
-	return h
-}
-
 func (n *Node) serveQuorum(context.Context, peer.ID, []byte) ([]byte, error) {
 	v := n.quorumView()
 	v.Origin, _ = n.clog.Origin()
@@ -229,6 +148,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	n.serveDirectory(ctx)
 	n.goroutine(func() { n.followPresence(ctx) })
 	n.goroutine(func() { n.syncSigners(ctx) })
+	n.goroutine(func() { n.probeMembers(ctx) })
 	return nil
 }
 

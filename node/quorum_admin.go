@@ -58,6 +58,9 @@ func (n *Node) quorumRoutes(mux httpx.Router) {
 }
 
 func (n *Node) listQuorum(w http.ResponseWriter, r *http.Request) error {
+	if n.role == RoleNode {
+		n.view.refresh(r.Context()) // what the members say now
+	}
 	httpx.WriteJSON(w, http.StatusOK, n.quorumView())
 	return nil
 }

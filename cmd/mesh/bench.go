@@ -16,7 +16,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchQuorumCmd())
 	return c
 }
 
@@ -126,5 +126,48 @@ p99 and failures, and the writes a second the directory's log took.`,
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each phase")
 	f.IntVar(&o.Flooders, "flooders", 64, "flood requests kept in flight")
 	f.Float64Var(&o.HonestRate, "honest-rate", 20, "honest registrations a second, each from its own address")
+	return c
+}
+
+func benchQuorumCmd() *cobra.Command {
+	o := bench.QuorumOptions{Size: 3, Concurrency: 16, Duration: 10 * time.Second}
+	c := &cobra.Command{
+		Use:   "quorum",
+		Short: "Compare registrations through a lone directory and through a quorum, fsync on",
+		Long: `Starts a lone directory, then a quorum of --size bootstrap nodes, in this
+process on this machine's disk (--dir, a temporary directory by default) with
+fsync on and no write budgets, and registers new agents from --concurrency
+clients for --duration through the lone directory, the quorum's leader and one
+of its followers. Reports each one's registrations a second, p50 and p99, and
+the quorum's rate as a share of the lone directory's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Size < 1 || o.Concurrency < 1 || o.Duration <= 0 {
+				return fmt.Errorf("--size and --concurrency must be at least 1 and --duration positive")
+			}
+			res, err := bench.Quorum(cmd.Context(), o)
+			for _, r := range res {
+				fmt.Fprintln(cmd.OutOrStdout(), r)
+			}
+			if err != nil {
+				return err
+			}
+			for _, r := range res[1:] {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %.2f of the lone directory's rate, p99 %.2f times its\n", r.Setup,
+					r.Result.PerSecond/res[0].Result.PerSecond, float64(r.Result.P99)/float64(res[0].Result.P99))
+			}
+			for _, r := range res {
+				if r.Result.Errors > 0 {
+					return fmt.Errorf("%s: %d registrations failed", r.Setup, r.Result.Errors)
+				}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Size, "size", o.Size, "members of the quorum")
+	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "clients registering at once")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "how long each setup is measured")
+	f.StringVar(&o.Dir, "dir", "", "where the nodes keep their stores; a temporary directory by default")
 	return c
 }

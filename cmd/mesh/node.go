@@ -49,7 +49,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringSliceVar(&cfg.TrustedProxies, "trusted-proxy", nil, "CIDR or IP of a reverse proxy whose X-Forwarded-For names the client, repeatable or comma-separated; trust only your own proxies")
 	f.StringVar(&cfg.Role, "role", "", "bootstrap (runs the directory) or node; default: node when --bootstrap is given without --quorum, else bootstrap")
 	f.StringSliceVar(&cfg.Listen, "listen", cfg.Listen, "libp2p listen multiaddrs, repeatable or comma-separated")
-	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", nil, "full multiaddr of a bootstrap node (…/p2p/<peer id>), repeatable; the first is the directory")
+	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", nil, "full multiaddr of a bootstrap node (…/p2p/<peer id>), repeatable or comma-separated: a node follows the directory these run (one node, or members of a quorum: it finds the leader itself); one it cannot reach is warned about")
 	f.BoolVar(&cfg.DHTServer, "dht-server", false, "always answer DHT queries; without it bootstrap nodes, --reachability public and nodes AutoNAT finds reachable do")
 	f.StringVar(&cfg.Reachability, "reachability", "", "public, private (behind NAT: use the bootstrap relays) or empty to detect; bootstrap nodes default to public")
 	f.IntVar(&cfg.GossipQueueBytes, "gossip-queue-bytes", cfg.GossipQueueBytes, "bytes of gossip that may wait for one peer; past it its oldest messages are dropped")

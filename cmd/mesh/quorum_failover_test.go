@@ -102,18 +102,28 @@ func writeAt(base, name string, period time.Duration, stop <-chan struct{}, out 
 	}
 }
 
+// failedOver is what failover did.
+type failedOver struct {
+	bin       string
+	writes    []write
+	survivors []string // URLs
+	dead      string   // the peer id of the leader killed
+	killed    time.Time
+}
+
 // failover runs two writers, one on each follower of a quorum of 3, at 10
 // writes a second each, kills the leader (SIGKILL) after 3 s and goes on
-// for 10 s; it returns every write and the surviving members' URLs.
-func failover(t testing.TB) (writes []write, survivors []string, killed time.Time) {
-	bin := buildMesh(t)
-	q := startMeshQuorum(t, bin, 3)
+// for 10 s.
+func failover(t testing.TB) (f failedOver) {
+	f.bin = buildMesh(t)
+	q := startMeshQuorum(t, f.bin, 3)
 	lead := q.leader([]int{0, 1, 2})
+	f.dead = strings.Split(q.addrs[lead], "/p2p/")[1]
 	var followers []int
 	for i := range 3 {
 		if i != lead {
 			followers = append(followers, i)
-			survivors = append(survivors, q.urls[i])
+			f.survivors = append(f.survivors, q.urls[i])
 		}
 	}
 	stop := make(chan struct{})
@@ -132,43 +142,72 @@ func failover(t testing.TB) (writes []write, survivors []string, killed time.Tim
 	}()
 	time.Sleep(3 * time.Second)
 	q.procs[lead].Process.Kill()
-	killed = time.Now()
+	f.killed = time.Now()
 	q.procs[lead].Wait()
 	time.Sleep(10 * time.Second)
 	close(stop)
 	writers.Wait()
 	inflight.Wait()
 	close(out)
-	return <-collected, survivors, killed
+	f.writes = <-collected
+	return f
 }
 
 // TestWritesThroughFollowersSurviveTheLeader: two clients write through
 // the two followers of a quorum of `mesh node` processes (default
 // timings) while the leader is killed: no write is refused or lost, and
 // each lands once, on every surviving member. How long the writes around
-// the kill waited is BenchmarkFailoverThroughFollowers' figure.
+// the kill waited is BenchmarkFailoverThroughFollowers' figure. Then the
+// survivors show the dead member unreachable, in /health and in `mesh
+// quorum list`.
 func TestWritesThroughFollowersSurviveTheLeader(t *testing.T) {
-	writes, survivors, killed := failover(t)
+	f := failover(t)
 	var refused []string
-	for _, w := range refusals(writes) {
-		refused = append(refused, fmt.Sprintf("%s (sent %s after the kill): %d %v", w.id, w.sent.Sub(killed).Round(time.Millisecond), w.status, w.err))
+	for _, w := range refusals(f.writes) {
+		refused = append(refused, fmt.Sprintf("%s (sent %s after the kill): %d %v", w.id, w.sent.Sub(f.killed).Round(time.Millisecond), w.status, w.err))
 	}
 	if len(refused) > 0 {
-		t.Fatalf("%d of %d writes refused:\n%s", len(refused), len(writes), strings.Join(refused, "\n"))
+		t.Fatalf("%d of %d writes refused:\n%s", len(refused), len(f.writes), strings.Join(refused, "\n"))
 	}
-	for _, u := range survivors {
+	for _, u := range f.survivors {
 		testkit.Eventually(t, 10*time.Second, func() bool {
 			_, h := getStatusJSON(u + "/health")
 			d, _ := h["directory"].(map[string]any)
-			return d != nil && d["agents"] == float64(len(writes))
-		}, "%s does not hold the %d agents written", u, len(writes))
-		for _, w := range writes {
+			return d != nil && d["agents"] == float64(len(f.writes))
+		}, "%s does not hold the %d agents written", u, len(f.writes))
+		for _, w := range f.writes {
 			if st, _ := getStatusJSON(u + "/v1/agents/" + w.id); st != http.StatusOK {
 				t.Fatalf("%s acknowledged, missing on %s: %d", w.id, u, st)
 			}
 		}
+		_, h := getStatusJSON(u + "/health")
+		if q := h["quorum"].(map[string]any); fmt.Sprint(q["unreachable"]) != "["+f.dead+"]" {
+			t.Fatalf("%s's health does not name the dead member unreachable: %v", u, q)
+		}
 	}
-	t.Logf("%d writes, none refused; %s", len(writes), latencies(writes))
+	t.Logf("%d writes, none refused; %s", len(f.writes), latencies(f.writes))
+	out, err := exec.Command(f.bin, "quorum", "list", "--node", f.survivors[0]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mesh quorum list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "leader 12D3KooW") {
+		t.Fatalf("mesh quorum list:\n%s", out)
+	}
+	roles := map[string]int{}
+	for _, l := range lines[2:] {
+		fields := strings.Fields(l)
+		switch {
+		case fields[0] == f.dead && (fields[2] != "no" || fields[1] != "voter"):
+			t.Errorf("the dead member: %s", l)
+		case fields[0] != f.dead && (fields[2] != "yes" || !strings.HasPrefix(fields[len(fields)-2], "http://127.0.0.1:") || !strings.HasSuffix(fields[len(fields)-1], "/p2p/"+fields[0])):
+			t.Errorf("a live member: %s", l)
+		}
+		roles[fields[1]]++
+	}
+	if roles["leader"] != 1 || roles["voter"] != 2 {
+		t.Errorf("mesh quorum list names %v:\n%s", roles, out)
+	}
 }
 
 // latency is the p-th quantile of how long writes waited.
@@ -198,10 +237,10 @@ func refusals(writes []write) []write {
 //	go test ./cmd/mesh -run XXX -bench FailoverThroughFollowers -benchtime 1x
 func BenchmarkFailoverThroughFollowers(b *testing.B) {
 	for range b.N {
-		writes, _, _ := failover(b)
-		b.ReportMetric(float64(latency(writes, 0.99).Milliseconds()), "p99_ms")
-		b.ReportMetric(float64(latency(writes, 1).Milliseconds()), "max_ms")
-		b.ReportMetric(float64(len(refusals(writes))), "refused")
-		b.ReportMetric(float64(len(writes)), "writes")
+		f := failover(b)
+		b.ReportMetric(float64(latency(f.writes, 0.99).Milliseconds()), "p99_ms")
+		b.ReportMetric(float64(latency(f.writes, 1).Milliseconds()), "max_ms")
+		b.ReportMetric(float64(len(refusals(f.writes))), "refused")
+		b.ReportMetric(float64(len(f.writes)), "writes")
 	}
 }

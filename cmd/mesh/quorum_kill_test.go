@@ -172,7 +172,7 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 
 	// mesh quorum list, through an ordinary node, names the leader and the
 	// three voters; remove takes a member's key.
-	out, err := exec.Command(bin, "quorum", "list", "--node", ordURL).CombinedOutput()
+	out, err := exec.Command(bin, "quorum", "list", "--json", "--node", ordURL).CombinedOutput()
 	var view struct {
 		Leader  string `json:"leader"`
 		Members []struct {
@@ -189,7 +189,7 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
 	if out, err := exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", stranger).CombinedOutput(); err == nil || !strings.Contains(string(out), "not_admin") {
 		t.Fatalf("a stranger's key removed a member: %v %s", err, out)
 	}
-	out, err = exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", filepath.Join(dirs[newLead], "node.key")).CombinedOutput()
+	out, err = exec.Command(bin, "quorum", "remove", victim, "--json", "--node", ordURL, "--key", filepath.Join(dirs[newLead], "node.key")).CombinedOutput()
 	if err != nil || strings.Count(string(out), "peer_id") != 2 {
 		t.Fatalf("mesh quorum remove: %v %s", err, out)
 	}
