@@ -218,6 +218,21 @@ func TestARogueNodeIsCapped(t *testing.T) {
 	}
 }
 
+// forwardFrom sends a request from n to the directory over the forward
+// stream, as n forwards its clients' writes.
+func forwardFrom(t *testing.T, n *Node, method, path, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := n.roundTrip(context.Background(), req, nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
+}
+
 // TestForwardStreamServesOnlyForwardedRoutes: whatever a peer sends on the
 // forward stream, the directory serves only the routes nodes forward, and
 // answers anything else with JSON 404 or 405, never a 500 and never an
@@ -228,14 +243,7 @@ func TestForwardStreamServesOnlyForwardedRoutes(t *testing.T) {
 
 	send := func(method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, path, strings.NewReader(body))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := peer.roundTrip(context.Background(), req, nil)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
+		resp := forwardFrom(t, peer, method, path, body, hdr...)
 		raw, _ := io.ReadAll(resp.Body)
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err != nil {
@@ -331,14 +339,7 @@ func TestForwardStreamChargesOnlyWhatItServes(t *testing.T) {
 	peer := m.join()
 	forward := func(method, path, body string, hdr ...string) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, path, strings.NewReader(body))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := peer.roundTrip(context.Background(), req, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := forwardFrom(t, peer, method, path, body, hdr...)
 		resp.Body.Close()
 		return resp.StatusCode
 	}

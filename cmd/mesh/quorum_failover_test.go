@@ -19,18 +19,21 @@ import (
 )
 
 // meshQuorum is a quorum of `mesh node` processes on loopback, listening
-// on TCP and QUIC as docs/operations.md has them, with the default Raft
-// timings.
+// on TCP and QUIC as docs/operations.md has them.
 type meshQuorum struct {
 	t     testing.TB
+	bin   string
 	urls  []string
 	procs []*exec.Cmd
 	addrs []string // the --quorum list
+	dirs  []string
+	extra []string // flags every member gets
 }
 
-func startMeshQuorum(t testing.TB, bin string, size int) *meshQuorum {
-	q := &meshQuorum{t: t, urls: make([]string, size), procs: make([]*exec.Cmd, size)}
-	var dirs []string
+// startMeshQuorum starts size members, each with extra flags (Raft
+// timings, say; the defaults without).
+func startMeshQuorum(t testing.TB, bin string, size int, extra ...string) *meshQuorum {
+	q := &meshQuorum{t: t, bin: bin, urls: make([]string, size), procs: make([]*exec.Cmd, size), extra: extra}
 	for range size {
 		dir := t.TempDir()
 		key := identity.GenerateKey()
@@ -38,17 +41,32 @@ func startMeshQuorum(t testing.TB, bin string, size int) *meshQuorum {
 			t.Fatal(err)
 		}
 		id, _ := p2p.PeerID(key.Public().(ed25519.PublicKey))
-		dirs = append(dirs, dir)
+		q.dirs = append(q.dirs, dir)
 		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freeLoopbackPort(t))+"/p2p/"+id.String())
 	}
 	for i := range size {
-		tcp := strings.Split(q.addrs[i], "/p2p/")[0]
-		quic := strings.Replace(tcp, "/tcp/", "/udp/", 1) + "/quic-v1"
-		q.urls[i], q.procs[i], _ = startMeshNode(t, bin, "--role", "bootstrap", "--data", dirs[i],
-			"--listen", tcp+","+quic, "--quorum", strings.Join(q.addrs, ","))
+		q.start(i)
 	}
 	return q
 }
+
+// start starts member i (again, after a kill: same data and addresses).
+func (q *meshQuorum) start(i int) {
+	tcp := strings.Split(q.addrs[i], "/p2p/")[0]
+	quic := strings.Replace(tcp, "/tcp/", "/udp/", 1) + "/quic-v1"
+	args := append([]string{"--role", "bootstrap", "--data", q.dirs[i], "--listen", tcp + "," + quic,
+		"--quorum", strings.Join(q.addrs, ",")}, q.extra...)
+	q.urls[i], q.procs[i], _ = startMeshNode(q.t, q.bin, args...)
+}
+
+// kill kills member i (SIGKILL) and waits for it to be gone.
+func (q *meshQuorum) kill(i int) {
+	q.procs[i].Process.Kill()
+	q.procs[i].Wait()
+}
+
+// peerID is member i's peer id.
+func (q *meshQuorum) peerID(i int) string { return strings.Split(q.addrs[i], "/p2p/")[1] }
 
 // leader waits for one of among to lead, and returns it.
 func (q *meshQuorum) leader(among []int) int {
@@ -118,7 +136,7 @@ func failover(t testing.TB) (f failedOver) {
 	f.bin = buildMesh(t)
 	q := startMeshQuorum(t, f.bin, 3)
 	lead := q.leader([]int{0, 1, 2})
-	f.dead = strings.Split(q.addrs[lead], "/p2p/")[1]
+	f.dead = q.peerID(lead)
 	var followers []int
 	for i := range 3 {
 		if i != lead {
@@ -141,9 +159,8 @@ func failover(t testing.TB) (f failedOver) {
 		collected <- all
 	}()
 	time.Sleep(3 * time.Second)
-	q.procs[lead].Process.Kill()
 	f.killed = time.Now()
-	q.procs[lead].Wait()
+	q.kill(lead)
 	time.Sleep(10 * time.Second)
 	close(stop)
 	writers.Wait()

@@ -38,19 +38,14 @@ func Refund(ctx context.Context) {
 	}
 }
 
-// refund puts a token back in the bucket of each of keys that still
-// exists, up to its burst.
+// refund puts a token back in the bucket of each of keys, up to its
+// burst.
 func (a *Admitter) refund(keys []Key) {
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, k := range keys {
-		b := a.budgets[k.Budget]
-		if b == nil || b.buckets == nil {
-			continue
-		}
-		l := b.buckets.Bucket(k.ID, now)
-		if l.TokensAt(now) <= float64(l.Burst())-1 {
+		if _, l := a.bucket(k, now); l != nil && l.TokensAt(now) <= float64(l.Burst())-1 {
 			l.AllowN(now, -1) // takes minus one: gives one back
 		}
 	}

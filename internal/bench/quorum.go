@@ -117,15 +117,9 @@ func startDiskNodes(ctx context.Context, dir string, n int, quorum bool) (*Mesh,
 			cfg.Quorum = addrs
 		}
 		Unmetered(&cfg)
-		nd, err := node.New(cfg)
-		if err == nil {
-			err = nd.Start(ctx)
+		if err := m.start(ctx, cfg); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("node %d: %w", i, err)
-		}
-		m.Nodes = append(m.Nodes, nd)
 	}
 	return m, nil
 }
