@@ -52,9 +52,9 @@ func (s jsStep) required(t *testing.T) x402RequiredT {
 }
 
 // receipts is the step's x402.payment.receipts.
-func (s jsStep) receipts(t *testing.T) []x402Receipt {
+func (s jsStep) receipts(t *testing.T) []SettleResponse {
 	t.Helper()
-	var r []x402Receipt
+	var r []SettleResponse
 	b, _ := json.Marshal(s.X402[MetaPaymentReceipts])
 	if json.Unmarshal(b, &r) != nil {
 		t.Fatalf("%s: receipts %v", s.Step, s.X402)

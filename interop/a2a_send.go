@@ -265,12 +265,13 @@ func answerPart(body []byte) a2aPart {
 	return a2aPart{Kind: "text", Text: &s}
 }
 
-// httpMeta is the mesh.http metadata of an answer: its status and its X-*
-// headers (payment, receipt, balance, post-pay).
+// httpMeta is the mesh.http metadata of an answer: its status, its X-*
+// headers (payment, receipt, balance, post-pay) and x402 v2's
+// PAYMENT-REQUIRED and PAYMENT-RESPONSE.
 func httpMeta(rec *capture) map[string]any {
 	hs := map[string]string{}
 	for k := range rec.header {
-		if strings.HasPrefix(k, "X-") {
+		if strings.HasPrefix(k, "X-") || k == HeaderPaymentRequired || k == HeaderPaymentResponse {
 			hs[k] = rec.header.Get(k)
 		}
 	}

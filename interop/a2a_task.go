@@ -59,13 +59,13 @@ type a2aTask struct {
 	Artifacts []a2aArtifact `json:"artifacts,omitempty"`
 	// receipts are the x402 extension's receipts of the task's payments,
 	// failed and settled, oldest first.
-	receipts []any
+	receipts []SettleResponse
 }
 
 // receiptList is the task's receipts, an empty list when it has none.
-func (t *a2aTask) receiptList() []any {
+func (t *a2aTask) receiptList() []SettleResponse {
 	if t.receipts == nil {
-		return []any{}
+		return []SettleResponse{}
 	}
 	return t.receipts
 }

@@ -1,13 +1,11 @@
 package interop
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -34,17 +32,6 @@ const (
 	PaymentStatusRejected  = "payment-rejected"
 	PaymentStatusCompleted = "payment-completed"
 	PaymentStatusFailed    = "payment-failed"
-)
-
-// HTTP headers of x402's own clients and servers: the payment payload
-// (version 1, version 2) and the settlement answer (version 1, version 2),
-// each base64 of JSON.
-const (
-	hdrX402PaymentV1  = "X-PAYMENT"
-	hdrX402PaymentV2  = "PAYMENT-SIGNATURE"
-	hdrX402RequiredV2 = "PAYMENT-REQUIRED"
-	hdrX402SettledV1  = "X-PAYMENT-RESPONSE"
-	hdrX402SettledV2  = "PAYMENT-RESPONSE"
 )
 
 // meshPayload is the x402.payment.payload of this project's proof: the
@@ -94,8 +81,7 @@ func (a *Agent) submissionOf(meta map[string]json.RawMessage) (submission, *rpcE
 // payload sets the header a payment payload stands for.
 func (s *submission) payload(raw json.RawMessage) *rpcError {
 	var p struct {
-		X402Version json.Number                `json:"x402Version"`
-		Payload     map[string]json.RawMessage `json:"payload"`
+		Payload map[string]json.RawMessage `json:"payload"`
 	}
 	bad := rpcErr(rpcInvalidParams, `a payment submission needs metadata %s: an x402 PaymentPayload {"x402Version", "scheme", "network", "payload": {"transaction"}} `+
 		`or this agent's proof {"x402Version": 1, "scheme": "exact", "network", "payload": {"signature", "nonce"}}`, MetaPaymentPayload)
@@ -120,14 +106,11 @@ func (s *submission) payload(raw json.RawMessage) *rpcError {
 			return rpcErr(rpcInvalidParams, "%s payload.transaction must be the base64 of a signed transaction", MetaPaymentPayload)
 		}
 	}
-	switch p.X402Version {
-	case "1":
-		s.header.Set(hdrX402PaymentV1, base64.StdEncoding.EncodeToString(raw))
-	case "2":
-		s.header.Set(hdrX402PaymentV2, base64.StdEncoding.EncodeToString(raw))
-	default:
+	name, value, err := PaymentHeader(raw)
+	if err != nil {
 		return rpcErr(rpcInvalidParams, "%s x402Version must be 1 or 2", MetaPaymentPayload)
 	}
+	s.header.Set(name, value)
 	return nil
 }
 
@@ -141,14 +124,6 @@ func meshShaped(payload map[string]json.RawMessage) bool {
 	}
 	_, ok := payload["signature"]
 	return ok
-}
-
-// x402Receipt is an x402 SettleResponse, the extension's receipt.
-type x402Receipt struct {
-	Success     bool   `json:"success"`
-	ErrorReason string `json:"errorReason,omitempty"`
-	Transaction string `json:"transaction"`
-	Network     string `json:"network"`
 }
 
 // x402Meta adds the extension's keys for a call's answer to meta: on a
@@ -169,23 +144,21 @@ func (a *Agent) x402Meta(meta map[string]any, t *a2aTask, call a2aCall, rec *cap
 		}
 	}
 	if sub.submitted {
-		t.receipts = append(slices.Clip(t.receipts), x402Receipt{ErrorReason: code + ": " + detail, Transaction: sub.transaction, Network: a.x402Network()})
+		t.receipts = append(slices.Clip(t.receipts), SettleResponse{ErrorReason: code + ": " + detail, Transaction: sub.transaction, Network: a.x402Network()})
 		meta[MetaPaymentStatus], meta[MetaPaymentError], meta[MetaPaymentReceipts] = PaymentStatusFailed, code, t.receipts
 	}
 }
 
 // settled is the receipt of a call the x402 path was paid for: x402's
 // settlement answer when the paywall gave one, else this project's proof.
-func settled(rec *capture, network string) (any, bool) {
-	for _, h := range []string{hdrX402SettledV2, hdrX402SettledV1} {
-		if b, err := base64.StdEncoding.DecodeString(rec.header.Get(h)); err == nil && len(b) > 0 && json.Valid(b) {
-			return json.RawMessage(b), true
-		}
+func settled(rec *capture, network string) (SettleResponse, bool) {
+	if sr, ok := ParseSettleResponse(rec.header); ok {
+		return sr, true
 	}
 	if sig := rec.header.Get(HeaderPaymentProof); sig != "" {
-		return x402Receipt{Success: true, Transaction: sig, Network: network}, true
+		return SettleResponse{Success: true, Transaction: sig, Network: network}, true
 	}
-	return nil, false
+	return SettleResponse{}, false
 }
 
 // rejectPayment ends a task whose client refused to pay: canceled,
@@ -226,7 +199,12 @@ type x402Requirement struct {
 // PAYMENT-REQUIRED header first when the answer has one. Nil when the
 // answer offers nothing to pay per call (a prepaid-only agent).
 func (a *Agent) paymentRequired(call a2aCall, rec *capture, detail string) *x402Required {
-	req := &x402Required{X402Version: 1, Error: detail, Accepts: v2Requirements(rec.header.Get(hdrX402RequiredV2))}
+	req := &x402Required{X402Version: 1, Error: detail}
+	if pr, ok := ParsePaymentRequired(rec.header); ok {
+		for _, r := range pr.Accepts {
+			req.Accepts = append(req.Accepts, requirementV1(pr.Resource, r))
+		}
+	}
 	if req.Error == "" {
 		req.Error = ErrPaymentRequired.Detail
 	}
@@ -254,57 +232,31 @@ func (a *Agent) requirement(call a2aCall, o Offer) x402Requirement {
 	if asset == "" {
 		asset = NativeAsset
 	}
-	a.mu.RLock()
-	resource := a.url + "/v1/" + call.skill
-	a.mu.RUnlock()
+	resource := a.baseURL() + "/v1/" + call.skill
 	return x402Requirement{Scheme: o.Scheme, Network: x402NetworkV1(o.Network), MaxAmountRequired: strconv.FormatUint(o.Lamports, 10),
 		Resource: resource, Description: a.skillDescription(call.skill), MimeType: "application/json", PayTo: o.PayTo,
 		MaxTimeoutSeconds: ttl, Asset: asset, Extra: extra}
 }
 
-// v2Requirements reads the accepts of an x402 v2 PAYMENT-REQUIRED header
-// as version 1 PaymentRequirements; none when there is no such header.
-func v2Requirements(header string) []x402Requirement {
-	b, err := base64.StdEncoding.DecodeString(header)
-	if err != nil || len(b) == 0 {
-		return nil
+// requirementV1 is a row of an x402 v2 PAYMENT-REQUIRED for resource as
+// x402 version 1 PaymentRequirements.
+func requirementV1(resource ResourceInfo, r PaymentRequirements) x402Requirement {
+	extra := map[string]any{"feePayer": r.Extra.FeePayer}
+	if r.Extra.Memo != "" {
+		extra["memo"] = r.Extra.Memo
 	}
-	var v2 struct {
-		Resource struct {
-			URL         string `json:"url"`
-			Description string `json:"description"`
-			MimeType    string `json:"mimeType"`
-		} `json:"resource"`
-		Accepts []struct {
-			Scheme            string         `json:"scheme"`
-			Network           string         `json:"network"`
-			Amount            string         `json:"amount"`
-			Asset             string         `json:"asset"`
-			PayTo             string         `json:"payTo"`
-			MaxTimeoutSeconds int64          `json:"maxTimeoutSeconds"`
-			Extra             map[string]any `json:"extra"`
-		} `json:"accepts"`
-	}
-	if json.Unmarshal(b, &v2) != nil {
-		return nil
-	}
-	var out []x402Requirement
-	for _, r := range v2.Accepts {
-		out = append(out, x402Requirement{Scheme: r.Scheme, Network: x402NetworkV1(r.Network), MaxAmountRequired: r.Amount,
-			Resource: v2.Resource.URL, Description: v2.Resource.Description, MimeType: v2.Resource.MimeType, PayTo: r.PayTo,
-			MaxTimeoutSeconds: r.MaxTimeoutSeconds, Asset: r.Asset, Extra: r.Extra})
-	}
-	return out
+	return x402Requirement{Scheme: r.Scheme, Network: x402NetworkV1(r.Network), MaxAmountRequired: r.Amount,
+		Resource: resource.URL, Description: resource.Description, MimeType: resource.MimeType, PayTo: r.PayTo,
+		MaxTimeoutSeconds: int64(r.MaxTimeoutSeconds), Asset: r.Asset, Extra: extra}
 }
 
-// x402NetworkV1 is x402's version 1 name of a network: of this project's
-// tags and of x402 v2's CAIP-2 Solana ids (solana:<genesis hash prefix>).
+// x402NetworkV1 is x402's version 1 name of a network, of this project's
+// tags and of x402 v2's CAIP-2 ids; any other name as it is.
 func x402NetworkV1(network string) string {
-	ref, caip := strings.CutPrefix(network, "solana:")
-	switch {
-	case network == NetworkDevnet || caip && ref != "" && strings.HasPrefix(GenesisDevnet, ref):
+	switch c, _ := CAIP2(network); c {
+	case CAIP2Devnet:
 		return "solana-devnet"
-	case network == NetworkMainnet || caip && ref != "" && strings.HasPrefix(GenesisMainnet, ref):
+	case CAIP2Mainnet:
 		return "solana"
 	}
 	return network

@@ -78,7 +78,7 @@ func TestA2AX402ExtensionAsWritten(t *testing.T) {
 	}
 	failed := h.send(task, []any{map[string]any{"kind": "text", "text": "paid"}}, submit(bogus.String(), first))
 	x = failed.x402(t, meta)
-	var receipts []x402Receipt
+	var receipts []SettleResponse
 	json.Unmarshal(x[MetaPaymentReceipts], &receipts)
 	fresh := failed.required(t).Accepts[0].Extra.Nonce
 	if failed.Result.ID != task || failed.Result.Status.State != stateInputRequired || str(x[MetaPaymentStatus]) != PaymentStatusFailed ||
@@ -192,7 +192,8 @@ func TestA2AX402ReadsV2Answers(t *testing.T) {
 	h.agent.x402Meta(m, &task, a2aCall{skill: "echo"}, ok, "", "", submission{submitted: true})
 	b, _ = json.Marshal(m)
 	validate(t, meta, "metadata of a v2 settlement", string(b))
-	if !strings.Contains(string(b), `"x402.payment.receipts":[`+settledV2+`]`) || m[MetaPaymentStatus] != PaymentStatusCompleted {
+	if r := task.receiptList(); len(r) != 1 || r[0] != (SettleResponse{Success: true, Transaction: "5tx", Network: CAIP2Devnet, Payer: "P"}) ||
+		m[MetaPaymentStatus] != PaymentStatusCompleted {
 		t.Fatalf("receipt of a v2 settlement: %s", b)
 	}
 	for in, want := range map[string]string{NetworkDevnet: "solana-devnet", NetworkMainnet: "solana",

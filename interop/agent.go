@@ -34,7 +34,10 @@ type Skill struct {
 	// Tags are keywords for the A2A card (none: an empty list).
 	Tags []string
 	// Pricing rows; nil or a Free() row means the skill is free. A paid
-	// skill needs a lamports row on the payment network.
+	// skill has a lamports row on the payment network, SPL token rows
+	// there (Token: x402 v2 pays them), or both. One priced only in
+	// tokens is paid by x402 v2 alone: the seed's x402, prepaid balances
+	// and post-pay are in lamports.
 	Pricing Prices
 	Handler SkillFunc
 }
@@ -96,31 +99,33 @@ func (c *AgentConfig) Validate() error {
 		if price > 0 && price%c.Payment.CreditDivisor != 0 {
 			return fmt.Errorf("%w: skill %q: price %d is not a multiple of the credit divisor %d", ErrConfig, s.ID, price, c.Payment.CreditDivisor)
 		}
-		if price > 0 && len(s.Pricing.Tokens(c.Payment.Network)) > 0 && !c.Payment.takesExact() {
+		if c.Payment != nil && len(s.Pricing.Tokens(c.Payment.Network)) > 0 && !c.Payment.takesExact() {
 			return fmt.Errorf("%w: skill %q is priced in an SPL token, which x402 v2 takes: the payment configuration needs the x402 mode and a fee payer (fee_payer_key_file) or a facilitator_url", ErrConfig, s.ID)
 		}
 	}
 	return nil
 }
 
-// price is what a call of s costs on the payment network.
+// price is what a call of s costs in lamports on the payment network: 0
+// for a free skill and for one priced only in SPL tokens.
 func (c *AgentConfig) price(s Skill) (uint64, error) {
-	paid := false
-	for _, p := range s.Pricing {
-		paid = paid || !p.IsFree()
-	}
-	if !paid {
+	if !s.Pricing.priced() {
 		return 0, nil
 	}
 	if c.Payment == nil {
 		return 0, fmt.Errorf("%w: skill %q has a price but the agent has no payment configuration", ErrConfig, s.ID)
 	}
 	row, ok := s.Pricing.For(c.Payment.Network)
-	if !ok || row.IsFree() {
-		return 0, fmt.Errorf("%w: skill %q has no lamports row on the payment network %s (a paid skill has one, also when it is priced in a token: the seed's x402, deposits and post-pay are paid in lamports)",
-			ErrConfig, s.ID, c.Payment.Network)
+	switch {
+	case ok && row.IsFree():
+		return 0, fmt.Errorf("%w: skill %q has a free row (or one of 0 lamports) beside its prices: a free skill has only a free row", ErrConfig, s.ID)
+	case ok:
+		return row.Amount, nil
+	case len(s.Pricing.Tokens(c.Payment.Network)) > 0:
+		return 0, nil // priced only in tokens: x402 v2 pays it
 	}
-	return row.Amount, nil
+	return 0, fmt.Errorf("%w: skill %q has no price on the payment network %s: it needs a lamports row or SPL token rows (USDC, wSOL) there",
+		ErrConfig, s.ID, c.Payment.Network)
 }
 
 // Agent serves an agent's public surface: its card, whoami, its skills
@@ -275,9 +280,8 @@ func (a *Agent) Routes(mux httpx.Router) {
 // the Mesh-Sig check, the paywall's cascade when the skill has a price,
 // and the skill.
 func (a *Agent) skillHandler(s Skill) http.Handler {
-	price, _ := a.cfg.price(s)
 	var next http.Handler = httpx.Handle(a.log, a.skill(s))
-	if price > 0 {
+	if s.Pricing.priced() {
 		next = a.paywall.Guard(s, next)
 	}
 	return httpx.Handle(a.log, signed(a.ledger, a.now, a.Origin, a.cfg.MaxBody, false, func(w http.ResponseWriter, r *http.Request) error {

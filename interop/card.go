@@ -261,6 +261,11 @@ func (ps Prices) For(network string) (Price, bool) {
 	return Price{}, false
 }
 
+// priced reports whether any row asks for something.
+func (ps Prices) priced() bool {
+	return slices.ContainsFunc(ps, func(p Price) bool { return !p.IsFree() })
+}
+
 // Tokens returns the SPL token rows priced on network, their mints
 // filled in.
 func (ps Prices) Tokens(network string) Prices {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -106,6 +107,24 @@ func BuildChallenge(h http.Header, o Offer, code, detail string) []byte {
 		Hint: fmt.Sprintf("Pay %s lamports (%s %s) to %s on %s with a memo instruction whose data is exactly the nonce, "+
 			"then retry the same request with headers %s: <transaction signature> and %s: <nonce>.",
 			a.Lamports, FormatCoins(o.Lamports), NativeAsset, o.PayTo, o.Network, HeaderPaymentProof, HeaderPaymentNonce),
+	})
+	return b
+}
+
+// tokensOnlyChallenge renders the 402 body of a skill priced only in SPL
+// tokens (rows), which x402 v2 pays: the seed's shape with no offer (it
+// has nothing to pay in lamports), its hint saying where the offers are.
+func tokensOnlyChallenge(rows Prices, payTo, code, detail string) []byte {
+	prices := make([]string, len(rows))
+	for i, p := range rows {
+		prices[i] = PriceText(p)
+	}
+	b, _ := json.Marshal(challengeA{
+		X402Version: X402Version, Accepts: []acceptA{}, Detail: detail, Code: code,
+		Hint: fmt.Sprintf("This skill is priced only in SPL tokens (%s, to %s): nothing is paid in lamports. Pay with x402 v2: "+
+			"the %s header (base64 JSON) lists the offers; sign the token transfer one describes, with its extra.feePayer as fee payer "+
+			"and its extra.memo as memo, and retry the same request with %s. The x402 project's clients (@x402/fetch with @x402/svm) do this.",
+			strings.Join(prices, " or "), payTo, strings.ToUpper(HeaderPaymentRequired), strings.ToUpper(HeaderPaymentSignature)),
 	})
 	return b
 }

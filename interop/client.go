@@ -92,6 +92,9 @@ type PaymentError struct {
 	Signature string
 	// Nonce is the challenge nonce the transaction pays.
 	Nonce string
+	// Exact are the 402's x402 v2 offers (PAYMENT-REQUIRED: SPL token
+	// prices), which this client does not pay.
+	Exact []PaymentRequirements
 }
 
 func (e *PaymentError) Error() string {
@@ -243,7 +246,7 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 	}
 	ch, err := ParseChallenge(resp.Header, b)
 	if err != nil {
-		return nil, &PaymentError{Reason: err}
+		return nil, unpayable(resp.Header, ch, err)
 	}
 	offer, err := c.choose(card, ch)
 	if err == nil {
@@ -267,6 +270,22 @@ func (c *Client) Call(ctx context.Context, card *Card, skill string, input []byt
 		res.Lamports = offer.Lamports
 	}
 	return res, err
+}
+
+// unpayable is the error of a 402 without an offer in lamports (err):
+// one of a skill priced only in SPL tokens names its prices and who pays
+// them.
+func unpayable(h http.Header, ch Challenge, err error) *PaymentError {
+	pr, ok := ParsePaymentRequired(h)
+	if !ok || len(pr.Accepts) == 0 {
+		return &PaymentError{Challenge: ch, Reason: err}
+	}
+	prices := make([]string, len(pr.Accepts))
+	for i, r := range pr.Accepts {
+		prices[i] = r.PriceText()
+	}
+	return &PaymentError{Challenge: ch, Exact: pr.Accepts, Reason: fmt.Errorf("%w (%s, x402 v2's exact scheme): "+
+		"pay it with an x402 v2 client, such as the x402 project's @x402/fetch with @x402/svm", ErrTokensOnly, strings.Join(prices, " or "))}
 }
 
 // payInvoice pays the invoice of an answer served on credit, as it would

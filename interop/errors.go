@@ -69,6 +69,10 @@ var (
 	// ErrTxExpired is returned by Chain.Pay when the transaction's blockhash
 	// expired before it landed: it can never land, and nothing was paid.
 	ErrTxExpired = errors.New("interop: the payment transaction expired before it landed; nothing was paid")
+	// ErrTokensOnly is returned by the client for a skill whose 402 offers
+	// SPL token prices only (x402 v2, PAYMENT-REQUIRED) and nothing in
+	// lamports: it pays in lamports only.
+	ErrTokensOnly = errors.New("interop: the skill is priced only in SPL tokens, which this client does not pay")
 	// ErrCall is returned by the client for an unexpected answer of an agent or node.
 	ErrCall = errors.New("interop: call failed")
 )

@@ -22,14 +22,23 @@ import (
 func newExactHarness(t *testing.T, edit ...func(*PaymentConfig)) *harness {
 	t.Helper()
 	h, pc := fakeChainHarness(t)
-	h.tokens = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet), Token(testWSOL, CurrencyWSOL, "", NetworkDevnet)}
+	h.startExact(pc, edit...)
+	return h
+}
+
+// startExact starts h with echo also priced in h.tokens (none set: USDC
+// and wrapped SOL) and a fee payer of its own (funded).
+func (h *harness) startExact(pc *PaymentConfig, edit ...func(*PaymentConfig)) {
+	h.t.Helper()
+	if h.tokens == nil {
+		h.tokens = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet), Token(testWSOL, CurrencyWSOL, "", NetworkDevnet)}
+	}
 	pc.FeePayer = NewWallet()
 	for _, e := range edit {
 		e(pc)
 	}
 	h.chain.Fund(pc.FeePayer.PublicKey(), solana.LAMPORTS_PER_SOL)
 	h.start(pc)
-	return h
 }
 
 // challengeV2 calls echo with body unpaid and returns the 402's x402 v2
@@ -292,7 +301,8 @@ func TestPaymentHeader(t *testing.T) {
 
 // TestTokenPricingConfig: a token row names its mint (or a known
 // currency's), and an agent takes token rows only with a fee payer or a
-// facilitator, and beside a lamports row.
+// facilitator; a paid skill has a price on the payment network (a
+// lamports row, token rows, or both) and no free row beside it.
 func TestTokenPricingConfig(t *testing.T) {
 	mint := NewWallet().Address()
 	for _, c := range []struct {
@@ -328,7 +338,11 @@ func TestTokenPricingConfig(t *testing.T) {
 		{"neither", echo(lamports, usdc), func(*PaymentConfig) {}, "fee payer"},
 		{"both", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FeePayer, pc.FacilitatorURL = NewWallet(), "https://f.example" }, "exclude"},
 		{"facilitator not a URL", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FacilitatorURL = "f.example" }, "facilitator_url"},
-		{"no lamports row", echo(usdc), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, "lamports row"},
+		{"tokens only", echo(usdc), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, ""},
+		{"tokens only, neither", echo(usdc), func(*PaymentConfig) {}, "fee payer"},
+		{"tokens on another network", echo(Token(testUSDC, CurrencyUSDC, "", NetworkMainnet)), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, "no price on the payment network"},
+		{"free row beside tokens", echo(Free(), usdc), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, "free row"},
+		{"zero lamports beside tokens", echo(Lamports(0, NetworkDevnet), usdc), func(pc *PaymentConfig) { pc.FeePayer = NewWallet() }, "free row"},
 		{"fee payer key file missing", echo(lamports, usdc), func(pc *PaymentConfig) { pc.FeePayerKeyFile = "/nonexistent/fee-payer.json" }, "fee payer key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

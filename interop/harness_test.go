@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -108,6 +110,10 @@ type harness struct {
 	noLoop bool
 	// tokens are echo's pricing rows in SPL tokens, beside its lamports row.
 	tokens Prices
+	// tokensOnly: echo has no lamports row, only its token rows.
+	tokensOnly bool
+	// logs, when set, gets the agent's log.
+	logs *testkit.Buffer
 }
 
 type clock struct {
@@ -187,10 +193,14 @@ func (h *harness) start(pc *PaymentConfig) {
 		}
 		return out, nil
 	}
+	pricing := append(Prices{Lamports(testPrice, NetworkDevnet)}, h.tokens...)
+	if h.tokensOnly {
+		pricing = h.tokens
+	}
 	cfg := AgentConfig{
 		Card: Card{Name: "Echo", Description: "echoes"},
 		Skills: []Skill{
-			{ID: "echo", Name: "Echo", Description: "Echoes its input.", Pricing: append(Prices{Lamports(testPrice, NetworkDevnet)}, h.tokens...), Handler: echo},
+			{ID: "echo", Name: "Echo", Description: "Echoes its input.", Pricing: pricing, Handler: echo},
 			{ID: "ping", Name: "Ping", Handler: func(context.Context, json.RawMessage) (any, error) { return "pong", nil }},
 		},
 		Payment: pc,
@@ -198,7 +208,11 @@ func (h *harness) start(pc *PaymentConfig) {
 	if h.agentKey == nil {
 		h.agentKey = identity.GenerateKey()
 	}
-	a, err := NewAgent(cfg, AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey})
+	deps := AgentDeps{DB: h.db, Registry: h.reg, Now: h.clock.Now, ID: "echo-1", Key: h.agentKey}
+	if h.logs != nil {
+		deps.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	}
+	a, err := NewAgent(cfg, deps)
 	if err != nil {
 		h.t.Fatal(err)
 	}

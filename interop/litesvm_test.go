@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,35 +13,15 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/agentmesh/mesh/identity"
-	"github.com/agentmesh/mesh/internal/testkit"
+	"github.com/agentmesh/mesh/internal/npmtest"
 )
 
 // litesvmDir is the JSON-RPC shim over LiteSVM (npm's litesvm: the real
 // Solana runtime in process).
 const litesvmDir = "testdata/litesvm-rpc"
 
-// npmPackage makes sure node and npm are installed and dir's packages are
-// (`npm ci` when node_modules lacks module). Without node and npm the test
-// is skipped, unless MESH_REQUIRE_TOOLS=1 (CI), where it fails.
-func npmPackage(t testing.TB, dir, module string) {
-	testkit.Slow(t, "npm and node")
-	t.Helper()
-	require := os.Getenv("MESH_REQUIRE_TOOLS") == "1"
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if require {
-				t.Fatalf("MESH_REQUIRE_TOOLS=1 but %s is not installed", tool)
-			}
-			t.Skipf("%s is not installed: skipping the end-to-end test with %s (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool, module)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", module)); err != nil {
-		out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm ci --prefix %s: %v\n%s", dir, err, out)
-		}
-	}
-}
+// npmPackage is npmtest.Require.
+var npmPackage = npmtest.Require
 
 // startLiteSVM runs the shim and returns its URL and genesis hash (see
 // npmPackage for what it needs).

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // x402JSDir holds the x402 project's own client (@x402/fetch, @x402/svm)
@@ -185,13 +187,53 @@ func checkMoved(t testing.TB, before, after balances, amount uint64) {
 }
 
 // latestBlockhash is the blockhash a client builds against now.
-func (e *exactOnLiteSVM) latestBlockhash() solana.Hash {
-	e.t.Helper()
-	bh, err := e.tokens.rpc.GetLatestBlockhash(context.Background(), rpc.CommitmentFinalized)
+func (e *exactOnLiteSVM) latestBlockhash() solana.Hash { return e.tokens.latestBlockhash() }
+
+func (s *svmTokens) latestBlockhash() solana.Hash {
+	s.t.Helper()
+	bh, err := s.rpc.GetLatestBlockhash(context.Background(), rpc.CommitmentFinalized)
 	if err != nil {
-		e.t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	return bh.Value.Blockhash
+}
+
+// TestLiteSVMMissingTokenAccount: every payment to a wallet without an
+// account of the mint is refused by the network; the agent says so at
+// start, naming the missing account and the command that creates it, and
+// again when the network refuses a payment; once the account exists a
+// payment lands.
+func TestLiteSVMMissingTokenAccount(t *testing.T) {
+	url, genesis := startLiteSVM(t)
+	tokens := newSVMTokens(t, url)
+	h, pc := litesvmHarness(t, url, genesis)
+	h.tokens, h.logs = Prices{Token(testUSDC, CurrencyUSDC, "", NetworkDevnet)}, &testkit.Buffer{}
+	payer, mint := NewWallet(), solana.MustPublicKeyFromBase58(MintUSDCDevnet)
+	pc.FeePayer = NewWallet()
+	for _, w := range []*Wallet{pc.FeePayer, payer, h.provider} {
+		tokens.airdrop(w.PublicKey(), solana.LAMPORTS_PER_SOL)
+	}
+	tokens.mintUSDC(payer.PublicKey(), 1_000_000)
+	h.start(pc)
+	ata := mustATA(t, h.provider.PublicKey(), mint, solana.TokenProgramID).String()
+	create := "spl-token create-account " + MintUSDCDevnet + " --owner " + h.provider.Address()
+	if logs := h.logs.String(); strings.Count(logs, ata) != 1 || !strings.Contains(logs, create) {
+		t.Fatalf("the agent's log at start:\n%s", logs)
+	}
+	pay := func(body string) resp {
+		pr := h.challengeV2(body)
+		s := testSpec(pc.FeePayer.PublicKey(), h.provider.PublicKey(), pr.Accepts[0].Extra.Memo, tokens.latestBlockhash())
+		s.payer = payer
+		return h.payExact(s, body, X402Version2)
+	}
+	if r := pay(`{"n":1}`); r.status != 402 || r.body["code"] != "payment_tx_rejected" || !strings.Contains(r.body["detail"].(string), "has no USDC account") ||
+		strings.Count(h.logs.String(), ata) != 2 {
+		t.Fatalf("a payment to the missing account: %d %s\n%s", r.status, r.raw, h.logs.String())
+	}
+	tokens.account(h.provider.PublicKey(), mint)
+	if r := pay(`{"n":2}`); r.status != 200 || tokens.balance(h.provider.PublicKey(), MintUSDCDevnet) != testUSDC {
+		t.Fatalf("a payment once the account exists: %d %s", r.status, r.raw)
+	}
 }
 
 // TestLiteSVMExactPay pays a paid skill per x402 v2 on the real Solana
@@ -376,12 +418,17 @@ func BenchmarkLiteSVM402ToAnswer(b *testing.B) {
 }
 
 // TestA2AJSClientPaysWithX402: the same payment through the A2A x402
-// extension. @a2a-js/sdk 1.3.0 (A2A 1.0, its default ClientFactory) calls
-// the paid skill and gets a task awaiting payment whose requirements
-// include the USDC row; @x402/svm's exact client builds the payment of it
-// and the A2A client submits it on the task, which completes with the
-// answer and x402's settlement receipt; the tokens and the fee payer's SOL
-// move exactly.
+// extension, three tasks of @a2a-js/sdk 1.3.0 (A2A 1.0, its default
+// ClientFactory) calling the paid skill, each awaiting payment with the
+// USDC row among its requirements. One is paid by @x402/svm's exact
+// client in the extension's stock shape (an x402 version 1 payload): it
+// completes with the answer and x402's settlement receipt. One is first
+// paid the wrong amount: payment-failed with the code, a failed receipt
+// and fresh requirements, still input-required; then an x402 version 2
+// payload of the fresh requirements completes it, its receipts the
+// failure and the settlement. One is answered payment-rejected: canceled,
+// the skill not run. The payer's and the wallet's USDC and the fee
+// payer's SOL move exactly two payments.
 func TestA2AJSClientPaysWithX402(t *testing.T) {
 	e := startExactOnLiteSVM(t, false)
 	npmPackage(t, x402JSDir, "@a2a-js/sdk")
@@ -394,41 +441,74 @@ func TestA2AJSClientPaysWithX402(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node a2a-pay.mjs: %v\n%s", err, out)
 	}
+	type accept struct {
+		Asset             string            `json:"asset"`
+		MaxAmountRequired string            `json:"maxAmountRequired"`
+		Extra             RequirementsExtra `json:"extra"`
+	}
 	type taskView struct {
 		State    string           `json:"state"`
 		Status   string           `json:"status"`
-		Error    any              `json:"error"`
+		Error    string           `json:"error"`
 		Receipts []SettleResponse `json:"receipts"`
+		Accepts  []accept         `json:"accepts"`
 		Answer   json.RawMessage  `json:"answer"`
 	}
+	type payloadView struct {
+		X402Version int    `json:"x402Version"`
+		Scheme      string `json:"scheme"`
+		Network     string `json:"network"`
+	}
 	var res struct {
-		Required struct {
-			taskView
-			Accepts []struct {
-				Asset             string            `json:"asset"`
-				MaxAmountRequired string            `json:"maxAmountRequired"`
-				Extra             RequirementsExtra `json:"extra"`
-			} `json:"accepts"`
-		} `json:"required"`
-		Payload       PaymentPayload `json:"payload"`
-		Paid          taskView       `json:"paid"`
-		Ms402ToAnswer float64        `json:"ms402ToAnswer"`
+		Paid struct {
+			Required, Paid taskView
+			Payload        payloadView
+		}
+		Retried struct {
+			Required, Failed, Paid taskView
+			Payload                payloadView
+		}
+		Rejected struct {
+			Required, Rejected taskView
+		}
+		Ms402ToAnswer float64 `json:"ms402ToAnswer"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("a2a-pay.mjs printed %s: %v", out, err)
 	}
-	if res.Required.State != "TASK_STATE_INPUT_REQUIRED" || res.Required.Status != PaymentStatusRequired || len(res.Required.Accepts) == 0 ||
-		res.Required.Accepts[0].Asset != MintUSDCDevnet || res.Required.Accepts[0].Extra.FeePayer != e.feePayer.Address() {
-		t.Fatalf("unpaid task %+v", res.Required)
+	awaitingAs := func(v taskView, status string) bool {
+		return v.State == "TASK_STATE_INPUT_REQUIRED" && v.Status == status && len(v.Accepts) > 0 &&
+			v.Accepts[0].Asset == MintUSDCDevnet && v.Accepts[0].Extra.FeePayer == e.feePayer.Address()
 	}
-	if res.Payload.X402Version != 1 || res.Payload.Network != "solana-devnet" {
-		t.Fatalf("payload %+v", res.Payload)
+	awaiting := func(v taskView) bool { return awaitingAs(v, PaymentStatusRequired) }
+	settled := func(v taskView, via string) bool {
+		r := v.Receipts
+		return v.State == "TASK_STATE_COMPLETED" && v.Status == PaymentStatusCompleted && len(r) > 0 && r[len(r)-1].Success &&
+			r[len(r)-1].Transaction != "" && strings.Contains(string(v.Answer), `"task":"`+via+`"`)
 	}
-	p := res.Paid
-	if p.State != "TASK_STATE_COMPLETED" || p.Status != PaymentStatusCompleted || len(p.Receipts) != 1 || !p.Receipts[0].Success ||
-		p.Receipts[0].Transaction == "" || !strings.Contains(string(p.Answer), `"via":"a2a"`) {
-		t.Fatalf("paid task %s", out)
+	for what, v := range map[string]taskView{"paid": res.Paid.Required, "retried": res.Retried.Required, "rejected": res.Rejected.Required} {
+		if !awaiting(v) {
+			t.Fatalf("the unpaid task %s: %+v\n%s", what, v, out)
+		}
 	}
-	checkMoved(t, before, e.balances(MintUSDCDevnet, e.feePayer.PublicKey()), testUSDC)
+	if p := res.Paid; p.Payload != (payloadView{1, "exact", "solana-devnet"}) || !settled(p.Paid, "paid") || len(p.Paid.Receipts) != 1 {
+		t.Fatalf("the stock payment: %+v", p)
+	}
+	r := res.Retried
+	if f := r.Failed; !awaitingAs(f, PaymentStatusFailed) || f.Error != "payment_amount_mismatch" ||
+		len(f.Receipts) != 1 || f.Receipts[0].Success || !strings.HasPrefix(f.Receipts[0].ErrorReason, "payment_amount_mismatch") ||
+		f.Accepts[0].Extra.Memo == r.Required.Accepts[0].Extra.Memo {
+		t.Fatalf("the payment of the wrong amount: %+v", f)
+	}
+	if r.Payload != (payloadView{2, "exact", CAIP2Devnet}) || !settled(r.Paid, "retried") || len(r.Paid.Receipts) != 2 || r.Paid.Receipts[0].Success {
+		t.Fatalf("the version 2 payment of the fresh requirements: %+v", r)
+	}
+	if j := res.Rejected.Rejected; j.State != "TASK_STATE_CANCELED" || j.Status != PaymentStatusRejected || len(j.Receipts) != 0 {
+		t.Fatalf("the rejected task: %+v", j)
+	}
+	after := e.balances(MintUSDCDevnet, e.feePayer.PublicKey())
+	if before.payer-after.payer != 2*testUSDC || after.provider-before.provider != 2*testUSDC || before.feePayerSOL-after.feePayerSOL != 2*exactFee {
+		t.Fatalf("balances moved from %+v to %+v; want two payments of %d and %d lamports of fees", before, after, testUSDC, 2*exactFee)
+	}
 	t.Logf("@a2a-js/sdk 1.3.0 with @x402/svm paid in USDC over A2A: requirements to answer in %.0f ms", res.Ms402ToAnswer)
 }

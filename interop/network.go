@@ -84,6 +84,18 @@ func KnownMint(currency, network string) (string, bool) {
 	return "", false
 }
 
+// CurrencyOfMint is the currency of a known mint (USDC's on either
+// network, wrapped SOL's); "" for any other.
+func CurrencyOfMint(mint string) string {
+	switch mint {
+	case MintUSDCDevnet, MintUSDCMainnet:
+		return CurrencyUSDC
+	case MintWSOL:
+		return CurrencyWSOL
+	}
+	return ""
+}
+
 // GenesisHash returns the genesis hash of a known network tag.
 func GenesisHash(network string) (string, bool) {
 	switch network {
@@ -97,13 +109,42 @@ func GenesisHash(network string) (string, bool) {
 
 // FormatCoins renders integer lamports as an exact decimal number of whole
 // coins, without trailing zeros: 1500000000 -> "1.5", 1 -> "0.000000001".
-func FormatCoins(lamports uint64) string {
-	whole, frac := lamports/LamportsPerCoin, lamports%LamportsPerCoin
+func FormatCoins(lamports uint64) string { return FormatUnits(lamports, 9) }
+
+// FormatUnits renders an amount in a token's smallest unit as an exact
+// decimal of whole tokens of the given decimals (0 to 18), without
+// trailing zeros: FormatUnits(10000, 6) is "0.01".
+func FormatUnits(amount uint64, decimals int) string {
+	unit := uint64(1)
+	for range decimals {
+		unit *= 10
+	}
+	whole, frac := amount/unit, amount%unit
 	if frac == 0 {
 		return strconv.FormatUint(whole, 10)
 	}
-	f := strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
+	f := strings.TrimRight(fmt.Sprintf("%0*d", decimals, frac), "0")
 	return strconv.FormatUint(whole, 10) + "." + f
+}
+
+// PriceText is a pricing row's amount in words a person reads: lamports
+// with their value in SOL, USDC and wSOL in whole tokens, another token
+// in its smallest unit with its mint.
+func PriceText(p Price) string {
+	switch p.Currency {
+	case CurrencyFree:
+		return "free"
+	case CurrencyLamports:
+		return fmt.Sprintf("%d lamports (%s %s)", p.Amount, FormatCoins(p.Amount), NativeAsset)
+	case CurrencyUSDC:
+		return FormatUnits(p.Amount, 6) + " " + CurrencyUSDC
+	case CurrencyWSOL:
+		return FormatCoins(p.Amount) + " " + CurrencyWSOL
+	}
+	if p.Currency == "" {
+		return fmt.Sprintf("%d smallest units of the token of mint %s", p.Amount, p.Asset)
+	}
+	return fmt.Sprintf("%d smallest units of %s (mint %s)", p.Amount, p.Currency, p.Asset)
 }
 
 // ParseCoins parses an exact decimal number of whole coins (at most nine

@@ -304,6 +304,9 @@ type Paywall struct {
 	// facilitator, set by Start); network is the CAIP-2 id of cfg.Network.
 	settler settler
 	network string
+	// accounts are the mints the skills are priced in, whose wallet
+	// accounts Start checks.
+	accounts tokenAccounts
 	// baseURL is the agent's base URL ("" before it is known): the
 	// absolute resource URL of an x402 v2 challenge.
 	baseURL func() string
@@ -378,6 +381,7 @@ func (p *Paywall) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	p.checkTokenAccounts(ctx)
 	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if polls && !p.noLoop {
 		p.wg.Add(1)
@@ -419,8 +423,9 @@ func (p *Paywall) Config() PaymentConfig { return p.cfg }
 func (p *Paywall) Guard(s Skill, next http.Handler) http.Handler {
 	row, _ := s.Pricing.For(p.cfg.Network)
 	lamports, tokens := row.Amount, s.Pricing.Tokens(p.cfg.Network)
+	p.accounts.watch(tokens)
 	return httpx.Handle(p.log, func(w http.ResponseWriter, r *http.Request) error {
-		if lamports == 0 {
+		if lamports == 0 && len(tokens) == 0 {
 			next.ServeHTTP(w, r)
 			return nil
 		}
@@ -436,6 +441,9 @@ func (p *Paywall) Guard(s Skill, next http.Handler) http.Handler {
 		cause := ErrPaymentRequired
 		if served, err := p.serveFree(w, r, c, next); served || err != nil {
 			return err
+		}
+		if lamports == 0 { // priced only in tokens: balances and post-pay are in lamports
+			return p.challenge(w, pc, cause)
 		}
 		if key := r.Header.Get(HeaderAPIKey); key != "" && p.cfg.has(ModeDeposit) {
 			served, err := p.serveBalance(w, r, key, lamports, next)

@@ -118,6 +118,9 @@ func (p *Paywall) settleClaimed(w http.ResponseWriter, r *http.Request, pc *paid
 		if uerr := p.ledger.unclaim(key, c.Nonce); uerr != nil {
 			return uerr
 		}
+		if errors.Is(err, ErrTxRejected) { // a missing account of the wallet's is one cause: say so
+			err = p.rejected(context.WithoutCancel(r.Context()), ep.pay.row, err)
+		}
 		return p.refuse(w, pc, err)
 	}
 	settle := EncodeHeader(SettleResponse{Success: true, Transaction: tx, Network: p.network, Payer: c.Payer})

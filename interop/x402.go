@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -36,8 +37,17 @@ func (p *Paywall) challenge(w http.ResponseWriter, pc *paidCall, cause *httpx.Er
 	}
 	exp := time.Unix(p.now().Add(p.cfg.ChallengeTTL).Unix(), 0) // the nonce keeps whole seconds
 	nonce := newNonce(key, p.cfg.Network, p.cfg.Wallet, nonceTerms{Expires: exp, Lamports: pc.lamports}, pc.bind)
-	body := BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: pc.lamports,
-		Nonce: nonce, Resource: "/v1/" + pc.skill, ExpiresAt: exp}, cause.Code, cause.Detail)
+	var body []byte
+	if pc.lamports > 0 {
+		body = BuildChallenge(w.Header(), Offer{Network: p.cfg.Network, PayTo: p.cfg.Wallet, Lamports: pc.lamports,
+			Nonce: nonce, Resource: "/v1/" + pc.skill, ExpiresAt: exp}, cause.Code, cause.Detail)
+	} else {
+		if cause == ErrPaymentRequired {
+			cause = cause.With("%s: skill %s is priced only in SPL tokens, which x402 v2 pays (%s); "+
+				"the seed's X-Payment-Proof, a prepaid balance and post-pay are in lamports and pay nothing of it", cause.Detail, pc.skill, strings.ToUpper(HeaderPaymentRequired))
+		}
+		body = tokensOnlyChallenge(pc.tokens, p.cfg.Wallet, cause.Code, cause.Detail)
+	}
 	if p.settler != nil && len(pc.tokens) > 0 {
 		w.Header().Set(HeaderPaymentRequired, EncodeHeader(PaymentRequired{X402Version: X402Version2, Error: cause.Detail,
 			Resource: pc.resource, Accepts: requirementsOf(pc.tokens, p.network, p.cfg.Wallet, p.settler.feePayer().String(),
@@ -66,6 +76,9 @@ func (p *Paywall) refuse(w http.ResponseWriter, pc *paidCall, err error) error {
 // already claimed replays its answer to the request it paid for; a new one
 // is verified, claimed, and served.
 func (p *Paywall) serveProof(w http.ResponseWriter, r *http.Request, pc *paidCall, proof string, next http.Handler) error {
+	if pc.lamports == 0 {
+		return p.refuse(w, pc, errTokensOnly("skill "+pc.skill+" is"))
+	}
 	if len(proof) > 100 { // before decoding: base58 costs quadratic time
 		return p.refuse(w, pc, ErrProofMalformed)
 	}
@@ -150,7 +163,7 @@ func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Sign
 	v := verified{nonce: nonce}
 	var err error
 	if nonce != "" {
-		if v.terms, err = p.openNonce(nonce, pc); err != nil {
+		if v.terms, err = p.openProofNonce(nonce, pc); err != nil {
 			return v, err
 		}
 	}
@@ -172,7 +185,7 @@ func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Sign
 			return v, checkPayment(v.paid, pc.lamports, "")
 		}
 		v.nonce = string(v.paid.Memos[0])
-		if v.terms, err = p.openNonce(v.nonce, pc); err != nil {
+		if v.terms, err = p.openProofNonce(v.nonce, pc); err != nil {
 			return v, err
 		}
 	}
@@ -188,6 +201,24 @@ func (p *Paywall) verifyProof(ctx context.Context, pc *paidCall, sig solana.Sign
 			v.terms.Expires.UTC().Format(time.RFC3339), landed.UTC().Format(time.RFC3339))
 	}
 	return v, nil
+}
+
+// openProofNonce is openNonce for the seed's proof: a nonce of a
+// challenge that priced nothing in lamports (a skill priced only in
+// tokens) takes none.
+func (p *Paywall) openProofNonce(nonce string, pc *paidCall) (nonceTerms, error) {
+	t, err := p.openNonce(nonce, pc)
+	if err == nil && t.Lamports == 0 {
+		return t, errTokensOnly("the challenge of this nonce was")
+	}
+	return t, err
+}
+
+// errTokensOnly refuses the seed's proof of what (a skill, a challenge)
+// is priced only in tokens.
+func errTokensOnly(what string) error {
+	return ErrSchemeUnsupported.With("%s priced only in SPL tokens, which x402 v2 pays (%s, then %s); "+
+		"X-Payment-Proof pays nothing of it", what, strings.ToUpper(HeaderPaymentRequired), strings.ToUpper(HeaderPaymentSignature))
 }
 
 // openNonce checks that nonce was issued here to this request, is not

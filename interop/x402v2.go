@@ -52,6 +52,13 @@ type PaymentRequirements struct {
 	Extra             RequirementsExtra `json:"extra"`
 }
 
+// PriceText is the row's price in words: PriceText of the known
+// currency of its mint, else its amount and mint.
+func (r PaymentRequirements) PriceText() string {
+	n, _ := strconv.ParseUint(r.Amount, 10, 64)
+	return PriceText(Price{Amount: n, Currency: CurrencyOfMint(r.Asset), Asset: r.Asset}) + " to " + r.PayTo
+}
+
 // RequirementsExtra is the extra of an "exact" Solana requirement: the fee
 // payer that co-signs, and the memo the transaction must carry (this
 // agent's challenge nonce).

@@ -46,7 +46,7 @@ type AgentConfig struct {
 }
 
 func (c *AgentConfig) validate() error {
-	if err := registryapi.ValidateID(c.ID); err != nil {
+	if err := registryapi.ValidateNewID(c.ID); err != nil {
 		return fmt.Errorf("node: agent: %w", err)
 	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {

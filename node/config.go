@@ -156,6 +156,10 @@ type Config struct {
 	// cluster waits for its first member before it expires; 0 keeps
 	// clusters until their admin deletes them.
 	ClusterJoinWindow time.Duration `json:"cluster_join_window"`
+	// ClusterSlugRedirect is, on the directory, how long a renamed public
+	// cluster's former slug keeps leading to it (and is given to no other
+	// cluster); 0 keeps it for ever.
+	ClusterSlugRedirect time.Duration `json:"cluster_slug_redirect"`
 	// BoardQuota is, on the directory, what a cluster's boards may hold
 	// (boards, live posts and their bytes, per cluster and per board);
 	// zero fields are unlimited.
@@ -290,6 +294,7 @@ func DefaultConfig() Config {
 		Cards:                 DefaultCardFetch(),
 		AgentActivationWindow: registryapi.DefaultActivationWindow,
 		ClusterJoinWindow:     wall.DefaultJoinWindow,
+		ClusterSlugRedirect:   wall.DefaultSlugRedirect,
 		BoardQuota:            wall.DefaultQuota,
 		BoardIndexPosts:       wall.DefaultIndexPosts,
 	}
@@ -394,8 +399,8 @@ func (c *Config) Validate() error {
 	if c.BoardIndexPosts < 0 {
 		return errors.New("node: BoardIndexPosts must not be negative (zero is unlimited)")
 	}
-	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 {
-		return errors.New("node: AgentActivationWindow and ClusterJoinWindow must not be negative (zero never expires)")
+	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 || c.ClusterSlugRedirect < 0 {
+		return errors.New("node: AgentActivationWindow, ClusterJoinWindow and ClusterSlugRedirect must not be negative (zero never expires)")
 	}
 	if err := c.Cards.validate(); err != nil {
 		return err

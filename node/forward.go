@@ -415,15 +415,16 @@ func (r *recorder) response() *http.Response {
 // Only agents that registered with a key have one; a deleted agent has a
 // tombstone, which LookupDHT reports as registryapi.ErrAgentNotFound.
 func (n *Node) LookupDHT(ctx context.Context, id string) (*registryapi.Agent, error) {
-	rec, err := n.lookupRecord(ctx, id)
+	rec, err := n.lookupRecord(ctx, registryapi.IDRecordKey(id))
 	if err != nil {
 		return nil, err
 	}
 	return rec.Agent()
 }
 
-func (n *Node) lookupRecord(ctx context.Context, id string) (*registryapi.AgentRecord, error) {
-	key := registryapi.IDRecordKey(id)
+// lookupRecord gets the record under key (by agent id or by did) from the
+// DHT.
+func (n *Node) lookupRecord(ctx context.Context, key string) (*registryapi.AgentRecord, error) {
 	val, err := n.host.GetValue(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", registryapi.ErrAgentNotFound, err)
@@ -441,12 +442,38 @@ const dhtFallbackTimeout = time.Second
 // is a tombstone in the DHT. Without a DHT server to ask, or the
 // directory, the answer is not found at once.
 func (n *Node) fallbackAgent(ctx context.Context, id string) (*registryapi.Agent, error) {
+	a, err := n.fallback(ctx, registryapi.IDRecordKey(id), id)
+	if err == nil && a.ID != id {
+		return nil, registryapi.ErrAgentNotFound
+	}
+	return a, err
+}
+
+// fallbackKey finds, as fallbackAgent does, the agent that did is bound
+// to when this replica binds it to none: from the DHT record under the
+// did, then from the directory (which resolves the did:mesh alias). It
+// returns the agent's id.
+func (n *Node) fallbackKey(ctx context.Context, did string) (string, error) {
+	a, err := n.fallback(ctx, registryapi.DIDRecordKey(did), registryapi.AliasOf(did))
+	switch {
+	case err != nil:
+		return "", err
+	case a.DID != did:
+		return "", registryapi.ErrAgentNotFound
+	}
+	return a.ID, nil
+}
+
+// fallback asks the DHT for the record under key, then the directory for
+// GET /v1/agents/<id> (an id or an alias), unless this replica is caught
+// up.
+func (n *Node) fallback(ctx context.Context, key, id string) (*registryapi.Agent, error) {
 	if _, caughtUp, _ := n.replica.Status(); caughtUp {
 		return nil, registryapi.ErrAgentNotFound
 	}
 	if n.host.DHTServers() > 0 {
 		dctx, cancel := context.WithTimeout(ctx, dhtFallbackTimeout)
-		rec, err := n.lookupRecord(dctx, id)
+		rec, err := n.lookupRecord(dctx, key)
 		cancel()
 		if err == nil {
 			return rec.Agent()
@@ -462,7 +489,7 @@ func (n *Node) fallbackAgent(ctx context.Context, id string) (*registryapi.Agent
 		return nil, registryapi.ErrAgentNotFound
 	}
 	var a registryapi.Agent
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxForwardResp)).Decode(&a); err != nil || a.ID != id {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxForwardResp)).Decode(&a); err != nil {
 		return nil, errors.Join(registryapi.ErrAgentNotFound, err)
 	}
 	a.Reg = 1 // registered, as the directory said; presence as of now unknown

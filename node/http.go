@@ -40,6 +40,7 @@ func (n *Node) buildHTTP() error {
 	}
 	if n.role == RoleNode {
 		cfg.Fallback = n.fallbackAgent
+		cfg.KeyFallback = n.fallbackKey
 	}
 	api, err := registryapi.NewAPI(cfg)
 	if err != nil {

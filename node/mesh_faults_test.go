@@ -127,7 +127,8 @@ func TestMeshDHTFallback(t *testing.T) {
 		live, err1 := localRecord(server, "in-dht")
 		gone, err2 := localRecord(server, "deleted")
 		reused, err3 := localRecord(server, "reused")
-		return errors.Join(err1, err2, err3) == nil && live.DID == did && gone.Deleted && reused.DID == secondDID
+		byDID, err4 := localRecordAt(server, registryapi.DIDRecordKey(did))
+		return errors.Join(err1, err2, err3, err4) == nil && live.DID == did && gone.Deleted && reused.DID == secondDID && byDID.AgentID == "in-dht"
 	}, "the DHT server never got the directory's records")
 
 	bootAddrs := m.boot.P2PAddrs()
@@ -159,6 +160,15 @@ func TestMeshDHTFallback(t *testing.T) {
 	}
 	if st, v := call(t, n, "GET", "/v1/agents/reused", ""); st != 200 || v["did"] != secondDID {
 		t.Fatalf("an id registered again: %d %v, want the second owner %s", st, v, secondDID)
+	}
+	// did:mesh aliases resolve through the records under the dids: the
+	// first owner's key, which a tombstone holds, names nobody.
+	for alias, want := range map[string]string{registryapi.AliasOf(did): "in-dht", registryapi.AliasOf(secondDID): "reused",
+		aliasOf(first): "", aliasOf(identity.GenerateKey()): ""} {
+		st, v := call(t, n, "GET", "/v1/agents/"+alias+"/identity", "")
+		if want == "" && st != 404 || want != "" && (st != 200 || v["agent_id"] != want) {
+			t.Fatalf("%s through the DHT: %d %v, want %q", alias, st, v, want)
+		}
 	}
 }
 

@@ -148,7 +148,11 @@ func rawCall(t testing.TB, n *Node, method, path, body string, hdr ...string) (i
 
 // localRecord is the record of agent id that n holds as a DHT server.
 func localRecord(n *Node, id string) (*registryapi.AgentRecord, error) {
-	key := registryapi.IDRecordKey(id)
+	return localRecordAt(n, registryapi.IDRecordKey(id))
+}
+
+// localRecordAt is the record under key that n holds as a DHT server.
+func localRecordAt(n *Node, key string) (*registryapi.AgentRecord, error) {
 	val, err := n.host.LocalValue(context.Background(), key)
 	if err != nil {
 		return nil, err

@@ -235,6 +235,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
+	n.catalog.SetClock(n.cfg.Now)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
 	return nil
@@ -251,7 +252,7 @@ func (n *Node) newWall() (err error) {
 		Catalog: n.catalog, Log: n.proposer, Host: n.host, Directory: n.view.directory, PublicURL: n.cfg.PublicURL, Refresh: refresh,
 		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
 		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate, JoinWindow: n.cfg.ClusterJoinWindow,
-		Quota:  n.cfg.BoardQuota,
+		Quota: n.cfg.BoardQuota, SlugRedirect: n.cfg.ClusterSlugRedirect,
 		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
 	return err

@@ -78,7 +78,8 @@ func TestOpenAPIDocumentIsTrue(t *testing.T) {
 
 // apiAgent is an embedded agent with a priced skill (echo) and a free one
 // (ping), paid in the given modes; with x402, echo is also priced in USDC
-// (x402 v2) through a fee payer of the agent's.
+// (x402 v2) through a fee payer of the agent's, and a third skill (usdc)
+// is priced only in USDC.
 func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *AgentConfig {
 	echo := func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }
 	cfg := &AgentConfig{ID: id, AgentConfig: interop.AgentConfig{
@@ -91,7 +92,9 @@ func apiAgent(id string, chain *soltest.Chain, wallet string, modes ...string) *
 			Modes: modes},
 	}}
 	if slices.Contains(modes, interop.ModeX402) {
-		cfg.Skills[0].Pricing = append(cfg.Skills[0].Pricing, interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet))
+		usdc := interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet)
+		cfg.Skills[0].Pricing = append(cfg.Skills[0].Pricing, usdc)
+		cfg.Skills = append(cfg.Skills, interop.Skill{ID: "usdc", Name: "Priced in USDC only", Pricing: interop.Prices{usdc}, Handler: echo})
 		cfg.Payment.FeePayer = interop.NewWallet()
 	}
 	return cfg
@@ -139,7 +142,12 @@ func registryCases(h *apiHarness) {
 	for _, p := range []string{"/v1/agents/%s", "/agents/%s", "/v1/agents/%s/identity", "/v1/agents/%s/reputation"} {
 		h.run(apiCase{name: "GET " + p, method: "GET", path: fmt.Sprintf(p, "oa-1"), status: 200})
 		h.run(apiCase{name: "GET " + p + " of nobody", method: "GET", path: fmt.Sprintf(p, "nobody"), status: 404, code: "agent_not_found"})
+		h.run(apiCase{name: "GET " + p + " by alias", method: "GET", path: fmt.Sprintf(p, aliasOf(key)), status: 200})
+		h.run(apiCase{name: "GET " + p + " by a malformed alias", method: "GET", path: fmt.Sprintf(p, "did:mesh:z6Mk"), status: 400, code: "invalid_alias"})
+		h.run(apiCase{name: "GET " + p + " by an alias nobody holds", method: "GET", path: fmt.Sprintf(p, aliasOf(other)), status: 404, code: "agent_not_found"})
 	}
+	h.run(apiCase{name: "register an id in the alias namespace", method: "POST", path: "/v1/agents/register",
+		body: `{"agent_id":"` + aliasOf(other) + `","pubkey":"` + pubkeyOf(other) + `"}`, sign: other, status: 400, code: "invalid_request", invalid: true})
 
 	report := `{"success":true,"latency_ms":300,"quality":5}`
 	h.run(apiCase{name: "feedback", method: "POST", path: "/v1/agents/oa-1/feedback", body: report, sign: other, status: 200})
@@ -243,6 +251,17 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "history with a bad limit", method: "GET", path: "/v1/clusters/" + privID + "/history?limit=0",
 		hdr: []string{"X-Cluster-Token", ck}, status: 400, code: "invalid_request", invalid: true})
 
+	pubAdmin := []string{"X-Cluster-Token", pub["admin_token"].(string)}
+	h.run(apiCase{name: "rename a cluster", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"name":"OpenAPI Plaza"}`, hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "a renamed cluster by its former slug", method: "GET", path: "/v1/clusters/" + slug, status: 200})
+	h.run(apiCase{name: "a renamed cluster's page by its former slug", method: "GET", path: "/clusters/" + slug, status: 301})
+	h.run(apiCase{name: "make a cluster private", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"private"}`, hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "make it public again", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"public","name":"OpenAPI Square"}`,
+		hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "a visibility it has", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"public"}`, hdr: pubAdmin, status: 200})
+	h.run(apiCase{name: "another visibility", method: "PATCH", path: "/v1/clusters/" + pubID, body: `{"visibility":"secret"}`, hdr: pubAdmin,
+		status: 400, code: "invalid_request", invalid: true})
+
 	ak, _ := priv["admin_token"].(string)
 	h.run(apiCase{name: "delete with the member token", method: "DELETE", path: "/v1/clusters/" + privID,
 		hdr: []string{"X-Cluster-Token", ck}, status: 401, code: "admin_token_required"})
@@ -280,6 +299,11 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 	h.run(apiCase{name: "a free skill", method: "POST", path: "/v1/ping", body: `{"x":1}`, status: 200})
 	h.run(apiCase{name: "a priced skill unpaid", method: "POST", path: "/v1/echo", body: `{"x":1}`, sign: caller,
 		status: http.StatusPaymentRequired, code: "payment_required"})
+	h.run(apiCase{name: "a skill priced only in tokens unpaid", method: "POST", path: "/v1/usdc", body: `{"x":1}`,
+		status: http.StatusPaymentRequired, code: "payment_required"})
+	h.run(apiCase{name: "a skill priced only in tokens with the seed's proof", method: "POST", path: "/v1/usdc", body: `{"x":1}`,
+		hdr:    []string{"X-Payment-Proof", "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"},
+		status: http.StatusPaymentRequired, code: "payment_scheme_unsupported"})
 	h.run(apiCase{name: "a priced skill with a malformed proof", method: "POST", path: "/v1/echo", body: `{"x":1}`,
 		hdr: []string{"X-Payment-Proof", "nope"}, status: http.StatusPaymentRequired, code: "payment_proof_malformed"})
 	h.run(apiCase{name: "a priced skill with a malformed x402 v2 payment", method: "POST", path: "/v1/echo", body: `{"x":1}`,
@@ -375,6 +399,8 @@ func boardCases(h *apiHarness) {
 	h.run(apiCase{name: "create a board twice", method: "POST", path: path + "/boards", body: `{"slug":"market"}`, hdr: admin,
 		status: 409, code: "board_exists"})
 	h.run(apiCase{name: "list boards", method: "GET", path: path + "/boards", status: 200})
+	h.run(apiCase{name: "make a cluster with boards private", method: "PATCH", path: path, body: `{"visibility":"private"}`, hdr: admin,
+		status: 409, code: "boards_present"})
 	h.run(apiCase{name: "edit a board", method: "PATCH", path: path + "/boards/market", body: `{"about":"Buy, sell, swap.","props":{"lang":null}}`,
 		hdr: admin, status: 200})
 	post := h.run(apiCase{name: "post", method: "POST", path: path + "/boards/market/posts?agent=alice", status: 201,

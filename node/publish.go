@@ -62,6 +62,7 @@ type publisher struct {
 	failed  map[string]bool // agent ids a put of which failed
 	wake    chan struct{}   // pending is not empty
 	resync  chan struct{}   // republish everything; requests coalesce
+	joined  chan struct{}   // a DHT server connected; wake-ups coalesce
 
 	limit *rate.Limiter
 	puts  *prometheus.CounterVec
@@ -84,7 +85,8 @@ const (
 func newPublisher(n *Node) *publisher {
 	p := &publisher{n: n, changes: make(chan cmdlog.Entry, 4096),
 		pending: map[string]bool{}, failed: map[string]bool{}, wake: make(chan struct{}, 1), resync: make(chan struct{}, 1),
-		limit: rate.NewLimiter(putsPerSecond, putsInFlight),
+		joined: make(chan struct{}, 1),
+		limit:  rate.NewLimiter(putsPerSecond, putsInFlight),
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mesh_dht_record_puts_total",
 			Help: "Agent records and tombstones put into the DHT by the directory, by result: ok (stored on the closest DHT servers), local (only this node holds it: no other DHT server found) or failed.",
@@ -117,11 +119,11 @@ func (p *publisher) committed(e cmdlog.Entry) {
 	}
 }
 
-// dhtServerConnected is the host's OnDHTServer hook.
+// dhtServerConnected is the host's OnDHTServer hook. It may run while the
+// host is still starting (before n.host is set), so it only signals:
+// runRecords reads the routing table.
 func (p *publisher) dhtServerConnected(peer.ID) {
-	if p.n.host.DHTServers() < smallDHT {
-		signal(p.resync)
-	}
+	signal(p.joined)
 }
 
 // signal wakes the reader of c; a wake-up already pending covers this one.
@@ -171,6 +173,10 @@ func (p *publisher) runRecords(ctx context.Context) {
 			p.publishPending(ctx)
 		case <-p.resync:
 			p.republish(ctx)
+		case <-p.joined:
+			if p.n.host.DHTServers() < smallDHT {
+				p.republish(ctx)
+			}
 		case <-tick.C:
 			p.republish(ctx)
 		case <-retry.C:

@@ -79,6 +79,7 @@ func (c *wsClient) read() {
 			f = map[string]any{"kind": "unparseable", "raw": string(data)}
 		}
 		f["_bytes"] = len(data) // the frame's size on the wire
+		f["_at"] = time.Now()   // when it came
 		c.frames <- f
 	}
 }

@@ -96,7 +96,7 @@ func TestWallPrivateCluster(t *testing.T) {
 
 	// A raw peer on the topic, connected to b, with no token.
 	raw := rawPeer(t, b)
-	topic, err := raw.Join("mesh/wall/1/"+id, p2p.TopicConfig{})
+	topic, err := raw.Join("mesh/wall/2/"+id, p2p.TopicConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
 package p2p
 
 import (
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,3 +59,46 @@ func (v countingValidator) Validate(key string, value []byte) error {
 	}
 	return err
 }
+
+// signatureDrops counts the messages gossipsub itself refuses for their
+// signature, before any topic validator sees them: unsigned (StrictSign),
+// or signed by another key than their origin's. Gossipsub penalises the
+// peer that sent them as it does an invalid message, and they are counted
+// as one (reason invalid), on their topic. It is a pubsub.RawTracer that
+// only listens to rejections; a tracer is called from gossipsub's own
+// goroutines and must not block.
+type signatureDrops struct{ h *Host }
+
+var _ pubsub.RawTracer = signatureDrops{}
+
+func (s signatureDrops) RejectMessage(m *pubsub.Message, reason string) {
+	switch reason {
+	case pubsub.RejectMissingSignature, pubsub.RejectInvalidSignature,
+		pubsub.RejectUnexpectedSignature, pubsub.RejectUnexpectedAuthInfo:
+	default:
+		return // a validator's verdict (counted by Topic.validator), or no fault of the peer's
+	}
+	s.h.mu.Lock()
+	tp := s.h.topics[m.GetTopic()]
+	s.h.mu.Unlock()
+	if tp == nil {
+		s.h.dropped(SurfaceTopic, DropInvalid)
+		return
+	}
+	tp.drop(DropInvalid)
+}
+
+func (signatureDrops) Join(string)                              {}
+func (signatureDrops) Leave(string)                             {}
+func (signatureDrops) Graft(peer.ID, string)                    {}
+func (signatureDrops) Prune(peer.ID, string)                    {}
+func (signatureDrops) ValidateMessage(*pubsub.Message)          {}
+func (signatureDrops) DeliverMessage(*pubsub.Message)           {}
+func (signatureDrops) DuplicateMessage(*pubsub.Message)         {}
+func (signatureDrops) ThrottlePeer(peer.ID)                     {}
+func (signatureDrops) RecvRPC(*pubsub.RPC)                      {}
+func (signatureDrops) SendRPC(*pubsub.RPC, peer.ID)             {}
+func (signatureDrops) DropRPC(*pubsub.RPC, peer.ID)             {}
+func (signatureDrops) UndeliverableMessage(*pubsub.Message)     {}
+func (signatureDrops) OnNewOutboundStream(peer.ID, protocol.ID) {}
+func (signatureDrops) OnClosedOutboundStream(peer.ID)           {}

@@ -39,11 +39,21 @@ const (
 //     so the first hop costs no mesh formation delay.
 //   - Messages are signed by their origin and signatures are required
 //     (strict), so a message's origin (Message.GetFrom) is authentic and
-//     validators may trust it.
+//     validators may trust it. What gossipsub refuses for its signature,
+//     before any validator, is counted as invalid (signatureDrops).
 //   - Peer scoring penalises peers that forward invalid messages and
 //     misbehave at the protocol level; below the graylist threshold a peer
 //     is ignored. IP colocation is not penalised: many honest nodes share an
 //     address in tests and behind NAT.
+//   - Message ids are js-libp2p's default (MessageID: the origin's public
+//     key as libp2p's protobuf encodes it, then the 8-byte seqno), not
+//     go-libp2p's (the peer id, which prefixes that key with two bytes of
+//     multihash header, then the seqno): a js-libp2p peer with its
+//     library's defaults then names every message as this node does, so
+//     gossip (IHAVE, IWANT, IDONTWANT) between them works. With the ids
+//     apart, a node asked a peer outside its mesh for messages it had
+//     (its own among them) and counted their echoes as invalid
+//     (docs/wire.md, Message ids).
 //   - Gossipsub gets the host through gossipHost, so that what waits for a
 //     slow peer is bounded in bytes (GossipQueueBytes), dropping its oldest
 //     published messages first, not only in RPCs (outboundQueue).
@@ -54,6 +64,9 @@ func (h *Host) newPubSub(ctx context.Context) (*pubsub.PubSub, error) {
 		pubsub.WithGossipSubParams(gs),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithMessageSigning(true),
+		pubsub.WithMessageIdFn(MessageID),
+		pubsub.WithAppSpecificRpcInspector(inspectRPC(h.h.ID())),
+		pubsub.WithRawTracer(signatureDrops{h}),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(maxMessageSize),
 		pubsub.WithValidateQueueSize(validateQueue),
@@ -101,9 +114,10 @@ func (h *Host) PeerScore(p peer.ID) float64 {
 }
 
 // topicScoreParams: each invalid message a peer forwards costs it 50 points
-// (squared counter, decaying by half in about ten minutes), so a handful of
-// invalid messages pushes a flooding peer below the gossip and publish
-// thresholds, and sustained abuse below the graylist.
+// (squared counter, decaying to 1% in ten minutes: a half-life of about
+// 90 s, TestScoreFigures), so a handful of invalid messages pushes a
+// flooding peer below the gossip and publish thresholds, and sustained
+// abuse below the graylist.
 func topicScoreParams() *pubsub.TopicScoreParams {
 	return &pubsub.TopicScoreParams{
 		TopicWeight:                    1,
@@ -233,7 +247,7 @@ func (tp *Topic) validator(self peer.ID, cfg TopicConfig) pubsub.ValidatorEx {
 			return pubsub.ValidationReject
 		}
 		origin, err := peer.IDFromBytes(m.From)
-		if err != nil {
+		if err != nil || !seqnoOK(m) {
 			tp.drop(DropInvalid)
 			return pubsub.ValidationReject
 		}
@@ -301,6 +315,18 @@ func (tp *Topic) Publish(ctx context.Context, data []byte) error { return tp.t.P
 
 // Peers lists the peers known to be subscribed to the topic.
 func (tp *Topic) Peers() []peer.ID { return tp.t.ListPeers() }
+
+// TopicPeers lists the peers known to be subscribed to topic name, as
+// this node sees them (nil while it has not joined the topic).
+func (h *Host) TopicPeers(name string) []peer.ID {
+	h.mu.Lock()
+	tp := h.topics[name]
+	h.mu.Unlock()
+	if tp == nil {
+		return nil
+	}
+	return tp.Peers()
+}
 
 // Leave unsubscribes from the topic and stops its delivery. It waits for a
 // Deliver call in progress, so it must not be called from Deliver.

@@ -108,6 +108,21 @@ func ValidateID(id string) error {
 	return nil
 }
 
+// ValidateNewID checks an id being registered or listed: ValidateID, and
+// not in the did:mesh namespace, which names agents by their keys
+// (alias.go): an id of that form would pass for another agent's alias.
+// Rows of such ids logged before this rule stay valid; their paths
+// resolve as aliases.
+func ValidateNewID(id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	if isAlias(id) {
+		return httpx.ErrInvalid.With("agent_id %.80q: ids starting with %s are reserved: did:mesh:<key> names the agent registered with that key", id, AliasPrefix)
+	}
+	return nil
+}
+
 func validateCapabilities(caps []string) error {
 	if len(caps) > maxCapabilities {
 		return httpx.ErrInvalid.With("at most %d capabilities", maxCapabilities)

@@ -51,6 +51,11 @@ type Config struct {
 	// replica still catching up): from the DHT or the directory node. It
 	// returns ErrAgentNotFound when it knows of none.
 	Fallback func(ctx context.Context, id string) (*Agent, error)
+	// KeyFallback, if set, is asked for the agent that a did:key is bound
+	// to when this node's replica binds it to none (a replica still
+	// catching up): the id of the agent, or ErrAgentNotFound. It resolves
+	// did:mesh aliases (alias.go).
+	KeyFallback func(ctx context.Context, did string) (string, error)
 	// Admission meters searches per client address (its Search budget,
 	// internal/admission); nil: searches are not metered.
 	Admission *admission.Admitter
@@ -72,10 +77,11 @@ type Config struct {
 
 // API serves the registry over HTTP.
 type API struct {
-	cfg   Config
-	log   *slog.Logger
-	site  *site.Site
-	pages pageTemplates
+	cfg     Config
+	log     *slog.Logger
+	site    *site.Site
+	pages   pageTemplates
+	aliases *aliases
 }
 
 // NewAPI checks cfg and returns the API; it starts nothing.
@@ -99,7 +105,7 @@ func NewAPI(cfg Config) (*API, error) {
 	if cfg.Site == nil {
 		cfg.Site = site.New(site.Info{}, cfg.Logger)
 	}
-	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site)}, nil
+	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site), aliases: newAliases()}, nil
 }
 
 // Routes adds the registry's routes to mux: the /v1 surface and the legacy
@@ -222,9 +228,13 @@ func (a *API) handle(r *http.Request, id string) string {
 	return httpx.BaseURL(r, a.cfg.PublicURL) + "/agent/" + id
 }
 
-// pathID reads and checks the {id} path value.
-func pathID(r *http.Request) (string, error) {
+// pathID reads and checks the {id} path value: an agent id, or a
+// did:mesh alias, which it resolves to the id of its agent (alias.go).
+func (a *API) pathID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
+	if isAlias(id) {
+		return a.resolveAlias(r.Context(), id)
+	}
 	if len(id) > maxIDLen { // not echoed: the answer stays small
 		return "", ErrAgentNotFound.With("agent not found: ids are at most %d characters", maxIDLen)
 	}

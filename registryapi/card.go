@@ -113,12 +113,23 @@ func validateTexts(what, name, desc string, tags []string) error {
 
 // cheapestRequest is the lowest per-request price of rows in lamports (0
 // when a row is free), best when none is lower, nil when no row prices a
-// request.
+// request. Rows in SPL tokens (USDC, wSOL, ...) are not lamports: they
+// price nothing here.
 func cheapestRequest(best *uint64, rows []PriceRow) *uint64 {
+	return cheapestIn(best, rows, currencyLamprt)
+}
+
+// cheapestIn is cheapestRequest in currency's smallest unit: rows in
+// currency and free rows count.
+func cheapestIn(best *uint64, rows []PriceRow, currency string) *uint64 {
 	for _, p := range rows {
 		amount := p.Amount
-		if p.Currency == currencyFree {
+		switch p.Currency {
+		case currencyFree:
 			amount = 0
+		case currency:
+		default:
+			continue
 		}
 		if p.Unit == unitRequest && (best == nil || amount < *best) {
 			best = &amount

@@ -20,6 +20,7 @@ type DiscoveryView struct {
 	Description string  `json:"description"`
 	Endpoint    *string `json:"endpoint"`
 	DID         *string `json:"did"`
+	DIDMesh     *string `json:"did_mesh"`
 	Verified    bool    `json:"verified"`
 	// Registered: a live registration holds the id; CatalogOnly: only a
 	// catalog listing does.
@@ -102,7 +103,7 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 	name, desc := ag.texts()
 	v := &DiscoveryView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Name: name, Description: desc,
-		Endpoint: nullable(ag.Endpoint), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
+		Endpoint: nullable(ag.Endpoint), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "",
 		Registered: ag.Registered(), CatalogOnly: !ag.Registered(), Listing: ag.Listing,
 		Capabilities: ag.allCapabilities(), Tags: ag.tags(), Skills: ag.skills(),
 		Liveness: LivenessView{State: LiveNoEndpoint},

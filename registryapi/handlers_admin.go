@@ -18,7 +18,7 @@ func (q *catalogRequest) validate() error {
 	}
 	for i := range q.Listings {
 		l := &q.Listings[i]
-		if err := ValidateID(l.AgentID); err != nil {
+		if err := ValidateNewID(l.AgentID); err != nil {
 			return httpx.ErrInvalid.With("listings[%d]: %v", i, err)
 		}
 		for _, f := range []struct{ name, v string }{{"name", l.Name}, {"description", l.Description}} {

@@ -31,7 +31,7 @@ type registerRequest struct {
 }
 
 func (q *registerRequest) validate() error {
-	if err := ValidateID(q.AgentID); err != nil {
+	if err := ValidateNewID(q.AgentID); err != nil {
 		return err
 	}
 	if err := validateCapabilities(q.Capabilities); err != nil {
@@ -66,6 +66,7 @@ type registerResponse struct {
 	APIKey       string    `json:"api_key"`
 	Created      bool      `json:"created"`
 	DID          *string   `json:"did"`
+	DIDMesh      *string   `json:"did_mesh"`
 	Handle       string    `json:"handle"`
 	RegisteredAt time.Time `json:"registered_at"`
 }
@@ -125,7 +126,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, status, registerResponse{
 		Status: "registered", AgentID: res.Agent.ID, APIKey: apiKey, Created: res.Created,
-		DID: nullable(res.Agent.DID), Handle: a.handle(r, res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
+		DID: nullable(res.Agent.DID), DIDMesh: nullable(AliasOf(res.Agent.DID)), Handle: a.handle(r, res.Agent.ID), RegisteredAt: res.Agent.RegisteredAt,
 	})
 	return nil
 }
@@ -231,6 +232,7 @@ type agentView struct {
 	Endpoint     *string  `json:"endpoint"`
 	Pubkey       *string  `json:"pubkey"`
 	DID          *string  `json:"did"`
+	DIDMesh      *string  `json:"did_mesh"`
 	Verified     bool     `json:"verified"`
 	Handle       string   `json:"handle"`
 	// Registered and Live are the spec's flags (2.1), as JSON booleans
@@ -250,7 +252,7 @@ type agentView struct {
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
@@ -266,7 +268,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	httpx.WriteJSON(w, http.StatusOK, agentView{
 		Reputation: specOf(roll), WeightedReputation: roll.Weighted,
 		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
-		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), Verified: ag.Pubkey != "",
+		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "",
 		Handle: a.handle(r, ag.ID), Registered: true, Live: online, Online: online,
 		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
 		Card: ag.Card,

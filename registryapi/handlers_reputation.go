@@ -16,7 +16,7 @@ type flatRollup struct {
 }
 
 func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ type reputationView struct {
 }
 
 func (a *API) reputation(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
@@ -83,6 +83,7 @@ type identityView struct {
 	Handle             string         `json:"handle"`
 	Pubkey             *string        `json:"pubkey"`
 	DID                *string        `json:"did"`
+	DIDMesh            *string        `json:"did_mesh"`
 	Verified           bool           `json:"verified"`
 	Endpoint           *string        `json:"endpoint"`
 	Registered         bool           `json:"registered"`
@@ -101,7 +102,7 @@ type specReputation struct {
 func specOf(r Rollup) specReputation { return specReputation{N: r.N, Score: r.Score, Dims: r.Dims} }
 
 func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := identityView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID),
-		Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
+		DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow),
 	}
 	v.Reputation, v.WeightedReputation = specOf(roll), roll.Weighted

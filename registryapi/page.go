@@ -60,7 +60,7 @@ func (a *API) agentPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) agentView(r *http.Request) (*Agent, *DiscoveryView, error) {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,7 +74,7 @@ func (a *API) agentView(r *http.Request) (*Agent, *DiscoveryView, error) {
 
 // mirroredCard serves the full card of a registered agent (mirrorCard).
 func (a *API) mirroredCard(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
+	id, err := a.pathID(r)
 	if err != nil {
 		return err
 	}

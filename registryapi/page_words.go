@@ -252,7 +252,7 @@ func (a *API) howToCall(r *http.Request, ag *Agent, v *DiscoveryView) howToCall 
 	if full != nil && webURL(full.URL) {
 		base = full.URL
 	}
-	agentPrice := cheapestRequest(nil, ag.pricingOf(full))
+	agentRows := ag.pricingOf(full)
 	skills := v.Skills
 	if len(skills) == 0 {
 		for _, cap := range v.Capabilities {
@@ -265,25 +265,33 @@ func (a *API) howToCall(r *http.Request, ag *Agent, v *DiscoveryView) howToCall 
 	}
 	node := httpx.BaseURL(r, a.cfg.PublicURL)
 	for _, s := range skills {
-		price := agentPrice
+		rows := agentRows
 		if full != nil {
 			for _, fs := range full.Skills {
 				if fs.ID == s.ID && len(fs.Pricing) > 0 {
-					price = cheapestRequest(nil, fs.Pricing)
+					rows = fs.Pricing
 				}
 			}
 		}
+		price := cheapestRequest(nil, rows)
 		sc := skillCall{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags}
 		if sc.Name == "" {
 			sc.Name = s.ID
 		}
 		if price != nil {
 			sc.Price = priceWords(*price, unitRequest, rate)
+		} else if usdc := cheapestIn(nil, rows, currencyUSDC); usdc != nil { // priced only in tokens: x402 v2 clients pay it
+			sc.Price = priceAmount(PriceRow{Amount: *usdc, Currency: currencyUSDC}, 0) + " per " + unitRequest
 		}
-		if price != nil && *price == 0 && webURL(base) {
+		tokensOnly := price == nil && sc.Price != ""
+		switch {
+		case (price != nil && *price == 0 || tokensOnly) && webURL(base):
 			sc.Command = "curl -X POST " + shellQuote(strings.TrimRight(base, "/")+"/v1/"+url.PathEscape(s.ID)) +
 				" -H 'Content-Type: application/json' -d '{}'"
-		} else {
+			if tokensOnly { // mesh call pays lamports only: x402's own clients pay tokens
+				sc.Command += "\n# answers 402 with PAYMENT-REQUIRED: pay it with an x402 v2 client (@x402/fetch with @x402/svm)"
+			}
+		default:
 			sc.Command = "mesh call " + shellQuote(ag.ID) + " " + shellQuote(s.ID) + " --data '{}'"
 			if price != nil {
 				sc.Command += " --max-lamports " + strconv.FormatUint(*price, 10)

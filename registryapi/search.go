@@ -114,6 +114,7 @@ func encodeCursor(offset int) string {
 type SearchResult struct {
 	AgentID          string   `json:"agent_id"`
 	DID              *string  `json:"did"`
+	DIDMesh          *string  `json:"did_mesh"` // the did:mesh alias (alias.go)
 	Verified         bool     `json:"verified"`
 	Endpoint         *string  `json:"endpoint"`
 	Handle           string   `json:"handle"`
@@ -213,7 +214,7 @@ func (a *API) searchQuery(q *SearchRequest, rt SolUSDRate, now time.Time) search
 		return sq
 	}
 	sq.keep = func(d *searchDoc) bool {
-		if q.MaxPriceUSD != nil && (d.price == nil || float64(*d.price)/lamportsPerSOL*rt.USD > *q.MaxPriceUSD) {
+		if q.MaxPriceUSD != nil && !d.withinUSD(*q.MaxPriceUSD, rt.USD) {
 			return false
 		}
 		return q.Online == nil || a.cfg.Directory.onlineDoc(d, now, a.cfg.OnlineWindow) == *q.Online
@@ -229,7 +230,7 @@ func (a *API) searchResult(r *http.Request, h hit, now time.Time) (SearchResult,
 		return SearchResult{}, false
 	}
 	res := SearchResult{
-		AgentID: ag.ID, DID: nullable(ag.DID), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
+		AgentID: ag.ID, DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
 		Handle: a.handle(r, ag.ID), Registered: ag.Registered(), CatalogOnly: !ag.Registered(),
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow), Capabilities: ag.allCapabilities(),
 		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(), weighted: h.doc.weighted,

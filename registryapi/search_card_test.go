@@ -2,6 +2,8 @@ package registryapi
 
 import (
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/agentmesh/mesh/internal/storetest"
@@ -59,6 +61,55 @@ func TestSearchReadsFullCard(t *testing.T) {
 	rows := card.body["pricing"].([]any)
 	if tier := rows[0].(map[string]any)["tier"]; tier != "standard" {
 		t.Fatalf("pricing %v: the tier is lost", rows)
+	}
+}
+
+// TestSearchReadsTokenRows: a card's SPL token rows are no lamports: an
+// agent priced 0.05 SOL and 0.01 USDC costs 50,000,000 lamports, one
+// priced only in USDC none (price_lamports null); max_price_usd reads a
+// USDC row at par with the dollar, a lamports row at the node's rate.
+func TestSearchReadsTokenRows(t *testing.T) {
+	h := newHarnessOn(t, storetest.DB(t), func(c *Config) { c.SolUSD = NewSolUSD(SolUSDConfig{Fixed: 100}) })
+	sol := `{"unit":"request","amount":50000000,"currency":"lamports","network":"chain"}`
+	usdc := `{"unit":"request","amount":10000,"currency":"USDC","network":"chain","asset":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"}`
+	for id, pricing := range map[string]string{"both": "[" + sol + "," + usdc + "]", "usdconly": usdc, "solonly": sol} {
+		card := fmt.Sprintf(`{"name":"Tolls %s","pricing":%s,"skills":[{"id":"toll","pricing":%s}]}`, id, pricing, pricing)
+		h.want(h.do("POST", "/v1/agents/register", fmt.Sprintf(`{"agent_id":%q,"capabilities":[],"full_card":%s}`, id, card)), 201, "")
+	}
+	got := map[string]any{}
+	for _, r := range h.want(h.search(`{"query":"tolls"}`), 200, "").body["results"].([]any) {
+		got[r.(map[string]any)["agent_id"].(string)] = r.(map[string]any)["price_lamports"]
+	}
+	if len(got) != 3 || got["both"] != 5e7 || got["solonly"] != 5e7 || got["usdconly"] != nil {
+		t.Fatalf("price_lamports %v", got)
+	}
+	// The agent page prices each in its lamports, else in USDC, and says
+	// how to pay: mesh call for lamports, an x402 v2 client for tokens.
+	endpoint := "https://tolls.example"
+	for id, want := range map[string][2]string{
+		"both":     {"0.05 SOL ($5.00) per request", "mesh call both toll --data '{}' --max-lamports 50000000"},
+		"usdconly": {"0.01 USDC per request", "curl -X POST https://tolls.example/v1/toll -H 'Content-Type: application/json' -d '{}'\n# answers 402 with PAYMENT-REQUIRED: pay it with an x402 v2 client (@x402/fetch with @x402/svm)"},
+	} {
+		ag, err := h.dir.Lookup(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rate := 100.0
+		call := (&API{}).howToCall(httptest.NewRequest("GET", "/agent/"+id, nil), ag, &DiscoveryView{AgentID: id, SolUSD: &rateView{Rate: rate},
+			Endpoint: &endpoint, Skills: []SkillView{{ID: "toll"}}})
+		if len(call.Skills) != 1 || call.Skills[0].Price != want[0] || !strings.HasPrefix(call.Skills[0].Command, want[1]) {
+			t.Fatalf("%s's page calls toll %+v, want %q", id, call.Skills, want)
+		}
+	}
+	// 0.05 SOL at 100 USD is 5 USD; 0.01 USDC is 0.01 USD.
+	for body, want := range map[string]string{
+		`{"query":"tolls","max_price_usd":0.009}`: "[]",
+		`{"query":"tolls","max_price_usd":0.01}`:  "[both usdconly]",
+		`{"query":"tolls","max_price_usd":5}`:     "[both solonly usdconly]",
+	} {
+		if got := fmt.Sprint(sortedIDs(h.want(h.search(body), 200, ""))); got != want {
+			t.Fatalf("%s: %s, want %s", body, got, want)
+		}
 	}
 }
 

@@ -45,6 +45,13 @@ type searchDoc struct {
 	reg        uint64 // registration, for presence
 	verified   bool
 	price      *uint64 // cheapest lamports per request; nil when unknown
+	usdc       *uint64 // cheapest USDC per request, in millionths; nil when none
+}
+
+// withinUSD reports whether d has a per-request price of at most max USD:
+// in lamports at usdPerSOL, or in USDC at par.
+func (d *searchDoc) withinUSD(max, usdPerSOL float64) bool {
+	return d.price != nil && float64(*d.price)/lamportsPerSOL*usdPerSOL <= max || d.usdc != nil && float64(*d.usdc)/usdcUnits <= max
 }
 
 // posting names a document holding a term; a list is in num order (rows
@@ -123,7 +130,7 @@ func docOf(a *Agent, w Weighted) *searchDoc {
 	for _, c := range a.allCapabilities() {
 		d.caps[strings.ToLower(c)] = true
 	}
-	d.price = a.requestPrice(full)
+	d.price, d.usdc = a.requestPrice(full, currencyLamprt), a.requestPrice(full, currencyUSDC)
 	if w.Score != nil {
 		d.rep = *w.Score
 	}
@@ -153,14 +160,14 @@ func (a *Agent) searchText(full *fullCard) []string {
 	return out
 }
 
-// requestPrice is a's cheapest declared per-request price in lamports (a
+// requestPrice is a's cheapest declared per-request price in currency (a
 // free row is 0): of its pricing rows (pricingOf) and its full card's
 // (full, decoded) skills' own rows; nil when none prices a request.
-func (a *Agent) requestPrice(full *fullCard) *uint64 {
-	best := cheapestRequest(nil, a.pricingOf(full))
+func (a *Agent) requestPrice(full *fullCard, currency string) *uint64 {
+	best := cheapestIn(nil, a.pricingOf(full), currency)
 	if full != nil {
 		for _, s := range full.Skills {
-			best = cheapestRequest(best, s.Pricing)
+			best = cheapestIn(best, s.Pricing, currency)
 		}
 	}
 	return best

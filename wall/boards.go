@@ -72,6 +72,17 @@ type BoardAction struct {
 	// Frame is what a private cluster's board frame shows (frameInfo),
 	// sealed: members' nodes open it.
 	Frame string `json:"frame,omitempty"`
+	// A patch_cluster's changes to the cluster itself (cluster_update.go):
+	// Rename and Visibility say what changes; Meta (public) or SealedMeta
+	// (private, sealed with the wire key) is the cluster's metadata after
+	// it; Verifier and TokenWrap are the new member token's, when the
+	// cluster turns private.
+	Rename     bool   `json:"rename,omitempty"`
+	Visibility string `json:"visibility,omitempty"`
+	Meta       *Meta  `json:"meta,omitempty"`
+	SealedMeta string `json:"sealed_meta,omitempty"`
+	Verifier   string `json:"verifier,omitempty"`
+	TokenWrap  string `json:"token_wrap,omitempty"`
 }
 
 // memberTag is the signature domain of member actions.

@@ -42,7 +42,7 @@ const replayWindow = 10 * time.Minute
 // applyBoard applies a board action: checked against the cluster's record
 // (signature, Rev), then its operation. Apply reads only the entry (its
 // time, its seq) and the state.
-func applyBoard(tx *store.Txn, e *cmdlog.Entry, s Signed, q *Quota) (Result, error) {
+func applyBoard(tx *store.Txn, e *cmdlog.Entry, s Signed, q *Quota, hold int64) (Result, error) {
 	target, err := boardActionTarget(s)
 	if err != nil {
 		return Result{}, err
@@ -67,7 +67,7 @@ func applyBoard(tx *store.Txn, e *cmdlog.Entry, s Signed, q *Quota) (Result, err
 	if q == nil {
 		q = &Quota{}
 	}
-	b := boardTx{tx: tx, e: e, cl: cl, a: a, q: q}
+	b := boardTx{tx: tx, e: e, cl: cl, a: a, q: q, hold: hold}
 	res, err := b.apply()
 	if err != nil {
 		return Result{}, err
@@ -78,17 +78,18 @@ func applyBoard(tx *store.Txn, e *cmdlog.Entry, s Signed, q *Quota) (Result, err
 
 // boardTx is one board action being applied.
 type boardTx struct {
-	tx *store.Txn
-	e  *cmdlog.Entry
-	cl *Cluster
-	a  *BoardAction
-	q  *Quota
+	tx   *store.Txn
+	e    *cmdlog.Entry
+	cl   *Cluster
+	a    *BoardAction
+	q    *Quota
+	hold int64 // Op.SlugHold
 }
 
 func (b *boardTx) apply() (Result, error) {
 	switch b.a.Op {
 	case ActPatchCluster:
-		return Result{}, b.patchCluster()
+		return b.patchCluster()
 	case ActBoardCreate:
 		return b.createBoard()
 	case ActBoardPatch:
@@ -103,20 +104,24 @@ func (b *boardTx) apply() (Result, error) {
 	return Result{}, httpx.ErrInvalid.With("unknown board action %q", b.a.Op)
 }
 
-func (b *boardTx) patchCluster() error {
+func (b *boardTx) patchCluster() (Result, error) {
+	moved, err := b.updateCluster()
+	if err != nil {
+		return Result{}, err
+	}
 	if b.a.Boards != nil {
 		b.cl.Boards = *b.a.Boards
 	}
 	switch {
 	case b.cl.Public() && b.a.Props != nil:
 		if _, err := storedProps(b.a.Props); err != nil {
-			return err
+			return Result{}, err
 		}
 		b.cl.Props = b.a.Props
 	case !b.cl.Public() && b.a.Sealed != "":
 		b.cl.SealedProps = b.a.Sealed
 	}
-	return nil
+	return Result{Moved: moved}, nil
 }
 
 // storedProps decodes props as stored: every value checked, nulls refused.

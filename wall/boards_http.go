@@ -1,7 +1,6 @@
 package wall
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +120,8 @@ func (s *Service) propose(ctx context.Context, g *signer, build func() (BoardAct
 			return Result{}, httpx.ErrTooLarge.With("the write is %d bytes once encoded, over %d", len(signed.Body), MaxBoardOpSize)
 		}
 		q := s.cfg.Quota
-		res, err := cmdlog.ResultAs[Result](s.cfg.Log.Propose(ctx, Kind, now.UnixNano(), Op{Board: &signed, Quota: &q}))
+		op := Op{Board: &signed, Quota: &q, SlugHold: s.slugHold(a.Op)}
+		res, err := cmdlog.ResultAs[Result](s.cfg.Log.Propose(ctx, Kind, now.UnixNano(), op))
 		if !errors.Is(err, ErrStale) || attempt == 2 {
 			return res, err
 		}
@@ -161,58 +161,6 @@ func stringField(fields map[string]json.RawMessage, k string, v *string) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return httpx.ErrInvalid.With("%s must be a string", k)
 	}
-	return nil
-}
-
-type clusterPatchView struct {
-	ClusterID     string `json:"cluster_id"`
-	BoardsEnabled bool   `json:"boards_enabled"`
-	Props         Props  `json:"props"`
-}
-
-func (s *Service) patchCluster(w http.ResponseWriter, r *http.Request) error {
-	g, err := s.access(r, true)
-	if err != nil {
-		return err
-	}
-	fields, err := readFields(w, r, "boards_enabled", "props")
-	if err != nil {
-		return err
-	}
-	var boards *bool
-	if raw, ok := fields["boards_enabled"]; ok {
-		boards = new(bool)
-		if json.Unmarshal(raw, boards) != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			return httpx.ErrInvalid.With("boards_enabled must be true or false")
-		}
-	}
-	raw, hasProps := fields["props"]
-	patch, err := DecodeProps(raw, ClusterProps)
-	if err != nil {
-		return err
-	}
-	if boards == nil && !hasProps {
-		return httpx.ErrInvalid.With("nothing to change: give boards_enabled, props or both")
-	}
-	var props Props
-	res, err := s.propose(r.Context(), g, func() (BoardAction, error) {
-		a := BoardAction{Op: ActPatchCluster, Boards: boards}
-		if hasProps {
-			props = g.clusterProps().Apply(patch)
-			b, _ := json.Marshal(props)
-			if g.seal == nil {
-				a.Props = b
-			} else {
-				a.Sealed = sealString(g.seal, sealProps, b)
-			}
-		}
-		return a, nil
-	})
-	if err != nil {
-		return err
-	}
-	g.cl = res.Cluster
-	httpx.WriteJSON(w, http.StatusOK, clusterPatchView{ClusterID: g.cl.ID, BoardsEnabled: g.cl.Boards, Props: g.clusterProps()})
 	return nil
 }
 

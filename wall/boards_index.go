@@ -256,6 +256,8 @@ func (c *Catalog) boardCommitted(e *cmdlog.Entry, op *Op) {
 		c.indexPost(ref, a.Post)
 	case ActPostDelete:
 		c.unindex(ref, a.Post)
+	case ActPatchCluster:
+		c.tellUpdate(a)
 	}
 	c.tell(boardEventOf(a))
 }

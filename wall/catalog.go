@@ -37,6 +37,10 @@ type Op struct {
 	// it).
 	Board *Signed `json:"board,omitempty"`
 	Quota *Quota  `json:"quota,omitempty"`
+	// SlugHold (ns), with a patch_cluster, is how long a renamed public
+	// cluster's former slug keeps leading to it (redirect.go; 0: for
+	// ever); the directory sets it.
+	SlugHold int64 `json:"slug_hold,omitempty"`
 	// ExpirePosts and Purge are the directory's housekeeping of boards
 	// (boards_expiry.go).
 	ExpirePosts []PostRef `json:"expire_posts,omitempty"`
@@ -71,6 +75,8 @@ type Result struct {
 	// Board and Post are what a board action made or changed.
 	Board *boardRow `json:"board,omitempty"`
 	Post  *postRow  `json:"post,omitempty"`
+	// Moved is what a rename did to a public cluster's slug.
+	Moved *SlugMove `json:"moved,omitempty"`
 }
 
 // Cluster is a cluster as the catalog holds it.
@@ -118,10 +124,15 @@ var lobby = &Cluster{
 // Catalog is the cluster catalog: the cmdlog Machine of Kind and its reads.
 type Catalog struct {
 	db *store.DB
+	// now is the clock of reads (a redirect's lapse); Apply reads only
+	// the entry's time.
+	now func() time.Time
 
-	mu      sync.Mutex
-	deleted []func(id string)
-	board   []func(BoardEvent)
+	mu       sync.Mutex
+	deleted  []func(id string)
+	board    []func(BoardEvent)
+	updated  []func(ClusterUpdate)
+	restored []func()
 
 	index boardIndexes // public boards' posts, in memory (boards_index.go)
 }
@@ -130,10 +141,24 @@ var _ cmdlog.Machine = (*Catalog)(nil)
 
 // NewCatalog returns the catalog kept in log's store and registers it.
 func NewCatalog(log *cmdlog.Log) *Catalog {
-	c := &Catalog{db: log.DB()}
+	c := &Catalog{db: log.DB(), now: time.Now}
 	c.index.reset()
 	log.Handle(Kind, c)
 	return c
+}
+
+// SetClock sets the clock reads go by (a slug redirect's lapse).
+func (c *Catalog) SetClock(now func() time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = now
+}
+
+func (c *Catalog) clock() time.Time {
+	c.mu.Lock()
+	now := c.now
+	c.mu.Unlock()
+	return now()
 }
 
 // OnDelete registers fn to learn of every cluster deletion the log commits
@@ -147,7 +172,8 @@ func (c *Catalog) OnDelete(fn func(id string)) {
 // Key layout of the catalog in the store:
 //
 //	w/c/<id>    Cluster
-//	w/s/<slug>  id of the public cluster holding slug (kept after deletion: slugs are permanent)
+//	w/s/<slug>  id of the cluster holding slug (kept after deletion: slugs are permanent)
+//	w/sr/<slug> a renamed cluster's former slug (redirect.go)
 //	w/t/<id>    tombstone of a deleted cluster: the id can never be created again
 //	w/u/<join by ns 8B>/<id>  public cluster no node served yet
 func clusterKey(id string) []byte { return store.Key("w", "c", id) }
@@ -170,7 +196,7 @@ func (c *Catalog) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	case op.Expire != nil:
 		return applyExpire(tx, e, op.Expire)
 	case op.Board != nil:
-		return applyBoard(tx, e, *op.Board, op.Quota)
+		return applyBoard(tx, e, *op.Board, op.Quota, op.SlugHold)
 	case op.ExpirePosts != nil:
 		return applyExpirePosts(tx, e, op.ExpirePosts)
 	case op.Purge != nil:
@@ -222,12 +248,29 @@ func (c *Catalog) Committed(e *cmdlog.Entry) {
 // join deadlines of public clusters; histories (w/h/, w/hn/) are kept by
 // bootstrap nodes for themselves.
 func (c *Catalog) State() [][]byte {
-	return append([][]byte{[]byte("w/c/"), []byte("w/s/"), []byte("w/t/"), []byte("w/u/")}, boardPrefixes...)
+	return append([][]byte{[]byte("w/c/"), []byte("w/s/"), []byte("w/sr/"), []byte("w/t/"), []byte("w/u/")}, boardPrefixes...)
 }
 
 // Restored implements cmdlog.Machine: the boards' indexes are dropped
-// (they are built again from the store when read).
-func (c *Catalog) Restored() { c.index.reset() }
+// (they are built again from the store when read), and the OnRestore
+// listeners learn that any cluster may have changed.
+func (c *Catalog) Restored() {
+	c.index.reset()
+	c.mu.Lock()
+	fns := c.restored
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// OnRestore registers fn to learn of every snapshot installed, which may
+// have deleted clusters or changed them in any way. fn must not block.
+func (c *Catalog) OnRestore(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.restored = append(c.restored, fn)
+}
 
 func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed, joinBy int64) (Result, error) {
 	r, err := OpenRecord(s)
@@ -241,7 +284,7 @@ func applyCreate(tx *store.Txn, e *cmdlog.Entry, s Signed, joinBy int64) (Result
 	}
 	cl := &Cluster{Record: *r, CreatedAt: e.Time(), Signed: s}
 	if r.Visibility == Public {
-		if cl.Slug, err = claimSlug(tx, r.ID, slugBase(r.Meta)); err != nil {
+		if cl.Slug, err = claimSlug(tx, r.ID, slugBase(r.Meta), e.At); err != nil {
 			return Result{}, err
 		}
 		if err := awaitJoin(tx, cl, joinBy); err != nil {
@@ -292,9 +335,11 @@ func removeCluster(tx *store.Txn, cl *Cluster, at int64, releaseSlug bool) error
 }
 
 // claimSlug gives id the slug base, or base-2, base-3... whichever is
-// free first. Slugs are never released, so a link to one never changes
-// meaning.
-func claimSlug(tx *store.Txn, id, base string) (string, error) {
+// free first at at (ns; slugFree). A cluster's slug is never released
+// (but for a cluster that expired unjoined), and a renamed cluster's
+// former slug leads to it for a while (redirect.go), so a link to one
+// never leads to another cluster meanwhile.
+func claimSlug(tx *store.Txn, id, base string, at int64) (string, error) {
 	for n := 1; ; n++ {
 		slug := base
 		if n > 1 {
@@ -303,11 +348,11 @@ func claimSlug(tx *store.Txn, id, base string) (string, error) {
 		if slug == LobbySlug {
 			continue
 		}
-		taken, err := tx.Has(slugKey(slug))
+		free, err := slugFree(tx, slug, id, at)
 		if err != nil {
 			return "", err
 		}
-		if !taken {
+		if free {
 			return slug, tx.Set(slugKey(slug), []byte(id))
 		}
 	}
@@ -370,8 +415,9 @@ func (c *Catalog) Get(id string) (*Cluster, error) {
 	return cl, err
 }
 
-// Lookup returns a public cluster by id or slug; private and unknown ones
-// are both ErrClusterNotFound, so a private id cannot be probed.
+// Lookup returns a public cluster by id, slug or a former slug that still
+// redirects to it (redirect.go); private and unknown ones are both
+// ErrClusterNotFound, so a private id cannot be probed.
 func (c *Catalog) Lookup(idOrSlug string) (*Cluster, error) {
 	id := idOrSlug
 	if !strings.HasPrefix(idOrSlug, idPrefix) {
@@ -380,7 +426,15 @@ func (c *Catalog) Lookup(idOrSlug string) (*Cluster, error) {
 		}
 		err := c.db.View(func(tx *store.Txn) error {
 			v, err := tx.Get(slugKey(idOrSlug))
-			id = string(v)
+			if !errors.Is(err, store.ErrNotFound) {
+				id = string(v)
+				return err
+			}
+			r, err := getRedirect(tx, idOrSlug)
+			if err == nil && !r.live(c.clock().UnixNano()) {
+				err = store.ErrNotFound
+			}
+			id = r.ID
 			return err
 		})
 		if errors.Is(err, store.ErrNotFound) || len(idOrSlug) > 64 {
@@ -421,6 +475,9 @@ func (c *Catalog) Public(fn func(*Cluster) bool) error {
 			}
 			if err != nil {
 				return false, err
+			}
+			if !cl.Public() {
+				return true, nil // made private: it keeps its slug, unlisted
 			}
 			return fn(cl), nil
 		})

@@ -75,11 +75,16 @@ type challengeResponse struct {
 }
 
 // challenge answers GET /v1/clusters/{id}/challenge: a challenge for a
-// proof of key on this node.
+// proof of key on this node. A private cluster's is given only to a token
+// holder (token or admin token, as for a connect): to anyone else its id
+// answers as an unknown one does, so that a leaked id cannot be confirmed.
 func (s *Service) challenge(w http.ResponseWriter, r *http.Request) error {
 	cl, err := s.cluster(r.Context(), r.PathValue("id"), false)
 	if err != nil {
 		return err
+	}
+	if _, ok := cl.memberToken(clusterToken(r)); !cl.Public() && !ok {
+		return ErrClusterNotFound
 	}
 	now := s.cfg.Now()
 	w.Header().Set("Cache-Control", "no-store")

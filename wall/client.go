@@ -46,11 +46,16 @@ type Frame struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Board   string          `json:"board,omitempty"` // also a board frame's
 	Ref     string          `json:"ref,omitempty"`
-	// board
+	// board (Slug also a cluster_updated frame's)
 	Event string `json:"event,omitempty"`
 	Slug  string `json:"slug,omitempty"`
-	Post  string `json:"post,omitempty"`
-	Title string `json:"title,omitempty"`
+	// cluster_updated: what changed ("name", "visibility"), the name (nil
+	// when this node cannot read it) and the visibility after it.
+	Changed    []string `json:"changed,omitempty"`
+	Name       *string  `json:"name,omitempty"`
+	Visibility string   `json:"visibility,omitempty"`
+	Post       string   `json:"post,omitempty"`
+	Title      string   `json:"title,omitempty"`
 	// ack
 	Delivered int `json:"delivered,omitempty"`
 	// closed, error

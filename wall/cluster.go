@@ -283,12 +283,11 @@ func newCluster(vis string, meta Meta, created int64) (rec *Record, signed Signe
 	rec = &Record{V: recordVersion, ID: clusterID(pub), Admin: base64.StdEncoding.EncodeToString(pub),
 		Visibility: vis, Created: created}
 	rec.Verifier = tokenVerifier(rec.ID, token)
-	rec.TokenWrap = base64.StdEncoding.EncodeToString(newSealer(rec.ID, admin).seal("token wrap", []byte(token)))
+	rec.TokenWrap = wrapToken(rec.ID, admin, token)
 	if vis == Public {
 		rec.Meta = &meta
 	} else {
-		b, _ := json.Marshal(meta)
-		rec.Sealed = base64.StdEncoding.EncodeToString(newSealer(rec.ID, token).seal("meta", b))
+		rec.Sealed = sealedMeta(newSealer(rec.ID, token), meta)
 	}
 	signed, err = sign(key, recordTag, rec)
 	return rec, signed, token, admin, err
@@ -321,6 +320,9 @@ func newSealer(id, token string) *sealer {
 	return &sealer{id: id, aead: aead}
 }
 
+// sealOverhead is what sealing adds: a nonce and a tag.
+const sealOverhead = chacha20poly1305.NonceSizeX + chacha20poly1305.Overhead
+
 var errUnseal = errors.New("wall: cannot open sealed data")
 
 // seal encrypts b for purpose (bound in, with the cluster id, as
@@ -329,9 +331,16 @@ func (s *sealer) seal(purpose string, b []byte) []byte {
 	if s == nil {
 		return b
 	}
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(b)+16)
+	nonce := make([]byte, s.aead.NonceSize())
 	rand.Read(nonce)
-	return s.aead.Seal(nonce, nonce, b, []byte(s.id+"\n"+purpose))
+	return s.sealWith(nonce, purpose, b)
+}
+
+// sealWith is seal with nonce: nonce ‖ XChaCha20-Poly1305(b), the cluster
+// id, a line feed and purpose as associated data (docs/wire.md, The seal).
+func (s *sealer) sealWith(nonce []byte, purpose string, b []byte) []byte {
+	out := append(make([]byte, 0, len(nonce)+len(b)+s.aead.Overhead()), nonce...)
+	return s.aead.Seal(out, nonce, b, []byte(s.id+"\n"+purpose))
 }
 
 func (s *sealer) open(purpose string, b []byte) ([]byte, error) {

@@ -169,6 +169,10 @@ type Config struct {
 	// Quota is what a cluster's boards may hold, on the directory (it is
 	// stamped in every board write it sequences); zero fields: no limit.
 	Quota Quota
+	// SlugRedirect is, on the directory, how long a renamed public
+	// cluster's former slug keeps leading to it (redirect.go; stamped in
+	// every cluster patch it sequences); zero keeps it for ever.
+	SlugRedirect time.Duration
 	Tuning
 	Now        func() time.Time
 	Logger     *slog.Logger
@@ -181,6 +185,9 @@ func (c *Config) fill() error {
 	}
 	if c.SocketRate < 0 || c.RoomRate < 0 {
 		return errors.New("wall: SocketRate and RoomRate must not be negative (zero is unlimited)")
+	}
+	if c.SlugRedirect < 0 {
+		return errors.New("wall: SlugRedirect must not be negative (zero is for ever)")
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	c.Tuning.fill()

@@ -152,7 +152,7 @@ func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
 			writes++
 		}
 	}
-	op.JoinBy, op.Quota = 0, nil
+	op.JoinBy, op.Quota, op.SlugHold = 0, nil, 0
 	switch {
 	case op.Joined != "" || op.Expire != nil || op.ExpirePosts != nil || op.Purge != nil || writes != 1:
 		return Op{}, errNotProposable
@@ -166,8 +166,20 @@ func (s *Service) Proposed(raw json.RawMessage, at time.Time) (Op, error) {
 	case op.Board != nil:
 		q := s.cfg.Quota
 		op.Quota = &q
+		if a, err := boardActionTarget(*op.Board); err == nil {
+			op.SlugHold = s.slugHold(a.Op)
+		}
 	}
 	return op, nil
+}
+
+// slugHold is the Op.SlugHold this directory stamps in a board action of
+// kind op: its Config.SlugRedirect in a cluster patch.
+func (s *Service) slugHold(op string) int64 {
+	if op != ActPatchCluster {
+		return 0
+	}
+	return int64(s.cfg.SlugRedirect)
 }
 
 // registeredAt learns, on a bootstrap node, of a new registration at its

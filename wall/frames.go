@@ -59,14 +59,17 @@ type presenceFrame struct {
 }
 
 type messageFrame struct {
-	Kind    string          `json:"kind"`
-	From    string          `json:"from"`
-	FromDID string          `json:"from_did,omitempty"`
-	To      *string         `json:"to"` // null for broadcast, else the receiving handle
-	TS      int64           `json:"ts"` // Unix ms
-	Payload json.RawMessage `json:"payload"`
-	Board   string          `json:"board,omitempty"`
-	Ref     string          `json:"ref,omitempty"`
+	Kind    string `json:"kind"`
+	From    string `json:"from"`
+	FromDID string `json:"from_did,omitempty"`
+	// Verified: the sending socket proved it holds from_did's key; absent
+	// otherwise, so that the envelope of other messages stays as it was.
+	Verified bool            `json:"did_verified,omitempty"`
+	To       *string         `json:"to"` // null for broadcast, else the receiving handle
+	TS       int64           `json:"ts"` // Unix ms
+	Payload  json.RawMessage `json:"payload"`
+	Board    string          `json:"board,omitempty"`
+	Ref      string          `json:"ref,omitempty"`
 }
 
 type ackFrame struct {

@@ -1,6 +1,7 @@
 package wall
 
 import (
+	"encoding/base64"
 	"errors"
 	"maps"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
@@ -174,7 +176,7 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members := s.peek(r.Context(), cl)
+	members := s.online(r.Context(), cl, nil)
 	v := clusterDetail{clusterView: s.view(r, cl), Online: len(members), Members: make([]string, 0, len(members))}
 	for _, m := range members {
 		v.Members = append(v.Members, m.masked())
@@ -251,12 +253,36 @@ func (s *Service) delete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// isUpgrade reports whether r asks for a WebSocket (RFC 6455 4.1): a GET
+// with Upgrade: websocket, Connection: Upgrade, version 13 and a key of 16
+// bytes. Only such a request may spend the node's proof nonces.
+func isUpgrade(r *http.Request) bool {
+	key, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key"))
+	return r.Method == http.MethodGet && err == nil && len(key) == 16 &&
+		headerHasToken(r.Header, "Upgrade", "websocket") && headerHasToken(r.Header, "Connection", "upgrade") &&
+		r.Header.Get("Sec-WebSocket-Version") == "13"
+}
+
+// headerHasToken reports whether header name lists token (comma-separated,
+// case-insensitive).
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // joinQuery is a WebSocket connect's query, checked before the upgrade.
 type joinQuery struct {
 	agent, did, vis, token string
 	owner                  bool
-	proof                  string // the did's proof of key (proof.go), "" when unproved
-	challenge              string // the challenge proof signed
+	proof                  string             // the did's proof of key (proof.go), "" when unproved
+	challenge              string             // the challenge proof signed
+	signed                 identity.SigHeader // proof, parsed
 	// spectate: a read-only ghost of a public cluster (spectate=1), as the
 	// cluster's web page connects: it receives broadcasts and presence,
 	// never a direct message, and every frame it sends is refused.
@@ -317,14 +343,23 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if !isUpgrade(r) {
+		if _, err := s.parseJoin(r, cl); err != nil {
+			return err // what is wrong with the query first: a client fixing it then learns to upgrade
+		}
+		return httpx.E(http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket: connect with a WebSocket client")
+	}
 	j, err := s.parseJoin(r, cl)
 	if err != nil {
 		return err
 	}
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		return httpx.E(http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket: connect with a WebSocket client")
-	}
 	if err := s.checkRoom(cl.ID, j); err != nil {
+		return err
+	}
+	if err := s.checkHandle(r.Context(), cl, j); err != nil {
+		return err
+	}
+	if err := s.claimProof(r, &j); err != nil {
 		return err
 	}
 	if !s.track() {
@@ -356,6 +391,10 @@ func (s *Service) serveSocket(cl *Cluster, token string, sk *socket) {
 	switch {
 	case errors.Is(err, ErrClusterNotFound): // deleted since the lookup
 		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: causeDeleted.reason}), causeDeleted)
+		return
+	case errors.Is(err, errTermsChanged): // made private or public since the lookup
+		c := s.termsCause(cl.ID)
+		sk.closeAfter(encodeFrame(closedFrame{Kind: KindClosed, Reason: c.reason}), c)
 		return
 	case errors.Is(err, ErrRoomFull): // since checkRoom
 		sk.abort(causeFull)

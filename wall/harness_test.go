@@ -30,6 +30,7 @@ type harness struct {
 	host *p2p.Host
 	srv  *httptest.Server
 	cat  *Catalog
+	log  *cmdlog.Log
 }
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
@@ -61,7 +62,7 @@ func newHarnessOn(t *testing.T, hc p2p.Config, tweak func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.Close() })
-	h := &harness{t: t, host: host, cat: NewCatalog(log)}
+	h := &harness{t: t, host: host, cat: NewCatalog(log), log: log}
 	mux := httpx.NewMux()
 	h.srv = httptest.NewServer(httpx.Recover(nil, mux))
 	cfg := Config{Catalog: h.cat, Log: cmdlog.NewLocal(log), Host: host, PublicURL: h.srv.URL,
@@ -147,8 +148,7 @@ func (h *harness) refusedUpgrade(id, query string, upgrade bool) (int, map[strin
 	h.t.Helper()
 	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+id+"/ws?"+query, nil)
 	if upgrade {
-		req.Header.Set("Connection", "Upgrade")
-		req.Header.Set("Upgrade", "websocket")
+		setUpgrade(req.Header)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -158,6 +158,14 @@ func (h *harness) refusedUpgrade(id, query string, upgrade bool) (int, map[strin
 	var body map[string]any
 	json.NewDecoder(resp.Body).Decode(&body)
 	return resp.StatusCode, body
+}
+
+// setUpgrade makes h a WebSocket handshake's (RFC 6455 4.1).
+func setUpgrade(h http.Header) {
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+	h.Set("Sec-WebSocket-Version", "13")
+	h.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
 }
 
 // listen reads frames in the background (a client that never calls it

@@ -154,19 +154,23 @@ func (s *Service) reportEvents() {
 			return
 		case first = <-s.events:
 		}
-		batch := map[string][]pendingEvent{first.cluster: {first}}
+		// A batch per cluster and key: a cluster whose visibility changed
+		// has events of both forms queued, plain and sealed (signed).
+		type batchKey struct{ cluster, key string }
+		batch := map[batchKey][]pendingEvent{{first.cluster, string(first.key)}: {first}}
 	drain:
 		for range historyBatch - 1 {
 			select {
 			case e := <-s.events:
-				batch[e.cluster] = append(batch[e.cluster], e)
+				k := batchKey{e.cluster, string(e.key)}
+				batch[k] = append(batch[k], e)
 			default:
 				break drain
 			}
 		}
-		for id, events := range batch {
-			if err := s.appendRetrying(id, events); err != nil && s.ctx.Err() == nil {
-				s.log.Warn("history events not recorded", "cluster", id, "n", len(events), "err", err)
+		for k, events := range batch {
+			if err := s.appendRetrying(k.cluster, events); err != nil && s.ctx.Err() == nil {
+				s.log.Warn("history events not recorded", "cluster", k.cluster, "n", len(events), "err", err)
 			}
 			for _, e := range events {
 				s.joins.done(e)
@@ -455,21 +459,32 @@ func (s *Service) serveHistory(ctx context.Context, from peer.ID, raw []byte) ([
 // names no member key and whose roster the directory cannot read, the
 // events of a node registered at the rendezvous for it (its id is known
 // only to its members). Always at most historyRate a second.
+//
+// The form of the events, not the cluster's visibility now, decides: a
+// cluster made private or public (cluster_update.go) still has events of
+// its former form on their way. Sealed ones come signed by the member key
+// (which a change to public keeps); plain ones are screened as a public
+// cluster's, and for a cluster now private only leaves are taken so (of
+// joins the directory took from that node: historyscreen.go).
 func (s *Service) takeAppend(ctx context.Context, cl *Cluster, from peer.ID, q *historyRequest, now time.Time) error {
+	sealed := q.Sig != nil && cl.memberPub() != nil || !cl.Public() && cl.memberPub() == nil
 	switch {
 	case cl.ID == LobbyID:
 		return fmt.Errorf("%w: the lobby keeps no history", errHistoryRefused)
-	case !cl.Public() && cl.memberPub() != nil && !q.signedBy(cl, from, now):
+	case sealed && cl.memberPub() != nil && !q.signedBy(cl, from, now):
 		return fmt.Errorf("%w: append from %s without the member key's signature", errHistoryRefused, from)
-	case !cl.Public() && cl.memberPub() == nil && !s.cfg.Host.Served(topicName(cl.ID), from):
+	case sealed && cl.memberPub() == nil && !s.cfg.Host.Served(topicOf(cl), from):
 		return fmt.Errorf("%w: append from %s, which does not serve %s", errHistoryRefused, from, cl.ID)
 	}
 	events := q.Events[:min(len(q.Events), historyBatch)]
 	events = events[:s.appendLimits.take(from, cl.ID, len(events))]
-	if !cl.Public() || len(events) == 0 {
+	if sealed || len(events) == 0 {
 		return s.storeEvents(cl.ID, from, events)
 	}
 	sc, need, joins := decodeAppend(events)
+	if joins && !cl.Public() {
+		return fmt.Errorf("%w: unsigned joins from %s to private cluster %s", errHistoryRefused, from, cl.ID)
+	}
 	members, err := s.servingMembers(ctx, cl.ID, from, need, joins)
 	if err != nil {
 		return err
@@ -523,15 +538,19 @@ func (s *Service) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var seal *sealer
+	// Events are in the form of the visibility they were recorded under
+	// (cluster_update.go): plain, or sealed with the token of the time.
+	// The owner's token opens those of its own private periods; those of
+	// an earlier token stay sealed.
+	seals := []*sealer{nil, newSealer(cl.ID, tok)}
 	if !cl.Public() {
-		seal = newSealer(cl.ID, tok)
+		seals[0], seals[1] = seals[1], seals[0]
 	}
 	events := make([]Event, 0, len(stored))
 	for _, e := range stored {
 		var b eventBody
-		if decodeWire(seal, sealHistory, e.Body, &b) != nil {
-			continue // not sealed with this cluster's key: not an event of ours
+		if decodeWire(seals[0], sealHistory, e.Body, &b) != nil && decodeWire(seals[1], sealHistory, e.Body, &b) != nil {
+			continue // not an event of ours, or sealed with another token
 		}
 		events = append(events, Event{At: time.UnixMilli(e.At).UTC(), Event: b.Event, Agent: b.Agent,
 			DID: b.DID, Vis: b.Vis, Node: e.Node})

@@ -83,7 +83,7 @@ func (r *room) awaitRoom(s *socket) bool {
 // sendMessage publishes msg from socket s and queues it to the sockets
 // here; the ack follows.
 func (r *room) sendMessage(s *socket, snd send) error {
-	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, To: snd.To,
+	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, Verified: s.proof != "", To: snd.To,
 		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
 	w.Board, w.Ref = r.svc.resolveTags(r, snd.Payload)
 	if size, envelope := messageFrameSize(&w); size > MaxFrame {
@@ -93,6 +93,9 @@ func (r *room) sendMessage(s *socket, snd send) error {
 	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
 		complete: make(chan struct{}), deadline: time.Now().Add(r.svc.cfg.AckWindow)}
 	r.mu.Lock()
+	if !r.mayHoldLocked(s) { // its handle was proved by another socket since it connected (identity.go)
+		w.FromDID, w.Verified = "", false
+	}
 	for id, n := range r.remote {
 		if n.known {
 			p.expect[id] = true
@@ -212,7 +215,7 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 			for _, h := range spectated() {
 				queue(s, frameTo(h))
 			}
-		case slices.Contains(w.To, s.handle):
+		case slices.Contains(w.To, s.handle) && r.mayHoldLocked(s):
 			queue(s, frameTo(s.handle))
 		}
 	}
@@ -221,7 +224,7 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 // encodeMessage is the message frame of w to the sockets of handle to
 // (nil: a broadcast).
 func encodeMessage(w *wireMsg, to *string) []byte {
-	return encodeFrame(messageFrame{Kind: KindMessage, From: w.From, FromDID: w.FromDID, To: to, TS: w.TS, Payload: w.Payload,
+	return encodeFrame(messageFrame{Kind: KindMessage, From: w.From, FromDID: w.FromDID, Verified: w.Verified, To: to, TS: w.TS, Payload: w.Payload,
 		Board: w.Board, Ref: w.Ref})
 }
 
@@ -344,13 +347,7 @@ func (r *room) fanOutRemoteLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 // deliverReadyLocked delivers node origin's messages ready, in order.
 func (r *room) deliverReadyLocked(origin peer.ID, n *remoteNode, ready []*wireMsg) {
 	for _, w := range ready {
-		if !n.known && w.FromDID != "" {
-			// A stranger is a key no node checked: what it says of a
-			// sender's did is not passed on.
-			anon := *w
-			anon.FromDID = ""
-			w = &anon
-		}
+		w = r.believedLocked(n, w)
 		d := newDelivery()
 		r.fanOutLocked(w, nil, d)
 		d.seal()
@@ -358,6 +355,34 @@ func (r *room) deliverReadyLocked(origin peer.ID, n *remoteNode, ready []*wireMs
 			r.goroutine(func() { r.sendReceipt(origin, w.ID, d) })
 		}
 	}
+}
+
+// believedLocked is message w of node n as this node passes it on. A
+// stranger is a key no node checked: what it says of a sender's did is
+// not passed on. A known node's message is verified only as its roster
+// proves it; and one that is not, from a handle held by a member who
+// proved its did (identity.go), does not carry a did either: only that
+// member speaks with it (its node may not have heard of the proof yet
+// when it sent the message, or be of the release before).
+func (r *room) believedLocked(n *remoteNode, w *wireMsg) *wireMsg {
+	did, verified := w.FromDID, w.Verified
+	if m, ok := n.members[w.From]; !n.known || !ok || !m.verified() || m.DID != did {
+		verified = false
+	}
+	switch {
+	case !n.known:
+		did = ""
+	case !verified && did != "":
+		if _, held := r.provedHolderLocked(w.From); held {
+			did = ""
+		}
+	}
+	if did == w.FromDID && verified == w.Verified {
+		return w
+	}
+	b := *w
+	b.FromDID, b.Verified = did, verified
+	return &b
 }
 
 // flushAt delivers, at time at, what node p's sequencer gave up waiting

@@ -11,18 +11,27 @@ import (
 // a node that went silent), is announced to this node's sockets as a
 // presence frame.
 
-// presentLocked reports whether handle is online, and as which member.
-func (r *room) presentLocked(h string) (member, bool) {
+// presentLocked reports whether handle h is online, and as which member:
+// the one that proved its did, if a member holding h did (identity.go: the
+// handle is that did's), else this node's, else another node's.
+func (r *room) presentLocked(h string) (m member, on bool) {
 	if lm := r.local[h]; lm != nil {
-		return lm.m, true
+		m, on = lm.m, true
 	}
 	for _, n := range r.remote {
-		if m, ok := n.members[h]; ok {
-			return m, true
+		if m.verified() {
+			break
+		}
+		if rm, ok := n.members[h]; ok && prefer(m, on, rm) {
+			m, on = rm, true
 		}
 	}
-	return member{}, false
+	return m, on
 }
+
+// prefer reports whether member m rather than cur (if any: ok) stands for
+// their handle: cur is missing, or m proved its did and cur did not.
+func prefer(cur member, ok bool, m member) bool { return !ok || (m.verified() && !cur.verified()) }
 
 // change runs fn on the room's state and announces, to every socket but
 // skip, the handles whose presence it changed. fn calls touch(h) before it
@@ -49,8 +58,8 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 	})
 	for _, h := range touched {
 		m, now := r.presentLocked(h)
-		if now == before[h].on {
-			continue
+		if now == before[h].on && (!now || samePresence(m, before[h].m)) {
+			continue // no change, or as the same member still online (a changed one, such as one that proved its did, is announced again)
 		}
 		status := "online"
 		if !now {
@@ -64,6 +73,9 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 		}
 	}
 }
+
+// samePresence reports whether a and b make the same presence frame.
+func samePresence(a, b member) bool { return a.DID == b.DID && a.verified() == b.verified() }
 
 // onlineLocked lists every online handle, sorted.
 func (r *room) onlineLocked() []string {
@@ -85,10 +97,16 @@ func (r *room) members() []member {
 	defer r.mu.Unlock()
 	all := map[string]member{}
 	for _, n := range r.remote {
-		maps.Copy(all, n.members)
+		for h, m := range n.members {
+			if cur, ok := all[h]; prefer(cur, ok, m) {
+				all[h] = m
+			}
+		}
 	}
-	for h, lm := range r.local {
-		all[h] = lm.m
+	for h, lm := range r.local { // this node's, unless only another node's proved the did
+		if cur, ok := all[h]; !ok || !prefer(lm.m, true, cur) {
+			all[h] = lm.m
+		}
 	}
 	return sortedMembers(all)
 }

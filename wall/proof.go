@@ -36,9 +36,10 @@ const maxProof = 512
 const DefaultProofNonces = 100_000
 
 // proofNoncesPerClient is the share of the proofs' nonces (of all) one
-// client address (httpx.AddrKey) may hold, so that one client cannot make
-// every signed connect wait: a hundredth.
-func proofNoncesPerClient(all int) int { return max(all/100, 1) }
+// client address (httpx.AddrKey) may hold, so that no crowd short of a
+// thousand addresses can make every signed connect wait: a thousandth
+// (100 signed connects in 4 minutes of the default).
+func proofNoncesPerClient(all int) int { return max(all/1000, 1) }
 
 // SignConnect returns the proof that key's did is the did of the socket of
 // handle in cluster clusterID, for the node that issued challenge: the
@@ -123,11 +124,20 @@ func (s *proofSet) add(cluster, handle, challenge, proof string) {
 var errDIDMismatch = errors.New("the proof is signed by another key than the did's")
 
 // proveKey checks the connect request's proof, if any, for join j, and
-// notes it in j. A proof without a did names the signer's did.
+// notes it in j: signature, challenge and time. Its nonce is claimed only
+// once the request is sure to become a socket (claimProof), so that
+// requests that never could (a plain GET, a wrong token, a full room)
+// cost the nonce memory nothing. A client already holding its share of
+// the nonces is refused before the signature is checked. A proof without
+// a did names the signer's did.
 func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	proof, err := proofOf(r)
 	if err != nil || proof == "" {
 		return err
+	}
+	now := s.cfg.Now()
+	if s.proofNonces.ScopeFull(httpx.AddrKey(httpx.ClientIP(r)), now) {
+		return errClientNonces(s.cfg.ProofNonces)
 	}
 	if j.did == "" {
 		if h, err := identity.ParseSigHeader(proof); err == nil {
@@ -145,24 +155,39 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	case err != nil:
 		return ErrBadProof.With("proof of key: %v", err)
 	}
-	now := s.cfg.Now()
 	if err := s.challenges.check(cl.ID, challenge, now); err != nil {
 		return err
 	}
 	if d := now.Sub(time.Unix(h.TS, 0)); d > identity.ClockTolerance || d < -identity.ClockTolerance {
 		return ErrStaleProof.With("the proof's ts is %ds away from the node's clock (limit %ds)", int64(d/time.Second), int64(identity.ClockTolerance/time.Second))
 	}
-	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), h.Pubkey, h.Nonce, now); {
+	// The member carries the proof re-encoded (one space between fields,
+	// the key and signature in padded standard base64): what the client
+	// sent may pad it with white space, which every roster would carry.
+	j.proof, j.challenge, j.signed = h.String(), challenge, h
+	return nil
+}
+
+// claimProof claims the nonce of join j's proof, if any, for the client of
+// r: the last check before the upgrade.
+func (s *Service) claimProof(r *http.Request, j *joinQuery) error {
+	if j.proof == "" {
+		return nil
+	}
+	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), j.signed.Pubkey, j.signed.Nonce, s.cfg.Now()); {
 	case errors.Is(err, nonces.ErrFull):
 		return httpx.ErrUnavailable.With("too many signed connects in the last %v: retry shortly", identity.NonceMemory)
 	case errors.Is(err, nonces.ErrScopeFull):
-		return httpx.ErrRateLimited.With("too many signed connects from your address in the last %v (at most %d): retry in a few minutes",
-			identity.NonceMemory, proofNoncesPerClient(s.cfg.ProofNonces))
+		return errClientNonces(s.cfg.ProofNonces)
 	case err != nil:
 		return ErrProofReplay
 	}
-	j.proof, j.challenge = proof, challenge
 	return nil
+}
+
+func errClientNonces(all int) error {
+	return httpx.ErrRateLimited.With("too many signed connects from your address in the last %v (at most %d): retry in a few minutes",
+		identity.NonceMemory, proofNoncesPerClient(all))
 }
 
 // proofOf returns the connect request's proof: its Mesh-Sig header or its

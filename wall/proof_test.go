@@ -3,10 +3,10 @@ package wall
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,37 +124,62 @@ func TestStrangersRosterNotVerified(t *testing.T) {
 	}
 }
 
-// TestProofNoncesShareOfOneClient: one client address holds at most a
-// hundredth of the proofs' nonces, even with plain GETs that never become
-// sockets: past it that client gets 429, and another client still proves
-// its key.
-func TestProofNoncesShareOfOneClient(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ProofNonces = 200 }) // 2 a client
+// TestProofNoncesCrowd: a crowd cannot hold the proofs' nonce memory
+// (issue 26: 100 addresses, each sending 1,000 signed GETs, filled it, and
+// every signed connect got 503 for four minutes). A plain GET claims no
+// nonce; a request that could open a socket claims one, but an address
+// holds at most a thousandth of the memory (429 past it, before its
+// signature is checked); a signed connect from another address still
+// works. A private cluster's challenge is only for token holders.
+func TestProofNoncesCrowd(t *testing.T) {
+	h := newHarness(t, nil) // DefaultProofNonces: 100 an address
 	key := identity.GenerateKey()
-	get := func(from string) (int, map[string]any) {
+	mux := h.srv.Config.Handler
+	ask := func(from string, upgrade bool) int {
 		ch := h.svc.challenges.issue(LobbyID, time.Now())
 		q := vals("agent", "ann", "challenge", ch, "sig", SignConnect(key, LobbyID, "ann", ch, time.Now())).Encode()
-		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/clusters/"+LobbyID+"/ws?"+q, nil)
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-		c := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		req := httptest.NewRequest("GET", "/v1/clusters/"+LobbyID+"/ws?"+q, nil)
+		req.RemoteAddr = from + ":4242"
+		if upgrade { // a handshake the recorder cannot complete: the nonce is claimed, no socket opens
+			setUpgrade(req.Header)
 		}
-		defer resp.Body.Close()
-		var body map[string]any
-		json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code
 	}
-	for range 2 {
-		if status, body := get("127.0.0.1"); status != http.StatusUpgradeRequired {
-			t.Fatalf("a proven plain GET: %d %v", status, body)
+	perClient := proofNoncesPerClient(DefaultProofNonces)
+	for a := range 100 {
+		from := fmt.Sprintf("10.0.%d.%d", a/200, a%200+1)
+		for i := range 1000 { // plain GETs first: they claim nothing
+			upgrade := i >= 500
+			switch code := ask(from, upgrade); {
+			case !upgrade && code != http.StatusUpgradeRequired:
+				t.Fatalf("a signed plain GET: %d", code)
+			case upgrade && i-500 < perClient && code == http.StatusTooManyRequests:
+				t.Fatalf("address %s refused after %d upgrades", from, i-500)
+			case upgrade && i-500 >= perClient && code != http.StatusTooManyRequests:
+				t.Fatalf("address %s past its share: %d", from, code)
+			}
 		}
 	}
-	if status, body := get("127.0.0.1"); status != http.StatusTooManyRequests || body["code"] != "rate_limited" {
-		t.Fatalf("past the client's share: %d %v", status, body)
+	if n := h.svc.proofNonces.Len(); n != 100*perClient {
+		t.Fatalf("the crowd holds %d nonces, want %d", n, 100*perClient)
 	}
-	if status, body := get("127.0.0.2"); status != http.StatusUpgradeRequired {
-		t.Fatalf("another client: %d %v", status, body)
+	ch := h.svc.challenges.issue(LobbyID, time.Now())
+	ann := h.dial(LobbyID, vals("agent", "ann", "challenge", ch, "sig", SignConnect(key, LobbyID, "ann", ch, time.Now()))).listen()
+	if w := ann.next(KindWelcome); w["did_verified"] != true {
+		t.Fatalf("a signed connect from another address: %v", w)
+	}
+
+	cl := h.create(`{"visibility":"private"}`)
+	id := cl["cluster_id"].(string)
+	status, unknown := h.call("GET", "/v1/clusters/c_"+strings.Repeat("a", 24)+"/challenge", "")
+	if st, body := h.call("GET", "/v1/clusters/"+id+"/challenge", ""); st != status || fmt.Sprint(body) != fmt.Sprint(unknown) {
+		t.Fatalf("a private cluster's challenge without the token: %d %v, an unknown id's: %d %v", st, body, status, unknown)
+	}
+	for _, tok := range []string{cl["token"].(string), cl["admin_token"].(string)} {
+		if st, body := h.call("GET", "/v1/clusters/"+id+"/challenge?token="+url.QueryEscape(tok), ""); st != 200 || body["challenge"] == "" {
+			t.Fatalf("a private cluster's challenge with a token: %d %v", st, body)
+		}
 	}
 }

@@ -111,7 +111,7 @@ func (s *Service) PublicPage(r *http.Request, idOrSlug string, o PageOptions) (*
 	}
 	p := &PublicPage{PublicCluster: s.publicCluster(r, cl)}
 	if o.Members {
-		for _, m := range s.peek(r.Context(), cl) {
+		for _, m := range s.online(r.Context(), cl, nil) {
 			p.Members = append(p.Members, m.masked())
 		}
 		n := len(p.Members)

@@ -44,6 +44,7 @@ type room struct {
 
 	pubMu sync.Mutex    // keeps messages published in sequence order; taken before mu
 	seq   atomic.Uint64 // messages published
+	wireN atomic.Uint64 // topic messages published, of every kind (wireMsg.N)
 	// gone: the room said goodbye (under pubMu), and publishes no message
 	// after it, so that the goodbye's Seq names the last.
 	gone bool
@@ -56,7 +57,7 @@ type room struct {
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
 	local   map[string]*localMember
-	epoch   uint64 // of this room, random: a roster's revs count from it
+	epoch   uint64 // of this room: its start in Unix µs (Service.nextEpoch); a roster's revs count from it
 	rev     uint64 // changes of the local roster
 	digest  digest // of the local roster
 	remote  map[peer.ID]*remoteNode
@@ -70,12 +71,28 @@ type room struct {
 	regs registrants // who the rendezvous vouches for (vouch.go)
 }
 
-// topicName is a cluster's gossipsub topic, also its rendezvous namespace.
+// topicName is a public cluster's gossipsub topic, also its rendezvous
+// namespace.
 func topicName(id string) string { return topicPrefix + id }
 
-// topicPrefix starts the name of every cluster's topic (and rendezvous
-// namespace).
+// topicPrefix starts the name of every public cluster's topic (and
+// rendezvous namespace).
 const topicPrefix = "mesh/wall/1/"
+
+// privatePrefix starts the name of every private cluster's topic (and
+// rendezvous namespace): their messages are sealed with the origin bound
+// (replay.go), which nodes of the release before cannot open, so the two
+// never share a private cluster's topic (where each would count the
+// other's messages as invalid) nor find each other at the rendezvous.
+const privatePrefix = "mesh/wall/2/"
+
+// topicOf is cluster cl's topic and rendezvous namespace.
+func topicOf(cl *Cluster) string {
+	if cl.Public() {
+		return topicName(cl.ID)
+	}
+	return privatePrefix + cl.ID
+}
 
 func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
@@ -111,7 +128,7 @@ func (r *room) goroutine(fn func()) {
 // roster (and told to the others) at once (nil for a ghost).
 func (r *room) start(first *member) error {
 	defer close(r.ready)
-	t, err := r.svc.cfg.Host.Join(topicName(r.cl.ID), p2p.TopicConfig{
+	t, err := r.svc.cfg.Host.Join(topicOf(r.cl), p2p.TopicConfig{
 		MaxSize:       maxWire + 64,
 		RatePerOrigin: r.svc.cfg.PeerRate, Burst: max(1, int(2*r.svc.cfg.PeerRate)),
 		RatePerPeer: r.svc.cfg.RelayRate, PeerBurst: max(1, int(2*r.svc.cfg.RelayRate)),
@@ -235,7 +252,8 @@ func (r *room) renew(back peer.ID) {
 // publish sends w on the cluster's topic. A failure is logged and counted:
 // the other nodes miss what w says.
 func (r *room) publish(w wireMsg) error {
-	err := r.topic.Publish(r.ctx, encodeWire(r.seal, sealTopic, w))
+	w.Epoch, w.At, w.N = r.epoch, r.svc.cfg.Now().UnixMilli(), r.wireN.Add(1)
+	err := r.topic.Publish(r.ctx, encodeWire(r.seal, topicAD(r.svc.cfg.Host.ID()), w))
 	if err != nil && r.ctx.Err() == nil {
 		r.svc.metrics.publishFailed.Inc()
 		r.svc.log.Warn("publish on cluster topic failed", "cluster", r.cl.ID, "wire", w.T, "err", err)
@@ -256,14 +274,20 @@ func (r *room) publishDelta(w *wireMsg) {
 }
 
 // validate checks a topic message from another node: it opens (for a
-// private cluster, proving the sender holds the token) and is well formed.
+// private cluster, proving the sender holds the token and the message was
+// sealed by origin), is well formed, and, sealed, is no replay (replay.go).
 func (r *room) validate(origin peer.ID, data []byte) (any, error) {
 	var w wireMsg
-	if err := decodeWire(r.seal, sealTopic, data, &w); err != nil {
+	if err := decodeWire(r.seal, topicAD(origin), data, &w); err != nil {
 		return nil, err
 	}
 	if err := w.check(r.cl.ID); err != nil {
 		return nil, err
+	}
+	if r.seal != nil {
+		if err := r.svc.replays.take(r.cl.ID, origin, &w, r.svc.cfg.Now()); err != nil {
+			return nil, err
+		}
 	}
 	if w.T == wireMessage {
 		// Sent by a node of an earlier release, which checked only the
@@ -310,6 +334,7 @@ var errRoomClosed = errors.New("wall: the room has closed")
 func (r *room) admit(sk *socket) error {
 	var err error
 	var join *wireMsg
+	var unproven []*socket
 	r.change(sk, func(touch func(string)) {
 		if err = r.roomForLocked(sk.handle, sk.vis); r.closed {
 			err = errRoomClosed
@@ -319,12 +344,20 @@ func (r *room) admit(sk *socket) error {
 		}
 		sk.room = r
 		touch(sk.handle)
-		join = r.addLocked(sk)
+		if join, unproven = r.takeOverLocked(sk); join == nil {
+			join = r.addLocked(sk)
+		} else {
+			r.addLocked(sk)
+		}
 		r.record("join", sk)
 		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did), Verified: sk.proof != "",
 			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})))
 	})
 	r.publishDelta(join)
+	f := encodeFrame(closedFrame{Kind: KindClosed, Reason: causeTaken.reason})
+	for _, o := range unproven {
+		o.closeAfter(f, causeTaken)
+	}
 	return err
 }
 
@@ -376,6 +409,6 @@ func (r *room) shutdown(goodbye bool) {
 		r.topic.Leave()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	r.svc.cfg.Host.Unregister(ctx, topicName(r.cl.ID))
+	r.svc.cfg.Host.Unregister(ctx, topicOf(r.cl))
 	cancel()
 }

@@ -26,10 +26,6 @@ const (
 	// receiptProtoV1 carries one receipt per stream, from nodes of the
 	// release before receipts were batched.
 	receiptProtoV1 = p2p.ProtocolPrefix + "/wall/receipt/1.0.0"
-	// A roster travels as JSON, base64 inside the request's JSON: twice
-	// its members' worst case covers both.
-	maxRosterReq  = 2 * (maxRoster*(maxHandleLen+maxDIDLen+maxProof+maxChallenge+128) + 4096)
-	maxRosterResp = maxRosterReq
 )
 
 // Service is the wall on one node.
@@ -54,6 +50,7 @@ type Service struct {
 	joins        pendingJoins      // joins queued for the directory, not answered yet
 	sendMemory   sendMemory        // frames waiting for the sockets
 	proofNonces  *nonces.Memory    // of connect proofs (proof.go)
+	replays      replayMemory      // sealed topic messages taken (replay.go)
 	challenges   challenger        // for connect proofs (challenge.go)
 
 	joiningMu sync.Mutex
@@ -104,6 +101,8 @@ func (s *Service) Start(context.Context) error {
 		})
 	})
 	s.cfg.Catalog.OnBoard(s.boardEvent)
+	s.cfg.Catalog.OnUpdate(func(u ClusterUpdate) { s.goroutine(func() { s.clusterUpdated(u) }) })
+	s.cfg.Catalog.OnRestore(func() { s.goroutine(s.recheckRooms) })
 	h.OnRendezvousNode(s.rendezvousBack)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
@@ -188,6 +187,11 @@ func (s *Service) goroutine(fn func()) bool {
 // s.mu: a deletion committed before that check fails enter with
 // ErrClusterNotFound; one committed after it finds the room in s.rooms
 // (the delete hook takes s.mu too) and closes it with its sockets.
+// Likewise for a change of visibility (cluster_update.go): sk was admitted
+// under cl's terms, and enters only a room of the same terms that the
+// catalog still holds; a room of earlier terms is closed (its sockets
+// would be, by the update's hook), and a socket of earlier terms refused
+// (errTermsChanged).
 func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 	for {
 		s.mu.Lock()
@@ -198,7 +202,11 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		r := s.rooms[cl.ID]
 		creating := r == nil
 		if creating {
-			if _, err := s.cfg.Catalog.Get(cl.ID); err != nil {
+			cur, err := s.cfg.Catalog.Get(cl.ID)
+			if err == nil && !sameTerms(cur, cl) {
+				err = errTermsChanged
+			}
+			if err != nil {
 				s.mu.Unlock()
 				return nil, err
 			}
@@ -217,6 +225,12 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 			}
 		} else {
 			<-r.ready
+			if !sameTerms(r.cl, cl) {
+				if err := s.closeStale(r, cl); err != nil {
+					return nil, err
+				}
+				continue
+			}
 		}
 		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
 			return r, err
@@ -252,9 +266,13 @@ func (s *Service) closeRoom(id string, c *closeCause) {
 	s.mu.Lock()
 	r := s.rooms[id]
 	s.mu.Unlock()
-	if r == nil {
-		return
+	if r != nil {
+		s.shut(r, c)
 	}
+}
+
+// shut is closeRoom of room r.
+func (s *Service) shut(r *room, c *closeCause) {
 	<-r.ready
 	r.mu.Lock()
 	first := !r.closed
@@ -379,9 +397,15 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		}
 		return []byte{}, nil
 	}
+	if r.seal != nil {
+		if err := checkRosterChallenge(q.Challenge); err != nil {
+			return nil, err
+		}
+	}
+	self := s.cfg.Host.ID()
 	var theirs roster
-	if err := decodeWire(r.seal, sealRosterReq, q.Body, &theirs); err != nil {
-		return nil, err // a private cluster's roster goes only to token holders
+	if err := decodeWire(r.seal, rosterReqAD(from, self, q.Challenge), q.Body, &theirs); err != nil {
+		return nil, err // a private cluster's roster goes only to token holders, each asking for itself
 	}
 	if !q.Peek { // a peek's roster is not read: its proofs are not checked
 		if !r.vouched(ctx, from, asked) {
@@ -395,19 +419,19 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		r.waitTopicPeer(wctx, from)
 		cancel()
 	}
-	return encodeWire(r.seal, sealRosterResp, r.localRoster()), nil
+	return encodeWire(r.seal, rosterRespAD(self, from, q.Challenge), r.localRoster()), nil
 }
 
-// peek returns who is online in public cluster cl across the mesh: from
-// the room here, if this node serves it, else from the rosters of the
-// nodes that do.
-func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
+// online returns who is online in cluster cl across the mesh: from the
+// room here, if this node serves it, else from the rosters of the nodes
+// that do (a private cluster's asked with seal, its wire key).
+func (s *Service) online(ctx context.Context, cl *Cluster, seal *sealer) []member {
 	if r := s.room(cl.ID); r != nil {
 		return r.members()
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	peers, err := s.cfg.Host.Rendezvous(ctx, topicName(cl.ID), false)
+	peers, err := s.cfg.Host.Rendezvous(ctx, topicOf(cl), false)
 	if err != nil {
 		return nil
 	}
@@ -416,7 +440,7 @@ func (s *Service) peek(ctx context.Context, cl *Cluster) []member {
 	byHandle := map[string]member{}
 	for _, p := range peers {
 		wg.Go(func() {
-			theirs, err := s.askRoster(ctx, p.ID, cl.ID, nil, roster{}, true)
+			theirs, err := s.askRoster(ctx, p.ID, cl.ID, seal, roster{}, true)
 			if err != nil {
 				return
 			}
@@ -438,7 +462,8 @@ var errNotServing = errors.New("wall: the node does not serve the cluster")
 // with peek, the asker only looks (it does not serve the cluster, or
 // checks a roster it holds).
 func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sealer, mine roster, peek bool) (roster, error) {
-	req := encodeWire(nil, "", rosterRequest{Cluster: id, Body: encodeWire(seal, sealRosterReq, mine), Peek: peek})
+	self := s.cfg.Host.ID()
+	q, req := newRosterRequest(self, p, id, seal, mine, peek)
 	raw, err := s.cfg.Host.Request(ctx, p, rosterProto, req, maxRosterResp)
 	if err != nil {
 		return roster{}, err
@@ -447,7 +472,7 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 		return roster{}, errNotServing
 	}
 	var theirs roster
-	if err := decodeWire(seal, sealRosterResp, raw, &theirs); err != nil {
+	if err := decodeWire(seal, rosterRespAD(p, self, q.Challenge), raw, &theirs); err != nil {
 		return roster{}, err
 	}
 	return theirs, theirs.check(id)

@@ -62,11 +62,14 @@ var (
 	causeNodeEnd   = &closeCause{ws.StatusGoingAway, "node shutting down", "node_shutdown"}
 	causeFull      = &closeCause{statusTryAgain, "cluster full on this node", "cluster_full"}
 	causeJoin      = &closeCause{statusTryAgain, "cannot join the cluster now", "join_failed"}
+	// The cluster's visibility changed (cluster_update.go).
+	causePrivate = &closeCause{ws.StatusNormalClosure, "visibility changed: the cluster is private now; connect again with its new token", "made_private"}
+	causePublic  = &closeCause{ws.StatusNormalClosure, "visibility changed: the cluster is public now; connect again, no token needed", "made_public"}
 )
 
 // closeLabels are the reasons mesh_wall_sockets_closed_total counts.
 var closeLabels = []string{"client", "slow_consumer", "send_memory", "control_flood", "keepalive", "write_failed",
-	"invalid_utf8", "protocol", "too_big", "cluster_deleted", "node_shutdown", "cluster_full", "join_failed"}
+	"invalid_utf8", "protocol", "too_big", "cluster_deleted", "node_shutdown", "cluster_full", "join_failed", "made_private", "made_public"}
 
 // statusTryAgain is the close code 1013 (try again later).
 const statusTryAgain ws.StatusCode = 1013

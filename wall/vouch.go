@@ -100,7 +100,7 @@ func (g *registrants) check(p peer.ID, since time.Time) (found, settled bool, ne
 // remembers as vouched for.
 func (r *room) rendezvous(ctx context.Context, register bool) ([]peer.AddrInfo, error) {
 	began := time.Now()
-	peers, err := r.svc.cfg.Host.Rendezvous(ctx, topicName(r.cl.ID), register)
+	peers, err := r.svc.cfg.Host.Rendezvous(ctx, topicOf(r.cl), register)
 	r.regs.note(began, peers, err)
 	return peers, err
 }

@@ -2,6 +2,7 @@ package wall
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -95,5 +96,57 @@ func TestRosterExchangeNeedsARegistration(t *testing.T) {
 		if !h.svc.room(LobbyID).known(b.host.ID()) {
 			t.Errorf("node %s does not know the node that registered", h.host.ID())
 		}
+	}
+}
+
+// TestRosterRequestReflected: in a private cluster, a peer without the
+// token registers at the rendezvous, so a starting room asks it for its
+// roster, and sends the room's own sealed request back to it (issue 26:
+// the node then took it for a node serving the cluster, and its acks
+// waited for its receipts). The request is bound to its asker and the
+// node asked: reflected, or replayed to the node, it does not open, and
+// the peer stays unknown.
+func TestRosterRequestReflected(t *testing.T) {
+	boot := newHarness(t, func(c *Config) { c.AckWindow = time.Minute })
+	cl := boot.create(`{"visibility":"private"}`)
+	id, tok := cl["cluster_id"].(string), cl["token"].(string)
+	ctx := context.Background()
+	mallory := rawPeer(t, boot)
+	captured := make(chan []byte, 1)
+	mallory.HandleRequests(rosterProto, maxRosterReq, func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		var q rosterRequest
+		if json.Unmarshal(req, &q) == nil && !q.Peek { // the node peeks first, checking the handle
+			select {
+			case captured <- req:
+			default:
+			}
+		}
+		return []byte{}, nil
+	})
+	ns := privatePrefix + id
+	if _, err := mallory.Rendezvous(ctx, ns, true); err != nil {
+		t.Fatal(err)
+	}
+	alice := boot.dial(id, vals("agent", "alice", "token", tok)).listen()
+	alice.next(KindWelcome)
+	var req []byte
+	select {
+	case req = <-captured:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the starting room never asked the peer registered at the rendezvous")
+	}
+	var q rosterRequest
+	if err := json.Unmarshal(req, &q); err != nil || q.Peek || q.Challenge == "" {
+		t.Fatalf("captured request %s (%v)", req, err)
+	}
+	if _, err := mallory.Request(ctx, boot.host.ID(), rosterProto, req, maxRosterResp); err == nil {
+		t.Error("the node answered its own roster request, sent back to it")
+	}
+	if boot.svc.room(id).known(mallory.ID()) {
+		t.Error("the peer without the token became a known node")
+	}
+	alice.send("anyone?")
+	if a := alice.next(KindAck); a["delivered"] != 0.0 {
+		t.Fatalf("ack: %v", a)
 	}
 }

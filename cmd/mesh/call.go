@@ -52,7 +52,12 @@ served without paying again. Without --key the call is signed by a
 throw-away key, and such a payment cannot be retried.
 
 An agent whose card offers A2A and no HTTP skill endpoint is called over
-A2A (JSON-RPC message/send), and paid the same way.`,
+A2A (JSON-RPC message/send), and paid the same way.
+
+mesh call pays in lamports only. A skill priced only in SPL tokens (USDC,
+wSOL) is paid with x402 v2, which mesh call does not speak: it prints the
+prices and fails; pay such a skill with an x402 v2 client (the x402
+project's @x402/fetch with @x402/svm).`,
 		Example: `  mesh call echo-1 echo --data '{"text":"hi"}' --max-lamports 10000 --key caller.key \
     --wallet-key ~/.config/solana/id.json --rpc https://api.devnet.solana.com
   mesh call echo-1 echo --data '{"text":"hi"}' --key caller.key --proof 5hG... --nonce x4_AQ...`,
@@ -120,6 +125,9 @@ func runCall(ctx context.Context, stdout, stderr io.Writer, o callOptions, id, s
 	if errors.As(err, &pe) {
 		for _, of := range pe.Challenge.Offers {
 			fmt.Fprintf(stderr, "price: %d lamports (%s) to %s on %s\n", of.Lamports, interop.FormatCoins(of.Lamports), of.PayTo, of.Network)
+		}
+		for _, r := range pe.Exact {
+			fmt.Fprintf(stderr, "price: %s on %s, paid with x402 v2 (mesh call pays in lamports only)\n", r.PriceText(), r.Network)
 		}
 		if pe.Signature != "" {
 			fmt.Fprintf(stderr, "paid: transaction %s for nonce %s, not served yet\n", pe.Signature, pe.Nonce)

@@ -103,6 +103,39 @@ func TestCallCommand(t *testing.T) {
 	}
 }
 
+// TestCallTokensOnly: for a skill priced only in USDC, mesh call, which
+// pays in lamports, pays nothing: it prints the price and names what pays
+// it (an x402 v2 client).
+func TestCallTokensOnly(t *testing.T) {
+	chain := soltest.New(t)
+	cfg := node.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Agent = &node.AgentConfig{ID: "usdc-1", AgentConfig: interop.AgentConfig{
+		Card: interop.Card{Name: "Echo in USDC"},
+		Skills: []interop.Skill{{ID: "echo", Pricing: interop.Prices{interop.Token(10_000, interop.CurrencyUSDC, "", interop.NetworkDevnet)},
+			Handler: func(_ context.Context, in json.RawMessage) (any, error) { return map[string]any{"echo": in}, nil }}},
+		Payment: &interop.PaymentConfig{Network: interop.NetworkDevnet, Wallet: interop.NewWallet().Address(), RPCURL: chain.URL,
+			Modes: []string{interop.ModeX402}, FeePayer: interop.NewWallet()},
+	}}
+	n := agenttest.Start(t, cfg)
+	wallet := interop.NewWallet()
+	chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)
+	wfile := filepath.Join(t.TempDir(), "wallet.json")
+	os.WriteFile(wfile, wallet.MarshalKeyFile(), 0o600)
+	var out, errOut bytes.Buffer
+	root := rootCmd()
+	root.SetArgs([]string{"call", "usdc-1", "echo", "--node", n.URL(), "--wallet-key", wfile, "--rpc", chain.URL, "--max-lamports", "1000000"})
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	if err == nil || !strings.Contains(errOut.String(), "price: 0.01 USDC to") || !strings.Contains(err.Error(), "@x402/fetch") || out.Len() != 0 {
+		t.Fatalf("mesh call of a skill priced only in USDC: %v\nstdout %s\nstderr %s", err, out.String(), errOut.String())
+	}
+	if got := chain.Balance(wallet.PublicKey()); got != solana.LAMPORTS_PER_SOL {
+		t.Fatalf("the wallet holds %d lamports", got)
+	}
+}
+
 // TestShellQuote: the retry command mesh call prints after a paid call
 // failed pastes into a shell as the same arguments, whatever the data.
 func TestShellQuote(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -338,12 +340,34 @@ func formatFrame(f wall.Frame, me string) string {
 		return fmt.Sprintf("  (delivered to %d)", f.Delivered)
 	case wall.KindBoard:
 		return strings.TrimSpace(fmt.Sprintf("* #%s: %s %s %s", f.Slug, strings.ReplaceAll(f.Event, "_", " "), f.Post, f.Title))
+	case wall.KindClusterUpdated:
+		return clusterUpdate(f)
 	case wall.KindClosed:
 		return "* closed: " + f.Reason
 	case wall.KindError:
 		return "! " + f.Detail
 	}
 	return fmt.Sprintf("? %s frame", f.Kind)
+}
+
+// clusterUpdate renders a cluster_updated frame: what changed, as it
+// stands now.
+func clusterUpdate(f wall.Frame) string {
+	var out []string
+	if slices.Contains(f.Changed, "name") {
+		name := "a name this node cannot read"
+		if f.Name != nil {
+			name = strconv.Quote(*f.Name)
+		}
+		out = append(out, "renamed to "+name)
+	}
+	if slices.Contains(f.Changed, "visibility") {
+		out = append(out, "now "+f.Visibility)
+	}
+	if f.Slug != "" {
+		out = append(out, "slug "+f.Slug)
+	}
+	return "* cluster " + strings.Join(out, ", ")
 }
 
 // payloadText shows a text payload as text, anything else as JSON.

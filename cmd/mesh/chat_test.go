@@ -308,8 +308,8 @@ func TestChatAgentFromTheAddress(t *testing.T) {
 	waitOutput(t, out, "* you are bob in c_lobby")
 }
 
-// TestChatShowsBoards: a board frame and a message's resolved hashtags
-// are shown to the person chatting.
+// TestChatShowsBoards: a board frame, a message's resolved hashtags and a
+// cluster_updated frame are shown to the person chatting.
 func TestChatShowsBoards(t *testing.T) {
 	for _, tc := range []struct {
 		f    wall.Frame
@@ -318,6 +318,9 @@ func TestChatShowsBoards(t *testing.T) {
 		{wall.Frame{Kind: wall.KindBoard, Event: "post_created", Board: "market", Slug: "market", Post: "p_x", Title: "Bike"}, "* #market: post created p_x Bike"},
 		{wall.Frame{Kind: wall.KindBoard, Event: "board_deleted", Board: "market", Slug: "market"}, "* #market: board deleted"},
 		{wall.Frame{Kind: wall.KindMessage, From: "a", Payload: []byte(`"see #market"`), Board: "market", Ref: "p_x"}, "<a> see #market (board #market, post p_x)"},
+		{wall.Frame{Kind: wall.KindClusterUpdated, Changed: []string{"name"}, Name: new("Day Market"), Slug: "day-market", Visibility: "public"},
+			`* cluster renamed to "Day Market", slug day-market`},
+		{wall.Frame{Kind: wall.KindClusterUpdated, Changed: []string{"visibility"}, Visibility: "private"}, "* cluster now private"},
 	} {
 		if got := formatFrame(tc.f, "me"); !strings.HasSuffix(got, tc.want) {
 			t.Errorf("%+v: %q, want it to end in %q", tc.f, got, tc.want)

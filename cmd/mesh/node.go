@@ -91,6 +91,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringSliceVar(&cfg.Cards.Allow, "card-fetch-allow", nil, "directory only: CIDR or address card fetches may reach although it is loopback, private, link-local, CGNAT or metadata, repeatable or comma-separated")
 	f.DurationVar(&cfg.AgentActivationWindow, "agent-activation-window", cfg.AgentActivationWindow, "directory only: a new registration whose agent takes no token within this expires; 0 never")
 	f.DurationVar(&cfg.ClusterJoinWindow, "cluster-join-window", cfg.ClusterJoinWindow, "directory only: a new public cluster nobody joins within this expires; 0 never")
+	f.DurationVar(&cfg.ClusterSlugRedirect, "cluster-slug-redirect", cfg.ClusterSlugRedirect, "directory only: how long a renamed public cluster's former slug leads to it and is given to no other; 0 for ever")
 	f.IntVar(&cfg.BoardQuota.Boards, "board-max-boards", cfg.BoardQuota.Boards, "directory only: boards one cluster may have")
 	f.IntVar(&cfg.BoardQuota.BoardPosts, "board-max-posts", cfg.BoardQuota.BoardPosts, "directory only: live posts one board may hold")
 	f.Int64Var(&cfg.BoardQuota.BoardBytes, "board-max-bytes", cfg.BoardQuota.BoardBytes, "directory only: bytes of live posts one board may hold")

@@ -23,6 +23,9 @@
 // command line), or has the x402 facilitator at --facilitator do it.
 //
 //	go run ./examples/echo-agent --wallet <address> --price-usdc 0.01 --fee-payer-key fee-payer.json
+//
+// With --price 0 echo is priced only in the tokens: its 402 offers nothing
+// in lamports, so only x402 v2 clients pay it (not `mesh call`).
 package main
 
 import (
@@ -97,9 +100,13 @@ func config(o options) (node.Config, error) {
 	return cfg, nil
 }
 
-// prices are echo's pricing rows: lamports, and the token rows asked for.
+// prices are echo's pricing rows: lamports (unless --price 0), and the
+// token rows asked for.
 func prices(o options) (interop.Prices, error) {
-	rows := interop.Prices{interop.Lamports(o.price, o.network)}
+	var rows interop.Prices
+	if o.price > 0 {
+		rows = append(rows, interop.Lamports(o.price, o.network))
+	}
 	if o.priceUSDC != "" {
 		n, err := interop.ParseUnits(o.priceUSDC, 6)
 		if err != nil {
@@ -109,6 +116,9 @@ func prices(o options) (interop.Prices, error) {
 	}
 	if o.priceWSOL > 0 {
 		rows = append(rows, interop.Token(o.priceWSOL, interop.CurrencyWSOL, "", o.network))
+	}
+	if len(rows) == 0 && !o.free {
+		return nil, fmt.Errorf("--price 0 needs --price-usdc or --price-wsol (a skill priced only in tokens), or --free")
 	}
 	return rows, nil
 }
@@ -147,7 +157,7 @@ func flags(o *options) *pflag.FlagSet {
 	f.StringVar(&o.rpc, "rpc", "https://api.devnet.solana.com", "Solana JSON-RPC URL")
 	f.StringVar(&o.network, "network", interop.NetworkDevnet, "network tag: chain-devnet or chain")
 	f.StringVar(&o.genesis, "genesis", "", "expected genesis hash (only for a local validator)")
-	f.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports")
+	f.Uint64Var(&o.price, "price", 5000, "price of one echo in lamports (0 with --price-usdc or --price-wsol: priced only in tokens, which only x402 v2 clients pay)")
 	f.StringVar(&o.priceUSDC, "price-usdc", "", "also price one echo in USDC, a decimal (0.01 is a cent): x402 v2 clients pay it")
 	f.Uint64Var(&o.priceWSOL, "price-wsol", 0, "also price one echo in wrapped SOL, in lamports: x402 v2 clients pay it")
 	f.StringVar(&o.feePayerKey, "fee-payer-key", "", "Solana keypair file of the fee payer that co-signs x402 v2 payments (needed by --price-usdc and --price-wsol)")

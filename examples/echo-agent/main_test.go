@@ -120,38 +120,55 @@ func TestListenFlagAlias(t *testing.T) {
 
 // TestEchoAgentPricedInUSDC: --price-usdc adds a USDC row, which the 402
 // offers in x402 v2's PAYMENT-REQUIRED through the fee payer of
-// --fee-payer-key; a price finer than USDC's six decimals is refused.
+// --fee-payer-key; with --price 0 echo is priced in USDC alone: its card
+// has that row only and its 402 offers nothing in lamports. A price finer
+// than USDC's six decimals is refused, and so is --price 0 alone.
 func TestEchoAgentPricedInUSDC(t *testing.T) {
 	chain := soltest.New(t)
 	provider, feePayer := interop.NewWallet(), interop.NewWallet()
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "fee-payer.json")
+	keyFile := filepath.Join(t.TempDir(), "fee-payer.json")
 	if err := os.WriteFile(keyFile, feePayer.MarshalKeyFile(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := options{id: "echo-usdc", dataDir: dir, listen: "127.0.0.1:0", wallet: provider.Address(), rpc: chain.URL,
-		network: interop.NetworkDevnet, price: 5000, priceUSDC: "0.01", feePayerKey: keyFile}
-	cfg, err := config(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := agenttest.Start(t, cfg)
-	res, err := http.Post(n.URL()+"/v1/echo", "application/json", strings.NewReader(`{"text":"hi"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	pr, ok := interop.ParsePaymentRequired(res.Header)
-	if res.StatusCode != 402 || !ok || len(pr.Accepts) != 1 {
-		t.Fatalf("402: %d %v", res.StatusCode, res.Header)
-	}
-	a := pr.Accepts[0]
-	if a.Amount != "10000" || a.Asset != interop.MintUSDCDevnet || a.Network != interop.CAIP2Devnet || a.PayTo != provider.Address() ||
-		a.Extra.FeePayer != feePayer.Address() || pr.Resource.URL != n.URL()+"/v1/echo" {
-		t.Fatalf("PAYMENT-REQUIRED %+v", pr)
+	o := options{id: "echo-usdc", listen: "127.0.0.1:0", wallet: provider.Address(), rpc: chain.URL,
+		network: interop.NetworkDevnet, priceUSDC: "0.01", feePayerKey: keyFile}
+	for _, price := range []uint64{5000, 0} {
+		o.price, o.dataDir = price, t.TempDir()
+		cfg, err := config(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := agenttest.Start(t, cfg)
+		res, err := http.Post(n.URL()+"/v1/echo", "application/json", strings.NewReader(`{"text":"hi"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		pr, ok := interop.ParsePaymentRequired(res.Header)
+		if res.StatusCode != 402 || !ok || len(pr.Accepts) != 1 {
+			t.Fatalf("--price %d: 402: %d %v", price, res.StatusCode, res.Header)
+		}
+		a := pr.Accepts[0]
+		if a.Amount != "10000" || a.Asset != interop.MintUSDCDevnet || a.Network != interop.CAIP2Devnet || a.PayTo != provider.Address() ||
+			a.Extra.FeePayer != feePayer.Address() || pr.Resource.URL != n.URL()+"/v1/echo" {
+			t.Fatalf("--price %d: PAYMENT-REQUIRED %+v", price, pr)
+		}
+		_, seedErr := interop.ParseChallenge(res.Header, body)
+		wantRows := 2 // lamports and USDC
+		if price == 0 {
+			wantRows = 1
+		}
+		if rows := len(n.Agent().Card().Skills[0].Pricing); (price == 0) != (seedErr != nil) || rows != wantRows {
+			t.Fatalf("--price %d: %d pricing rows, the seed's challenge %s (%v)", price, rows, body, seedErr)
+		}
 	}
 	o.priceUSDC = "0.0000001"
 	if _, err := config(o); err == nil {
 		t.Fatal("a price of a tenth of USDC's smallest unit was taken")
+	}
+	o.priceUSDC = ""
+	if _, err := config(o); err == nil || !strings.Contains(err.Error(), "--price-usdc") {
+		t.Fatalf("--price 0 alone: %v", err)
 	}
 }

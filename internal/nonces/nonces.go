@@ -82,6 +82,16 @@ func (m *Memory) ClaimIn(scope string, signer []byte, nonce string, now time.Tim
 	return nil
 }
 
+// ScopeFull reports whether scope holds its share as of now (ClaimIn
+// would fail with ErrScopeFull), so that a caller can refuse a request
+// before the work of checking its signature.
+func (m *Memory) ScopeFull(scope string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgetLocked(now)
+	return m.scopes[scope] >= m.perScope
+}
+
 // forgetLocked drops the nonces claimed more than the window before now;
 // the order's forgotten head is cut once it is half of it, so that a claim
 // costs the same however many are held.

@@ -126,6 +126,10 @@ func (p *Pages) clusterPage(w http.ResponseWriter, r *http.Request) {
 		p.site.Error(w, r, err, "No such public cluster")
 		return
 	}
+	if id := r.PathValue("id"); id != cl.ID && id != cl.Slug { // a renamed cluster's former slug
+		http.Redirect(w, r, "/clusters/"+cl.Slug, http.StatusMovedPermanently)
+		return
+	}
 	p.site.Render(w, http.StatusOK, site.ScriptCSP, p.cluster, clusterPageData{PublicCluster: cl.PublicCluster,
 		Online: len(cl.Members), Members: cl.Members, WallMax: wallMax, Boards: boardsSectionOf(cl.Boards)})
 }
