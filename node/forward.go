@@ -93,6 +93,7 @@ func (n *Node) forwardWrites(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		_, r.Pattern = n.forwarded.Match(r) // the route metrics count it under its route
 		if err := n.forward(w, r, next); err != nil {
 			httpx.WriteError(n.log, w, r, err)
 		}
