@@ -181,10 +181,7 @@ func errorCode(body []byte) string {
 // response, or, while this node leads, has local answer it (nil local: a
 // request only another node answers). See toDirectory for the retries.
 func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(context.Context) (*http.Response, error)) (*http.Response, error) {
-	var buf bytes.Buffer
-	if err := req.Write(&buf); err != nil {
-		return nil, err
-	}
+	var buf bytes.Buffer // req as it goes on the wire, once it does
 	var resp *http.Response
 	err := n.toDirectory(ctx, func(ctx context.Context) (again bool, err error) {
 		if local == nil {
@@ -193,6 +190,11 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(cont
 		resp, err = local(ctx)
 		return errors.Is(err, errNotLeader), err
 	}, func(ctx context.Context, dir peer.ID) (again bool, err error) {
+		if buf.Len() == 0 {
+			if err := req.Write(&buf); err != nil {
+				return false, err
+			}
+		}
 		raw, err := n.host.Request(ctx, dir, forwardProto, buf.Bytes(), maxForwardResp)
 		if err != nil {
 			return n.view.several(), errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))

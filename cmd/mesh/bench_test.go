@@ -127,12 +127,12 @@ func TestBenchQuorum(t *testing.T) {
 	testkit.Slow(t, "four nodes on disk")
 	var out bytes.Buffer
 	root := rootCmd()
-	root.SetArgs([]string{"bench", "quorum", "--duration", "500ms", "--concurrency", "2", "--dir", t.TempDir()})
+	root.SetArgs([]string{"bench", "quorum", "--duration", "300ms", "--rounds", "2", "--concurrency", "2", "--dir", t.TempDir()})
 	root.SetOut(&out)
 	if err := root.Execute(); err != nil {
 		t.Fatalf("bench quorum: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"lone directory: ", "quorum of 3, to the leader: ", "quorum of 3, through a follower: ", "of the lone directory's rate"} {
+	for _, want := range []string{"round 2\n", "lone directory: ", "quorum of 3, to the leader: ", "quorum of 3, through a follower: ", "median of 2 rounds: to the leader "} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("bench quorum printed no %q:\n%s", want, out.String())
 		}

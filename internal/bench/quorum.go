@@ -23,28 +23,30 @@ type QuorumOptions struct {
 	// Size is the number of members of the quorum (3 or 5).
 	Size int
 	// Concurrency is the number of clients registering at once, each
-	// with its own connection; Duration how long each setup is measured.
+	// with its own connection; Duration how long each setup is measured
+	// in each of Rounds rounds.
 	Concurrency int
 	Duration    time.Duration
+	Rounds      int
 	// Dir holds the nodes' stores (on disk, fsync on, as `mesh node`
 	// keeps them); a directory of its own under the system's temporary
 	// one when empty, removed after.
 	Dir string
 }
 
-// QuorumResult is one setup's registrations.
-type QuorumResult struct {
-	Setup  string
-	Result loadgen.Result
+// QuorumRound is one round of Quorum: the registrations through each
+// setup, measured one after the other.
+type QuorumRound struct {
+	Lone, Leader, Follower loadgen.Result
 }
 
-func (r QuorumResult) String() string { return r.Setup + ": " + r.Result.String() }
-
 // Quorum measures registrations (unsigned, each a new agent) through a
-// lone directory, then through a quorum of o.Size members sent to its
+// lone directory, and through a quorum of o.Size members sent to its
 // leader and to a follower, on this machine's disk with fsync on: what a
-// quorum costs a directory's writes.
-func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumResult, error) {
+// quorum costs a directory's writes. Both run at once, idle when not
+// measured; the setups take turns, o.Rounds times, so that a machine
+// whose load changes meanwhile weighs on each alike.
+func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumRound, error) {
 	if o.Dir == "" {
 		dir, err := os.MkdirTemp("", "mesh-bench-quorum-")
 		if err != nil {
@@ -53,25 +55,28 @@ func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumResult, error) {
 		defer os.RemoveAll(dir)
 		o.Dir = dir
 	}
-	var out []QuorumResult
 	lone, err := startDiskNodes(ctx, filepath.Join(o.Dir, "lone"), 1, false)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, QuorumResult{"lone directory", registrations(ctx, lone.Nodes[0].URL(), o)})
-	lone.Close()
+	defer lone.Close()
 	members, err := startDiskNodes(ctx, filepath.Join(o.Dir, "quorum"), o.Size, true)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	defer members.Close()
 	leader, follower, err := roles(ctx, members.Nodes)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
-	size := strconv.Itoa(o.Size)
-	out = append(out, QuorumResult{"quorum of " + size + ", to the leader", registrations(ctx, leader.URL(), o)})
-	out = append(out, QuorumResult{"quorum of " + size + ", through a follower", registrations(ctx, follower.URL(), o)})
+	var out []QuorumRound
+	for range o.Rounds {
+		out = append(out, QuorumRound{
+			Lone:     registrations(ctx, lone.Nodes[0].URL(), o),
+			Leader:   registrations(ctx, leader.URL(), o),
+			Follower: registrations(ctx, follower.URL(), o),
+		})
+	}
 	return out, nil
 }
 
