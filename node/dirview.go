@@ -223,8 +223,8 @@ func (v *dirView) heard(q quorumView) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// A term older than the one already heard is a member that has not
-	// heard of the last election yet.
-	if v.told && q.Term < v.view.Term && v.leader != "" {
+	// heard of the last election yet (its leader may be the dead one).
+	if v.told && q.Term < v.view.Term {
 		return
 	}
 	if !v.told || leader != v.leader {
@@ -426,7 +426,10 @@ func (v *dirView) refresh(ctx context.Context) bool {
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(views, func(a, b quorumView) int { return cmp.Compare(a.Term, b.Term) })
+	// The latest term last, and in it a member that knows the leader.
+	slices.SortFunc(views, func(a, b quorumView) int {
+		return cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(len(a.Leader), len(b.Leader)))
+	})
 	for _, q := range views {
 		v.heard(q)
 	}
