@@ -203,34 +203,48 @@ func TestWritesThroughFollowersSurviveTheLeader(t *testing.T) {
 				t.Fatalf("%s acknowledged, missing on %s: %d", w.id, u, st)
 			}
 		}
-		_, h := getStatusJSON(u + "/health")
-		if q := h["quorum"].(map[string]any); fmt.Sprint(q["unreachable"]) != "["+f.dead+"]" {
-			t.Fatalf("%s's health does not name the dead member unreachable: %v", u, q)
-		}
+		// A live member that missed one probe on a loaded machine shows
+		// unreachable for a second: the dead one, and only it, stays so.
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			_, h := getStatusJSON(u + "/health")
+			q, _ := h["quorum"].(map[string]any)
+			return q != nil && fmt.Sprint(q["unreachable"]) == "["+f.dead+"]"
+		}, "%s's health does not name the dead member, alone, unreachable", u)
 	}
 	t.Logf("%d writes, none refused; %s", len(f.writes), latencies(f.writes))
-	out, err := exec.Command(f.bin, "quorum", "list", "--node", f.survivors[0]).CombinedOutput()
-	if err != nil {
-		t.Fatalf("mesh quorum list: %v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var out lastOutput
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		b, err := exec.Command(f.bin, "quorum", "list", "--node", f.survivors[0]).CombinedOutput()
+		out.s = string(b)
+		return err == nil && listShows(out.s, f.dead)
+	}, "mesh quorum list does not show the dead member unreachable, one leader and a live voter:\n%s", &out)
+}
+
+// lastOutput is a command's last output, for a failure message.
+type lastOutput struct{ s string }
+
+func (o *lastOutput) String() string { return o.s }
+
+// listShows reports whether the table of `mesh quorum list` names a
+// leader, shows dead as an unreachable voter and the other members
+// reachable, each with its URL and a dialable address.
+func listShows(out, dead string) bool {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 5 || !strings.HasPrefix(lines[0], "leader 12D3KooW") {
-		t.Fatalf("mesh quorum list:\n%s", out)
+		return false
 	}
 	roles := map[string]int{}
 	for _, l := range lines[2:] {
 		fields := strings.Fields(l)
 		switch {
-		case fields[0] == f.dead && (fields[2] != "no" || fields[1] != "voter"):
-			t.Errorf("the dead member: %s", l)
-		case fields[0] != f.dead && (fields[2] != "yes" || !strings.HasPrefix(fields[len(fields)-2], "http://127.0.0.1:") || !strings.HasSuffix(fields[len(fields)-1], "/p2p/"+fields[0])):
-			t.Errorf("a live member: %s", l)
+		case fields[0] == dead && (fields[2] != "no" || fields[1] != "voter"):
+			return false
+		case fields[0] != dead && (fields[2] != "yes" || !strings.HasPrefix(fields[len(fields)-2], "http://127.0.0.1:") || !strings.HasSuffix(fields[len(fields)-1], "/p2p/"+fields[0])):
+			return false
 		}
 		roles[fields[1]]++
 	}
-	if roles["leader"] != 1 || roles["voter"] != 2 {
-		t.Errorf("mesh quorum list names %v:\n%s", roles, out)
-	}
+	return roles["leader"] == 1 && roles["voter"] == 2
 }
 
 // latency is the p-th quantile of how long writes waited.
