@@ -27,7 +27,7 @@ func newBoardCluster(t *testing.T, n *Node, body string) boardCluster {
 }
 
 // mustCall sends a request and fails the test unless it answers want.
-func mustCall(t *testing.T, n *Node, want int, method, path, body string, hdr ...string) map[string]any {
+func mustCall(t testing.TB, n *Node, want int, method, path, body string, hdr ...string) map[string]any {
 	t.Helper()
 	st, v := call(t, n, method, path, body, hdr...)
 	if st != want {

@@ -93,6 +93,14 @@ type Config struct {
 	// on the bootstrap nodes) or empty to detect it. Bootstrap nodes
 	// default to public.
 	Reachability string `json:"reachability"`
+	// Browsers lets web pages join clusters as libp2p peers: the node
+	// listens on WebTransport and WebRTC-direct beside each QUIC address,
+	// on its UDP port, unless Listen names browser addresses itself
+	// (p2p.Config.Browsers). DefaultConfig sets it.
+	Browsers bool `json:"browsers"`
+	// BrowserLimits bound the browser connections and what each browser
+	// peer may hold; zero fields take p2p's defaults.
+	BrowserLimits p2p.BrowserLimits `json:"browser_limits"`
 	// GossipQueueBytes bounds the gossip waiting to be sent to each peer;
 	// past it the peer's oldest messages are dropped. 0 means
 	// p2p.DefaultGossipQueueBytes (see p2p.Config.GossipQueueBytes).
@@ -275,6 +283,7 @@ func DefaultConfig() Config {
 		DataDir:          "./mesh-data",
 		HTTPAddr:         "127.0.0.1:7777",
 		Listen:           p2p.DefaultListen,
+		Browsers:         true,
 		SyncWrites:       true,
 		OnlineWindow:     registryapi.DefaultOnlineWindow,
 		WallSocketRate:   wall.DefaultSocketRate,

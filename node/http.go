@@ -133,17 +133,23 @@ func (n *Node) withBaseURL(next http.Handler) http.Handler {
 
 // healthView is the body of GET /health.
 type healthView struct {
-	Status    string    `json:"status"` // ok, or degraded: not connected to the directory or not caught up
-	Version   string    `json:"version"`
-	Role      string    `json:"role"`
-	DID       string    `json:"did"`
-	PeerID    string    `json:"peer_id"`
-	Addrs     []string  `json:"addrs"`
-	Peers     int       `json:"peers"`
-	URL       string    `json:"url"`
-	StartedAt time.Time `json:"started_at"`
-	UptimeS   int64     `json:"uptime_s"`
-	Directory struct {
+	Status  string   `json:"status"` // ok, or degraded: not connected to the directory or not caught up
+	Version string   `json:"version"`
+	Role    string   `json:"role"`
+	DID     string   `json:"did"`
+	PeerID  string   `json:"peer_id"`
+	Addrs   []string `json:"addrs"`
+	// BrowserAddrs are the addresses a web page dials (WebTransport's and
+	// WebRTC-direct's, with their current certificate hashes), and
+	// RendezvousBrowserAddrs the rendezvous nodes' (docs/api.md, Browser
+	// peers); empty when the node does not listen for browsers.
+	BrowserAddrs           []string  `json:"browser_addrs"`
+	RendezvousBrowserAddrs []string  `json:"rendezvous_browser_addrs"`
+	Peers                  int       `json:"peers"`
+	URL                    string    `json:"url"`
+	StartedAt              time.Time `json:"started_at"`
+	UptimeS                int64     `json:"uptime_s"`
+	Directory              struct {
 		Peer      string `json:"peer"`
 		Connected bool   `json:"connected"`
 		Seq       uint64 `json:"seq"`
@@ -166,6 +172,7 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 	v := healthView{
 		Status: "ok", Version: Version, Role: n.role, DID: n.DID(), PeerID: n.host.ID().String(),
 		Addrs: n.host.Addrs(), Peers: len(n.host.Peers()), URL: n.URL(),
+		BrowserAddrs: nonNil(n.host.BrowserAddrs()), RendezvousBrowserAddrs: nonNil(n.host.RendezvousBrowserAddrs()),
 		StartedAt: n.started.UTC(), UptimeS: int64(now.Sub(n.started) / time.Second),
 		Admission: n.admission.Status(),
 	}
@@ -239,3 +246,11 @@ func (s *statusWriter) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// nonNil is s, or an empty slice for nil: a list in JSON, never null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

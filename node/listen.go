@@ -54,7 +54,8 @@ func (n *Node) tryHost(ctx context.Context, cfg p2p.Config, all bool) error {
 	if err := h.Start(ctx); err != nil {
 		return err
 	}
-	if got := h.ListenAddrs(); all && len(got) < len(cfg.Listen) {
+	// The addresses for browsers, beside QUIC's, are not in cfg.Listen.
+	if got := slices.DeleteFunc(h.ListenAddrs(), p2p.IsBrowserAddr); all && len(got) < len(cfg.Listen) {
 		h.Close()
 		return fmt.Errorf("bound %v of %v", got, cfg.Listen)
 	}
@@ -88,8 +89,12 @@ func (n *Node) rememberedListen() []string {
 	return addrs
 }
 
+// rememberListen keeps what the host bound, but the addresses it listens
+// on for browsers beside QUIC's (each start derives them anew, with the
+// certificates of the day).
 func (n *Node) rememberListen() {
-	b, _ := json.Marshal(n.host.ListenAddrs())
+	addrs := slices.DeleteFunc(n.host.ListenAddrs(), p2p.IsBrowserAddr)
+	b, _ := json.Marshal(addrs)
 	if err := fsx.WriteSecret(filepath.Join(n.cfg.DataDir, listenFile), b, true); err != nil { // whole or not at all
 		n.log.Warn("cannot remember the listen addresses; the next start takes new ports", "err", err)
 	}

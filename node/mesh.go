@@ -95,6 +95,8 @@ func (n *Node) startP2P(ctx context.Context) error {
 
 		GossipQueueBytes: n.cfg.GossipQueueBytes,
 		FlushTimeout:     n.grace(),
+		Browsers:         n.cfg.Browsers,
+		BrowserLimits:    n.cfg.BrowserLimits,
 	}
 	return n.startHost(ctx, cfg)
 }

@@ -32,16 +32,16 @@ func (c *testClock) Advance(d time.Duration) {
 
 // mesh is a set of nodes on loopback in this process.
 type mesh struct {
-	t     *testing.T
+	t     testing.TB
 	clock *testClock
 	boot  *Node
 }
 
-func newMesh(t *testing.T) *mesh { return newMeshWith(t, nil) }
+func newMesh(t testing.TB) *mesh { return newMeshWith(t, nil) }
 
 // newMeshWith is newMesh, with tweak (if set) editing the bootstrap's
 // config.
-func newMeshWith(t *testing.T, tweak func(*Config)) *mesh {
+func newMeshWith(t testing.TB, tweak func(*Config)) *mesh {
 	m := &mesh{t: t, clock: newTestClock()}
 	cfg := m.config(t.TempDir(), RoleBootstrap)
 	if tweak != nil {

@@ -227,6 +227,7 @@ func clusterCases(h *apiHarness) {
 	h.run(apiCase{name: "a cluster's page", method: "GET", path: "/clusters/" + slug, status: 200})
 	h.run(apiCase{name: "a cluster's page as JSON", method: "GET", path: "/clusters/" + pubID, hdr: []string{"Accept", "application/json"}, status: 200})
 	h.run(apiCase{name: "a private cluster's page", method: "GET", path: "/clusters/" + privID, status: 404})
+	h.run(apiCase{name: "the page of private clusters", method: "GET", path: "/join", status: 200})
 	h.run(apiCase{name: "a private cluster's page as JSON", method: "GET", path: "/clusters/" + privID, hdr: []string{"Accept", "application/json"},
 		status: 404, code: "cluster_not_found"})
 	h.run(apiCase{name: "the pages' script", method: "GET", path: "/assets/wall/cluster.js", status: 200})

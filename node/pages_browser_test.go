@@ -102,7 +102,7 @@ func TestClusterPagesInBrowser(t *testing.T) {
 }
 
 // run runs steps in tab, failing t on error.
-func run(t *testing.T, tab context.Context, steps ...chromedp.Action[chromedp.Void]) {
+func run(t testing.TB, tab context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(tab, steps...); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // wsClient is a WebSocket client of a node's wall, reading frames in the
 // background.
 type wsClient struct {
-	t      *testing.T
+	t      testing.TB
 	conn   *websocket.Conn
 	frames chan map[string]any
 	done   chan struct{}
@@ -28,7 +28,7 @@ func wsURL(n *Node, cluster string, q url.Values) string {
 }
 
 // dialWall connects to cluster on n; it fails the test unless the upgrade works.
-func dialWall(t *testing.T, n *Node, cluster string, q url.Values) *wsClient {
+func dialWall(t testing.TB, n *Node, cluster string, q url.Values) *wsClient {
 	t.Helper()
 	c, resp, err := tryDialWall(t, n, cluster, q)
 	if err != nil {
@@ -38,19 +38,19 @@ func dialWall(t *testing.T, n *Node, cluster string, q url.Values) *wsClient {
 }
 
 // enterWall dials like dialWall and waits for the welcome frame.
-func enterWall(t *testing.T, n *Node, cluster string, q url.Values) *wsClient {
+func enterWall(t testing.TB, n *Node, cluster string, q url.Values) *wsClient {
 	t.Helper()
 	c := dialWall(t, n, cluster, q)
 	c.next("welcome")
 	return c
 }
 
-func tryDialWall(t *testing.T, n *Node, cluster string, q url.Values) (*wsClient, *http.Response, error) {
+func tryDialWall(t testing.TB, n *Node, cluster string, q url.Values) (*wsClient, *http.Response, error) {
 	return tryDialWallWith(t, n, cluster, q, nil)
 }
 
 // tryDialWallWith dials like tryDialWall with the upgrade request's header h.
-func tryDialWallWith(t *testing.T, n *Node, cluster string, q url.Values, h http.Header) (*wsClient, *http.Response, error) {
+func tryDialWallWith(t testing.TB, n *Node, cluster string, q url.Values, h http.Header) (*wsClient, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -152,7 +152,7 @@ func (c *wsClient) say(text string, rx *wsClient, delivered int) {
 }
 
 // createCluster creates a cluster through n and returns the response.
-func createCluster(t *testing.T, n *Node, body string) map[string]any {
+func createCluster(t testing.TB, n *Node, body string) map[string]any {
 	t.Helper()
 	st, v := call(t, n, "POST", "/v1/clusters", body)
 	if st != 201 {

@@ -45,6 +45,14 @@ type Config struct {
 	// the Bootstrap peers' relays and advertises circuit addresses; hole
 	// punching upgrades its relayed connections where the NATs allow.
 	Reachability string
+	// Browsers lets web pages dial the node: it listens on WebTransport and
+	// WebRTC-direct beside each QUIC address, on the same UDP port, unless
+	// Listen names browser addresses itself (browser.go). Without it,
+	// Listen must name none.
+	Browsers bool
+	// BrowserLimits bound the browser connections and what each browser
+	// peer holds; zero fields take the defaults (DefaultBrowserConns…).
+	BrowserLimits BrowserLimits
 	// Gater, if set, vets every connection (tests use it to make direct
 	// dials between two nodes impossible, as behind NATs).
 	Gater connmgr.ConnectionGater
@@ -117,6 +125,14 @@ func (c *Config) validate() error {
 	}
 	if len(c.Listen) == 0 {
 		c.Listen = DefaultListen
+	}
+	for _, s := range c.Listen {
+		if IsBrowserAddr(s) && !c.Browsers {
+			return fmt.Errorf("p2p: listen address %s is for browsers, whose transports are off", s)
+		}
+	}
+	if err := c.BrowserLimits.fill(); err != nil {
+		return err
 	}
 	if c.ConnLow <= 0 {
 		c.ConnLow = 100

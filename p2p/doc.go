@@ -10,6 +10,8 @@
 //   - host.go: the host's life (New, Start, Close), its libp2p options
 //     (identity, TCP and QUIC, resource and connection managers) and the
 //     DHT's construction.
+//   - browser.go: web pages as peers: WebTransport and WebRTC-direct
+//     beside QUIC, their addresses, and limits of their own.
 //   - nat.go: reachability: the relay v2 service for members of the mesh,
 //     autorelay on the bootstrap relays, hole punching.
 //   - dht.go: the Kademlia DHT on the private prefix: values and routing.

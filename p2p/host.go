@@ -46,8 +46,11 @@ type Host struct {
 	onRendezvous []func(peer.ID)
 	// onRegister are the OnRendezvousRegister hooks.
 	onRegister []func(ns string)
+	// onBrowserGone are the OnBrowserGone hooks.
+	onBrowserGone []func(peer.ID)
 
-	rendezvous *registry // nil unless this node is a rendezvous node
+	rendezvous *registry     // nil unless this node is a rendezvous node
+	browsers   *browserPeers // the browser connections (browser.go)
 	streams    *streamLimits
 	drops      *prometheus.CounterVec
 	out        *outbound           // the peers' gossip queues
@@ -97,6 +100,9 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	if h.h, err = h.newLibp2p(); err != nil {
 		return err
 	}
+	if err := h.listenBrowsers(); err != nil {
+		return err
+	}
 	if h.dht, err = h.newDHT(); err != nil {
 		return err
 	}
@@ -125,9 +131,12 @@ func (h *Host) newLibp2p() (host.Host, error) {
 	// in total, so a peer cannot exhaust the node, and connections per
 	// address block, as many as the relay admits peers behind one address
 	// (connLimitsPerSubnet; loopback is unlimited, which multi-node tests
-	// rely on).
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()),
-		rcmgr.WithLimitPerSubnet(connLimitsPerSubnet()))
+	// rely on). A browser peer gets the limits of BrowserLimits instead of
+	// a peer's (browser.go), and the gater bounds browser connections.
+	h.browsers = newBrowserPeers(h.cfg.BrowserLimits.Conns, h.cfg.Gater)
+	limiter := browserLimiter{Limiter: rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()), browsers: h.browsers,
+		peer: h.cfg.BrowserLimits.peerLimit()}
+	rm, err := rcmgr.NewResourceManager(limiter, rcmgr.WithLimitPerSubnet(connLimitsPerSubnet()))
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
@@ -141,19 +150,20 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		libp2p.Identity(priv),
 		libp2p.ListenAddrStrings(h.cfg.Listen...),
 		// TCP for reach (every firewall passes it), QUIC for fast
-		// handshakes and hole punching. Nothing else is exposed.
+		// handshakes and hole punching; with Browsers, WebTransport and
+		// WebRTC-direct for web pages (browserOptions). Nothing else is
+		// exposed.
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(libp2pquic.NewTransport),
 		libp2p.ResourceManager(rm),
+		libp2p.ConnectionGater(h.browsers),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent("mesh"),
 		libp2p.ProtocolVersion(ProtocolPrefix + "/1.0.0"),
 	}
+	opts = append(opts, h.browserOptions()...)
 	acl := &memberACL{}
 	opts = append(opts, h.natOptions(acl)...)
-	if h.cfg.Gater != nil {
-		opts = append(opts, libp2p.ConnectionGater(h.cfg.Gater))
-	}
 	if h.cfg.Registerer != nil {
 		opts = append(opts, libp2p.PrometheusRegisterer(h.cfg.Registerer))
 	} else {
@@ -165,6 +175,10 @@ func (h *Host) newLibp2p() (host.Host, error) {
 		return nil, fmt.Errorf("p2p: host: %w", err)
 	}
 	acl.host.Store(&hst)
+	hst.Network().Notify(&network.NotifyBundle{
+		ConnectedF:    func(_ network.Network, c network.Conn) { h.browsers.connected(c) },
+		DisconnectedF: func(_ network.Network, c network.Conn) { h.browserDisconnected(c) },
+	})
 	return hst, nil
 }
 

@@ -229,13 +229,40 @@ func (h *Host) applyRendezvous(from peer.ID, q rendezvousRequest) []peer.ID {
 func (h *Host) peerInfos(ids []peer.ID) []rendezvousPeer {
 	out := make([]rendezvousPeer, 0, len(ids))
 	for _, id := range ids {
-		rp := rendezvousPeer{ID: id.String()}
-		for _, a := range h.h.Peerstore().Addrs(id) {
-			if len(rp.Addrs) < maxAddrsPerPeer {
-				rp.Addrs = append(rp.Addrs, a.String())
-			}
+		rp := rendezvousPeer{ID: id.String(), Addrs: []string{}}
+		for _, a := range mixAddrs(h.h.Peerstore().Addrs(id), maxAddrsPerPeer) {
+			rp.Addrs = append(rp.Addrs, a.String())
 		}
 		out = append(out, rp)
+	}
+	return out
+}
+
+// mixAddrs picks at most n of addrs, taking each transport's in turn (TCP,
+// QUIC, WebTransport, WebRTC-direct, others), so that a peer with many
+// addresses is still reachable by every transport its asker may have (a
+// browser has only the last two).
+func mixAddrs(addrs []ma.Multiaddr, n int) []ma.Multiaddr {
+	kind := func(a ma.Multiaddr) int {
+		for _, code := range []int{ma.P_WEBTRANSPORT, ma.P_WEBRTC_DIRECT, ma.P_QUIC_V1, ma.P_TCP} {
+			if _, err := a.ValueForProtocol(code); err == nil {
+				return code
+			}
+		}
+		return 0
+	}
+	byKind := map[int][]ma.Multiaddr{}
+	for _, a := range addrs {
+		byKind[kind(a)] = append(byKind[kind(a)], a)
+	}
+	order := []int{ma.P_TCP, ma.P_QUIC_V1, ma.P_WEBTRANSPORT, ma.P_WEBRTC_DIRECT, 0}
+	var out []ma.Multiaddr
+	for i := 0; len(out) < min(n, len(addrs)); i++ {
+		for _, k := range order {
+			if i < len(byKind[k]) && len(out) < n {
+				out = append(out, byKind[k][i])
+			}
+		}
 	}
 	return out
 }

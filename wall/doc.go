@@ -12,8 +12,8 @@
 //   - Across nodes: a cluster's gossipsub topic (messages numbered and
 //     delivered in the order sent), other nodes' rosters, receipts of
 //     deliveries, who counts as a node of the cluster, sealing of private
-//     traffic. wire.go, service.go, order.go, roster.go, receipts.go,
-//     vouch.go.
+//     traffic, browser peers (web pages that join as peers). wire.go,
+//     service.go, order.go, roster.go, receipts.go, vouch.go, browser.go.
 //   - The owner's history of joins and leaves, kept by the directory.
 //     history.go, historyscreen.go.
 //   - Boards and posts: signed board actions in the log, their apply and

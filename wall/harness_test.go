@@ -53,7 +53,10 @@ func joinHarness(t *testing.T, boot *harness, tweak func(*Config)) *harness {
 func newHarnessOn(t *testing.T, hc p2p.Config, tweak func(*Config)) *harness {
 	t.Helper()
 	log := storetest.Log(t)
-	hc.Key, hc.Listen = identity.GenerateKey(), []string{"/ip4/127.0.0.1/tcp/0"}
+	hc.Key = identity.GenerateKey()
+	if hc.Listen == nil {
+		hc.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	}
 	host, err := p2p.New(hc)
 	if err != nil {
 		t.Fatal(err)

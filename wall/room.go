@@ -56,6 +56,7 @@ type room struct {
 
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
+	holds   map[peer.ID]bool // browser peers the room is held for (browser.go)
 	local   map[string]*localMember
 	epoch   uint64 // of this room: its start in Unix µs (Service.nextEpoch); a roster's revs count from it
 	rev     uint64 // changes of the local roster
@@ -96,7 +97,7 @@ func topicOf(cl *Cluster) string {
 
 func newRoom(svc *Service, cl *Cluster, token string) *room {
 	r := &room{svc: svc, cl: cl, ready: make(chan struct{}), done: make(chan struct{}),
-		sockets: map[*socket]struct{}{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
+		sockets: map[*socket]struct{}{}, holds: map[peer.ID]bool{}, local: map[string]*localMember{}, remote: map[peer.ID]*remoteNode{}, pending: map[string]*sent{},
 		epoch:      svc.nextEpoch(),
 		sendLimit:  sendLimiter(svc.cfg.RoomRate, burstOf(svc.cfg.RoomRate)),
 		topicLimit: sendLimiter(topicRate(svc.cfg.PeerRate), burstOf(topicRate(svc.cfg.PeerRate))),
@@ -371,9 +372,10 @@ func (r *room) roomForLocked(h, vis string) error {
 }
 
 // dismiss removes sk and tells the cluster when its handle went offline
-// here. It reports whether sk was the room's last socket: the room is then
-// closed (a socket arriving meanwhile waits for the next room), and its
-// goodbye, not a leave, tells the cluster.
+// here. It reports whether sk was the room's last socket, and no browser
+// peer holds the room (browser.go): the room is then closed (a socket
+// arriving meanwhile waits for the next room), and its goodbye, not a
+// leave, tells the cluster.
 func (r *room) dismiss(sk *socket) (last bool) {
 	var leave *wireMsg
 	r.change(sk, func(touch func(string)) {
@@ -382,7 +384,7 @@ func (r *room) dismiss(sk *socket) (last bool) {
 		}
 		touch(sk.handle)
 		leave = r.removeLocked(sk)
-		if len(r.sockets) == 0 {
+		if r.vacantLocked() {
 			last, leave = !r.closed, nil // the goodbye tells the cluster
 			r.closed = true
 		}

@@ -104,6 +104,7 @@ func (s *Service) Start(context.Context) error {
 	s.cfg.Catalog.OnUpdate(func(u ClusterUpdate) { s.goroutine(func() { s.clusterUpdated(u) }) })
 	s.cfg.Catalog.OnRestore(func() { s.goroutine(s.recheckRooms) })
 	h.OnRendezvousNode(s.rendezvousBack)
+	h.OnBrowserGone(s.browserGone)
 	s.goroutine(s.keepalive)
 	s.goroutine(s.reportEvents)
 	return nil
@@ -178,21 +179,31 @@ func (s *Service) goroutine(fn func()) bool {
 
 // enter puts socket sk into the room of cluster cl, starting the room if
 // sk is its first socket here. token is the credential sk presented (the
-// key of a private cluster's traffic). A room that is shutting down (its
-// last socket just left) stays in s.rooms until it has left the topic and
-// withdrawn its rendezvous registration: a socket arriving meanwhile waits
-// for that, then starts the room anew.
+// key of a private cluster's traffic).
+func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
+	var first *member
+	if !sk.ghost() {
+		first = new(sk.member())
+	}
+	return s.openRoom(cl, token, first, func(r *room) error { return r.admit(sk) })
+}
+
+// openRoom runs admit in the room of cluster cl, starting the room (with
+// member first, nil for none) if there is none. A room that is shutting
+// down (its last socket just left) stays in s.rooms until it has left the
+// topic and withdrawn its rendezvous registration: an admission arriving
+// meanwhile waits for that, then starts the room anew.
 //
 // A room starts only if the catalog still holds the cluster, checked under
-// s.mu: a deletion committed before that check fails enter with
+// s.mu: a deletion committed before that check fails with
 // ErrClusterNotFound; one committed after it finds the room in s.rooms
 // (the delete hook takes s.mu too) and closes it with its sockets.
-// Likewise for a change of visibility (cluster_update.go): sk was admitted
-// under cl's terms, and enters only a room of the same terms that the
-// catalog still holds; a room of earlier terms is closed (its sockets
-// would be, by the update's hook), and a socket of earlier terms refused
+// Likewise for a change of visibility (cluster_update.go): admit runs
+// under cl's terms, and only in a room of the same terms that the catalog
+// still holds; a room of earlier terms is closed (its sockets would be, by
+// the update's hook), and an admission of earlier terms refused
 // (errTermsChanged).
-func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
+func (s *Service) openRoom(cl *Cluster, token string, first *member, admit func(*room) error) (*room, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -215,10 +226,6 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 		}
 		s.mu.Unlock()
 		if creating {
-			var first *member
-			if !sk.ghost() {
-				first = new(sk.member())
-			}
 			if err := r.start(first); err != nil {
 				s.retire(r, func() { r.cancel() })
 				return nil, err
@@ -232,7 +239,7 @@ func (s *Service) enter(cl *Cluster, token string, sk *socket) (*room, error) {
 				continue
 			}
 		}
-		if err := r.admit(sk); !errors.Is(err, errRoomClosed) {
+		if err := admit(r); !errors.Is(err, errRoomClosed) {
 			return r, err
 		}
 		<-r.done
@@ -389,6 +396,11 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		s.awaitStart(ctx, q.Cluster)
 	}
 	r := s.room(q.Cluster)
+	if !q.Peek && s.cfg.Host.IsBrowser(from) {
+		if held := s.hold(q.Cluster, from); held != nil {
+			r = held // browser.go
+		}
+	}
 	if r == nil {
 		if ms := s.joins.members(q.Cluster); q.Peek && len(ms) > 0 {
 			// The room closed before the directory, checking the joins it

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/node"
+	"github.com/agentmesh/mesh/p2p"
 )
 
 func nodeCmd() *cobra.Command { return newNodeCmd(runNode) }
@@ -52,6 +53,10 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", nil, "full multiaddr of a bootstrap node (…/p2p/<peer id>), repeatable or comma-separated: a node follows the directory these run (one node, or members of a quorum: it finds the leader itself); one it cannot reach is warned about")
 	f.BoolVar(&cfg.DHTServer, "dht-server", false, "always answer DHT queries; without it bootstrap nodes, --reachability public and nodes AutoNAT finds reachable do")
 	f.StringVar(&cfg.Reachability, "reachability", "", "public, private (behind NAT: use the bootstrap relays) or empty to detect; bootstrap nodes default to public")
+	f.BoolVar(&cfg.Browsers, "browsers", cfg.Browsers, "let web pages join clusters as libp2p peers: listen on WebTransport and WebRTC-direct beside each QUIC address, on its UDP port, unless --listen names browser addresses itself; --browsers=false listens for none")
+	f.IntVar(&cfg.BrowserLimits.Conns, "browser-conns", p2p.DefaultBrowserConns, "browser connections (WebTransport, WebRTC-direct) the node holds at once; past it new ones are refused")
+	f.IntVar(&cfg.BrowserLimits.PeerStreams, "browser-peer-streams", p2p.DefaultBrowserPeerStreams, "streams one browser peer may have open at once, both ways (half of them inbound at most)")
+	f.Int64Var(&cfg.BrowserLimits.PeerMemory, "browser-peer-memory", p2p.DefaultBrowserPeerMemory, "bytes one browser peer's connections and streams may reserve (a WebRTC-direct connection reserves 2.5 MiB)")
 	f.IntVar(&cfg.GossipQueueBytes, "gossip-queue-bytes", cfg.GossipQueueBytes, "bytes of gossip that may wait for one peer; past it its oldest messages are dropped")
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "on SIGTERM, how long the requests under way and the gossip queued for peers each get to finish")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

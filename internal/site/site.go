@@ -42,6 +42,17 @@ const (
 		"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 
+// PeerCSP is ScriptCSP for a page that joins a cluster as a libp2p peer:
+// it may also connect to origins, the WebTransport endpoints
+// (https://host:port) of the nodes it dials by name. WebRTC-direct, by
+// which it dials the others, is no connection a policy governs.
+func PeerCSP(origins []string) string {
+	if len(origins) == 0 {
+		return ScriptCSP
+	}
+	return strings.Replace(ScriptCSP, "connect-src 'self'", "connect-src 'self' "+strings.Join(origins, " "), 1)
+}
+
 // Info names the node in every page's footer.
 type Info struct {
 	// Node is the node's name as shown, e.g. a shortened peer id.

@@ -8,17 +8,26 @@
 // nothing else and run no inline script; the list runs none at all. A
 // private or unknown cluster is the same 404 page.
 //
-// The page's wall is read-only: its script connects with spectate=1, as
-// a ghost that is neither announced nor counted and whose frames the wall
-// refuses.
+// Until its visitor joins, the page's wall is read-only: its script
+// connects with spectate=1, as a ghost that is neither announced nor
+// counted and whose frames the wall refuses. A visitor who joins makes the
+// page a libp2p peer of the mesh (join.go; GET /join for private
+// clusters), whose bundle (web/static/peer.js) is built from peer/.
 package pages
 
 import (
+	"bytes"
+	"compress/gzip"
 	"embed"
 	"html/template"
 	"io/fs"
+	"mime"
 	"net/http"
+	"path"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/site"
@@ -40,17 +49,18 @@ const wallMax = 100
 
 // Pages serves the cluster pages.
 type Pages struct {
-	wall                  *wall.Service
-	site                  *site.Site
-	list, cluster, boards *template.Template
+	wall                           *wall.Service
+	site                           *site.Site
+	list, cluster, boards, private *template.Template
 }
 
 // New returns the pages of w's public clusters, rendered by s.
 func New(w *wall.Service, s *site.Site) *Pages {
 	return &Pages{wall: w, site: s,
 		list:    s.Templates(webFS, "web/clusters.html"),
-		cluster: s.Templates(webFS, "web/cluster.html", "web/boards.html"),
+		cluster: s.Templates(webFS, "web/cluster.html", "web/boards.html", "web/wall.html"),
 		boards:  s.Templates(webFS, "web/boards.html"),
+		private: s.Templates(webFS, "web/wall.html", "web/private.html"),
 	}
 }
 
@@ -59,6 +69,7 @@ func (p *Pages) Routes(mux httpx.Router) {
 	mux.Handle("GET /clusters", http.HandlerFunc(p.listPage))
 	mux.Handle("GET /clusters/{id}", http.HandlerFunc(p.clusterPage))
 	mux.Handle("GET /clusters/{id}/boards", http.HandlerFunc(p.boardsPart))
+	mux.Handle("GET /join", http.HandlerFunc(p.privatePage))
 	mux.Handle("GET /assets/wall/{file}", http.HandlerFunc(serveStatic))
 }
 
@@ -113,6 +124,7 @@ type clusterPageData struct {
 	Members []string
 	WallMax int
 	Boards  *boardsSection // nil when boards are off
+	Peer    peerData
 }
 
 func (p *Pages) clusterPage(w http.ResponseWriter, r *http.Request) {
@@ -130,8 +142,9 @@ func (p *Pages) clusterPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/clusters/"+cl.Slug, http.StatusMovedPermanently)
 		return
 	}
-	p.site.Render(w, http.StatusOK, site.ScriptCSP, p.cluster, clusterPageData{PublicCluster: cl.PublicCluster,
-		Online: len(cl.Members), Members: cl.Members, WallMax: wallMax, Boards: boardsSectionOf(cl.Boards)})
+	peer, csp := p.peer()
+	p.site.Render(w, http.StatusOK, csp, p.cluster, clusterPageData{PublicCluster: cl.PublicCluster,
+		Online: len(cl.Members), Members: cl.Members, WallMax: wallMax, Boards: boardsSectionOf(cl.Boards), Peer: peer})
 }
 
 // boardsPart serves a cluster's boards section alone (the map and the
@@ -154,16 +167,50 @@ func (p *Pages) boardsPart(w http.ResponseWriter, r *http.Request) {
 var errNoBoards = httpx.ErrNotFound.With("this cluster has no boards")
 
 // serveStatic serves a file of web/static, and nothing else (no directory
-// listings).
+// listings): gzipped to a client that takes gzip (the page's peer is
+// 530 KB, 155 KB gzipped).
 func serveStatic(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	if st, err := fs.Stat(staticFS, name); err != nil || !st.Mode().IsRegular() {
 		httpx.WriteError(nil, w, r, errNoAsset)
 		return
 	}
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "public, max-age=300")
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "public, max-age=300")
+	h.Add("Vary", "Accept-Encoding")
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		if gz, err := gzipped(name); err == nil {
+			h.Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
+			h.Set("Content-Encoding", "gzip")
+			h.Set("Content-Length", strconv.Itoa(len(gz)))
+			if r.Method != http.MethodHead {
+				w.Write(gz)
+			}
+			return
+		}
+	}
 	http.ServeFileFS(w, r, staticFS, name)
+}
+
+// gzippedFiles holds web/static's files gzipped, each made on its first
+// request.
+var gzippedFiles sync.Map // name -> []byte
+
+func gzipped(name string) ([]byte, error) {
+	if b, ok := gzippedFiles.Load(name); ok {
+		return b.([]byte), nil
+	}
+	raw, err := fs.ReadFile(staticFS, name)
+	if err != nil {
+		return nil, err
+	}
+	var z bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	w.Write(raw)
+	w.Close()
+	b, _ := gzippedFiles.LoadOrStore(name, z.Bytes())
+	return b.([]byte), nil
 }
 
 var errNoAsset = httpx.ErrNotFound.With("no such file")

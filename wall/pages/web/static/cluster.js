@@ -1,6 +1,8 @@
-// The live wall of a public cluster's page. It connects with spectate=1:
-// a read-only ghost, neither announced nor counted, whose frames the node
-// refuses; this script never sends one. Everything a frame carries is put
+// The live wall of a public cluster's page. Until the visitor joins, it
+// connects with spectate=1: a read-only ghost, neither announced nor
+// counted, whose frames the node refuses; this script never sends one.
+// A visitor who joins leaves that socket for the page's own libp2p peer
+// (wallui.js). Everything a frame carries is put
 // in the page as text (textContent), never as HTML. After any close but
 // the cluster's deletion (a node restarting sends "node shutting down")
 // it reconnects, waiting longer each time (1 s doubling to 30 s, with
@@ -9,57 +11,28 @@
 // boards are boards.js's: it is handed the board frames.
 
 import { oneAtATime, onBoardFrame, refreshBoards } from "./boards.js";
+import { el, joinForm, setStatus, showMembers, showMessage } from "./wallui.js";
 
 const minRetry = 1000; // ms before the first reconnection
 const maxRetry = 30000; // ms between reconnections, at most
 
 const page = document.getElementById("cluster");
-const wall = document.getElementById("wall");
-const status = document.getElementById("wall-status");
-const count = document.getElementById("member-count");
-const members = document.getElementById("members");
 const clusterID = page.dataset.cluster;
 const api = `/v1/clusters/${encodeURIComponent(clusterID)}`;
-const maxShown = Number(wall.dataset.max) || 100;
+let spectator = null; // the socket, until the visitor joins
 let retry = minRetry;
 let ended = false;
 let welcomed = false; // a welcome came before: the next is a reconnection
 let lastReason = ""; // the reason of the last closed frame
 
-function setStatus(text, state) {
-  status.textContent = text;
-  status.dataset.state = state;
-}
-
-function el(tag, className, text) {
-  const e = document.createElement(tag);
-  if (className) e.className = className;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
-
 // Members are fetched one request at a time; a change meanwhile asks for
-// one more once it ends.
+// one more once it ends. Once the visitor joined, the page's peer lists
+// them.
 const refreshMembers = oneAtATime(async () => {
   const resp = await fetch(api, { headers: { Accept: "application/json" }, cache: "no-store" });
   if (!resp.ok) return;
-  const list = ((await resp.json()).cluster || {}).members || [];
-  count.textContent = String(list.length);
-  members.replaceChildren(...list.map((h) => el("li", "member", String(h))));
+  if (!ended) showMembers(((await resp.json()).cluster || {}).members || []);
 });
-
-// payloadText is what a message shows: a string payload, an object's
-// text, else the payload as JSON.
-function payloadText(p) {
-  if (typeof p === "string") return p;
-  if (p && typeof p === "object" && typeof p.text === "string") return p.text;
-  return JSON.stringify(p);
-}
-
-const pad2 = (n) => String(n).padStart(2, "0");
-
-// clock is the one clock of every page: UTC, named.
-const clock = (d) => `${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} UTC`;
 
 // linked puts text in box, the board (#slug) and the post (p_<id>) the
 // node resolved in it as links to them on this page.
@@ -85,23 +58,6 @@ function linked(box, text, f) {
   box.append(rest);
 }
 
-function showMessage(f) {
-  const atBottom = wall.scrollHeight - wall.scrollTop - wall.clientHeight < 24;
-  const li = el("li", "message");
-  if (Number.isFinite(f.ts)) {
-    const at = new Date(f.ts);
-    const time = el("time", "", clock(at));
-    time.dateTime = at.toISOString();
-    li.append(time, " ");
-  }
-  const text = el("span", "text");
-  linked(text, payloadText(f.payload), f);
-  li.append(el("span", "from", String(f.from)), ": ", text);
-  wall.append(li);
-  while (wall.children.length > maxShown) wall.firstElementChild.remove();
-  if (atBottom) wall.scrollTop = wall.scrollHeight;
-}
-
 // handlers act on the frames by kind; a kind not here is ignored.
 const handlers = {
   welcome() {
@@ -113,7 +69,7 @@ const handlers = {
     welcomed = true;
   },
   presence: refreshMembers,
-  message: showMessage,
+  message: (f) => showMessage(f, linked),
   board: onBoardFrame,
   closed(f) {
     lastReason = String(f.reason);
@@ -137,6 +93,7 @@ async function gone() {
 function connect() {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(`${scheme}//${location.host}${api}/ws?spectate=1`);
+  spectator = ws;
   let live = false;
   ws.onmessage = (ev) => {
     let f;
@@ -168,3 +125,15 @@ function connect() {
 }
 
 connect();
+
+// A visitor who joins becomes a peer of the mesh (wallui.js): the
+// spectator's socket closes, and the page's peer shows the wall.
+joinForm(document.getElementById("join-form"), {
+  cluster: () => clusterID,
+  fill: linked,
+  joining() {
+    ended = true;
+    spectator?.close();
+  },
+  left: () => location.reload(),
+});
