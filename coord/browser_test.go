@@ -13,10 +13,16 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentmesh/mesh/internal/browsertest"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
-// TestMain closes the browser the browser tests share.
-func TestMain(m *testing.M) { os.Exit(browsertest.Main(m)) }
+// TestMain runs up to 8 tests at once (each daemon mostly waits on its
+// manual clock and loopback), and closes the browser the browser tests
+// share at the end.
+func TestMain(m *testing.M) {
+	testkit.Waiting(8)
+	os.Exit(browsertest.Main(m))
+}
 
 // attackPage is a page that tries, without the token, every way a page
 // can send the daemon at %s a write: fetch no-cors (text/plain, the body
@@ -59,6 +65,7 @@ ws.onclose = () => { if (!window.results.ws) note("ws", "closed"); };
 // debug log says why), the agent never runs, no run starts, the site is
 // not read and no file of the project changes.
 func TestPagesCannotDriveTheDaemon(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	tab := browsertest.Tab(t, 60*time.Second)
 	g := startGuarded(t, nil)
 	before := files(t, g.dir)

@@ -104,6 +104,7 @@ func roles(ms []message) string {
 // stream as deltas, the live flag goes up and down, and the answer is in
 // the timeline and the snapshot.
 func TestChatTurn(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	d := h.send("c1", "lines 3", http.StatusOK)
@@ -141,6 +142,7 @@ func TestChatTurn(t *testing.T) {
 // during a turn runs that turn again when it starts, then the queue; the
 // history of before the restart stays.
 func TestChatQueueAcrossRestart(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	gate := filepath.Join(t.TempDir(), "gate")
 	h := start(t, dir, withAgent(nil))
@@ -188,6 +190,7 @@ func TestChatQueueAcrossRestart(t *testing.T) {
 // upstream errors (a traceback's "line 503", "429 bytes", "overloaded.md")
 // runs the agent once and is shown as agent_failed with its exit status.
 func TestChatRetries(t *testing.T) {
+	t.Parallel()
 	// Three rate limits in a row would pause the agent (TestPausedAgentTypes).
 	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.PauseAfter = 4 }))
 	ws := h.socket()
@@ -244,6 +247,7 @@ func TestChatRetries(t *testing.T) {
 // TestChatHangingAgent: an agent that does not end is killed at the turn
 // timeout of the clock; the turn fails with timeout and is not retried.
 func TestChatHangingAgent(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	h.send("c1", "hang", http.StatusOK)
@@ -260,6 +264,7 @@ func TestChatHangingAgent(t *testing.T) {
 // TestChatAnchors: anchor lines bind the conversation to an initiative or
 // a task of the roadmap and are not shown; unknown ones are rejected.
 func TestChatAnchors(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	for _, tc := range []struct{ target, event, initiative, task string }{
@@ -291,6 +296,7 @@ func TestChatAnchors(t *testing.T) {
 // TestChatUploads: usable attachments reach the agent; the others come
 // back in skipped_uploads with why.
 func TestChatUploads(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.AttachmentMax = 16 }))
 	ws := h.socket()
 	b64 := base64.StdEncoding.EncodeToString
@@ -311,6 +317,7 @@ func TestChatUploads(t *testing.T) {
 
 // TestChatErrors: bad requests get clear errors.
 func TestChatErrors(t *testing.T) {
+	t.Parallel()
 	off := start(t, project(t), nil)
 	off.wantError("POST", "/chat/dispatch", `{"conv":"c1","text":"hi"}`, http.StatusServiceUnavailable, "chat_disabled")
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -340,6 +347,7 @@ func TestChatErrors(t *testing.T) {
 // TestChatPages: the history comes in pages, newest first, each oldest
 // first.
 func TestChatPages(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	for i := range 3 {
@@ -361,6 +369,7 @@ func TestChatPages(t *testing.T) {
 // were all refused is answered no_content, with why each was refused; the
 // agent does not run and no conversation is made.
 func TestChatOnlyRefusedAttachments(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(func(c *coord.Config) { c.Chat.AttachmentMax = 16 }))
 	ws := h.socket()
 	body := fmt.Sprintf(`{"conv":"c1","text":" ","attachments":[{"name":"bad","data":"***"},{"name":"none","data":""},{"name":"big","data":%q}]}`,
@@ -394,6 +403,7 @@ func TestChatOnlyRefusedAttachments(t *testing.T) {
 // resumes_at) without running the agent, other types go on, and at the end
 // of the pause its waiting messages run.
 func TestPausedAgentTypes(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	dispatch := func(conv, agent, text string, want int) dispatched {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/agentmesh/mesh/coord/agentenv"
 	"github.com/agentmesh/mesh/coord/chat"
-	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cron"
 	"github.com/agentmesh/mesh/coord/portreg"
 	"github.com/agentmesh/mesh/coord/update"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // Version is the daemon's version string.

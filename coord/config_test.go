@@ -12,6 +12,7 @@ import (
 // configuration read before; a roadmap file with malformed frontmatter is
 // listed with its error and default fields, and the daemon keeps serving.
 func TestBadClusterYAMLAndFrontmatter(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := &harness{t: t, dir: dir}
 	h.write("cluster.yaml", `
@@ -84,6 +85,7 @@ crons:
 
 // TestClusterYAMLNotYAMLAtBoot: the daemon starts on the defaults.
 func TestClusterYAMLNotYAMLAtBoot(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", ":\n\t- not yaml: [")
 	h := start(t, dir, nil)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 const cronCluster = `id: crons
@@ -35,16 +36,14 @@ type runs struct {
 // advanceUntil moves the clock a second at a time until cond holds.
 func (h *harness) advanceUntil(what string, cond func() bool) {
 	h.t.Helper()
-	eventually(h.t, what, func() bool {
-		h.clk.Advance(time.Second)
-		return cond()
-	})
+	testkit.Advance(h.t, 10*time.Second, h.clk, time.Second, cond, "timed out waiting for %s", what)
 }
 
 // TestCronsFireTimeOutAndRestart: on the crons owner, a due job runs and
 // its record is readable; a job past its max runtime is killed and
 // restarted on failure, and only its last retention_runs records stay.
 func TestCronsFireTimeOutAndRestart(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "test-box", 1))
 	h := start(t, dir, nil)
@@ -87,6 +86,7 @@ func TestCronsFireTimeOutAndRestart(t *testing.T) {
 // TestCronsOnAnotherDevice: a daemon that is not the crons owner runs
 // nothing and says what it would have fired.
 func TestCronsOnAnotherDevice(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "build-box", 1))
 	h := start(t, dir, func(c *coord.Config) { c.DeviceID = "laptop" })

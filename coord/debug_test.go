@@ -29,6 +29,7 @@ type tail struct {
 // spelling, are replaced before the event is stored, in memory and on
 // disk; other values are kept.
 func TestDebugLogRedactsNestedSecrets(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	body := `{"src":"dashboard","lvl":"warn","tag":"chat","msg":"turn failed","conv":"c1","agent_id":"a1",
 		"data":{"Authorization":"Bearer abc","request":{"headers":[{"X-Api-Key":"k1"},{"accept":"json"}],
@@ -68,6 +69,7 @@ func TestDebugLogRedactsNestedSecrets(t *testing.T) {
 // past the age limit are trimmed every 50 appends and at boot; a disabled
 // debug log stores nothing.
 func TestDebugTailAndRetention(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := start(t, dir, nil)
 	post := func(lvl, tag, msg string) {
@@ -137,6 +139,7 @@ func TestDebugTailAndRetention(t *testing.T) {
 // the window does not survive the trim behind younger events, and one
 // dated in the future is kept as of its arrival, so it ages out too.
 func TestDebugTrimByAgeWhateverTheClientDate(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := start(t, dir, nil)
 	post := func(body string) {

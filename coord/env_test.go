@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // fakeKey stands for a coding agent's credential in the daemon's
@@ -63,7 +65,7 @@ func checkEnv(t *testing.T, who string, env map[string]string, extra map[string]
 // --agent-env allows (the default list and more), cluster.yaml's env and
 // (turns) their MESH_COORD_* variables; not the daemon's own MESH_*
 // variables, nor any other.
-func TestAgentAndCronEnvironment(t *testing.T) {
+func TestAgentAndCronEnvironment(t *testing.T) { // not parallel: it sets the environment
 	withEnv(t)
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", `id: env
@@ -105,7 +107,7 @@ crons:
 // in the debug log and in the timeline's system message, and what a client
 // posts, are stored without the secrets of the environment, token-shaped
 // strings or bearer tokens; the log file on disk never holds them.
-func TestDebugLogRedactsOutput(t *testing.T) {
+func TestDebugLogRedactsOutput(t *testing.T) { // not parallel: it sets the environment
 	withEnv(t)
 	dir := project(t)
 	h := start(t, dir, withAgent(nil))
@@ -125,10 +127,10 @@ func TestDebugLogRedactsOutput(t *testing.T) {
 		t.Fatalf("POST /debug/log: %d", code)
 	}
 	var tl tail
-	eventually(t, "the turn's end in the debug log", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		h.get("/debug/tail?tags=chat,ui", &tl)
 		return len(tl.Events) == 2
-	})
+	}, "timed out waiting for the turn's end in the debug log")
 	failed, ui := tl.Events[0], tl.Events[1]
 	if failed.Tag != "chat" {
 		failed, ui = ui, failed

@@ -14,10 +14,12 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/internal/httpx"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestHeartbeat: every 20 s of the clock, each socket gets a heartbeat.
 func TestHeartbeat(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	a, b := h.socket(), h.socket()
 	h.clk.Advance(19 * time.Second)
@@ -75,6 +77,7 @@ func (c *stallingConn) Close() error {
 // TestASlowSocketIsDropped: a socket that does not take a message within
 // the send timeout is dropped; the others keep receiving.
 func TestASlowSocketIsDropped(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +108,7 @@ func TestASlowSocketIsDropped(t *testing.T) {
 	h.clk.Advance(20 * time.Second)
 	fast.next("heartbeat")
 	slow.closed()
-	eventually(t, "one socket left", func() bool { return h.sockets() == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.sockets() == 1 }, "timed out waiting for one socket left")
 	h.clk.Advance(20 * time.Second)
 	fast.next("heartbeat")
 }
@@ -114,6 +117,7 @@ func TestASlowSocketIsDropped(t *testing.T) {
 // or panic answers 500 with a JSON body that reveals nothing, and the event
 // socket stays up.
 func TestAHandlerFailureIs500AndTheSocketStays(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	h.d.HandleForTest("GET /fail", httpx.Handle(nil, func(http.ResponseWriter, *http.Request) error {
@@ -131,6 +135,7 @@ func TestAHandlerFailureIs500AndTheSocketStays(t *testing.T) {
 // TestAllowedOriginsMayReadAndConnect: a page of an allowed origin reads
 // answers (CORS) and opens /events; another origin's page does neither.
 func TestAllowedOriginsMayReadAndConnect(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), func(c *coord.Config) { c.AllowedOrigins = []string{"dash.example.com"} })
 	for origin, allowed := range map[string]bool{"https://dash.example.com": true, "https://evil.example.com": false} {
 		req, _ := http.NewRequest("OPTIONS", h.url+"/initiative/reorder", nil)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/internal/atomicfile"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // symlink links rel, in the project, to target.
@@ -64,6 +65,7 @@ func (h *harness) refused() []string {
 // written; each refusal is a warning of /state and of the debug log, the
 // other files are rendered, and a refusal clears once the link is gone.
 func TestInstructionFilesStayInTheProject(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	out := t.TempDir()
 	pre := &harness{t: t, dir: dir}
@@ -119,6 +121,7 @@ func TestInstructionFilesStayInTheProject(t *testing.T) {
 // cron run records and a cron's cwd that lead outside the project are
 // refused, each with a warning, and nothing is written or run outside.
 func TestDaemonWritesStayInTheProject(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	out := t.TempDir()
 	ext, uploads, records, archives, elsewhere := filepath.Join(out, "ext"), filepath.Join(out, "uploads"), filepath.Join(out, "records"), filepath.Join(out, "archives"), filepath.Join(out, "elsewhere")
@@ -160,21 +163,21 @@ crons:
 		t.Fatalf("up %+v", r.Runs)
 	}
 	// Fired at the same tick, its run may still be ending.
-	eventually(t, "the linked job's run to fail", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		r.Runs = nil
 		h.get("/crons/linked/runs", &r)
 		return len(r.Runs) == 1 && r.Runs[0].Status == "failed"
-	})
-	eventually(t, "the job inside to run", func() bool {
+	}, "timed out waiting for the linked job's run to fail")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "ran.txt"))
 		return string(b) == "ran\n"
-	})
+	}, "timed out waiting for the job inside to run")
 	// An hour on, c2 is archived: not into a folder outside.
 	h.clk.Advance(2 * time.Hour)
 	// (Each run of "here" is a refusal of its own: count none.)
-	eventually(t, "the archive to be refused", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(strings.Join(h.refused(), "\n"), "refused to read or write .coord/chat-archive/c2.")
-	})
+	}, "timed out waiting for the archive to be refused")
 	untouched(t, uploads, records, archives, elsewhere)
 	if _, err := os.Stat(filepath.Join(out, "ran.txt")); err == nil {
 		t.Fatal("a job ran outside the project")
@@ -195,6 +198,7 @@ crons:
 // TestStateFolderLinkedOutside: a .coord that is a link out of the
 // project stops the daemon at start, before it writes anything there.
 func TestStateFolderLinkedOutside(t *testing.T) {
+	t.Parallel()
 	dir, out := project(t), t.TempDir()
 	if err := os.Symlink(out, filepath.Join(dir, ".coord")); err != nil {
 		t.Fatal(err)
@@ -215,6 +219,7 @@ func TestStateFolderLinkedOutside(t *testing.T) {
 // TestDebugLogLinkedOutside: a debug log that is a link out of the project
 // is not written (nor read); the daemon runs on and says so in /state.
 func TestDebugLogLinkedOutside(t *testing.T) {
+	t.Parallel()
 	dir, out := project(t), t.TempDir()
 	os.WriteFile(filepath.Join(out, "log"), []byte("theirs\n"), 0o600)
 	(&harness{t: t, dir: dir}).symlink(filepath.Join(out, "log"), ".coord/debug.jsonl")
@@ -232,6 +237,7 @@ func TestDebugLogLinkedOutside(t *testing.T) {
 // (say, to a file whose content someone else knows) is not taken: the
 // daemon does not start.
 func TestTokenLinkedOutside(t *testing.T) {
+	t.Parallel()
 	dir, out := project(t), t.TempDir()
 	os.WriteFile(filepath.Join(out, "known"), []byte("known-to-someone-else-0123456789\n"), 0o644)
 	(&harness{t: t, dir: dir}).symlink(filepath.Join(out, "known"), ".coord/token")

@@ -13,6 +13,7 @@ import (
 // TestOnceSetIsBounded: the memory of refusals already logged holds the
 // last onceMax keys; the oldest are forgotten first.
 func TestOnceSetIsBounded(t *testing.T) {
+	t.Parallel()
 	var s onceSet
 	for i := range onceMax + 10 {
 		if !s.first(fmt.Sprint(i)) {
@@ -63,6 +64,7 @@ func (f fileInfo) Sys() any           { return &syscall.Stat_t{Uid: f.uid} }
 // regular file of that user that neither the group nor others may read
 // or write.
 func TestNotPrivate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		info fileInfo
 		why  string

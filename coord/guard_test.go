@@ -2,7 +2,6 @@ package coord_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // The origins of the guard tests: a page of the dashboard's (allowed)
@@ -197,6 +197,7 @@ func (g *guarded) try(m *matrix, route string, a attempt) {
 // changes. The daemon's own clients are still served: a program with
 // JSON and no Origin, and the dashboard's origin with the token.
 func TestCrossSiteWritesAreRefused(t *testing.T) {
+	t.Parallel()
 	g := startGuarded(t, func(c *coord.Config) { c.AllowedOrigins = []string{"localhost:3000"} })
 	before := files(t, g.dir)
 	m := &matrix{}
@@ -242,7 +243,7 @@ func TestCrossSiteWritesAreRefused(t *testing.T) {
 	if code := g.doWith("POST", "/chat/dispatch", `{"conv":"c2","text":"hi"}`, dash, &d); code != http.StatusOK || !d.Started {
 		t.Fatalf("the dashboard's dispatch: %d %+v", code, d)
 	}
-	eventually(t, "the two turns", func() bool { return len(strings.Fields(g.agentRuns())) == 2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(strings.Fields(g.agentRuns())) == 2 }, "timed out waiting for the two turns")
 }
 
 // untouched checks that nothing was done: no conversation, no run, no turn
@@ -277,6 +278,7 @@ func maps(a, b map[string][32]byte) bool {
 // rebound name) is refused before any handler, reads, writes and the
 // event socket alike; the daemon's own names are served, the port aside.
 func TestHostIsChecked(t *testing.T) {
+	t.Parallel()
 	g := startGuarded(t, func(c *coord.Config) { c.AllowedHosts = []string{"coord.test", "*.dev.test"} })
 	port := g.url[strings.LastIndex(g.url, ":")+1:]
 	m := &matrix{}
@@ -319,7 +321,7 @@ func TestHostIsChecked(t *testing.T) {
 			allowed++
 		}
 	}
-	eventually(t, "a turn for each allowed Host's dispatch", func() bool { return strings.Count(g.agentRuns(), "h\n") == allowed })
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.Count(g.agentRuns(), "h\n") == allowed }, "timed out waiting for a turn for each allowed Host's dispatch")
 	// A request with no Host at all (HTTP/1.0) is not one a browser sends.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
 	if err != nil {
@@ -363,6 +365,7 @@ func dialEvents(t *testing.T, url, host string, hdr http.Header) (int, string) {
 // TestEventsOrigin: the event socket opens for programs (no Origin) and
 // the allowed origins, not for a page of another site or an opaque one.
 func TestEventsOrigin(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), func(c *coord.Config) { c.AllowedOrigins = []string{"localhost:3000"} })
 	m := &matrix{}
 	defer m.log(t)
@@ -433,6 +436,7 @@ func upgradeRaw(t *testing.T, url string, hdr http.Header) (int, string) {
 // ignored, the socket stays; a message over 4 KiB closes it (1009), so a
 // client cannot make the daemon hold more.
 func TestClientMessagesAreIgnored(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -454,13 +458,14 @@ func TestClientMessagesAreIgnored(t *testing.T) {
 	if err := ws.closed(); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
 		t.Fatalf("after a message over 4 KiB: %v", err)
 	}
-	eventually(t, "the socket to go", func() bool { return h.sockets() == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.sockets() == 0 }, "timed out waiting for the socket to go")
 }
 
 // TestToken: the daemon's token is made once, private, and kept across
 // restarts; with RequireToken every write needs it, programs' too; a
 // malformed token file stops the start.
 func TestToken(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := start(t, dir, nil)
 	tok := h.token()
@@ -504,6 +509,7 @@ func TestToken(t *testing.T) {
 // warning; the known token does not let a page write. The state folder
 // gets a .gitignore of "*", and one the developer wrote is kept.
 func TestATokenOthersMayKnowIsReplaced(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	known := "known-to-the-author-of-the-repository"
 	os.MkdirAll(filepath.Join(dir, ".coord"), 0o755)
@@ -557,23 +563,10 @@ func mustListen(t *testing.T) net.Listener {
 	return ln
 }
 
-// lockedBuffer is a log sink the daemon's goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines(substr string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// linesOf returns the lines of log that contain substr.
+func linesOf(log *testkit.Buffer, substr string) []string {
 	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(log.String(), "\n") {
 		if strings.Contains(line, substr) {
 			out = append(out, line)
 		}
@@ -584,7 +577,8 @@ func (l *lockedBuffer) lines(substr string) []string {
 // TestRefusalsAreLoggedOncePerClient: a refusal is logged at warn (and in
 // the debug log) the first time a client sends it, not at every retry.
 func TestRefusalsAreLoggedOncePerClient(t *testing.T) {
-	logs := &lockedBuffer{}
+	t.Parallel()
+	logs := &testkit.Buffer{}
 	h := start(t, project(t), func(c *coord.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -594,13 +588,13 @@ func TestRefusalsAreLoggedOncePerClient(t *testing.T) {
 		h.doWith("GET", "/state", "", http.Header{"Host": {"evil.example"}}, nil)
 	}
 	h.doWith("POST", "/chat/dispatch", `{}`, http.Header{"Origin": {"http://other.example"}}, nil)
-	warns := logs.lines("level=WARN msg=\"request refused\"")
+	warns := linesOf(logs, "level=WARN msg=\"request refused\"")
 	if len(warns) != 3 || !slices.ContainsFunc(warns, func(l string) bool {
 		return strings.Contains(l, "code=bad_host") && strings.Contains(l, "host=evil.example")
 	}) {
 		t.Fatalf("warnings:\n%s", strings.Join(warns, "\n"))
 	}
-	if debug := logs.lines("level=DEBUG msg=\"request refused\""); len(debug) != 8 {
+	if debug := linesOf(logs, "level=DEBUG msg=\"request refused\""); len(debug) != 8 {
 		t.Fatalf("%d repeats at debug, want 8", len(debug))
 	}
 	var tail struct{ Events []struct{ Tag, Lvl string } }

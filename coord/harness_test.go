@@ -18,7 +18,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentmesh/mesh/coord"
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // t0 is the manual clock's start.
@@ -285,7 +286,7 @@ func (h *harness) socketWith(opts *websocket.DialOptions) *socket {
 		<-done
 	})
 	// Events published before the daemon registers the socket miss it.
-	eventually(h.t, "the socket to be registered", func() bool { return h.sockets() > before })
+	testkit.Eventually(h.t, 10*time.Second, func() bool { return h.sockets() > before }, "timed out waiting for the socket to be registered")
 	return s
 }
 
@@ -355,15 +356,3 @@ func (s *socket) closed() error {
 
 // poll moves the clock past one file-change poll.
 func (h *harness) poll() { h.clk.Advance(1500 * time.Millisecond) }
-
-// eventually polls cond until it holds, for 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -10,14 +10,14 @@ import (
 	"testing"
 
 	"github.com/agentmesh/mesh/coord"
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // TestOneDaemonPerProject: a second daemon on a project a live daemon runs
 // on fails at once, naming the first's pid and port, and writes nothing:
 // the port registry and the debug log stay as the first left them, and
 // each cron firing runs once. When the first stops, the project is free.
-func TestOneDaemonPerProject(t *testing.T) {
+func TestOneDaemonPerProject(t *testing.T) { // not parallel: its ports were free a moment ago
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", "id: locked\ncrons_owner: test-box\ncrons:\n  - id: tick\n    schedule: \"* * * * *\"\n    cmd: echo fired >> fired.log\n")
 	base := freeRange(t, 2)

@@ -61,7 +61,7 @@ func clusterProject(t *testing.T, id string, port int) string {
 // never taken, even when asked for explicitly; a cluster that comes back
 // gets its sticky port again; a stopped cluster's sticky port goes to
 // others only when nothing else is free.
-func TestTwoDaemonsCompeteForPorts(t *testing.T) {
+func TestTwoDaemonsCompeteForPorts(t *testing.T) { // not parallel: its ports were free a moment ago
 	base := freeRange(t, 3)
 	reg := filepath.Join(t.TempDir(), "registry", "ports.json")
 	run := func(id string, explicit, preferred int) (*coord.Daemon, error) {
@@ -128,7 +128,7 @@ func TestTwoDaemonsCompeteForPorts(t *testing.T) {
 
 // TestDaemonsStartingTogether: daemons that choose at the same moment take
 // different ports (the registry is locked while one chooses).
-func TestDaemonsStartingTogether(t *testing.T) {
+func TestDaemonsStartingTogether(t *testing.T) { // not parallel: its ports were free a moment ago
 	base := freeRange(t, 4)
 	reg := filepath.Join(t.TempDir(), "ports.json")
 	urls := make(chan string, 4)

@@ -31,6 +31,7 @@ func (s fileSite) put(rel, content string) {
 // the failure and leaves the executable alone. The site is a folder
 // (file://).
 func TestPinnedReleaseKey(t *testing.T) {
+	t.Parallel()
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	_, other, _ := ed25519.GenerateKey(nil)
 	site := fileSite(t.TempDir())
@@ -82,6 +83,7 @@ func TestPinnedReleaseKey(t *testing.T) {
 // TestSiteURLMustBeHTTPS: a site over plain http, or a folder, is taken
 // only with InsecureSite, and then only on a loopback address.
 func TestSiteURLMustBeHTTPS(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url      string
 		insecure bool

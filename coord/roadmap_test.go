@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord"
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestTheExampleProject: the example project serves what its files say:
 // statuses normalised, walls by wall_order, the roadmap in chain order,
 // modules joined with their pages, docs with titles.
 func TestTheExampleProject(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	s := h.state()
 	if s.Cluster.ID != "acme-shop" || s.Cluster.Name != "Acme Shop" || s.Cluster.Type != "dev" || !s.Cluster.DebugEnabled ||
@@ -65,6 +67,7 @@ func TestTheExampleProject(t *testing.T) {
 // done with completed_at, and reopening the task brings it back to active
 // without completed_at. The initiative's file keeps every other byte.
 func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	before := h.read("roadmap/initiatives/auth.md")
@@ -106,6 +109,7 @@ func TestEditingATaskRebuildsAndReconciles(t *testing.T) {
 // reopens leaves the archived wall, renumbered likewise. Files keep every
 // other byte.
 func TestReconcileRenumbersTheWallLeft(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	pre := &harness{t: t, dir: dir}
 	pre.write("roadmap/initiatives/payments.md", "---\nstatus: active\nwall_order: 1\n---\n# Payments\n")
@@ -145,6 +149,7 @@ func TestReconcileRenumbersTheWallLeft(t *testing.T) {
 // TestReconcileRecordsTheGitHead: in a git repository, an initiative that
 // completes records the commit HEAD names.
 func TestReconcileRecordsTheGitHead(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		if os.Getenv("MESH_REQUIRE_TOOLS") == "1" {
 			t.Fatal("git is not installed, and MESH_REQUIRE_TOOLS=1")
@@ -168,7 +173,7 @@ func TestReconcileRecordsTheGitHead(t *testing.T) {
 	h := start(t, dir, nil)
 	h.write("roadmap/initiatives/search/index.md", "---\nstatus: done\n---\n")
 	h.poll()
-	eventually(t, "search done", func() bool { return h.state().initiative("search").Status == "done" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.state().initiative("search").Status == "done" }, "timed out waiting for search done")
 	if got := h.state().initiative("search"); got.CommitSHA != head || len(head) != 40 {
 		t.Fatalf("search %+v, HEAD %s", got, head)
 	}
@@ -179,6 +184,7 @@ func TestReconcileRecordsTheGitHead(t *testing.T) {
 // keep every byte outside the keys moved; bad requests are refused with
 // their codes.
 func TestReorderAndArchive(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	ws := h.socket()
 	searchBefore := h.read("roadmap/initiatives/search.md")
@@ -248,13 +254,14 @@ func TestReorderAndArchive(t *testing.T) {
 // does not lead the roadmap (the chain starts at the next one with tasks),
 // and the wall the archived initiative left is renumbered 0, 1, 2...
 func TestArchivingLeavesNoTasklessLeaderAndRenumbers(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), nil)
 	h.write("roadmap/initiatives/auth.md", strings.Replace(h.read("roadmap/initiatives/auth.md"), "next: search", "next: billing", 1))
 	h.write("roadmap/initiatives/billing.md", "---\nstatus: backlog\nnext: search\n---\n# Invoices\n")
 	h.write("roadmap/initiatives/payments.md", "---\nstatus: active\nwall_order: 1\n---\n# Payments\n")
 	h.write("roadmap/initiatives/audit.md", "---\nstatus: active\nwall_order: 2\n---\n# Audit\n")
 	h.poll()
-	eventually(t, "the new roadmap", func() bool { return h.state().initiative("payments").ID != "" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.state().initiative("payments").ID != "" }, "timed out waiting for the new roadmap")
 	if got := ids(h.state().Roadmap.Initiatives); got != "auth,billing,search,payments,audit,onboarding" {
 		t.Fatalf("roadmap before %s", got)
 	}
@@ -278,6 +285,7 @@ func TestArchivingLeavesNoTasklessLeaderAndRenumbers(t *testing.T) {
 // TestTheRealClockPolls: with the system clock (a short poll), an edit is
 // picked up without anyone moving time.
 func TestTheRealClockPolls(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), func(c *coord.Config) { c.Clock, c.Poll = clock.Real{}, 20*time.Millisecond })
 	ws := h.socket()
 	h.write("roadmap/initiatives/billing.md", "---\nstatus: next\n---\n")

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 type run struct {
@@ -47,6 +50,7 @@ func (s *socket) untilRun(typ, id string) event {
 // TestStoryRun: a run sends its tasks one turn at a time to its
 // conversation, advancing its cursor, and ends done; GET /runs lists it.
 func TestStoryRun(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
 	r := h.createRun(`{"conv":"story","agent_id":"dev-1","tasks":["#Auth/Login-Form","auth/session-store"]}`)
@@ -71,7 +75,7 @@ func TestStoryRun(t *testing.T) {
 }
 
 // TestStoryRunFails: a task whose turn fails fails the run.
-func TestStoryRunFails(t *testing.T) {
+func TestStoryRunFails(t *testing.T) { // not parallel: it sets the environment
 	t.Setenv("FAKE_AGENT_FAIL_TASK", "auth/session-store")
 	h := start(t, project(t), withAgent(nil))
 	ws := h.socket()
@@ -97,7 +101,7 @@ func TestStoryRunFails(t *testing.T) {
 
 // TestStoryRunAcrossRestart: a run survives a restart: the daemon runs the
 // interrupted task again and goes on. A cancelled run sends nothing more.
-func TestStoryRunAcrossRestart(t *testing.T) {
+func TestStoryRunAcrossRestart(t *testing.T) { // not parallel: it sets the environment
 	gate := filepath.Join(t.TempDir(), "gate")
 	t.Setenv("FAKE_AGENT_GATE", gate)
 	dir := project(t)
@@ -105,7 +109,7 @@ func TestStoryRunAcrossRestart(t *testing.T) {
 	ws := h.socket()
 	r := h.createRun(`{"conv":"story","tasks":["auth/login-form","auth/session-store"]}`)
 	other := h.createRun(`{"conv":"other","tasks":["auth/login-form","search/index"]}`)
-	eventually(t, "both turns under way", func() bool { return h.conv("story").Live && h.conv("other").Live })
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.conv("story").Live && h.conv("other").Live }, "timed out waiting for both turns under way")
 	if c := h.conv("story"); !c.Coordinating {
 		t.Fatalf("snapshot %+v", c)
 	}
@@ -123,7 +127,7 @@ func TestStoryRunAcrossRestart(t *testing.T) {
 	h.wantError("POST", "/runs/"+other.ID+"/cancel", "", http.StatusConflict, "run_ended")
 	os.WriteFile(gate, nil, 0o644)
 	ws.untilRun("run.done", r.ID)
-	eventually(t, "the cancelled run's turn to end", func() bool { return !h.conv("other").Live })
+	testkit.Eventually(t, 10*time.Second, func() bool { return !h.conv("other").Live }, "timed out waiting for the cancelled run's turn to end")
 	if ms := h.messages("other", "").Messages; len(ms) != 4 || strings.Contains(ms[3].Text, "search/index") {
 		t.Fatalf("the cancelled run went on: %+v", ms)
 	}
@@ -137,6 +141,7 @@ func TestStoryRunAcrossRestart(t *testing.T) {
 
 // TestRunErrors: bad runs get clear errors.
 func TestRunErrors(t *testing.T) {
+	t.Parallel()
 	h := start(t, project(t), withAgent(nil))
 	for _, tc := range []struct {
 		body   string

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/cluster"
 	"github.com/agentmesh/mesh/coord/roadmap"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // DocsDir is the project's documentation folder listed in /state.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 type storage struct {
@@ -32,6 +33,7 @@ func (h *harness) storage() storage {
 // storage.retention_days; the storage report is measured at most every
 // 30 s of the clock.
 func TestArchives(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	cluster := (&harness{t: t, dir: dir}).read("cluster.yaml")
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cluster, "retention_days: 0", "retention_days: 1", 1))
@@ -72,11 +74,10 @@ func TestArchives(t *testing.T) {
 	if s := h.storage(); s.Archives == 0 {
 		t.Fatalf("storage %+v", s)
 	}
-	eventually(t, "the archive to be deleted after a day", func() bool {
-		h.clk.Advance(time.Hour)
+	testkit.Advance(t, 10*time.Second, h.clk, time.Hour, func() bool {
 		_, err := os.Stat(archives[0])
 		return os.IsNotExist(err)
-	})
+	}, "timed out waiting for the archive to be deleted after a day")
 	if h.clk.Now().Sub(t0) < 25*time.Hour {
 		t.Fatalf("archive deleted at %s", h.clk.Now())
 	}
@@ -103,6 +104,7 @@ func gunzip(t *testing.T, path string) string {
 // TestTimelineRollsOver: a timeline past its size limit is archived whole
 // and starts anew; message ids go on.
 func TestTimelineRollsOver(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	h := start(t, dir, withAgent(func(c *coord.Config) { c.Chat.MaxTimeline = 400 }))
 	ws := h.socket()

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // bundle writes a self-signed certificate for localhost and its key into
@@ -53,6 +55,7 @@ func bundle(t *testing.T, path string) *x509.CertPool {
 // TestHTTPSWithABundle: a certificate bundle in .coord/tls.pem makes the
 // daemon serve HTTPS under the certificate's name.
 func TestHTTPSWithABundle(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	pool := bundle(t, filepath.Join(dir, ".coord", "tls.pem"))
 	h := start(t, dir, nil)
@@ -73,7 +76,7 @@ func TestHTTPSWithABundle(t *testing.T) {
 // TestCloseLeavesNoGoroutines: a daemon with sockets open, a cron running,
 // a chat turn under way and its site watcher waiting stops everything it
 // started.
-func TestCloseLeavesNoGoroutines(t *testing.T) {
+func TestCloseLeavesNoGoroutines(t *testing.T) { // not parallel: it counts the process's goroutines
 	before := runtime.NumGoroutine()
 	dir := project(t)
 	(&harness{t: t, dir: dir}).write("cluster.yaml", strings.Replace(cronCluster, "%s", "test-box", 1))
@@ -92,5 +95,5 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	h.d.Close()
 	http.DefaultClient.CloseIdleConnections()
-	eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 }, "timed out waiting for goroutines to end")
 }

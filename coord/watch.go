@@ -152,7 +152,7 @@ func (d *Daemon) selfUpdate(ctx context.Context) (map[string]any, error) {
 	site := d.site()
 	rel, err := site.Latest(ctx)
 	if err != nil {
-		return nil, errUpdateFailed.With("reading the published release: %v", err)
+		return nil, errUpdateFailed.With("the published release could not be read; the daemon runs on").Because(err)
 	}
 	res := map[string]any{"updated": false, "version": Version, "latest": rel.Version}
 	switch {
@@ -175,7 +175,7 @@ func (d *Daemon) selfUpdate(ctx context.Context) (map[string]any, error) {
 	if err := site.Install(ctx, rel, d.cfg.Executable); err != nil {
 		d.events.publish("daemon.upgrade.failed", map[string]any{"version": Version, "latest": rel.Version})
 		d.debug("error", "update", "self-update failed", map[string]any{"latest": rel.Version, "error": err.Error()})
-		return nil, errUpdateFailed.With("installing %s: %v", rel.Version, err)
+		return nil, errUpdateFailed.With("installing %s failed; the daemon runs on", rel.Version).Because(err)
 	}
 	d.events.publish("daemon.upgrade.installed", map[string]any{"version": Version, "latest": rel.Version})
 	d.debug("info", "update", "self-update installed; restarting", map[string]any{"latest": rel.Version})
@@ -197,9 +197,9 @@ func (d *Daemon) verifyRelease(ctx context.Context, site update.Site, rel update
 	d.events.publish("daemon.upgrade.failed", map[string]any{"version": Version, "latest": rel.Version})
 	d.debug("error", "update", "release refused", map[string]any{"latest": rel.Version, "error": err.Error()})
 	if errors.Is(err, update.ErrSignature) {
-		return errReleaseSig.With("%s: %v", rel.Version, err)
+		return errReleaseSig.With("%s is not signed by the pinned key; the daemon runs on", rel.Version).Because(err)
 	}
-	return errUpdateFailed.With("reading the signature of %s: %v", rel.Version, err)
+	return errUpdateFailed.With("the signature of %s could not be read; the daemon runs on", rel.Version).Because(err)
 }
 
 func (d *Daemon) postSelfUpdate(w http.ResponseWriter, r *http.Request) error {

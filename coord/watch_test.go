@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/mesh/coord"
 	"github.com/agentmesh/mesh/coord/update"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // site stands in for the published standard and releases.
@@ -22,6 +23,10 @@ type site struct {
 	mu                         sync.Mutex
 	version, preamble, release string
 	versionHits, heads, bodies int
+	// now, if set, is the daemon's clock: bodyAt is when each download
+	// was asked, by it.
+	now    func() time.Time
+	bodyAt []time.Time
 }
 
 func newSite(t *testing.T) (*site, string) {
@@ -40,6 +45,9 @@ func newSite(t *testing.T) (*site, string) {
 				s.heads++
 			} else {
 				s.bodies++
+				if s.now != nil {
+					s.bodyAt = append(s.bodyAt, s.now())
+				}
 			}
 			fmt.Fprint(w, s.release)
 		default:
@@ -81,6 +89,24 @@ func withSite(url, exe string) func(*coord.Config) {
 	})
 }
 
+// TestSelfUpdateFailureNamesNoSite: a site that cannot be reached fails
+// a self-update with a fixed detail: the cause, which names the site's
+// address and path, goes to the log only.
+func TestSelfUpdateFailureNamesNoSite(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close() // refuses connections from now on
+	h := start(t, project(t), withSite("http://"+addr+"/private-mirror", filepath.Join(t.TempDir(), "mesh")))
+	var e errBody
+	if code := h.do("POST", "/self-update", "", &e); code != http.StatusBadGateway || e.Code != "update_failed" {
+		t.Fatalf("self-update from an unreachable site: %d %+v", code, e)
+	}
+	if strings.Contains(e.Detail, addr) || strings.Contains(e.Detail, "private-mirror") {
+		t.Fatalf("the answer names the site: %q", e.Detail)
+	}
+}
+
 // setInterval makes the site checked every 60 s.
 func setInterval(t *testing.T, dir string, autoUpdate bool) {
 	h := &harness{t: t, dir: dir}
@@ -91,13 +117,8 @@ func setInterval(t *testing.T, dir string, autoUpdate bool) {
 // untilCount moves the clock 10 s at a time until *n reaches want.
 func (h *harness) untilCount(s *site, n *int, want int) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%d requests to the site", want), func() bool {
-		if s.count(n) >= want {
-			return true
-		}
-		h.clk.Advance(10 * time.Second)
-		return false
-	})
+	testkit.Advance(h.t, 10*time.Second, h.clk, 10*time.Second, func() bool { return s.count(n) >= want },
+		"timed out waiting for %d requests to the site", want)
 }
 
 // TestInstructionFiles: the per-tool files are rendered from the source,
@@ -105,6 +126,7 @@ func (h *harness) untilCount(s *site, n *int, want int) {
 // within 3 s of the clock; the published preamble is refreshed into them,
 // and drift is announced once when the pinned standard falls behind.
 func TestInstructionFiles(t *testing.T) {
+	t.Parallel()
 	dir := project(t)
 	setInterval(t, dir, false)
 	fs := &harness{t: t, dir: dir}
@@ -159,13 +181,10 @@ func TestInstructionFiles(t *testing.T) {
 	h.write(".standard-version", "20\n")
 	// Caught up once /health says so: a check reads the pinned version
 	// after the site answered it, so the site's count alone is too early.
-	eventually(t, "the project to catch up", func() bool {
+	testkit.Advance(t, 10*time.Second, h.clk, 10*time.Second, func() bool {
 		h.get("/health", &hl)
-		if hl.Standard.Drift {
-			h.clk.Advance(10 * time.Second)
-		}
 		return !hl.Standard.Drift
-	})
+	}, "timed out waiting for the project to catch up")
 	h.write(".standard-version", "18\n")
 	if ev := ws.until("standard.drift", func() { h.clk.Advance(10 * time.Second) }); ev[len(ev)-1]["local"] != 18.0 {
 		t.Fatalf("drift %v", ev[len(ev)-1])
@@ -185,6 +204,7 @@ func hasEvent(evs []event, typ, key string, val any) bool {
 // executable and asks for a restart; while a chat is active it is
 // deferred; a failed download leaves the executable alone.
 func TestSelfUpdate(t *testing.T) {
+	t.Parallel()
 	s, url := newSite(t)
 	exe := filepath.Join(t.TempDir(), "mesh")
 	os.WriteFile(exe, []byte("old binary"), 0o755)
@@ -214,7 +234,7 @@ func TestSelfUpdate(t *testing.T) {
 		t.Fatalf("deferred %v", ev)
 	}
 	os.WriteFile(gate, nil, 0o644)
-	eventually(t, "the chat to end", func() bool { return !h.conv("c1").Live })
+	testkit.Eventually(t, 10*time.Second, func() bool { return !h.conv("c1").Live }, "timed out waiting for the chat to end")
 	select {
 	case <-h.d.Restart():
 		t.Fatal("restart asked before an update")
@@ -233,6 +253,7 @@ func TestSelfUpdate(t *testing.T) {
 // TestUpdateWatcher: the watcher checks every interval and tries a newer
 // release at most once per 5-minute cooldown; auto_update: false stops it.
 func TestUpdateWatcher(t *testing.T) {
+	t.Parallel()
 	for _, auto := range []bool{true, false} {
 		t.Run(fmt.Sprint("auto_update=", auto), func(t *testing.T) {
 			dir := project(t)
@@ -242,6 +263,7 @@ func TestUpdateWatcher(t *testing.T) {
 			exe := filepath.Join(t.TempDir(), "mesh")
 			os.WriteFile(exe, []byte("old binary"), 0o755)
 			h := start(t, dir, withSite(url, exe))
+			s.set(func() { s.now = h.clk.Now })
 			h.untilCount(s, &s.versionHits, 2)
 			if !auto {
 				if s.count(&s.heads) != 0 {
@@ -252,9 +274,11 @@ func TestUpdateWatcher(t *testing.T) {
 			if s.count(&s.bodies) != 1 {
 				t.Fatalf("%d downloads in the first two checks", s.count(&s.bodies))
 			}
-			start := h.clk.Now()
 			h.untilCount(s, &s.bodies, 2)
-			if since := h.clk.Now().Sub(start); since < 4*time.Minute {
+			s.mu.Lock()
+			since := s.bodyAt[1].Sub(s.bodyAt[0])
+			s.mu.Unlock()
+			if since < 4*time.Minute { // the cooldown is 5, from just before the first asks
 				t.Fatalf("second attempt %s after the first", since)
 			}
 			if b, _ := os.ReadFile(exe); string(b) != "old binary" {
@@ -266,7 +290,7 @@ func TestUpdateWatcher(t *testing.T) {
 
 // TestUpdatedDaemonKeepsItsPort: the daemon that closes after installing
 // a release hands its port to the one started next on the same project.
-func TestUpdatedDaemonKeepsItsPort(t *testing.T) {
+func TestUpdatedDaemonKeepsItsPort(t *testing.T) { // not parallel: its ports were free a moment ago
 	s, url := newSite(t)
 	s.publish("go-99.0.0", "new binary", false)
 	dir, reg, base := clusterProject(t, "upd", 0), filepath.Join(t.TempDir(), "ports.json"), freeRange(t, 4)

@@ -73,6 +73,7 @@ func (s jsStep) receipts(t *testing.T) []SettleResponse {
 // then reject paying. What the agent sends validates against the A2A 1.0
 // schema (1.0's tasks) and the x402 extension's.
 func TestA2AJSClientsV1AndV03(t *testing.T) {
+	t.Parallel()
 	url, genesis := startLiteSVM(t)
 	npmPackage(t, a2aJSDir, "@a2a-js/sdk")
 	npmPackage(t, a2aJSDir, "a2a-v03")

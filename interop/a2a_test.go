@@ -150,6 +150,7 @@ func invalid(t *testing.T, s *jsonschema.Schema, what string, v any) {
 // supportedInterfaces) against 0.3's, the card a client asking for
 // A2A-Version 1.0 gets against 1.0's, which takes no other field.
 func TestCardValidatesAgainstA2ASchemas(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	v03 := schemaDef(t, "testdata/a2a/agent-card.schema.json", "")
 	v1 := schemaDef(t, "testdata/a2a/a2a-v1.schema.json", "Agent Card")
@@ -218,6 +219,7 @@ func TestCardValidatesAgainstA2ASchemas(t *testing.T) {
 }
 
 func TestA2ASendGetCancel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.send("", dataPart("ping", `{}`), nil)
 	if r.Error != nil || r.Result.Status.State != "completed" || r.artifact(t) != `"pong"` || string(r.ID) != "7" {
@@ -291,6 +293,7 @@ func (h *harness) sigFor(key ed25519.PrivateKey, skill, input, apiKey string) st
 }
 
 func TestA2APaysThroughTheCascade(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.send("", dataPart("echo", `{"x":1}`), nil)
 	if r.Error != nil || r.Result.Status.State != "input-required" {
@@ -381,6 +384,7 @@ func (a rpcAnswer) required(t *testing.T) x402RequiredT {
 }
 
 func TestA2ABalanceFreeTierAndPostpay(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 1 })
 	key := identity.GenerateKey()
 	// The free tier counts a Mesh-Sig sent in metadata.
@@ -466,6 +470,7 @@ func (l *pathLog) RoundTrip(r *http.Request) (*http.Response, error) {
 // endpoint is called over A2A, and the client pays, retries with a proof,
 // and spends a balance as over HTTP.
 func TestClientCallsOverA2A(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	c := payingClient(t, h, h.chain)
@@ -517,6 +522,7 @@ func TestClientCallsOverA2A(t *testing.T) {
 // TestClientReadsCardAtEitherPath: the client reads A2A 0.3's
 // agent-card.json, and an older agent's agent.json when that is 404.
 func TestClientReadsCardAtEitherPath(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
@@ -534,6 +540,7 @@ func TestClientReadsCardAtEitherPath(t *testing.T) {
 // TestA2ATasksAreBounded: at most MaxTasks are kept, the oldest forgotten
 // first, and none past TaskTTL after its last change.
 func TestA2ATasksAreBounded(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: time.Unix(1_800_000_000, 0)}
 	s := newTaskStore(A2AConfig{MaxTasks: 2, TaskTTL: time.Minute}, clk.Now)
 	put := func(id string) {

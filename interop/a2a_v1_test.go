@@ -77,6 +77,7 @@ func v1Call(skill, input string) any {
 // of one context, and errors carry 1.0's google.rpc.ErrorInfo. Every
 // result validates against A2A 1.0's schema.
 func TestA2AV1Binding(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	send := schemaDef(t, "testdata/a2a/a2a-v1.schema.json", "Send Message Response")
 	task := schemaDef(t, "testdata/a2a/a2a-v1.schema.json", "Task")

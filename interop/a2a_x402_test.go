@@ -44,6 +44,7 @@ func str(raw json.RawMessage) string {
 // Every x402 object the agent sends validates against the extension's
 // schema.
 func TestA2AX402ExtensionAsWritten(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	meta := schemaDef(t, "testdata/a2a-x402/x402-a2a.schema.json", "AgentMetadata")
 
@@ -133,6 +134,7 @@ func TestA2AX402ExtensionAsWritten(t *testing.T) {
 // X-PAYMENT (version 1) or PAYMENT-SIGNATURE (version 2), base64 of the
 // very JSON.
 func TestA2AX402Payloads(t *testing.T) {
+	t.Parallel()
 	v1 := `{"x402Version":1,"scheme":"exact","network":"solana-devnet","payload":{"transaction":"AQID"}}`
 	v2 := `{"x402Version":2,"accepted":{"scheme":"exact","network":"solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"},"payload":{"transaction":"AQID"}}`
 	mesh := `{"x402Version":1,"scheme":"exact","network":"chain-devnet","payload":{"signature":"5sig","nonce":"n1"}}`
@@ -167,6 +169,7 @@ func TestA2AX402Payloads(t *testing.T) {
 // receipt), so that a v2 payment through the extension needs no change
 // of the A2A edge.
 func TestA2AX402ReadsV2Answers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	meta := schemaDef(t, "testdata/a2a-x402/x402-a2a.schema.json", "AgentMetadata")
 	required := `{"x402Version":2,"resource":{"url":"https://a.example/v1/echo","description":"Echo","mimeType":"application/json"},` +

@@ -50,6 +50,7 @@ func prepaid(t *testing.T, h *harness, caller ed25519.PrivateKey) (*Client, *Car
 // client sends when the card lists it is refused by B; and B's
 // DepositRequiresBoundSig refuses to debit for a v1 signature at all.
 func TestCrossAgentReplay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	caller := identity.GenerateKey()
 	a, b := newHarness(t), newHarness(t)
@@ -120,6 +121,7 @@ func TestCrossAgentReplay(t *testing.T) {
 // TestOrigin: the receiver a bound signature names is the same string
 // for every spelling of one origin.
 func TestOrigin(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"http://127.0.0.1:8080":          "http://127.0.0.1:8080",
 		"HTTP://Agent.Example:80/v1/x?q": "http://agent.example",
@@ -142,6 +144,7 @@ func TestOrigin(t *testing.T) {
 // call (which charged nothing) get none. A replayed x402 answer carries
 // the same payment.
 func TestPaidCallsAreReceipted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 1 })
 	c := payingClient(t, h, h.chain)

@@ -26,6 +26,7 @@ import (
 )
 
 func TestFreeTierByKeyAndIP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 2 })
 	a, b := identity.GenerateKey(), identity.GenerateKey()
 	for i := range 2 {
@@ -78,6 +79,7 @@ func TestFreeTierByKeyAndIP(t *testing.T) {
 }
 
 func TestDepositsBalanceAndPoller(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	caller, payer := identity.GenerateKey(), NewWallet()
 	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
@@ -152,6 +154,7 @@ func TestDepositsBalanceAndPoller(t *testing.T) {
 }
 
 func TestPollerRetriesAfterRPCFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(pc *PaymentConfig) { pc.CreditDivisor = 1000 })
 	caller, payer := identity.GenerateKey(), NewWallet()
 	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
@@ -219,6 +222,7 @@ func postpayHarness(t *testing.T, mk func(*testing.T, ...func(*PaymentConfig)) *
 }
 
 func TestPostpay(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	shady := identity.GenerateKey()
 
@@ -263,6 +267,7 @@ func TestPostpay(t *testing.T) {
 }
 
 func TestClientPaysAndRefuses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	c := payingClient(t, h, h.chain)
@@ -342,6 +347,7 @@ func (h *harness) deposit(c *Client, card *Card, lamports uint64) *TopupResponse
 // several polls without skipping the oldest deposits, and new deposits
 // that land meanwhile are credited once the backlog is done.
 func TestPollerWorksOffABacklog(t *testing.T) {
+	t.Parallel()
 	oldPage, oldPages := pollPage, maxPollPages
 	pollPage, maxPollPages = 2, 2 // four signatures per poll
 	t.Cleanup(func() { pollPage, maxPollPages = oldPage, oldPages })
@@ -381,6 +387,7 @@ func TestPollerWorksOffABacklog(t *testing.T) {
 }
 
 func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(pc *PaymentConfig) { pc.Modes = []string{ModeDeposit} })
 	r := h.call(nil, "POST", "/v1/echo", `{}`)
 	if r.status != 402 || r.body["code"] != "payment_required" || r.header.Get(HeaderPaymentNonce) != "" || r.body["accepts"] != nil {
@@ -397,6 +404,7 @@ func TestDepositOnlyAgentOffersNoChallenge(t *testing.T) {
 // trusted caller get one delivery on credit between them; the rest are
 // asked to pre-pay. A call that fails with a 5xx releases its invoice.
 func TestPostpayOneOpenInvoiceUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 
 	h.fail.Store(true)
@@ -436,6 +444,7 @@ func TestPostpayOneOpenInvoiceUnderConcurrency(t *testing.T) {
 // that was never answered (the provider stopped mid-call) is dropped when
 // due, without a report against the caller, who may post-pay again.
 func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
 	inv := invoiceRec{Caller: identity.EncodePublicKey(pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice,
@@ -462,6 +471,7 @@ func TestPostpayUnansweredInvoiceIsDropped(t *testing.T) {
 // invoice's first due time is not dropped as never answered; the invoice
 // it gets is due PostpayDue after the answer, and only then reported.
 func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	answered := h.callOnCredit(trusted, 500*time.Millisecond)
 	h.clock.Advance(2 * time.Hour) // the call runs past its first due time
@@ -493,6 +503,7 @@ func TestPostpayLongCallIsOwedFromItsAnswer(t *testing.T) {
 // default being reported) keeps its invoice, and is not reported before
 // its own due time.
 func TestPostpayCallAnsweredWhileInvoicesAreChecked(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
 	other := identity.GenerateKey().Public().(ed25519.PublicKey)
@@ -526,6 +537,7 @@ func TestPostpayCallAnsweredWhileInvoicesAreChecked(t *testing.T) {
 // read the wallet's history (nothing in it can be credited); deposits made
 // afterwards, also while the agent is down, are credited.
 func TestPollerFirstStartSkipsHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent.Close()
 	h.db = storetest.DB(t) // a first start, on a wallet with a history
@@ -566,6 +578,7 @@ func TestPollerFirstStartSkipsHistory(t *testing.T) {
 // invoice, when the registry cannot take it, is filed at a later invoice
 // check, once.
 func TestPostpaySettlementReportRetried(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	r := h.call(trusted, "POST", "/v1/echo", `{}`)
 	if r.status != 200 {
@@ -604,6 +617,7 @@ func TestPostpaySettlementReportRetried(t *testing.T) {
 // gone meanwhile), the caller gets 503 and owes nothing, rather than an
 // answer nobody would ever bill.
 func TestPostpayAnswerWithheldWhenInvoiceLost(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
 	answered := h.callOnCredit(trusted, 200*time.Millisecond)
@@ -628,6 +642,7 @@ func TestPostpayAnswerWithheldWhenInvoiceLost(t *testing.T) {
 // another) report an overdue invoice once and drop an unanswered one
 // without failing.
 func TestConcurrentInvoiceChecks(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
 	other := identity.GenerateKey().Public().(ed25519.PublicKey)
@@ -661,6 +676,7 @@ func TestConcurrentInvoiceChecks(t *testing.T) {
 // while the poller is still reading a backlog of the wallet's history (the
 // payment may be in it); once it caught up, it is.
 func TestNoDefaultWhileTheWalletIsBehind(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	pub := trusted.Public().(ed25519.PublicKey)
 	inv := invoiceRec{Caller: identity.EncodePublicKey(pub), AgentID: "trusted-1", Skill: "echo", Lamports: testPrice,
@@ -694,6 +710,7 @@ func TestNoDefaultWhileTheWalletIsBehind(t *testing.T) {
 // within its cap, so the agent settles it and serves it on credit again;
 // without a wallet, the answer names the invoice it owes.
 func TestClientPaysItsInvoice(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	ctx := context.Background()
 	c := payingClient(t, h, h.chain)
@@ -720,6 +737,7 @@ func TestClientPaysItsInvoice(t *testing.T) {
 // client paid, the error names the payment, and a retry with it is served
 // without paying again.
 func TestClientKeepsTheProofOfAFailedSkill(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	c := payingClient(t, h, h.chain)
@@ -745,6 +763,7 @@ func TestClientKeepsTheProofOfAFailedSkill(t *testing.T) {
 // /64, so a host cannot escape it by rotating through its block; an IPv4
 // address counts alone.
 func TestAnIPv6HostCountsOnce(t *testing.T) {
+	t.Parallel()
 	// addrKey is httpx.AddrKey, tested there.
 	h := newHarness(t, func(pc *PaymentConfig) { pc.FreeCallsPerDay = 1 })
 	from := func(key ed25519.PrivateKey, ip string, hdr ...string) resp {

@@ -41,8 +41,10 @@ func (h *harness) card(c *Client) *Card {
 // the commitment the card publishes, and without one it keeps re-sending
 // the proof with backoff.
 func TestClientWaitsForAFinalizingProvider(t *testing.T) {
+	t.Parallel()
 	for _, published := range []bool{true, false} {
 		t.Run(map[bool]string{true: "commitment in the card", false: "no commitment in the card"}[published], func(t *testing.T) {
+			t.Parallel() // each waits for finality
 			h := newHarness(t, func(pc *PaymentConfig) { pc.Commitment = CommitmentFinalized })
 			c := payingClient(t, h, h.chain)
 			card, err := c.Card(context.Background(), h.srv.URL)
@@ -90,6 +92,7 @@ func TestClientWaitsForAFinalizingProvider(t *testing.T) {
 // the offer's (a mainnet RPC, a devnet agent) is refused before anything
 // is sent, for a call and for a deposit.
 func TestClientChecksTheRPCNetwork(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	mainnet := soltest.New(t)
 	mainnet.SetGenesis(GenesisMainnet)
@@ -121,6 +124,7 @@ func TestClientChecksTheRPCNetwork(t *testing.T) {
 // lands; once the chain passes its blockhash's last valid height, Pay says
 // so instead of waiting forever.
 func TestPayEndsWhenTheBlockhashExpires(t *testing.T) {
+	t.Parallel()
 	chain := soltest.New(t)
 	w := NewWallet()
 	chain.Fund(w.PublicKey(), solana.LAMPORTS_PER_SOL)
@@ -150,6 +154,7 @@ func TestPayEndsWhenTheBlockhashExpires(t *testing.T) {
 // time, the error names the transaction and nonce, and the same request
 // retried with that proof is served without paying again.
 func TestClientRetriesWithProof(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(pc *PaymentConfig) { pc.RPCTimeout = 300 * time.Millisecond })
 	c := payingClient(t, h, h.chain)
 	c.ProofWait = 300 * time.Millisecond

@@ -71,6 +71,7 @@ func (h *harness) payExact(s exactSpec, body string, v int) resp {
 // token price, on the CAIP-2 network, to the wallet, through the agent's
 // fee payer, with the challenge's nonce as the memo.
 func TestExactChallenge(t *testing.T) {
+	t.Parallel()
 	h := newExactHarness(t)
 	r := h.call(nil, "POST", "/v1/echo", `{"x":1}`)
 	ch, err := ParseChallenge(r.header, []byte(r.raw))
@@ -111,6 +112,7 @@ func TestExactChallenge(t *testing.T) {
 // also after a restart; for another request it is refused, and its nonce
 // pays nothing else. v1's X-PAYMENT pays too.
 func TestExactPayAndReplay(t *testing.T) {
+	t.Parallel()
 	h := newExactHarness(t)
 	s := h.exactSpec(h.challengeV2(`{"x":1}`))
 	r := h.payExact(s, `{"x":1}`, X402Version2)
@@ -170,6 +172,7 @@ func TestExactPayAndReplay(t *testing.T) {
 // 402 with its code and a fresh x402 v2 challenge; the skill does not run
 // and nothing is submitted.
 func TestExactRefusals(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		code string
@@ -228,6 +231,7 @@ func TestExactRefusals(t *testing.T) {
 // land; its claim and its nonce's mark are dropped, so the same payment
 // settles once the cause is gone.
 func TestExactRejectedFreesTheNonce(t *testing.T) {
+	t.Parallel()
 	h := newExactHarness(t)
 	s := h.exactSpec(h.challengeV2(`{}`))
 	h.chain.Fail("sendTransaction", soltest.RPCError)
@@ -245,8 +249,10 @@ func TestExactRejectedFreesTheNonce(t *testing.T) {
 // again looks at it anew: settled once it lands (submitted again, landed
 // once), refused and unclaimed once its blockhash has expired.
 func TestExactPending(t *testing.T) {
+	t.Parallel()
 	short := func(pc *PaymentConfig) { pc.SettleTimeout = 5 * time.Second }
 	t.Run("lands on the retry", func(t *testing.T) {
+		t.Parallel() // each waits SettleTimeout
 		h := newExactHarness(t, short)
 		s := h.exactSpec(h.challengeV2(`{}`))
 		h.chain.DropSends(true)
@@ -264,6 +270,7 @@ func TestExactPending(t *testing.T) {
 		}
 	})
 	t.Run("expires meanwhile", func(t *testing.T) {
+		t.Parallel()
 		h := newExactHarness(t, short)
 		s := h.exactSpec(h.challengeV2(`{}`))
 		h.chain.DropSends(true)
@@ -286,6 +293,7 @@ func TestExactPending(t *testing.T) {
 // TestPaymentHeader: the header a transport sets for a payment payload
 // it carries is the one of its x402 version, and the paywall reads it.
 func TestPaymentHeader(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[int]string{1: HeaderXPayment, 2: HeaderPaymentSignature} {
 		p := testSpec(NewWallet().PublicKey(), NewWallet().PublicKey(), "x4_m", solana.Hash{}).payload(t, v, CAIP2Devnet)
 		raw, _ := base64.StdEncoding.DecodeString(EncodeHeader(p))
@@ -304,6 +312,7 @@ func TestPaymentHeader(t *testing.T) {
 // facilitator; a paid skill has a price on the payment network (a
 // lamports row, token rows, or both) and no free row beside it.
 func TestTokenPricingConfig(t *testing.T) {
+	t.Parallel()
 	mint := NewWallet().Address()
 	for _, c := range []struct {
 		row Price
@@ -360,6 +369,7 @@ func TestTokenPricingConfig(t *testing.T) {
 // is submitted once and runs the skill once; every request gets the one
 // answer.
 func TestExactConcurrentSubmissions(t *testing.T) {
+	t.Parallel()
 	h := newExactHarness(t)
 	s := h.exactSpec(h.challengeV2(`{}`))
 	v := EncodeHeader(s.payload(t, X402Version2, CAIP2Devnet))

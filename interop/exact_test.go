@@ -128,6 +128,7 @@ func testTerms(feePayer, payTo solana.PublicKey) exactTerms {
 // TestDecodeTx reads what solana-go writes, legacy and v0, the same way
 // solana-go reads it back.
 func TestDecodeTx(t *testing.T) {
+	t.Parallel()
 	feePayer, payTo := NewWallet(), NewWallet()
 	for _, legacy := range []bool{false, true} {
 		s := testSpec(feePayer.PublicKey(), payTo.PublicKey(), "x4_memo", solana.Hash{7})
@@ -210,6 +211,7 @@ func FuzzDecodeTx(f *testing.F) {
 // way at a time, it is refused by the rule that guards that way, with
 // its code.
 func TestExactRules(t *testing.T) {
+	t.Parallel()
 	feePayer, payTo, stranger := NewWallet(), NewWallet(), NewWallet()
 	wsol := solana.MustPublicKeyFromBase58(MintWSOL)
 	unknownMint := NewWallet().PublicKey()
@@ -310,6 +312,7 @@ func TestExactRules(t *testing.T) {
 // TestRefusedBy: of a facilitator's refusal, a client sees x402's reason
 // code and nothing else the facilitator said.
 func TestRefusedBy(t *testing.T) {
+	t.Parallel()
 	for reason, want := range map[string]string{
 		"invalid_exact_svm_transaction_simulation_failed": "the x402 facilitator refused the payment: invalid_exact_svm_transaction_simulation_failed",
 		"RPC https://rpc.example/?api-key=secret said no": "the x402 facilitator refused the payment",

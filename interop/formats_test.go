@@ -20,6 +20,7 @@ import (
 const addr = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 
 func TestCoins(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		lamports uint64
 		coins    string
@@ -40,6 +41,7 @@ func TestCoins(t *testing.T) {
 
 // TestParseUnits reads token amounts with their own decimals: USDC's six.
 func TestParseUnits(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]uint64{"0.01": 10_000, "1": 1_000_000, "0.000001": 1, "12.5": 12_500_000} {
 		if got, err := ParseUnits(s, 6); err != nil || got != want {
 			t.Errorf("ParseUnits(%s, 6) = %d, %v", s, got, err)
@@ -53,6 +55,7 @@ func TestParseUnits(t *testing.T) {
 }
 
 func TestPayLink(t *testing.T) {
+	t.Parallel()
 	p := PayLink{Address: addr, Lamports: 5000, Label: "/v1/echo skill", Memo: "x4_a-b_c"}
 	s := p.String()
 	if s != "solana:"+addr+"?amount=0.000005&label=%2Fv1%2Fecho+skill&memo=x4_a-b_c" {
@@ -90,6 +93,7 @@ func FuzzParsePayLink(f *testing.F) {
 }
 
 func TestParseChallengeShapes(t *testing.T) {
+	t.Parallel()
 	exp := time.Unix(1_900_000_000, 0).UTC()
 	h := http.Header{}
 	emitted := BuildChallenge(h, Offer{Network: NetworkDevnet, PayTo: addr, Lamports: 7, Nonce: "n1", Resource: "/v1/s", ExpiresAt: exp}, "payment_required", "pay")
@@ -149,6 +153,7 @@ func FuzzParseChallenge(f *testing.F) {
 }
 
 func TestPricesWireForms(t *testing.T) {
+	t.Parallel()
 	var one, many Prices
 	if err := json.Unmarshal([]byte(`{"unit":"request","amount":5,"currency":"lamports","network":"chain"}`), &one); err != nil || len(one) != 1 {
 		t.Fatalf("object: %v %v", one, err)
@@ -171,6 +176,7 @@ func TestPricesWireForms(t *testing.T) {
 }
 
 func TestCardOfFreeAndPaidAgents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.call(nil, "GET", "/.well-known/agent.json", "")
 	if r.status != 200 {
@@ -193,6 +199,7 @@ func TestCardOfFreeAndPaidAgents(t *testing.T) {
 }
 
 func TestAgentConfigRefuses(t *testing.T) {
+	t.Parallel()
 	ok := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
 	// paying is an agent whose payment configuration edit changed.
 	paying := func(edit func(*PaymentConfig)) AgentConfig {
@@ -250,6 +257,7 @@ func TestWalletNeverShown(t *testing.T) {
 
 // TestBadInput: every endpoint answers bad input with 4xx {detail, code}.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	k := identity.GenerateKey()
 	for _, c := range []struct {

@@ -27,6 +27,10 @@ import (
 	"github.com/agentmesh/mesh/store"
 )
 
+// TestMain runs up to 8 tests at once: they mostly wait (on payment
+// timeouts and loopback: 1.4 s of CPU in 12 s, one at a time).
+func TestMain(m *testing.M) { testkit.MainWaiting(m, 8) }
+
 const testPrice = 5000
 
 var loopback = httpx.Proxies{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}

@@ -54,6 +54,7 @@ func (h *harness) checkInvoices() {
 // credit again), while an invoice unpaid and not yet reported is never
 // removed, also across a restart.
 func TestInvoiceRetention(t *testing.T) {
+	t.Parallel()
 	h, trusted := newManualPostpayHarness(t)
 	ctx := context.Background()
 	other := identity.GenerateKey()
@@ -137,6 +138,7 @@ func (h *harness) put(kv map[string]string) {
 // queue and are logged, while the rest of the queue is swept and the poll
 // loop goes on to the invoice check, which reports an overdue invoice.
 func TestASweepFailureIsNotFatal(t *testing.T) {
+	t.Parallel()
 	h, trusted := newPostpayHarness(t)
 	caller := identity.GenerateKey()
 	apiKey := h.topup(caller, NewWallet()).body["api_key"].(string)
@@ -180,6 +182,7 @@ func TestASweepFailureIsNotFatal(t *testing.T) {
 // (left by another version) is dropped, and holds up neither the invoice
 // check nor the sweep; an invoice no longer in the index is not retired.
 func TestRecordsMissingUnderTheirIndex(t *testing.T) {
+	t.Parallel()
 	h, trusted := newManualPostpayHarness(t)
 	owed := h.onCredit(trusted)
 	h.put(map[string]string{
@@ -214,6 +217,7 @@ func TestRecordsMissingUnderTheirIndex(t *testing.T) {
 // invoice is retired like a reported one; one refused for now (429, 5xx)
 // is filed again at a later check.
 func TestARefusedReportIsFinal(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		status int
 		final  bool

@@ -22,6 +22,7 @@ import (
 // URL, nor its address, nor the API key in it; the cause is logged with
 // the key redacted.
 func TestNoRPCCauseInAnswers(t *testing.T) {
+	t.Parallel()
 	const key, password = "k3y-0f-the-operator", "pr0xy-passw0rd"
 	for _, c := range []struct {
 		name  string

@@ -74,6 +74,7 @@ func startReady(t testing.TB, cmd *exec.Cmd, n int) []string {
 // transfer-plus-memo transaction, the provider verifies it through RPC,
 // and the deposit poller credits the top-up.
 func TestLiteSVMPayAndDeposit(t *testing.T) {
+	t.Parallel()
 	url, genesis := startLiteSVM(t)
 	ctx := context.Background()
 	h := newHarnessOn(t, url, genesis)

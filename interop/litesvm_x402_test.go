@@ -204,6 +204,7 @@ func (s *svmTokens) latestBlockhash() solana.Hash {
 // again when the network refuses a payment; once the account exists a
 // payment lands.
 func TestLiteSVMMissingTokenAccount(t *testing.T) {
+	t.Parallel()
 	url, genesis := startLiteSVM(t)
 	tokens := newSVMTokens(t, url)
 	h, pc := litesvmHarness(t, url, genesis)
@@ -242,6 +243,7 @@ func TestLiteSVMMissingTokenAccount(t *testing.T) {
 // payment whose blockhash expired, or whose payer lacks the tokens, is
 // refused before anything moves.
 func TestLiteSVMExactPay(t *testing.T) {
+	t.Parallel()
 	e := startExactOnLiteSVM(t, false)
 	pay := func(mint string, amount uint64, decimals uint8, body string) resp {
 		pr := e.challengeV2(body)
@@ -326,6 +328,7 @@ func x402Fetch(t testing.TB, url, rpcURL string, payer *Wallet, asset, body stri
 // x402's /supported, /verify and /settle) co-sign and submit, and the
 // facilitator's key pays the fee.
 func TestX402FetchPays(t *testing.T) {
+	t.Parallel()
 	npmPackage(t, x402JSDir, "@x402/fetch")
 	for _, facilitator := range []bool{false, true} {
 		e := startExactOnLiteSVM(t, facilitator)
@@ -430,6 +433,7 @@ func BenchmarkLiteSVM402ToAnswer(b *testing.B) {
 // the skill not run. The payer's and the wallet's USDC and the fee
 // payer's SOL move exactly two payments.
 func TestA2AJSClientPaysWithX402(t *testing.T) {
+	t.Parallel()
 	e := startExactOnLiteSVM(t, false)
 	npmPackage(t, x402JSDir, "@a2a-js/sdk")
 	before := e.balances(MintUSDCDevnet, e.feePayer.PublicKey())

@@ -35,6 +35,7 @@ func newTokensOnlyHarness(t *testing.T) (*harness, ed25519.PrivateKey) {
 // carries the USDC row, and x402 v2 pays it. What pays in lamports (the
 // seed's proof, a prepaid balance, post-pay) pays nothing of it.
 func TestTokensOnlySkill(t *testing.T) {
+	t.Parallel()
 	h, trusted := newTokensOnlyHarness(t)
 	if p := h.agent.Card().Skills[0].Pricing; len(p) != 1 || p[0].Currency != CurrencyUSDC || p[0].Asset != MintUSDCDevnet {
 		t.Fatalf("card pricing %+v", p)
@@ -94,6 +95,7 @@ func TestTokensOnlySkill(t *testing.T) {
 // also after the skill gains a lamports row (a restart with new pricing,
 // the nonce still in its grace period).
 func TestTokensOnlyNonceTakesNoSeedProof(t *testing.T) {
+	t.Parallel()
 	h, _ := newTokensOnlyHarness(t)
 	nonce := h.challengeV2(`{"x":1}`).Accepts[0].Extra.Memo
 	h.agent.Close()
@@ -114,6 +116,7 @@ func TestTokensOnlyNonceTakesNoSeedProof(t *testing.T) {
 // a skill priced only in tokens it pays nothing and says why, naming the
 // token prices and the clients that pay them, over HTTP and over A2A.
 func TestClientTokensOnly(t *testing.T) {
+	t.Parallel()
 	h, _ := newTokensOnlyHarness(t)
 	wallet := NewWallet()
 	h.chain.Fund(wallet.PublicKey(), solana.LAMPORTS_PER_SOL)

@@ -52,6 +52,7 @@ func wantRefused(t *testing.T, what string, r resp, code, retry string) {
 // top-ups. A place held by an address is freed when its account is funded
 // (or expires), not by time passing.
 func TestTopupBounds(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		caller int           // which caller key tops up
 		from   string        // its client address ("": the test's own)
@@ -143,6 +144,7 @@ func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second))
 // was read late; each frees its place among the accounts awaiting a
 // deposit, and that count survives a restart.
 func TestUnfundedAccountsExpire(t *testing.T) {
+	t.Parallel()
 	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }
 	h := newManualHarness(t, cfg)
 	ctx := context.Background()
@@ -215,6 +217,7 @@ func TestUnfundedAccountsExpire(t *testing.T) {
 // like a new one, a funded one stays; an invoice still owed is reported
 // when overdue and a settled one is retired.
 func TestOlderStoreIsIndexed(t *testing.T) {
+	t.Parallel()
 	h := newManualHarness(t)
 	h.agent.Close()
 	h.db = storetest.DB(t)
@@ -284,6 +287,7 @@ func TestOlderStoreIsIndexed(t *testing.T) {
 // its creation, but at least an hour after the upgrade: a flood of old
 // top-ups is gone soon, and an account made just before keeps its time.
 func TestOlderAccountsKeepTheirAge(t *testing.T) {
+	t.Parallel()
 	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2 }
 	h := newManualHarness(t, cfg)
 	h.agent.Close()
@@ -335,6 +339,7 @@ func TestOlderAccountsKeepTheirAge(t *testing.T) {
 // deposit are rewritten from the accounts at each start, so a count that
 // drifted does not refuse top-ups for good.
 func TestCountsAreRecountedAtStart(t *testing.T) {
+	t.Parallel()
 	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 2; pc.MaxUnfundedPerIP = 1 }
 	h := newManualHarness(t, cfg)
 	if r := h.topupFrom(identity.GenerateKey(), NewWallet(), "198.51.100.9"); r.status != 201 {
@@ -368,6 +373,7 @@ func TestCountsAreRecountedAtStart(t *testing.T) {
 // the expiry queue (as another version could leave it) is kept by the
 // sweep and counted out then, and not a second time by its next deposit.
 func TestAFundedAccountLeavesTheCountOnce(t *testing.T) {
+	t.Parallel()
 	cfg := func(pc *PaymentConfig) { pc.MaxUnfundedAccounts = 1 }
 	h := newManualHarness(t, cfg)
 	h.agent.Close()
@@ -412,6 +418,7 @@ func TestAFundedAccountLeavesTheCountOnce(t *testing.T) {
 // sweepGrace) is credited: the sweep leaves an account sweepGrace past its
 // expiry in the wallet's time read.
 func TestATransferListedLateIsCredited(t *testing.T) {
+	t.Parallel()
 	h := newManualHarness(t)
 	owner, payer := identity.GenerateKey(), NewWallet()
 	r := h.topup(owner, payer)

@@ -20,6 +20,7 @@ func sysData(tag uint32, lamports uint64) []byte {
 }
 
 func TestTxOf(t *testing.T) {
+	t.Parallel()
 	payer := NewWallet()
 	signed := buildTx(t, payer, NewWallet().PublicKey(), 1, nil)
 	raw := func(b []byte) *rpc.TransactionResultEnvelope {
@@ -58,6 +59,7 @@ func TestTxOf(t *testing.T) {
 }
 
 func TestAccountKeys(t *testing.T) {
+	t.Parallel()
 	payer, table := NewWallet(), NewWallet().PublicKey()
 	to, ro := NewWallet().PublicKey(), NewWallet().PublicKey()
 	v0 := buildTx(t, payer, to, 1, map[solana.PublicKey]solana.PublicKeySlice{table: {to}})
@@ -94,6 +96,7 @@ func TestAccountKeys(t *testing.T) {
 }
 
 func TestMemoOf(t *testing.T) {
+	t.Parallel()
 	keys := solana.PublicKeySlice{solana.SystemProgramID, memoPrograms[0], memoPrograms[1]}
 	for _, c := range []struct {
 		name string
@@ -117,6 +120,7 @@ func TestMemoOf(t *testing.T) {
 }
 
 func TestTransferTo(t *testing.T) {
+	t.Parallel()
 	payer, wallet, other := NewWallet().PublicKey(), NewWallet().PublicKey(), NewWallet().PublicKey()
 	// 0 system, 1 payer, 2 wallet, 3 other, 4 memo
 	keys := solana.PublicKeySlice{solana.SystemProgramID, payer, wallet, other, memoPrograms[0]}
@@ -147,6 +151,7 @@ func TestTransferTo(t *testing.T) {
 }
 
 func TestCreditAndBalanceGain(t *testing.T) {
+	t.Parallel()
 	a, b, wallet := NewWallet().PublicKey(), NewWallet().PublicKey(), NewWallet().PublicKey()
 	var p Paid
 	p.credit(a, 10)

@@ -18,6 +18,7 @@ import (
 // transfers finds the price paid.
 
 func TestX402CountsTransfersNotOnlyTheBalance(t *testing.T) {
+	t.Parallel()
 	other := NewWallet().PublicKey()
 	cases := []struct {
 		name  string
@@ -65,6 +66,7 @@ func TestX402CountsTransfersNotOnlyTheBalance(t *testing.T) {
 // payer transferred, also through an inner instruction (a program's CPI)
 // or a TransferWithSeed from a derived account.
 func TestDepositCountsTransfers(t *testing.T) {
+	t.Parallel()
 	seeded := func(payer *Wallet) solana.PublicKey {
 		derived, err := solana.CreateWithSeed(payer.PublicKey(), "mesh", solana.SystemProgramID)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestX402PayAndReplay(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.call(nil, "POST", "/v1/echo", `{"x":1}`)
 	if r.status != 402 || r.body["code"] != "payment_required" || r.body["detail"] == "" {
@@ -70,6 +71,7 @@ func TestX402PayAndReplay(t *testing.T) {
 // TestX402Refusals: every check of spec 3.3 that fails answers 402 with
 // its own code and a fresh challenge, and never runs the skill.
 func TestX402Refusals(t *testing.T) {
+	t.Parallel()
 	type setup func(h *harness) (sig string, nonce string)
 	payer := NewWallet()
 	// rpcFault pays properly, then breaks getTransaction.
@@ -198,6 +200,7 @@ func TestX402Refusals(t *testing.T) {
 // TestX402RetryableThenServed: a proof refused because the chain could not
 // tell yet is served once the chain can, with no second payment.
 func TestX402RetryableThenServed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	payer := NewWallet()
 	h.chain.Fund(payer.PublicKey(), solana.LAMPORTS_PER_SOL)
@@ -215,6 +218,7 @@ func TestX402RetryableThenServed(t *testing.T) {
 // TestX402FailedSkillIsNotCharged: a 5xx from the skill keeps the
 // entitlement open; the retry with the same proof runs the skill.
 func TestX402FailedSkillIsNotCharged(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	n := h.challenge()
 	sig := h.pay(NewWallet(), testPrice, n)
@@ -233,6 +237,7 @@ func TestX402FailedSkillIsNotCharged(t *testing.T) {
 // skill again for the same request, but one payment buys no more than
 // maxUncachedRuns runs.
 func TestX402LargeAnswerReplays(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		pad  int64
 		runs int64
@@ -273,6 +278,7 @@ func TestX402LargeAnswerReplays(t *testing.T) {
 // TestX402ConcurrentProofs: the same proof sent many times at once is
 // served by the skill once.
 func TestX402ConcurrentProofs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	n := h.challenge()
 	sig := h.pay(NewWallet(), testPrice, n)
@@ -296,6 +302,7 @@ func TestX402ConcurrentProofs(t *testing.T) {
 // address lookup table, transfers in inner instructions, and RPC answers
 // in json encoding are all read.
 func TestX402TransactionShapes(t *testing.T) {
+	t.Parallel()
 	t.Run("v0 with lookup table", func(t *testing.T) {
 		h := newHarness(t)
 		payer := NewWallet()
@@ -353,6 +360,7 @@ func resign(t *testing.T, tx *solana.Transaction, w *Wallet) {
 }
 
 func TestGenesisCheck(t *testing.T) {
+	t.Parallel()
 	chain := soltest.New(t)
 	chain.SetGenesis(GenesisMainnet)
 	pc := testPayment(chain, NewWallet().Address())
@@ -386,6 +394,7 @@ func TestGenesisCheck(t *testing.T) {
 // cannot read the cached answer; and the payer's own replay with another
 // body is refused rather than answered with the old result.
 func TestX402PaymentIsBoundToTheRequest(t *testing.T) {
+	t.Parallel()
 	for _, signed := range []bool{true, false} {
 		t.Run(map[bool]string{true: "signed payer", false: "unsigned payer"}[signed], func(t *testing.T) {
 			h := newHarness(t)
@@ -469,6 +478,7 @@ func countKeys(t *testing.T, db *store.DB, prefix string) int {
 // refused proofs writes nothing to the store, and made-up proofs reach the
 // chain at most a burst's worth of times per address per minute.
 func TestUnpaidCallsCostTheProviderNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	n := h.challenge() // creates the nonce key, once
 	before := countKeys(t, h.db, "x/")

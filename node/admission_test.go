@@ -38,6 +38,7 @@ func healthAdmission(t *testing.T, n *Node) map[string]any {
 // node; another address behind the same proxy still gets in; the node
 // shows it sheds load.
 func TestAnAddressOverItsBudgetWritesNothing(t *testing.T) {
+	t.Parallel()
 	tight := func(c *Config) {
 		c.Budgets.Client = admission.Budget{Rate: 0.001, Burst: 3} // no refill during the test
 		c.TrustedProxies = []string{"127.0.0.1"}                   // the test names its clients
@@ -106,6 +107,7 @@ func TestAnAddressOverItsBudgetWritesNothing(t *testing.T) {
 // behind an address others used up; a key bound to nothing costs nothing
 // to make and counts at its address.
 func TestASignedClientKeepsItsBudget(t *testing.T) {
+	t.Parallel()
 	tight := func(c *Config) {
 		c.Budgets.Client = admission.Budget{Rate: 0.001, Burst: 2}
 		c.Budgets.Credential = admission.Budget{Rate: 0.001, Burst: 3}
@@ -145,6 +147,7 @@ func TestASignedClientKeepsItsBudget(t *testing.T) {
 // from the directory (the rest: 503 directory_busy with Retry-After),
 // while another node's client registers within 2 s.
 func TestARogueNodeIsCapped(t *testing.T) {
+	t.Parallel()
 	const rate, burst = 1, 40 // a slow refill: the checks after the flood find the budget spent
 	m := newMeshWith(t, func(c *Config) { c.Budgets.Node = admission.Budget{Rate: rate, Burst: burst} })
 	rogue := m.join()
@@ -238,6 +241,7 @@ func forwardFrom(t *testing.T, n *Node, method, path, body string, hdr ...string
 // answers anything else with JSON 404 or 405, never a 500 and never an
 // upgrade; it checks the origin URL and client address the peer names.
 func TestForwardStreamServesOnlyForwardedRoutes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	peer := m.join() // any identity on the mesh: the forward stream takes every peer
 
@@ -311,6 +315,7 @@ func TestForwardStreamServesOnlyForwardedRoutes(t *testing.T) {
 // the routes the forward stream serves, so that a route added to the
 // registry's write table is not forwarded undocumented.
 func TestForwardedRoutesAreDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func echoAgent(id string, chain *soltest.Chain, wallet string) *AgentConfig {
 // that knows only the bootstrap resolves it, reads its card, pays on 402
 // and gets the answer.
 func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	chain := soltest.New(t)
 	provider := interop.NewWallet()
@@ -135,6 +136,7 @@ func TestEmbeddedAgentPaidThroughMesh(t *testing.T) {
 }
 
 func TestAgentConfigRefusedByNode(t *testing.T) {
+	t.Parallel()
 	chain := soltest.New(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.Agent = echoAgent("echo-1", chain, interop.NewWallet().Address())
@@ -161,7 +163,7 @@ func TestAgentConfigRefusedByNode(t *testing.T) {
 
 // TestAgentCloseLeavesNoGoroutines: the agent's registration loop, poller
 // and RPC connections all end with Close.
-func TestAgentCloseLeavesNoGoroutines(t *testing.T) {
+func TestAgentCloseLeavesNoGoroutines(t *testing.T) { // not parallel: it counts the process's goroutines
 	chain := soltest.New(t)
 	provider := interop.NewWallet().Address()
 	before := runtime.NumGoroutine()
@@ -188,6 +190,7 @@ func TestAgentCloseLeavesNoGoroutines(t *testing.T) {
 // post-pay caller carry no latency_ms; the registry takes them, they give
 // no speed signal, and a default counts as a failure and as unsettled.
 func TestAgentSettlementReports(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
@@ -219,6 +222,7 @@ func TestAgentSettlementReports(t *testing.T) {
 // counted at the one the proxy saw. A node that trusts no proxy ignores
 // the header: every caller on 127.0.0.1 shares one budget.
 func TestTrustedProxyNamesTheClient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		proxies []string
@@ -286,6 +290,7 @@ func TestTrustedProxyNamesTheClient(t *testing.T) {
 // context and never returns holds up the node's Close for the shutdown
 // graces only (the HTTP server's, then the other requests'), not for ever.
 func TestCloseDoesNotWaitForeverOnAHungSkill(t *testing.T) {
+	t.Parallel()
 	chain := soltest.New(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)

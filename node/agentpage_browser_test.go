@@ -74,6 +74,7 @@ func newAgentBrowserFixture(t *testing.T) *agentBrowserFixture {
 // as text and run nowhere; its endpoint dying while it heartbeats; its
 // heartbeats stopping; its deregistration.
 func TestAgentPagesInBrowser(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newAgentBrowserFixture(t)
 	tab := browsertest.Tab(t, 90*time.Second)
 	problems := browsertest.Problems(tab)

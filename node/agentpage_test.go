@@ -98,6 +98,7 @@ func mirroredCard(t *testing.T, n *Node, schema *jsonschema.Schema, id string) m
 // (which knows a SOL/USD rate) and on its own node (which knows none)
 // shows it, with pricing in SOL and, where a rate is known, USD.
 func TestAgentPageOfEmbeddedAgent(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
@@ -250,6 +251,7 @@ func probing(c *Config) {
 // card takes no log entry. When the endpoint dies while the agent still
 // heartbeats, every node's page says so.
 func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, probing)
 	b := m.join()
 	agent := newCardServer(t, `{"name":"Sum <script>alert(1)</script>","description":"<img src=x onerror=alert(2)>",
@@ -352,6 +354,7 @@ func TestAgentPageFetchedCardAndLiveness(t *testing.T) {
 // browsers and as JSON to JSON clients; a deregistered agent vanishes from
 // every node (or falls back to its listing). A bad full_card is refused.
 func TestAgentPageListingsAndVanishing(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	listing := `{"listings":[{"agent_id":"listed-only","name":"Old Listing","description":"scraped <b>once</b>","url":"https://old.example","capabilities":["ocr"]},
@@ -418,6 +421,7 @@ func TestAgentPageListingsAndVanishing(t *testing.T) {
 // the probes' liveness (flushed with the heartbeats) outlive a restart of
 // the directory, and the per-agent refresh with them: no probe is due.
 func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
+	t.Parallel()
 	m := &mesh{t: t, clock: newTestClock()}
 	cfg := m.config(t.TempDir(), RoleBootstrap)
 	probing(&cfg)
@@ -453,6 +457,7 @@ func TestAgentPageSurvivesDirectoryRestart(t *testing.T) {
 // fragment does not aim the directory's fetch at another URL of its host:
 // the fetches go to the well-known paths under the endpoint's path.
 func TestCardFetchStaysOnTheWellKnownPath(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, probing)
 	var mu sync.Mutex
 	var asked []string
@@ -482,6 +487,7 @@ func TestCardFetchStaysOnTheWellKnownPath(t *testing.T) {
 // the class of address it led to, not the address the directory resolved
 // (its resolver may answer for internal names).
 func TestProbeReasonHidesResolvedAddress(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) {
 		probing(c)
 		c.Cards.Allow = nil

@@ -18,6 +18,7 @@ func aliasOf(key ed25519.PrivateKey) string {
 // the mesh (the bootstrap and two others), in every read by id and in
 // feedback, and its deregistration makes the alias 404 everywhere.
 func TestMeshAlias(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	key := identity.GenerateKey()

@@ -34,6 +34,7 @@ func boardKeys(t *testing.T, n *Node, p, sub string) int {
 // its rows everywhere; a deleted post's tombstone goes too, and so do a
 // deleted board's posts.
 func TestBoardsTTLExpiry(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
@@ -80,6 +81,7 @@ func TestBoardsTTLExpiry(t *testing.T) {
 // board and per cluster (429), bytes (413); an expired or deleted post
 // frees its place.
 func TestBoardsQuotas(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) {
 		c.BoardQuota = wall.Quota{Boards: 2, BoardPosts: 2, ClusterPosts: 3, BoardBytes: 4000}
 	})
@@ -111,6 +113,7 @@ func TestBoardsQuotas(t *testing.T) {
 // disk, so that deleting a full board and filling another never holds
 // more than the quotas; once purged, their places are free.
 func TestBoardsQuotaHoldsDeletedBoardsUntilPurged(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) { c.BoardQuota = wall.Quota{ClusterPosts: 2} })
 	b := m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)

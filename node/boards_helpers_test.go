@@ -68,12 +68,13 @@ func postIDs(v map[string]any) []string {
 func waitStatus(t *testing.T, n *Node, want int, path string, hdr ...string) map[string]any {
 	t.Helper()
 	var v map[string]any
-	testkit.Eventually(t, 10*time.Second, func() bool {
+	if !testkit.Until(10*time.Second, func() bool {
 		var st int
 		st, v = call(t, n, "GET", path, "", hdr...)
 		return st == want
-	}, "GET %s on %s never answered %d (last %v)", path, n.URL(), want, v)
-
+	}) {
+		t.Fatalf("GET %s on %s never answered %d (last %v)", path, n.URL(), want, v)
+	}
 	return v
 }
 

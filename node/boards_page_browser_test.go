@@ -46,6 +46,7 @@ func marker(id string) string { return fmt.Sprintf(`#board-map a.marker[data-pos
 // API), markers with them; the map the script draws is the one the node
 // draws; nothing the page does is refused or fails.
 func TestClusterBoardsInBrowser(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newBoardPageFixture(t)
 	tab := browsertest.Tab(t, 90*time.Second)
 	problems := browsertest.Problems(tab)

@@ -141,6 +141,7 @@ func visibleText(body string) string {
 // post without one; no coordinate in what a person reads; no section
 // once boards are off.
 func TestClusterBoardsPageHTTP(t *testing.T) {
+	t.Parallel()
 	f := newBoardPageFixture(t)
 	p := getPage(t, f.c, "/clusters/"+f.slug)
 	checkHTML(t, f.c, p, 200, site.ScriptCSP)

@@ -13,6 +13,7 @@ import (
 // delivers; unmatched ones stay text, and nothing is resolved on a
 // cluster without boards.
 func TestBoardsHashtags(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
@@ -58,6 +59,7 @@ func TestBoardsHashtags(t *testing.T) {
 // directory, which never saw a token, holds no plaintext of them in its
 // store, while members on other nodes read them and get their frames.
 func TestBoardsPrivateCluster(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"name":"Secret society"}`)

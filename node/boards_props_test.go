@@ -33,6 +33,7 @@ func canon(s string) string {
 // null clears a key (or all) so that the level inherits again. Written
 // on one node, read on another.
 func TestBoardsPropsInheritance(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
@@ -108,6 +109,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // great circle is 11.12 km), across the antimeridian and near a pole;
 // lang; the age gate and post_max_chars.
 func TestBoardsNearLangAdult(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
@@ -183,6 +185,7 @@ func TestBoardsNearLangAdult(t *testing.T) {
 // or more (its own, or inherited from the cluster) carries no title, on
 // any node; other boards' frames carry theirs.
 func TestBoardsAgeGatedFramesHideTitles(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)
@@ -214,6 +217,7 @@ func TestBoardsAgeGatedFramesHideTitles(t *testing.T) {
 // 7); past the 10,000 any post may have it is 413 post_too_long, as past
 // 4,000 on a board without a limit.
 func TestBoardsPostMaxCharsAboveDefault(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	for _, body := range []string{`{"visibility":"public"}`, `{}`} {

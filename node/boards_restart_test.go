@@ -11,6 +11,7 @@ import (
 // was compacted (it installs a snapshot) serves every live post, public
 // and private, and none that expired.
 func TestBoardsRestartAndLateJoiner(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	pub := newBoardCluster(t, b, `{"visibility":"public"}`)
@@ -61,7 +62,7 @@ func TestBoardsRestartAndLateJoiner(t *testing.T) {
 
 // TestBoardsOnAQuorum: on a directory run by a quorum, board writes made
 // through a follower and an ordinary node land on every member alike.
-func TestBoardsOnAQuorum(t *testing.T) {
+func TestBoardsOnAQuorum(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
 	q := newQuorumMesh(t, 3, nil)
 	follower := q.follower()
 	ord := q.join(slices.Index(q.members, follower))

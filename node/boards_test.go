@@ -11,6 +11,7 @@ import (
 // sockets of the cluster on every node as a board frame, and bad input is
 // refused with a code.
 func TestBoardsLifecycleAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	v := createCluster(t, b, `{"visibility":"public","name":"Market town"}`)
@@ -82,6 +83,7 @@ func TestBoardsLifecycleAcrossNodes(t *testing.T) {
 // TestBoardsBadInput: every bad board or post request is a 4xx with a
 // code, on whichever node.
 func TestBoardsBadInput(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	cl := newBoardCluster(t, b, `{"visibility":"public"}`)

@@ -156,6 +156,7 @@ func nextMessage(c *wsClient) map[string]any {
 // count the pages' deliveries and theirs count the others', and a closed
 // tab goes offline on every node.
 func TestBrowserPeersChat(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	for _, transport := range []string{"webtransport", "webrtc-direct"} {
 		t.Run(transport, func(t *testing.T) { testBrowserPeersChat(t, transport) })
 	}
@@ -241,6 +242,7 @@ func testBrowserPeersChat(t *testing.T, transport string) {
 // reconnects, and the node serves the cluster for it again: a member who
 // connects there sees the page online, and they chat.
 func TestBrowserPeerRejoinsAfterRestart(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice"))
 	carol := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)
@@ -287,6 +289,7 @@ func waitFree(t *testing.T, cfg Config) Config {
 // node, the page sealing and opening everything itself; one with another
 // cluster's token joins nothing and reads nothing.
 func TestBrowserPeerPrivateCluster(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	priv := createCluster(t, pm.m.boot, `{"name":"secret"}`)
 	id, token := priv["cluster_id"].(string), priv["token"].(string)
@@ -328,6 +331,7 @@ func TestBrowserPeerPrivateCluster(t *testing.T) {
 // every text legible (phoneCheck), and the send box and the leave button
 // on the screen.
 func TestBrowserPeerOnPhone(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
 	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice-from-a-terminal"))
 	carol := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)

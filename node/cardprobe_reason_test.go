@@ -17,6 +17,7 @@ import (
 // visitors names no address the directory's resolver found, nor the
 // resolver itself.
 func TestPublicReasonHidesAddresses(t *testing.T) {
+	t.Parallel()
 	dns := &net.DNSError{Err: "no such host", Name: "agent.invalid", Server: "10.255.255.53:53", IsNotFound: true}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8443},
 		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}

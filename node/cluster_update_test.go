@@ -53,6 +53,7 @@ func closedBy(t *testing.T, c *wsClient, vis string) time.Time {
 // every node, token-less sockets join, and the token stays the owner's; a
 // replayed patch is refused.
 func TestClusterUpdateAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	nodes := []*Node{m.boot, b, c}

@@ -29,10 +29,10 @@ type jsPeer struct {
 }
 
 // startJSPeer runs the reference peer connected to nodes, on cluster id's
-// topic (with the token, if any; private says which topic without it).
+// topic (with the token, if any; private says which topic without it);
+// the test has called npmtest.Require.
 func startJSPeer(t *testing.T, id, token string, private bool, nodes ...*Node) *jsPeer {
 	t.Helper()
-	npmtest.Require(t, jsPeerDir, "libp2p")
 	args := []string{"peer.mjs", "--cluster", id}
 	for _, n := range nodes {
 		for _, a := range n.host.Addrs() {
@@ -179,6 +179,8 @@ func (p *jsPeer) gossiped() {
 // their echoes as invalid and graylisted it, and the peer heard nothing
 // from that node's sockets for minutes).
 func TestJSPeerPublicCluster(t *testing.T) {
+	t.Parallel()
+	npmtest.Require(t, jsPeerDir, "libp2p")
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -239,6 +241,8 @@ func TestJSPeerPublicCluster(t *testing.T) {
 // speaks through the seal; without it, it reads nothing, and the messages
 // it re-publishes reach no socket.
 func TestJSPeerPrivateCluster(t *testing.T) {
+	t.Parallel()
+	npmtest.Require(t, jsPeerDir, "libp2p")
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{"name":"js vault"}`)

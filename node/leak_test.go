@@ -44,6 +44,7 @@ func assertNoCause(t *testing.T, what string, st int, raw []byte, detail string,
 // fails, the client gets the fixed detail of directory_unavailable; the
 // peer, its addresses, the protocol and the dial error go to the log only.
 func TestNoUpstreamCauseInAnswers(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	var log testkit.Buffer
 	b := m.joinWith(func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })

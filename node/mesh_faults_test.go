@@ -33,6 +33,7 @@ func (m *mesh) restart(n *Node) *Node {
 }
 
 func TestMeshNodeRestartCatchesUp(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	m.register(b, "before", identity.GenerateKey())
@@ -51,6 +52,7 @@ func TestMeshNodeRestartCatchesUp(t *testing.T) {
 }
 
 func TestMeshWithoutDirectory(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	key := identity.GenerateKey()
@@ -107,6 +109,7 @@ func TestMeshWithoutDirectory(t *testing.T) {
 // with their records, deleted agents not at all, and an id registered
 // again by another key with the new key, whatever the old key's clock said.
 func TestMeshDHTFallback(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	// A DHT server node besides the bootstrap keeps records when it is gone.
 	cfg := m.config(t.TempDir(), RoleNode)
@@ -128,7 +131,9 @@ func TestMeshDHTFallback(t *testing.T) {
 		gone, err2 := localRecord(server, "deleted")
 		reused, err3 := localRecord(server, "reused")
 		byDID, err4 := localRecordAt(server, registryapi.DIDRecordKey(did))
-		return errors.Join(err1, err2, err3, err4) == nil && live.DID == did && gone.Deleted && reused.DID == secondDID && byDID.AgentID == "in-dht"
+		bySecond, err5 := localRecordAt(server, registryapi.DIDRecordKey(secondDID)) // the alias below reads it
+		return errors.Join(err1, err2, err3, err4, err5) == nil && live.DID == did && gone.Deleted && reused.DID == secondDID &&
+			byDID.AgentID == "in-dht" && bySecond.AgentID == "reused"
 	}, "the DHT server never got the directory's records")
 
 	bootAddrs := m.boot.P2PAddrs()
@@ -176,6 +181,7 @@ func TestMeshDHTFallback(t *testing.T) {
 // memory, and in the default mesh the bootstrap is its only server; the
 // directory publishes them again when it starts.
 func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	m.register(b, "durable", identity.GenerateKey())
@@ -193,6 +199,7 @@ func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
 // TestMeshNewDHTServerGetsRecords: a DHT server that joins a small DHT
 // is handed the records published before it came.
 func TestMeshNewDHTServerGetsRecords(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	m.register(m.boot, "early", identity.GenerateKey())
 	waitPuts(t, m.boot, 2) // stored by the bootstrap alone
@@ -207,6 +214,7 @@ func TestMeshNewDHTServerGetsRecords(t *testing.T) {
 // TestMeshRejectsForgedGossip: a peer that is not the directory publishes
 // on the directory topic; its messages are dropped and counted.
 func TestMeshRejectsForgedGossip(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	m.register(b, "applied", identity.GenerateKey())
@@ -258,6 +266,7 @@ func (permissive) Select(string, [][]byte) (int, error) { return 0, nil }
 // nothing puts forged and mutated records straight to a mesh DHT server;
 // the server refuses each one, counts it, and keeps the genuine record.
 func TestMeshRefusesForgedDHTRecords(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	key := identity.GenerateKey()
 	m.register(m.boot, "victim", key)

@@ -14,6 +14,7 @@ import (
 // TestMeshRegistrySurface drives the registry through different nodes of
 // one mesh: whatever node a client talks to, it sees the same directory.
 func TestMeshRegistrySurface(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c, d := m.join(), m.join(), m.join()
 

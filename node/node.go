@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/clock"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/gate"
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -235,7 +236,6 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
-	n.catalog.SetClock(n.cfg.Now)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
 	return nil
@@ -253,7 +253,7 @@ func (n *Node) newWall() (err error) {
 		KeepsHistory: n.role == RoleBootstrap, HistoryKeepers: n.view.keepers,
 		SocketRate: n.cfg.WallSocketRate, RoomRate: n.cfg.WallRoomRate, JoinWindow: n.cfg.ClusterJoinWindow,
 		Quota: n.cfg.BoardQuota, SlugRedirect: n.cfg.ClusterSlugRedirect,
-		Tuning: n.cfg.Wall, Now: n.cfg.Now, Logger: n.log.With("component", "wall"), Registerer: n.metrics,
+		Tuning: n.cfg.Wall, Clock: clock.WithNow(n.cfg.Now), Logger: n.log.With("component", "wall"), Registerer: n.metrics,
 	})
 	return err
 }

@@ -82,6 +82,7 @@ func callFull(t testing.TB, n *Node, method, path, body string, hdr ...string) (
 }
 
 func TestRestartKeepsEverything(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := startNode(t, testConfig(t, dir))
 	did := n.DID()
@@ -128,6 +129,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 }
 
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, t.TempDir()))
 	st, v := call(t, n, "GET", "/health", "")
 	if st != 200 || v["status"] != "ok" || v["version"] != Version || v["did"] != n.DID() || v["role"] != "bootstrap" {
@@ -147,6 +149,7 @@ func TestHealthAndMetrics(t *testing.T) {
 }
 
 func TestStartFailureCleansUp(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +168,7 @@ func TestStartFailureCleansUp(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []Config{
 		{HTTPAddr: "127.0.0.1:0"},                               // no data dir
 		{DataDir: "x", HTTPAddr: "nonsense"},                    // bad address
@@ -196,7 +200,7 @@ func TestConfigValidate(t *testing.T) {
 // cluster, on two nodes, with messages acked across them, ends every
 // goroutine it started when its nodes close: rooms, sockets, acks,
 // receipts, topics, streams.
-func TestCloseLeavesNoGoroutines(t *testing.T) {
+func TestCloseLeavesNoGoroutines(t *testing.T) { // not parallel: it counts the process's goroutines
 	before := runtime.NumGoroutine()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
@@ -235,6 +239,7 @@ func (goroutines) String() string {
 // client used, never 0.0.0.0 or [::], and its metrics still count each
 // request under its route.
 func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.HTTPAddr = "0.0.0.0:0"
 	n := startNode(t, cfg)
@@ -283,6 +288,7 @@ func TestAnswersNameTheHostWithoutPublicURL(t *testing.T) {
 // the ports of its first start, so others find it at the same address
 // after a restart; when they are taken it starts on new ones.
 func TestListenPortsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	cfg.Listen = nil

@@ -26,6 +26,7 @@ import (
 // describes exactly the routes a node serves, and every documented
 // operation, sent to real nodes, is answered as the document says.
 func TestOpenAPIDocumentIsTrue(t *testing.T) {
+	t.Parallel()
 	chain := soltest.New(t)
 	provider := interop.NewWallet()
 	// The directory takes one search a minute from an address, so that a
@@ -363,7 +364,7 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 
 // TestOpenAPIQuorumAdmin: the quorum admin operations, on a directory run
 // by a quorum (of one member), answer as the document says.
-func TestOpenAPIQuorumAdmin(t *testing.T) {
+func TestOpenAPIQuorumAdmin(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
 	q := newQuorumMesh(t, 1, nil)
 	h := newAPIHarness(t, q.mesh, q.boot)
 	key := q.boot.key

@@ -11,10 +11,17 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentmesh/mesh/internal/browsertest"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
-// TestMain closes the browser the browser tests share.
-func TestMain(m *testing.M) { os.Exit(browsertest.Main(m)) }
+// TestMain runs up to 4 tests at once (their meshes mostly wait on
+// timers and loopback: 25 s of CPU in two minutes, one at a time; more at
+// once would hold messages past the wall's real-time windows on a loaded
+// machine), and closes the browser the browser tests share at the end.
+func TestMain(m *testing.M) {
+	testkit.Waiting(4)
+	os.Exit(browsertest.Main(m))
+}
 
 // jsString is s as a JavaScript string literal.
 func jsString(s string) string {
@@ -36,6 +43,7 @@ func textIs(sel, text string) string {
 // wall as text; the page's own connection is neither announced to the
 // member nor counted; a private cluster's page is 404.
 func TestClusterPagesInBrowser(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newPageFixture(t)
 	alice := enterWall(t, f.b, f.id, q("agent", xssHandle))
 	tab := browsertest.Tab(t, 60*time.Second)

@@ -116,6 +116,7 @@ func memberCount(body string) string {
 // the page counts the members on other nodes; JSON answers whoever asks
 // for it; a private cluster is the same 404 as an unknown one.
 func TestClusterPagesHTTP(t *testing.T) {
+	t.Parallel()
 	f := newPageFixture(t)
 	list := getPage(t, f.b, "/clusters")
 	checkHTML(t, f.b, list, 200, site.CSP)
@@ -175,6 +176,7 @@ func TestClusterPagesHTTP(t *testing.T) {
 // TestClusterPageAssets: the pages' files are served from the node, and
 // nothing else is.
 func TestClusterPageAssets(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, t.TempDir()))
 	for file, ctype := range map[string]string{
 		"wall/cluster.js": "text/javascript; charset=utf-8", "wall/boards.js": "text/javascript; charset=utf-8",
@@ -198,6 +200,7 @@ func TestClusterPageAssets(t *testing.T) {
 // refused and reaches nobody. Bad spectate queries are refused before the
 // upgrade.
 func TestWallSpectator(t *testing.T) {
+	t.Parallel()
 	f := newPageFixture(t)
 	alice := enterWall(t, f.b, f.id, q("agent", "alice"))
 	spec := dialWall(t, f.m.boot, f.id, q("spectate", "1"))

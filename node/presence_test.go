@@ -24,6 +24,7 @@ import (
 // when it stops, so an agent that heartbeated stays online across its
 // restart, and a replica that follows it learns so too.
 func TestHeartbeatsSurviveDirectoryRestart(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	tok := m.token(b, "a1", m.register(b, "a1", identity.GenerateKey()))
@@ -48,6 +49,7 @@ func TestHeartbeatsSurviveDirectoryRestart(t *testing.T) {
 // it came in the moments between the last flush and the end of the p2p
 // host, so the node stops a few times.
 func TestHeartbeatsAnsweredWhileStoppingAreKept(t *testing.T) {
+	t.Parallel()
 	// As deployed, every write is synced: so is the last flush.
 	m := newMeshWith(t, func(c *Config) { c.SyncWrites = true })
 	const forwarded = 16 // agents whose beats another node forwards

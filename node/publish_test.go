@@ -64,6 +64,8 @@ func waitPuts(t *testing.T, dir *Node, want int) {
 // republish at start puts agents registered meanwhile a second time), so
 // each agent is looked up until it is found.
 func TestPublisherPublishesEveryAgent(t *testing.T) {
+	t.Parallel()
+	testkit.Slow(t, "4,200 registrations and a restart (TestPublisherRetriesFailedPuts covers the puts in the fast loop)")
 	m := newMesh(t)
 	const agents = 4200
 	ids := commitRegistrations(t, m.boot, agents)
@@ -89,6 +91,7 @@ func TestPublisherPublishesEveryAgent(t *testing.T) {
 // with backoff, until the value is stored, not only at the next
 // republish hours later.
 func TestPublisherRetriesFailedPuts(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	p := m.boot.publisher
 	var mu sync.Mutex

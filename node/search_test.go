@@ -33,6 +33,7 @@ func ranking(t *testing.T, n *Node, query string) string {
 // TestSearchSameOnEveryNode: the directory, a replica, the replica after a
 // restart and a late joiner (from a snapshot) rank alike; a deleted agent vanishes from all.
 func TestSearchSameOnEveryNode(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
 	bCfg := m.config(t.TempDir(), RoleNode)
 	b := m.start(bCfg)
@@ -85,6 +86,7 @@ func TestSearchSameOnEveryNode(t *testing.T) {
 // discovery card, so the directory finds it by its description and
 // filters it by its price.
 func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) { c.SolUSD = 150 })
 	cfg := m.config(t.TempDir(), RoleNode)
 	cfg.Agent = echoAgent("echo-1", soltest.New(t), interop.NewWallet().Address())
@@ -114,6 +116,7 @@ func TestSearchFindsEmbeddedAgentByCard(t *testing.T) {
 // --search-burst) is admission control's: a refusal is 429
 // search_rate_limited, counted and shown in /health like a write's.
 func TestSearchMeteredByAdmission(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) { c.SearchRate, c.SearchBurst = 1, 1 })
 	if st, v := call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`); st != 200 {
 		t.Fatalf("first search: %d %v", st, v)
@@ -134,6 +137,7 @@ func TestSearchMeteredByAdmission(t *testing.T) {
 // TestSearchRateZeroIsUnlimited: SearchRate 0 (--search-rate 0) meters
 // nothing, as 0 does for every rate; the burst does not matter then.
 func TestSearchRateZeroIsUnlimited(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, func(c *Config) { c.SearchRate, c.SearchBurst = 0, 1 })
 	for i := range 5 {
 		if st, v := call(t, m.boot, "POST", "/v1/search", `{"query":"echo"}`); st != 200 {
@@ -148,6 +152,7 @@ func TestSearchRateZeroIsUnlimited(t *testing.T) {
 // free card is 0) on the directory, a replica and a late joiner that
 // installed a snapshot; a search by filters alone finds both.
 func TestSearchReadsAgentsCardsOnEveryNode(t *testing.T) {
+	t.Parallel()
 	m := newMeshWith(t, probing)
 	b := m.joinWith(func(c *Config) { c.SolUSD = 150 })
 	fetched := newCardServer(t, `{"name":"Tide Oracle","description":"harbour tides for sailors",

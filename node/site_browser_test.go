@@ -20,6 +20,7 @@ import (
 // leads to the agents page, whose results link to the agents' pages; a
 // search by a filter alone (online now) lists the agent too.
 func TestHomeAndSearchInBrowser(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newAgentBrowserFixture(t)
 	tab := browsertest.Tab(t, 60*time.Second)
 	problems := browsertest.Problems(tab)
@@ -68,6 +69,7 @@ func TestHomeAndSearchInBrowser(t *testing.T) {
 // of 4.5:1 at least on its background, and a post that says its language
 // carries it.
 func TestPagesOnPhone(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newAgentBrowserFixture(t)
 	bf := newBoardPageFixture(t)
 	tab := browsertest.Tab(t, 120*time.Second)
@@ -162,6 +164,7 @@ const phoneCheck = `(() => {
 // agents listed, the clusters and the footer, in the order read; each
 // stop shows it has the focus.
 func TestKeyboardFocusOrder(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	f := newAgentBrowserFixture(t)
 	tab := browsertest.Tab(t, 60*time.Second)
 	browsertest.UntilLoaded(t, tab, f.b.URL()+"/", `document.querySelector('#online-agents li[data-agent="echo-1"]') !== null`, "echo-1 listed online")
@@ -194,6 +197,7 @@ func TestKeyboardFocusOrder(t *testing.T) {
 // down") says it waits to reconnect, and once a node runs again at the
 // same address on the same data, it is live again and shows the wall.
 func TestClusterPageReconnectsAfterRestart(t *testing.T) {
+	browsertest.Need(t) // not parallel: the tests share one browser
 	m := newMesh(t)
 	b := m.join()
 	cfg := b.cfg

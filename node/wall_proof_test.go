@@ -17,6 +17,7 @@ import (
 // whether the other node learnt the member from a delta or a roster; an
 // unsigned did stays unverified.
 func TestWallProofOfKey(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"name":"Proofs","visibility":"public"}`)["cluster_id"].(string)
@@ -77,6 +78,7 @@ func TestWallProofOfKey(t *testing.T) {
 // to another node than the one whose challenge it signed, although that
 // node saw it, valid, in the member's record.
 func TestWallProofRefused(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)

@@ -17,6 +17,7 @@ import (
 // as it reconnects, not at their next renewal (30 s). Beats are slowed down
 // so that they cannot make up for it.
 func TestWallBootstrapRestart(t *testing.T) {
+	t.Parallel()
 	slow := func(c *Config) { c.Wall.BeatInterval, c.Wall.PresenceTimeout = 10*time.Minute, 30*time.Minute }
 	m := newMeshWith(t, slow)
 	b := m.joinWith(slow)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // delta is a streamed answer's piece, as the spec's streaming convention
@@ -27,7 +29,8 @@ type delta struct {
 // 15 s, reach the reader whole and in order, done included, and the
 // sender gets an ack for each and no error frame; on one node and across
 // two.
-func TestWallStreamsArriveWhole(t *testing.T) {
+func TestWallStreamsArriveWhole(t *testing.T) { // not parallel: it streams in real time, which other tests' load would delay past the ordering window
+	testkit.Slow(t, "15 s of streaming (TestWallMessageOrderAcrossNodes covers the order in the fast loop)")
 	for _, across := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one node", true: "two nodes"}[across], func(t *testing.T) {
 			t.Parallel()
@@ -117,7 +120,7 @@ func streamDeltas(t *testing.T, tx, rx *wsClient, id string, n int, every time.D
 // the sockets that got each message, the shedding node counts what it
 // dropped, and the sender's node counts the acks that went out without
 // that node's receipt.
-func TestWallShedLoadIsCounted(t *testing.T) {
+func TestWallShedLoadIsCounted(t *testing.T) { // not parallel: it counts what rates shed, in real time
 	m := newMesh(t)
 	b := m.joinWith(func(c *Config) { c.WallSocketRate, c.WallRoomRate = 0, 0 })
 	c := m.joinWith(func(c *Config) { c.Wall.PeerRate = 50 }) // bursts of 100
@@ -164,6 +167,7 @@ func TestWallShedLoadIsCounted(t *testing.T) {
 // TestWallSpectatorsAcrossNodes: on a private cluster, a ghost on any node
 // sees every direct message, with its "to"; a member sees only those to it.
 func TestWallSpectatorsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{}`)

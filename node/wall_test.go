@@ -26,6 +26,7 @@ import (
 // other online, broadcast and message each other directly, and acks count
 // the sockets that received each frame.
 func TestWallAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{"name":"Night Market","visibility":"public","topic":"#food"}`)
@@ -74,6 +75,7 @@ func TestWallAcrossNodes(t *testing.T) {
 // never listed, and its traffic is unreadable on the wire: a raw libp2p
 // peer subscribed to its topic receives only ciphertext.
 func TestWallPrivateCluster(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, c, `{"name":"war room"}`)
@@ -172,6 +174,7 @@ func (r *rawHost) Join(topic string, _ p2p.TopicConfig) (*pubsub.Subscription, e
 // on every node with a closed frame, and the id then behaves as never
 // existing everywhere.
 func TestWallDeleteAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{"visibility":"public","name":"short lived"}`)
@@ -212,6 +215,7 @@ func TestWallDeleteAcrossNodes(t *testing.T) {
 // private members, never for ghosts; external surfaces mask private
 // handles, even on a node that serves nobody in the cluster.
 func TestWallVisibilityAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c, d := m.join(), m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -243,6 +247,7 @@ func TestWallVisibilityAcrossNodes(t *testing.T) {
 
 // TestWallLobby: the open lobby has a fixed id and slug on every node.
 func TestWallLobby(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	for _, n := range []*Node{b, c, m.boot} {
@@ -271,6 +276,7 @@ func TestWallLobby(t *testing.T) {
 // that ends as soon as it began (the room closes before the directory
 // asks) is still recorded.
 func TestWallHistoryAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	for _, body := range []string{`{}`, `{"visibility":"public"}`} {
@@ -305,6 +311,7 @@ func TestWallHistoryAcrossNodes(t *testing.T) {
 // TestWallRelayedChat: two nodes behind NATs that refuse direct connections
 // between them chat through a bootstrap node's relay.
 func TestWallRelayedChat(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	keyB, keyC := identity.GenerateKey(), identity.GenerateKey()
 	idB, idC := mustPeer(t, keyB), mustPeer(t, keyC)
@@ -360,6 +367,7 @@ func mustPeer(t *testing.T, key ed25519.PrivateKey) peer.ID {
 // topic's size limit) keeps them online on the other nodes, past several
 // presence timeouts.
 func TestWallLargeRosterStaysOnline(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	fast := func(c *Config) { c.Wall.BeatInterval, c.Wall.PresenceTimeout = 200*time.Millisecond, 2*time.Second }
 	b, c := m.joinWith(fast), m.joinWith(fast)
@@ -399,6 +407,7 @@ func TestWallLargeRosterStaysOnline(t *testing.T) {
 // that order too. Messages go in turn to the receiver and to an absent
 // handle, so that each ack tells which message it is for.
 func TestWallMessageOrderAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.joinWith(func(c *Config) { c.WallSocketRate = 0 }) // a burst of n
 	c := m.join()
@@ -426,6 +435,7 @@ func TestWallMessageOrderAcrossNodes(t *testing.T) {
 // again at once, many times, is admitted every time, and its node stays
 // findable: a member joining on another node sees it online.
 func TestWallFastReconnect(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -454,6 +464,7 @@ func TestWallFastReconnect(t *testing.T) {
 // escape for HTML ('<', '>', '&') crosses nodes byte for byte, at its own
 // size, just under the frame limit.
 func TestWallPayloadNotInflated(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -477,6 +488,7 @@ func TestWallPayloadNotInflated(t *testing.T) {
 // each addressed socket, on either node, with its own handle in "to", and
 // nobody else; the ack counts them and echoes the list.
 func TestWallDirectToSeveralAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -504,6 +516,7 @@ func TestWallDirectToSeveralAcrossNodes(t *testing.T) {
 // an error frame and reach no node; an object with other keys crosses as
 // content; the socket stays usable.
 func TestWallBadFramesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -535,6 +548,7 @@ func TestWallBadFramesAcrossNodes(t *testing.T) {
 // the stuck socket's writes block, more than a limited sender sends within
 // the test's deadline.
 func TestWallSlowConsumerAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	quick := func(cfg *Config) { cfg.Wall.AckWindow = 400 * time.Millisecond } // acks need not wait for the stuck socket long
 	b := m.joinWith(func(cfg *Config) { quick(cfg); cfg.WallSocketRate, cfg.WallRoomRate = 0, 0 })
@@ -587,6 +601,7 @@ func TestWallSlowConsumerAcrossNodes(t *testing.T) {
 // TestWallDeleteWithQueryTokenAcrossNodes: DELETE with ?token=<ak_> on one
 // node closes the sockets on every node.
 func TestWallDeleteWithQueryTokenAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	cl := createCluster(t, b, `{}`)
@@ -618,6 +633,7 @@ func TestWallDeleteWithQueryTokenAcrossNodes(t *testing.T) {
 // leave that arrive together cancel out: the member may not be shown at
 // all.)
 func TestWallLeaveAfterLastMessage(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	id := createCluster(t, m.boot, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -652,6 +668,7 @@ func TestWallLeaveAfterLastMessage(t *testing.T) {
 // they went offline (the goodbye names the room's last message, and
 // nothing is published after it).
 func TestWallShutdownAfterLastMessages(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b := m.join()
 	id := createCluster(t, m.boot, `{"visibility":"public"}`)["cluster_id"].(string)

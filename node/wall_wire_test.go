@@ -117,6 +117,7 @@ func (tap *tappedTopic) republish(msgs []*pubsub.Message, key crypto.PrivKey) {
 // included, gets a message twice; each copy is refused as invalid before
 // delivery, and the peer loses gossipsub score.
 func TestWallPrivateReplay(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	keyB := identity.GenerateKey()
 	b := m.joinWith(func(cfg *Config) { cfg.Key = keyB })
@@ -140,12 +141,8 @@ func TestWallPrivateReplay(t *testing.T) {
 		before := invalid()
 		for range 5 {
 			tap.republish(captured, key)
-			deadline := time.Now().Add(2 * time.Second)
-			for time.Now().Before(deadline) {
-				if invalid() >= before+float64(len(captured)) {
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
+			if testkit.Until(2*time.Second, func() bool { return invalid() >= before+float64(len(captured)) }) {
+				return
 			}
 		}
 		t.Fatalf("%s were not refused as invalid on c", what)
@@ -183,6 +180,7 @@ func TestWallPrivateReplay(t *testing.T) {
 // proves a did for a handle unproven sockets hold takes the handle over:
 // those are closed, and the member is announced as verified.
 func TestWallImpostorAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)
@@ -258,6 +256,7 @@ func presenceOf(rx *wsClient, handle string) map[string]any {
 // no did on any node, direct messages reach only the proven socket; once
 // the proven member leaves, c's sockets see the unproven one again.
 func TestWallUnprovenElsewhere(t *testing.T) {
+	t.Parallel()
 	m := newMesh(t)
 	b, c := m.join(), m.join()
 	id := createCluster(t, b, `{"visibility":"public"}`)["cluster_id"].(string)

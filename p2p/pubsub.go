@@ -316,6 +316,25 @@ func (tp *Topic) Publish(ctx context.Context, data []byte) error { return tp.t.P
 // Peers lists the peers known to be subscribed to the topic.
 func (tp *Topic) Peers() []peer.ID { return tp.t.ListPeers() }
 
+// AwaitPeer waits until p is known to subscribe to the topic, so that
+// what this node publishes next reaches it; it fails when ctx ends first.
+func (tp *Topic) AwaitPeer(ctx context.Context, p peer.ID) error {
+	events, err := tp.t.EventHandler() // it starts with a join of every peer known now
+	if err != nil {
+		return err
+	}
+	defer events.Cancel()
+	for {
+		e, err := events.NextPeerEvent(ctx)
+		if err != nil {
+			return err
+		}
+		if e.Type == pubsub.PeerJoin && e.Peer == p {
+			return nil
+		}
+	}
+}
+
 // TopicPeers lists the peers known to be subscribed to topic name, as
 // this node sees them (nil while it has not joined the topic).
 func (h *Host) TopicPeers(name string) []peer.ID {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 func aliasOfKey(key ed25519.PrivateKey) string {
@@ -124,9 +125,7 @@ func TestAliasFallbackBounded(t *testing.T) {
 		misses[i] = aliasOfKey(identity.GenerateKey())
 		wg.Go(func() { x.fallback(context.Background(), misses[i], "did:key:x", now, lookup) })
 	}
-	for inFlight.Load() < aliasLookups {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return inFlight.Load() >= aliasLookups }, "the lookups never all started")
 	close(release)
 	wg.Wait()
 	close(results)

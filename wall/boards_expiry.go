@@ -178,7 +178,7 @@ func firstKey(tx *store.Txn, prefix []byte) ([]byte, error) {
 // returns how many posts went.
 func (s *Service) SweepBoards(ctx context.Context) (int, error) {
 	ctx = admission.Unmetered(ctx)
-	now := s.cfg.Now()
+	now := s.now()
 	n := 0
 	refs, err := s.cfg.Catalog.duePosts(now, purgeBatch)
 	if err == nil && len(refs) > 0 {

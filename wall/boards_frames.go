@@ -137,7 +137,7 @@ func (s *Service) resolveTags(r *room, payload json.RawMessage) (board, ref stri
 		return "", ""
 	}
 	slugs, posts := hashtags(text)
-	now := s.cfg.Now().UnixNano()
+	now := s.now().UnixNano()
 	s.cfg.Catalog.db.View(func(tx *store.Txn) error {
 		for _, slug := range slugs {
 			if has, _ := tx.Has(boardRowKey(cl.ID, boardKeyOf(cl, r.member, slug))); has {

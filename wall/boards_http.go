@@ -110,7 +110,7 @@ func (s *Service) propose(ctx context.Context, g *signer, build func() (BoardAct
 		if err != nil {
 			return Result{}, err
 		}
-		now := s.cfg.Now()
+		now := s.now()
 		a.At, a.Rev = now.UnixMilli(), g.cl.Rev
 		signed, err := g.sign(a)
 		if err != nil {

@@ -71,7 +71,7 @@ func (s *Service) livePostRow(c string, row *boardRow, id string) (*postRow, err
 	if err != nil {
 		return nil, err
 	}
-	if post.BID != row.BID || !post.live(s.cfg.Now().UnixNano()) {
+	if post.BID != row.BID || !post.live(s.now().UnixNano()) {
 		return nil, ErrPostNotFound
 	}
 	return post, nil
@@ -250,7 +250,7 @@ func (s *Service) posts(rd *boardRead) (postsPage, error) {
 	if err != nil {
 		return postsPage{}, err
 	}
-	hits, more := idx.query(levels, rd.filter, rd.after, rd.limit, s.cfg.Now().UnixNano())
+	hits, more := idx.query(levels, rd.filter, rd.after, rd.limit, s.now().UnixNano())
 	idx.mu.RUnlock()
 	page := postsPage{Posts: make([]postView, 0, len(hits))}
 	err = cat.db.View(func(tx *store.Txn) error {

@@ -70,6 +70,7 @@ func FuzzDecodePost(f *testing.F) {
 // private cluster), once (a replayed admin action or post creation is
 // refused), and other nodes may propose no housekeeping.
 func TestBoardActionsAreSelfCertifying(t *testing.T) {
+	t.Parallel()
 	cat, p := memCatalog(t)
 	rec, s, token, admin, err := newCluster(Private, Meta{Name: "club"}, 1)
 	if err != nil {
@@ -156,6 +157,7 @@ func TestBoardActionsAreSelfCertifying(t *testing.T) {
 // near sparse posts, with inherited locations, lang, expired posts,
 // followed by their cursors) are what a scan of every post finds.
 func TestBoardIdxQueryMatchesScan(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	b := newBoardIdx(boardRef{}, "1", nil)
 	var all []*idxPost
@@ -214,6 +216,7 @@ func TestBoardIdxQueryMatchesScan(t *testing.T) {
 // board whose index went is read again in full, posts committed since
 // included.
 func TestBoardIndexesAreBounded(t *testing.T) {
+	t.Parallel()
 	cat, p, g := memCluster(t, Public)
 	cat.SetIndexLimit(3)
 	rec := g.cl
@@ -284,6 +287,7 @@ func TestBoardIndexesAreBounded(t *testing.T) {
 // copy of the creation replayed after the sweep of the deletion's first
 // ten minutes is still refused.
 func TestDeletedPostStaysDeadForTheReplayWindow(t *testing.T) {
+	t.Parallel()
 	cat, p, g := memCluster(t, Private)
 	t0 := time.Now()
 	at := func(d time.Duration, a BoardAction) (Signed, error) {
@@ -339,6 +343,7 @@ func TestDeletedPostStaysDeadForTheReplayWindow(t *testing.T) {
 // a server error; only the admin may delete it. A board frame sealed
 // wrong (another board's slug, a bad title) is not sent to sockets.
 func TestMisSealedPrivatePostIsNeverShown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	v := h.create(`{}`)
 	id, token, admin := v["cluster_id"].(string), v["token"].(string), v["admin_token"].(string)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -40,7 +41,7 @@ func joinAsBrowser(t *testing.T, boot *harness) *harness {
 		t.Fatal(err)
 	}
 	h := newHarnessOn(t, p2p.Config{Browsers: true, Bootstrap: infos}, nil)
-	eventually(t, func() bool { return boot.host.IsBrowser(h.host.ID()) }, "the node never took the peer for a browser")
+	testkit.Eventually(t, 10*time.Second, func() bool { return boot.host.IsBrowser(h.host.ID()) }, "the node never took the peer for a browser")
 	return h
 }
 
@@ -48,6 +49,7 @@ func joinAsBrowser(t *testing.T, boot *harness) *harness {
 // without a goodbye (its tab closed) has its members taken offline by the
 // node at once, not when it would have gone silent.
 func TestBrowserPeerGoneIsAGoodbye(t *testing.T) {
+	t.Parallel()
 	boot := newBrowserBoot(t)
 	page := joinAsBrowser(t, boot)
 	alice := boot.dial(LobbyID, vals("agent", "alice")).listen()
@@ -68,6 +70,7 @@ func TestBrowserPeerGoneIsAGoodbye(t *testing.T) {
 // peer stays connected; a private cluster, whose token it lacks, and a
 // peer that is no browser peer get no room.
 func TestBrowserPeerHoldsARoom(t *testing.T) {
+	t.Parallel()
 	boot := newBrowserBoot(t)
 	page := joinAsBrowser(t, boot)
 	other := joinHarness(t, boot, nil)
@@ -100,11 +103,12 @@ func TestBrowserPeerHoldsARoom(t *testing.T) {
 		t.Fatalf("room %v: want one that knows the browser peer", r)
 	}
 	page.host.Close()
-	eventually(t, func() bool { return boot.svc.room(pub) == nil }, "the room outlived the browser peer it was held for")
+	testkit.Eventually(t, 10*time.Second, func() bool { return boot.svc.room(pub) == nil }, "the room outlived the browser peer it was held for")
 }
 
 // TestBrowserPeerHolds bounds the rooms one browser peer may hold.
 func TestBrowserPeerHolds(t *testing.T) {
+	t.Parallel()
 	boot := newBrowserBoot(t)
 	page := joinAsBrowser(t, boot)
 	for i := range maxHolds + 1 {

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentmesh/mesh/internal/clock"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/store"
@@ -124,8 +125,8 @@ var lobby = &Cluster{
 // Catalog is the cluster catalog: the cmdlog Machine of Kind and its reads.
 type Catalog struct {
 	db *store.DB
-	// now is the clock of reads (a redirect's lapse); Apply reads only
-	// the entry's time.
+	// now is the clock of reads (a redirect's lapse), the wall's
+	// (Config.Clock, set by New); Apply reads only the entry's time.
 	now func() time.Time
 
 	mu       sync.Mutex
@@ -141,14 +142,14 @@ var _ cmdlog.Machine = (*Catalog)(nil)
 
 // NewCatalog returns the catalog kept in log's store and registers it.
 func NewCatalog(log *cmdlog.Log) *Catalog {
-	c := &Catalog{db: log.DB(), now: time.Now}
+	c := &Catalog{db: log.DB(), now: clock.Real{}.Now}
 	c.index.reset()
 	log.Handle(Kind, c)
 	return c
 }
 
-// SetClock sets the clock reads go by (a slug redirect's lapse).
-func (c *Catalog) SetClock(now func() time.Time) {
+// setClock sets the clock reads go by (a slug redirect's lapse).
+func (c *Catalog) setClock(now func() time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = now

@@ -86,7 +86,7 @@ func (s *Service) challenge(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := cl.memberToken(clusterToken(r)); !cl.Public() && !ok {
 		return ErrClusterNotFound
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	w.Header().Set("Cache-Control", "no-store")
 	httpx.WriteJSON(w, http.StatusOK, challengeResponse{ClusterID: cl.ID, Challenge: s.challenges.issue(cl.ID, now),
 		ExpiresAt: now.Add(challengeLife).UTC().Truncate(time.Second)})

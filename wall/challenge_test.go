@@ -9,6 +9,7 @@ import (
 // TestChallenges: a challenge is good only at the node that issued it, for
 // the cluster it names, for challengeLife.
 func TestChallenges(t *testing.T) {
+	t.Parallel()
 	b, c := newChallenger(), newChallenger()
 	now := time.Unix(1_800_000_000, 0)
 	ch := b.issue("c_a", now)

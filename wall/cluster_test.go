@@ -16,6 +16,7 @@ import (
 )
 
 func TestRecordsAreSelfCertifying(t *testing.T) {
+	t.Parallel()
 	rec, signed, token, admin, err := newCluster(Private, Meta{Name: "secret club"}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +69,7 @@ func TestRecordsAreSelfCertifying(t *testing.T) {
 }
 
 func TestSealer(t *testing.T) {
+	t.Parallel()
 	a, b := newSealer("c_1", "ck_a"), newSealer("c_1", "ck_b")
 	box := a.seal("topic", []byte("hello"))
 	if got, err := a.open("topic", box); err != nil || string(got) != "hello" {
@@ -95,6 +97,7 @@ func propose(p cmdlog.Proposer, op Op) (Result, error) {
 }
 
 func TestCatalog(t *testing.T) {
+	t.Parallel()
 	cat, p := memCatalog(t)
 	var deleted []string
 	cat.OnDelete(func(id string) { deleted = append(deleted, id) })

@@ -77,11 +77,12 @@ func named(name string) clusterPatch { return clusterPatch{name: &name} }
 // new name; its former slug leads to it, and to no other cluster, for the
 // hold the rename carries, then is free; a rename back reclaims it.
 func TestRenameKeepsTheOldSlug(t *testing.T) {
+	t.Parallel()
 	cat, p := memCatalog(t)
 	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	u := &updater{t: t, cat: cat, p: p, now: start}
 	clock := start
-	cat.SetClock(func() time.Time { return clock })
+	cat.setClock(func() time.Time { return clock })
 	cl, _, admin := u.create(Public, "Night Market")
 	g := &signer{cl: cl, admin: admin}
 	hold := 24 * time.Hour
@@ -144,6 +145,7 @@ func TestRenameKeepsTheOldSlug(t *testing.T) {
 // change is refused while the cluster has boards, and in a malformed
 // action.
 func TestVisibilityChanges(t *testing.T) {
+	t.Parallel()
 	cat, p := memCatalog(t)
 	u := &updater{t: t, cat: cat, p: p, now: time.Now()}
 	var updates []ClusterUpdate
@@ -246,6 +248,7 @@ func TestVisibilityChanges(t *testing.T) {
 // close 1000, like the cluster's other sockets. The PATCH answers the new
 // token, with which sockets join.
 func TestSocketOfEarlierTerms(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	created := h.create(`{"visibility":"public","name":"Open"}`)
 	id := created["cluster_id"].(string)
@@ -288,6 +291,7 @@ func TestSocketOfEarlierTerms(t *testing.T) {
 // installing a snapshot, in which its cluster was made private, closes
 // the cluster's sockets as if it had applied the change itself.
 func TestSnapshotClosesRoomsOfChangedClusters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	created := h.create(`{"visibility":"public","name":"Open"}`)
 	id := created["cluster_id"].(string)

@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmesh/mesh/internal/clock"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/p2p"
 )
@@ -174,7 +175,15 @@ type Config struct {
 	// every cluster patch it sequences); zero keeps it for ever.
 	SlugRedirect time.Duration
 	Tuning
-	Now        func() time.Time
+	// Clock is the wall's time; nil is the real clock. Its Now stamps
+	// and checks what carries a time (messages, records, proofs and
+	// challenges, replays, expiry); its timers and tickers run what
+	// lasts (beats and presence, acks, the ordering window, keepalive
+	// pings, retries). What must happen while nothing else does (a
+	// silent node's members going offline, a lost message given up on)
+	// waits on timers and tickers, never for Now to move: a node hands
+	// its wall clock.WithNow(its own clock), which its tests hold still.
+	Clock      clock.Clock
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
@@ -191,8 +200,8 @@ func (c *Config) fill() error {
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	c.Tuning.fill()
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -55,4 +55,24 @@
 // sockets is bounded per socket and for the node, control frames
 // included (one pong waits at most), and a socket past either bound, or
 // sending control frames too fast, is closed.
+//
+// # One clock
+//
+// Every time the wall reads is Config.Clock's: its Now stamps and checks
+// what carries a time, its timers and tickers run what lasts (Config.Clock
+// says which is which), so that tests move it instead of sleeping. A few
+// readings are real time whatever the clock says; clock_test.go fails on
+// a call of time.Now, Since, Until, After, AfterFunc, NewTimer, NewTicker,
+// Tick or Sleep anywhere else in the package:
+//
+//   - socket.go (writeLoop, hangUp, abort): a connection's write
+//     deadlines, which the operating system counts in real time.
+//   - socket.go (pace), limits.go (take): the rates, whose token buckets
+//     (golang.org/x/time/rate) fill in real time: they pace I/O.
+//   - service.go (nextEpoch): a room's epoch, which must grow across
+//     restarts of the node, also of one whose clock a test holds still.
+//   - client.go (SignedURL): a client signs with its own machine's time.
+//
+// The deadlines of calls to other nodes (SyncTimeout and the like) are
+// real time too: they bound I/O.
 package wall

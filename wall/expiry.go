@@ -216,7 +216,7 @@ func (s *Service) registeredAt(ns string) {
 // markJoined logs that cluster id was joined.
 func (s *Service) markJoined(ctx context.Context, id string) {
 	op := Op{Joined: id}
-	_, err := s.cfg.Log.Propose(admission.Unmetered(ctx), Kind, s.cfg.Now().UnixNano(), op)
+	_, err := s.cfg.Log.Propose(admission.Unmetered(ctx), Kind, s.now().UnixNano(), op)
 	if err != nil && !errors.Is(err, errJoined) && !errors.Is(err, ErrClusterNotFound) && s.ctx.Err() == nil {
 		s.log.Warn("recording a cluster's first member failed; the expiry sweep checks again", "cluster", id, "err", err)
 	}
@@ -227,7 +227,7 @@ func (s *Service) markJoined(ctx context.Context, id string) {
 // returns how many expired. A cluster being served meanwhile (its joined
 // mark was lost) is logged as joined instead.
 func (s *Service) SweepExpired(ctx context.Context) (int, error) {
-	now := s.cfg.Now()
+	now := s.now()
 	due, err := s.cfg.Catalog.due(now, expireBatch)
 	if err != nil || len(due) == 0 {
 		return 0, err

@@ -12,6 +12,7 @@ import (
 // directory's own join deadline whatever the proposer wrote; joins and
 // expiries are the directory's alone.
 func TestProposedTakesOnlySelfCertifyingOps(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.JoinWindow = time.Hour })
 	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	create := `{"create":{"body":"{}","sig":"x"},"join_by":1}`
@@ -41,6 +42,7 @@ func TestProposedTakesOnlySelfCertifyingOps(t *testing.T) {
 // is logged as joined instead of expiring; one nobody serves expires, and
 // its slug is free again.
 func TestSweepSparesAClusterBeingServed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := t.Context()
 	now := time.Now()

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDecodeFrame(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", MaxFrame+1)
 	for _, tc := range []struct {
 		in      string
@@ -106,7 +107,7 @@ func FuzzWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, s := range []*sealer{nil, seal} {
 			var w wireMsg
-			if decodeWire(s, sealTopic, data, &w) != nil || w.check("c_x") != nil {
+			if decodeWire(s, sealTopic, data, &w) != nil || w.check("c_x", newProofMemory()) != nil {
 				continue
 			}
 			if w.T == wireMessage && (validHandle(w.From) != nil || !json.Valid(w.Payload) || !utf8.Valid(w.Payload)) {

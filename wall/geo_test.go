@@ -117,13 +117,18 @@ func checkQueries(t *testing.T, r *rand.Rand, g *GeoIndex, pts map[string]geoPoi
 // finds, with the same distances, across the antimeridian, near and at
 // the poles and up to the whole Earth.
 func TestGeoIndexMatchesScan(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(12, 1))
 	pts := randomPoints(r, 6000)
 	g := NewGeoIndex()
 	for id, p := range pts {
 		g.Put(id, p.lat, p.lon)
 	}
-	checkQueries(t, r, g, pts, 1500)
+	queries := 1500
+	if testing.Short() {
+		queries = 300 // each is checked against a scan of every point
+	}
+	checkQueries(t, r, g, pts, queries)
 	// The edges, exactly.
 	for _, q := range []struct{ lat, lon, km float64 }{
 		{90, 0, 1}, {-90, 180, 50}, {0, 180, 100}, {0, -180, 100}, {89.999, 45, 2}, {-89.99, -135, 3},
@@ -141,6 +146,7 @@ func TestGeoIndexMatchesScan(t *testing.T) {
 // TestGeoIndexChurn: after points are put, moved and deleted at random,
 // the index still answers as a scan of what is left.
 func TestGeoIndexChurn(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 3))
 	all := randomPoints(r, 3000)
 	ids := make([]string, 0, len(all))
@@ -163,6 +169,7 @@ func TestGeoIndexChurn(t *testing.T) {
 }
 
 func TestGeoIndexPutDelete(t *testing.T) {
+	t.Parallel()
 	g := NewGeoIndex()
 	g.Put("a", 48.8566, 2.3522)
 	g.Put("b", 48.8566, 2.3522)
@@ -198,6 +205,7 @@ func TestGeoIndexPutDelete(t *testing.T) {
 // TestGeoIndexStops: fn returning false ends the query, in the cell scan
 // and in the whole-index scan alike.
 func TestGeoIndexStops(t *testing.T) {
+	t.Parallel()
 	g := NewGeoIndex()
 	for i := range 100 {
 		g.Put(fmt.Sprint(i), float64(i%10)*0.001, float64(i/10)*0.001)
@@ -213,6 +221,7 @@ func TestGeoIndexStops(t *testing.T) {
 
 // TestGeoIndexConcurrent: puts, deletes and queries at once (run with -race).
 func TestGeoIndexConcurrent(t *testing.T) {
+	t.Parallel()
 	g := NewGeoIndex()
 	var wg sync.WaitGroup
 	for w := range 4 {

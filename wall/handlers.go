@@ -90,7 +90,7 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) error {
 	if err := meta.validate(); err != nil {
 		return err
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	_, signed, token, admin, err := newCluster(req.Visibility, meta, now.UnixMilli())
 	if err != nil {
 		return err
@@ -241,7 +241,7 @@ func (s *Service) delete(w http.ResponseWriter, r *http.Request) error {
 	case cl.ID == LobbyID || !isAdminOf(tok, cl.ID):
 		return ErrBadToken.With("not the admin token of cluster %s", cl.ID)
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	act, err := signAction(tok, ActionDelete, cl.ID, now.UnixMilli())
 	if err != nil {
 		return err

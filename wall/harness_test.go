@@ -19,8 +19,13 @@ import (
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
+
+// TestMain runs up to 8 tests at once: they mostly wait on loopback and
+// timers (3 s of CPU in 30, one at a time).
+func TestMain(m *testing.M) { testkit.MainWaiting(m, 8) }
 
 // harness is one node's wall alone: its own directory, a libp2p host on
 // loopback and the HTTP surface on an httptest server.
@@ -44,7 +49,7 @@ func joinHarness(t *testing.T, boot *harness, tweak func(*Config)) *harness {
 	t.Helper()
 	at := peer.AddrInfo{ID: boot.host.ID(), Addrs: boot.host.Libp2p().Addrs()}
 	h := newHarnessOn(t, p2p.Config{Bootstrap: []peer.AddrInfo{at}}, tweak)
-	eventually(t, func() bool { return h.host.Connected(at.ID) }, "never connected to the bootstrap peer")
+	testkit.Eventually(t, 10*time.Second, func() bool { return h.host.Connected(at.ID) }, "never connected to the bootstrap peer")
 	return h
 }
 

@@ -192,10 +192,12 @@ func (s *Service) appendRetrying(id string, events []pendingEvent) error {
 		if err == nil || attempt == historyRetries {
 			return err
 		}
+		wait := s.cfg.Clock.NewTimer(time.Second << attempt)
 		select {
 		case <-s.ctx.Done():
+			wait.Stop()
 			return err
-		case <-time.After(time.Second << attempt):
+		case <-wait.C():
 		}
 	}
 }
@@ -221,7 +223,7 @@ func (s *Service) appendHistory(id string, events []pendingEvent) error {
 	}
 	q := historyRequest{Op: historyAppend, Cluster: id, Events: bodies}
 	if key := events[0].key; key != nil {
-		q.sign(key, self, s.cfg.Now())
+		q.sign(key, self, s.now())
 	}
 	req, _ := json.Marshal(q)
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
@@ -278,7 +280,7 @@ func (s *Service) storeEventsWith(id string, from peer.ID, pick func(*store.Txn)
 	if _, err := s.cfg.Catalog.Get(id); err != nil {
 		return err
 	}
-	at := s.cfg.Now().UnixMilli()
+	at := s.now().UnixMilli()
 	return s.cfg.Catalog.db.Update(func(tx *store.Txn) error {
 		bodies, err := pick(tx)
 		if err != nil {
@@ -435,7 +437,7 @@ func (s *Service) serveHistory(ctx context.Context, from peer.ID, raw []byte) ([
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	switch q.Op {
 	case historyAppend:
 		return []byte{}, s.takeAppend(ctx, cl, from, &q, now)
@@ -499,7 +501,7 @@ func (s *Service) fetchEvents(ctx context.Context, id, token string, limit int) 
 		return s.readEvents(id, limit)
 	}
 	q := historyRequest{Op: historyRead, Cluster: id, Limit: limit}
-	q.sign(memberKey(id, token), s.cfg.Host.ID(), s.cfg.Now())
+	q.sign(memberKey(id, token), s.cfg.Host.ID(), s.now())
 	req, _ := json.Marshal(q)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -53,6 +54,7 @@ func (h *harness) historyOf(id, token string) []map[string]any {
 // to a node proving it holds the member token, and takes appends only from
 // nodes that serve the cluster, at a bounded rate.
 func TestHistoryStreamAuth(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	pub := h.create(`{"visibility":"public"}`)
 	priv := h.create(`{}`)
@@ -61,7 +63,7 @@ func TestHistoryStreamAuth(t *testing.T) {
 	for _, cl := range []struct{ id, tok string }{{pubID, pubTok}, {privID, privTok}} {
 		c := h.dial(cl.id, vals("agent", "ann", "vis", VisPrivate, "token", cl.tok)).listen()
 		c.next(KindWelcome)
-		eventually(t, func() bool { return len(h.historyOf(cl.id, cl.tok)) == 1 }, "ann's join never recorded")
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(h.historyOf(cl.id, cl.tok)) == 1 }, "ann's join never recorded")
 	}
 
 	raw := rawPeer(t, h)
@@ -163,6 +165,7 @@ func servingPeer(t *testing.T, h *harness, id string, members ...string) (*p2p.H
 // that ended within the batch) and leaves of the joins it appended; events
 // about anyone else are dropped.
 func TestHistoryTakesOnlyANodesOwnSockets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
@@ -194,23 +197,26 @@ func TestHistoryTakesOnlyANodesOwnSockets(t *testing.T) {
 // event of the node that holds the most; so a node flooding the history
 // evicts its own events, never those of a node holding fewer.
 func TestHistoryShares(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)
-	body := func(agent string) [][]byte {
-		return [][]byte{encodeWire(nil, sealHistory, eventBody{Event: "join", Agent: agent, Vis: VisPublic})}
+	// appendAll appends n joins of node, agents prefix0 on, in batches as
+	// nodes send them.
+	appendAll := func(node peer.ID, prefix string, n int) {
+		for i := 0; i < n; i += historyBatch {
+			var bodies [][]byte
+			for j := i; j < min(n, i+historyBatch); j++ {
+				bodies = append(bodies, encodeWire(nil, sealHistory, eventBody{Event: "join", Agent: fmt.Sprint(prefix, j), Vis: VisPublic}))
+			}
+			if err := h.svc.storeEvents(id, node, bodies); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	quiet, loud := peer.ID("quiet-node"), peer.ID("loud-node")
-	for i := range 30 {
-		if err := h.svc.storeEvents(id, quiet, body(fmt.Sprint("q", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 3 * historyKeep {
-		if err := h.svc.storeEvents(id, loud, body(fmt.Sprint("l", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendAll(quiet, "q", 30)
+	appendAll(loud, "l", 3*historyKeep)
 	count := map[string]int{}
 	events := h.historyOf(id, tok)
 	for _, e := range events {
@@ -225,11 +231,7 @@ func TestHistoryShares(t *testing.T) {
 	// A third node joins the flood: the two loud ones end at half the
 	// window each, less what the quiet one holds.
 	louder := peer.ID("louder-node")
-	for i := range 2 * historyKeep {
-		if err := h.svc.storeEvents(id, louder, body(fmt.Sprint("m", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendAll(louder, "m", 2*historyKeep)
 	clear(count)
 	for _, e := range h.historyOf(id, tok) {
 		count[e["node"].(string)]++
@@ -248,19 +250,10 @@ func mustEvents(t *testing.T, raw []byte) []storedEvent {
 	return resp.Events
 }
 
-// eventually polls cond until it holds, for up to 10 s.
-func eventually(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-	}
-}
-
 // TestLobbyKeepsNoHistory: the lobby has no owner to read a history, so
 // its joins and leaves are not recorded.
 func TestLobbyKeepsNoHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public"}`)
 	lobby := h.dial(LobbyID, vals("agent", "visitor")).listen()
@@ -269,7 +262,7 @@ func TestLobbyKeepsNoHistory(t *testing.T) {
 	// Events are reported in order: once a later one is in, the lobby's
 	// would be too.
 	h.dial(cl["cluster_id"].(string), vals("agent", "later")).listen().next(KindWelcome)
-	eventually(t, func() bool { return len(h.historyOf(cl["cluster_id"].(string), cl["token"].(string))) == 1 }, "the later join never recorded")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(h.historyOf(cl["cluster_id"].(string), cl["token"].(string))) == 1 }, "the later join never recorded")
 	if events, err := h.svc.readEvents(LobbyID, historyKeep); err != nil || len(events) != 0 {
 		t.Fatalf("the lobby's history: %v, %v", events, err)
 	}
@@ -279,6 +272,7 @@ func TestLobbyKeepsNoHistory(t *testing.T) {
 // directory, checking a join it was sent, peeked at its roster answers
 // the member whose join is on its way, and nothing once it is answered.
 func TestPendingJoinsAnswerPeeks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	other := newHarness(t, nil)

@@ -102,14 +102,17 @@ type servedViews struct {
 	views map[peerCluster]served
 }
 
-func (v *servedViews) get(k peerCluster) (served, bool) {
+// get returns the view of k, and whether it is fresh at now.
+func (v *servedViews) get(k peerCluster, now time.Time) (served, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s, ok := v.views[k]
-	return s, ok && time.Since(s.at) < servedFor
+	return s, ok && now.Sub(s.at) < servedFor
 }
 
-func (v *servedViews) put(k peerCluster, s served) {
+// put remembers s as the view of k, forgetting those stale at now if it
+// has to.
+func (v *servedViews) put(k peerCluster, s served, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.views == nil {
@@ -117,7 +120,7 @@ func (v *servedViews) put(k peerCluster, s served) {
 	}
 	if len(v.views) >= maxServed {
 		for k, s := range v.views {
-			if time.Since(s.at) >= servedFor {
+			if now.Sub(s.at) >= servedFor {
 				delete(v.views, k)
 			}
 		}
@@ -141,7 +144,8 @@ func (s *Service) servingMembers(ctx context.Context, id string, from peer.ID, n
 		return nil, nil
 	}
 	k := peerCluster{from, id}
-	last, fresh := s.served.get(k)
+	now := s.now()
+	last, fresh := s.served.get(k, now)
 	if fresh && hasAll(last.members, need) {
 		return last.members, nil
 	}
@@ -158,14 +162,14 @@ func (s *Service) servingMembers(ctx context.Context, id string, from peer.ID, n
 	for _, m := range ro.Members {
 		members[m.Agent] = true
 	}
-	at := time.Now()
+	at := now
 	if fresh { // a member may have left since the last answer, its leave on the way
 		for h := range last.members {
 			members[h] = true
 		}
 		at = last.at // so that what was merged in expires: asked every minute, a node's gone members would vouch for ever
 	}
-	s.served.put(k, served{at: at, members: members})
+	s.served.put(k, served{at: at, members: members}, now)
 	return members, nil
 }
 

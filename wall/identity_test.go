@@ -15,6 +15,7 @@ import (
 // message of B's carol without her did, whatever B says of it (B may not
 // have heard of the proof yet, or be of the release before); A's keeps it.
 func TestProvedHandleElsewhere(t *testing.T) {
+	t.Parallel()
 	const nodeA, nodeB = peer.ID("node-a"), peer.ID("node-b")
 	key := identity.GenerateKey()
 	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // newClusterV1 makes a cluster as the release before record v2 did
@@ -51,6 +52,7 @@ func entry(t *testing.T, seq uint64, op Op) *cmdlog.Entry {
 // clusters the earlier release created (v1 records), applies what follows,
 // and their tokens and admin tokens keep working.
 func TestReplayV1Records(t *testing.T) {
+	t.Parallel()
 	log := storetest.Log(t)
 	cat := NewCatalog(log)
 	privV1, privID, privTok, privAdmin := newClusterV1(t, Private, Meta{Name: "old club"})
@@ -99,6 +101,7 @@ func TestReplayV1Records(t *testing.T) {
 // clearly, by the others, which cannot prove the token to it), and its
 // admin token deletes it.
 func TestV1ClusterOnTheWall(t *testing.T) {
+	t.Parallel()
 	dir := newHarness(t, nil)
 	other := newHarness(t, func(c *Config) { c.Directory = dir.host.ID })
 	s, id, tok, admin := newClusterV1(t, Private, Meta{Name: "old club"})
@@ -120,7 +123,7 @@ func TestV1ClusterOnTheWall(t *testing.T) {
 	if _, resp, err := dir.tryDial(id, vals("agent", "x", "token", newSecret(tokenPrefix))); err == nil || resp.StatusCode != 401 {
 		t.Fatalf("another token: %v %v", err, resp)
 	}
-	eventually(t, func() bool { return len(dir.historyOf(id, admin)) == 2 }, "the directory does not serve a v1 cluster's history")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(dir.historyOf(id, admin)) == 2 }, "the directory does not serve a v1 cluster's history")
 	if st, v := other.call("GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", tok); st != 409 || v["code"] != "history_at_directory" {
 		t.Fatalf("another node's history of a v1 cluster: %d %v", st, v)
 	}

@@ -30,7 +30,7 @@ func newPeerLimits(r float64, burst int) *peerLimits {
 // take takes up to n tokens from the bucket of p and cluster id and
 // returns how many it got.
 func (l *peerLimits) take(p peer.ID, id string, n int) int {
-	now := time.Now()
+	now := time.Now() // rates fill in real time (doc.go, One clock)
 	b := l.buckets.Bucket(peerCluster{p, id}, now)
 	for i := range n {
 		if !b.AllowN(now, 1) {

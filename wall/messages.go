@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // sent is a frame a socket here sent, until it is answered: for a message,
@@ -21,7 +23,7 @@ type sent struct {
 	expect   map[peer.ID]bool // nodes whose receipt is still due
 	remote   int              // deliveries the receipts report
 	complete chan struct{}    // closed once every expected node answered
-	deadline time.Time        // when the ack goes, complete or not
+	window   clock.Timer      // fires when the ack goes, complete or not
 }
 
 // maxReceipt bounds the deliveries one receipt may claim: more sockets
@@ -84,14 +86,14 @@ func (r *room) awaitRoom(s *socket) bool {
 // here; the ack follows.
 func (r *room) sendMessage(s *socket, snd send) error {
 	w := wireMsg{T: wireMessage, ID: newMsgID(), From: s.handle, FromDID: s.did, Verified: s.proof != "", To: snd.To,
-		TS: r.svc.cfg.Now().UnixMilli(), Payload: snd.Payload}
+		TS: r.svc.now().UnixMilli(), Payload: snd.Payload}
 	w.Board, w.Ref = r.svc.resolveTags(r, snd.Payload)
 	if size, envelope := messageFrameSize(&w); size > MaxFrame {
 		return badFrame("frame_too_large", "the message frame your peers would receive is %d bytes (a payload of %d bytes as sent, in an envelope of %d: kind, from, from_did, to, ts), over the %d-byte limit: send at most %d bytes of payload, or link large content by url",
 			size, len(w.Payload), envelope, MaxFrame, MaxFrame-envelope)
 	}
 	p := &sent{id: w.ID, ackTo: snd.AckTo, local: newDelivery(), expect: map[peer.ID]bool{},
-		complete: make(chan struct{}), deadline: time.Now().Add(r.svc.cfg.AckWindow)}
+		complete: make(chan struct{}), window: r.svc.cfg.Clock.NewTimer(r.svc.cfg.AckWindow)}
 	r.mu.Lock()
 	if !r.mayHoldLocked(s) { // its handle was proved by another socket since it connected (identity.go)
 		w.FromDID, w.Verified = "", false
@@ -110,6 +112,7 @@ func (r *room) sendMessage(s *socket, snd send) error {
 		r.mu.Lock()
 		delete(r.pending, w.ID)
 		r.mu.Unlock()
+		p.window.Stop()
 		return badFrame("not_sent", "the message could not be relayed to the cluster's other nodes, so it was sent to nobody: %v", err)
 	}
 	r.mu.Lock()
@@ -288,16 +291,15 @@ func (r *room) ackLoop(s *socket) {
 	}
 }
 
-// awaitAck waits for p's deliveries to be counted, or its deadline, and
+// awaitAck waits for p's deliveries to be counted, or its window, and
 // returns them; false when the room closes first.
 func (r *room) awaitAck(p *sent) (int, bool) {
-	window := time.NewTimer(time.Until(p.deadline))
-	defer window.Stop()
+	defer p.window.Stop()
 	for _, done := range []<-chan struct{}{p.local.done, p.complete} {
 		select {
 		case <-done:
 			continue
-		case <-window.C:
+		case <-p.window.C():
 		case <-r.ctx.Done():
 			return 0, false
 		}
@@ -328,7 +330,7 @@ func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
 			return
 		}
 		var ready []*wireMsg
-		ready, late = n.order.add(w, time.Now())
+		ready, late = n.order.add(w, r.svc.now())
 		known = n.known
 		r.fanOutRemoteLocked(origin, n, ready, touch)
 	})
@@ -386,21 +388,31 @@ func (r *room) believedLocked(n *remoteNode, w *wireMsg) *wireMsg {
 }
 
 // flushAt delivers, at time at, what node p's sequencer gave up waiting
-// for, and what waited for that.
+// for, and what waited for that. The timer decides when: what was due at
+// at goes then, also on a clock whose Now stands still (Config.Clock).
 func (r *room) flushAt(p peer.ID, at time.Time) {
-	t := time.NewTimer(time.Until(at))
+	t := r.svc.cfg.Clock.NewTimer(at.Sub(r.svc.now()))
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 	case <-r.ctx.Done():
 		return
 	}
+	now := r.svc.now()
 	r.change(nil, func(touch func(string)) {
 		if n := r.remote[p]; n != nil {
 			n.flushing = false
-			r.fanOutRemoteLocked(p, n, n.order.release(time.Now()), touch)
+			r.fanOutRemoteLocked(p, n, n.order.release(later(now, at)), touch)
 		}
 	})
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sendReceipt tells node origin how many sockets here received message
@@ -408,11 +420,11 @@ func (r *room) flushAt(p peer.ID, at time.Time) {
 func (r *room) sendReceipt(origin peer.ID, id string, d *delivery) {
 	delivered := 0
 	if d != nil {
-		wait := time.NewTimer(r.svc.cfg.AckWindow / 2)
+		wait := r.svc.cfg.Clock.NewTimer(r.svc.cfg.AckWindow / 2)
 		defer wait.Stop()
 		select {
 		case <-d.done:
-		case <-wait.C:
+		case <-wait.C():
 		case <-r.ctx.Done():
 			return
 		}

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSequencer(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	type step struct {
 		epoch, seq uint64        // a message comes (seq 0: only time passes)
@@ -146,6 +147,7 @@ func TestSequencer(t *testing.T) {
 // (where seq+1 wraps to 0 and a sequencer would wait for ever) is refused
 // on the topic and in a roster.
 func TestCountersOutOfRange(t *testing.T) {
+	t.Parallel()
 	huge := uint64(math.MaxUint64)
 	for _, w := range []wireMsg{
 		{T: wireBye, Epoch: 1, Seq: huge},
@@ -153,15 +155,15 @@ func TestCountersOutOfRange(t *testing.T) {
 		{T: wireMessage, ID: "m", TS: 1, Epoch: 1, Seq: huge, From: "a", Payload: []byte(`1`)},
 		{T: wireLeave, Epoch: 1, Rev: huge, Seq: 1, Member: &member{Agent: "a", Vis: VisPublic}},
 	} {
-		if w.check("c_x") == nil {
+		if w.check("c_x", newProofMemory()) == nil {
 			t.Errorf("%s with seq %d rev %d accepted", w.T, w.Seq, w.Rev)
 		}
 	}
-	if (&wireMsg{T: wireBye, Epoch: 1, Seq: maxCount}).check("c_x") != nil {
+	if (&wireMsg{T: wireBye, Epoch: 1, Seq: maxCount}).check("c_x", newProofMemory()) != nil {
 		t.Error("a bye at maxCount refused")
 	}
 	for _, ro := range []roster{{Epoch: 1, Seq: huge}, {Epoch: 1, Rev: maxCount + 1}} {
-		if ro.check("c_x") == nil {
+		if ro.check("c_x", newProofMemory()) == nil {
 			t.Errorf("roster seq %d rev %d accepted", ro.Seq, ro.Rev)
 		}
 	}

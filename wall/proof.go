@@ -55,9 +55,28 @@ func connectBody(handle, challenge string) []byte { return []byte(handle + "\n" 
 // proofPath is the path a connect proof signs: the socket's, by id.
 func proofPath(clusterID string) string { return "/v1/clusters/" + clusterID + "/ws" }
 
-// checkProof checks that proof is did's signature for handle in cluster
-// and challenge: everything but its time and whose challenge it is.
-func checkProof(proof, challenge, cluster, handle, did string) (identity.SigHeader, error) {
+// proofMemory remembers the proofs that verified on this node (their
+// digests, at most maxVerifiedProofs, all forgotten at once past it), so
+// that the members another node sends at every roster exchange, up to
+// maxRoster of them, cost a lookup each, not a signature verification: a
+// node fetches a roster whenever its digest looks stale, and a rogue node
+// can make it look so at every beat.
+type proofMemory struct {
+	mu     sync.Mutex
+	m      map[[sha256.Size]byte]struct{}
+	verify func(pub ed25519.PublicKey, msg, sig []byte) bool // ed25519.Verify; tests count its calls
+}
+
+func newProofMemory() *proofMemory {
+	return &proofMemory{m: map[[sha256.Size]byte]struct{}{}, verify: ed25519.Verify}
+}
+
+// maxVerifiedProofs bounds the proofs remembered as verified.
+const maxVerifiedProofs = 100_000
+
+// check checks that proof is did's signature for handle in cluster and
+// challenge: everything but its time and whose challenge it is.
+func (pm *proofMemory) check(proof, challenge, cluster, handle, did string) (identity.SigHeader, error) {
 	if len(proof) > maxProof || len(challenge) > maxChallenge {
 		return identity.SigHeader{}, fmt.Errorf("proof longer than %d bytes or challenge longer than %d", maxProof, maxChallenge)
 	}
@@ -69,32 +88,13 @@ func checkProof(proof, challenge, cluster, handle, did string) (identity.SigHead
 		return h, fmt.Errorf("sign %s, not %s", identity.SigVersion, identity.SigVersionBound)
 	case identity.DIDFromPublicKey(h.Pubkey) != did:
 		return h, errDIDMismatch
-	case verifiedProofs.has(cluster, handle, challenge, proof):
-	case !verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), connectBody(handle, challenge), h.TS, h.Nonce), h.Sig):
+	case pm.has(cluster, handle, challenge, proof):
+	case !pm.verify(h.Pubkey, identity.SigningString(http.MethodGet, proofPath(cluster), connectBody(handle, challenge), h.TS, h.Nonce), h.Sig):
 		return h, fmt.Errorf("the signature does not verify over GET %s with the body %q", proofPath(cluster), connectBody(handle, challenge))
 	default:
-		verifiedProofs.add(cluster, handle, challenge, proof)
+		pm.add(cluster, handle, challenge, proof)
 	}
 	return h, nil
-}
-
-// verify is ed25519.Verify; tests count its calls.
-var verify = ed25519.Verify
-
-// maxVerifiedProofs bounds the proofs remembered as verified.
-const maxVerifiedProofs = 100_000
-
-// verifiedProofs remembers the proofs that verified (their digests, at
-// most maxVerifiedProofs, all forgotten at once past it), so that the
-// members another node sends at every roster exchange, up to maxRoster of
-// them, cost a lookup each, not a signature verification: a node fetches
-// a roster whenever its digest looks stale, and a rogue node can make it
-// look so at every beat.
-var verifiedProofs = proofSet{m: map[[sha256.Size]byte]struct{}{}}
-
-type proofSet struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]struct{}
 }
 
 // proofKey names proof for handle and challenge in cluster: the proof
@@ -103,22 +103,22 @@ func proofKey(cluster, handle, challenge, proof string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(cluster + "\x00" + handle + "\x00" + challenge + "\x00" + proof))
 }
 
-func (s *proofSet) has(cluster, handle, challenge, proof string) bool {
+func (pm *proofMemory) has(cluster, handle, challenge, proof string) bool {
 	k := proofKey(cluster, handle, challenge, proof)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[k]
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	_, ok := pm.m[k]
 	return ok
 }
 
-func (s *proofSet) add(cluster, handle, challenge, proof string) {
+func (pm *proofMemory) add(cluster, handle, challenge, proof string) {
 	k := proofKey(cluster, handle, challenge, proof)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.m) >= maxVerifiedProofs {
-		clear(s.m)
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	if len(pm.m) >= maxVerifiedProofs {
+		clear(pm.m)
 	}
-	s.m[k] = struct{}{}
+	pm.m[k] = struct{}{}
 }
 
 var errDIDMismatch = errors.New("the proof is signed by another key than the did's")
@@ -135,7 +135,7 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	if err != nil || proof == "" {
 		return err
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	if s.proofNonces.ScopeFull(httpx.AddrKey(httpx.ClientIP(r)), now) {
 		return errClientNonces(s.cfg.ProofNonces)
 	}
@@ -148,7 +148,7 @@ func (s *Service) proveKey(r *http.Request, cl *Cluster, j *joinQuery) error {
 	if challenge == "" {
 		return ErrBadChallenge.With("a proof of key signs a challenge of this node, named by ?challenge=: fetch one with GET /v1/clusters/%s/challenge", cl.ID)
 	}
-	h, err := checkProof(proof, challenge, cl.ID, j.agent, j.did)
+	h, err := s.proofs.check(proof, challenge, cl.ID, j.agent, j.did)
 	switch {
 	case errors.Is(err, errDIDMismatch):
 		return ErrDIDMismatch.With("the proof is signed by %s, not by the key of did %s", identity.DIDFromPublicKey(h.Pubkey), j.did)
@@ -174,7 +174,7 @@ func (s *Service) claimProof(r *http.Request, j *joinQuery) error {
 	if j.proof == "" {
 		return nil
 	}
-	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), j.signed.Pubkey, j.signed.Nonce, s.cfg.Now()); {
+	switch err := s.proofNonces.ClaimIn(httpx.AddrKey(httpx.ClientIP(r)), j.signed.Pubkey, j.signed.Nonce, s.now()); {
 	case errors.Is(err, nonces.ErrFull):
 		return httpx.ErrUnavailable.With("too many signed connects in the last %v: retry shortly", identity.NonceMemory)
 	case errors.Is(err, nonces.ErrScopeFull):

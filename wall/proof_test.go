@@ -19,6 +19,7 @@ import (
 // taken only if the proof is the did's signature for that handle in that
 // cluster, whatever its age.
 func TestMemberProofChecked(t *testing.T) {
+	t.Parallel()
 	key, other := identity.GenerateKey(), identity.GenerateKey()
 	did := identity.DIDFromPublicKey(key.Public().(ed25519.PublicKey))
 	long := time.Now().Add(-30 * 24 * time.Hour) // connected a month ago
@@ -43,21 +44,20 @@ func TestMemberProofChecked(t *testing.T) {
 		{"oversized challenge", member{Agent: "alice", DID: did, Vis: VisPublic, Proof: good, Challenge: strings.Repeat("c", maxChallenge+1)}, false},
 	}
 	for _, tc := range cases {
-		if err := tc.m.check("c_a"); (err == nil) != tc.ok {
+		if err := tc.m.check("c_a", newProofMemory()); (err == nil) != tc.ok {
 			t.Errorf("%s: check = %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
 	r := roster{Epoch: 1, Members: []member{cases[0].m, cases[4].m}}
-	if r.check("c_a") == nil {
+	if r.check("c_a", newProofMemory()) == nil {
 		t.Error("a roster with a forged proof passed")
 	}
 }
 
-// countVerifies counts the signature verifications until the test ends.
-func countVerifies(t *testing.T) *atomic.Int64 {
+// countVerifies counts the signature verifications of pm.
+func countVerifies(pm *proofMemory) *atomic.Int64 {
 	var n atomic.Int64
-	t.Cleanup(func() { verify = ed25519.Verify })
-	verify = func(pub ed25519.PublicKey, msg, sig []byte) bool {
+	pm.verify = func(pub ed25519.PublicKey, msg, sig []byte) bool {
 		n.Add(1)
 		return ed25519.Verify(pub, msg, sig)
 	}
@@ -80,10 +80,12 @@ func provenMembers(n int, cluster string) []member {
 // every stale beat) does not cost its proofs' verifications again; a
 // remembered proof still proves nothing for another handle or cluster.
 func TestRosterProofsVerifiedOnce(t *testing.T) {
-	n := countVerifies(t)
+	t.Parallel()
+	pm := newProofMemory()
+	n := countVerifies(pm)
 	r := roster{Epoch: 1, Members: provenMembers(50, "c_a")}
 	for range 3 {
-		if err := r.check("c_a"); err != nil {
+		if err := r.check("c_a", pm); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +94,7 @@ func TestRosterProofsVerifiedOnce(t *testing.T) {
 	}
 	stolen := r.Members[0]
 	stolen.Agent = "mallory"
-	if stolen.check("c_a") == nil || r.Members[0].check("c_b") == nil {
+	if stolen.check("c_a", pm) == nil || r.Members[0].check("c_b", pm) == nil {
 		t.Fatal("a remembered proof passed for another handle or cluster")
 	}
 }
@@ -102,12 +104,12 @@ func TestRosterProofsVerifiedOnce(t *testing.T) {
 // a stranger cannot make a node verify up to maxRoster signatures a
 // request.
 func TestStrangersRosterNotVerified(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.dial(LobbyID, vals("agent", "ann")).listen().next(KindWelcome)
 	mallory := rawPeer(t, h)
-	n := countVerifies(t)
 	ctx := context.Background()
-	claim := roster{Epoch: 1, Rev: 1, Members: provenMembers(20, LobbyID)}
+	claim := roster{Epoch: 1, Rev: 1, Members: provenMembers(20, LobbyID)} // valid: each would be remembered once verified
 	ask := func(peek bool) error {
 		req := encodeWire(nil, "", rosterRequest{Cluster: LobbyID, Body: encodeWire(nil, sealRosterReq, claim), Peek: peek})
 		_, err := mallory.Request(ctx, h.host.ID(), rosterProto, req, maxRosterResp)
@@ -119,8 +121,11 @@ func TestStrangersRosterNotVerified(t *testing.T) {
 	if ask(false) == nil {
 		t.Fatal("an unvouched node's roster exchange was answered")
 	}
-	if got := n.Load(); got != 0 {
-		t.Fatalf("a stranger's rosters cost %d verifications", got)
+	h.svc.proofs.mu.Lock()
+	verified := len(h.svc.proofs.m)
+	h.svc.proofs.mu.Unlock()
+	if verified != 0 {
+		t.Fatalf("a stranger's rosters cost %d verifications", verified)
 	}
 }
 
@@ -132,7 +137,8 @@ func TestStrangersRosterNotVerified(t *testing.T) {
 // signature is checked); a signed connect from another address still
 // works. A private cluster's challenge is only for token holders.
 func TestProofNoncesCrowd(t *testing.T) {
-	h := newHarness(t, nil) // DefaultProofNonces: 100 an address
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ProofNonces = 10_000 }) // 10 an address
 	key := identity.GenerateKey()
 	mux := h.srv.Config.Handler
 	ask := func(from string, upgrade bool) int {
@@ -147,17 +153,18 @@ func TestProofNoncesCrowd(t *testing.T) {
 		mux.ServeHTTP(rec, req)
 		return rec.Code
 	}
-	perClient := proofNoncesPerClient(DefaultProofNonces)
+	perClient := proofNoncesPerClient(10_000)
+	plain := 2 * perClient // more than a share: had they claimed nonces, upgrades would be refused at once
 	for a := range 100 {
 		from := fmt.Sprintf("10.0.%d.%d", a/200, a%200+1)
-		for i := range 1000 { // plain GETs first: they claim nothing
-			upgrade := i >= 500
+		for i := range 2 * plain { // plain GETs first: they claim nothing
+			upgrade := i >= plain
 			switch code := ask(from, upgrade); {
 			case !upgrade && code != http.StatusUpgradeRequired:
 				t.Fatalf("a signed plain GET: %d", code)
-			case upgrade && i-500 < perClient && code == http.StatusTooManyRequests:
-				t.Fatalf("address %s refused after %d upgrades", from, i-500)
-			case upgrade && i-500 >= perClient && code != http.StatusTooManyRequests:
+			case upgrade && i-plain < perClient && code == http.StatusTooManyRequests:
+				t.Fatalf("address %s refused after %d upgrades", from, i-plain)
+			case upgrade && i-plain >= perClient && code != http.StatusTooManyRequests:
 				t.Fatalf("address %s past its share: %d", from, code)
 			}
 		}

@@ -40,6 +40,7 @@ var (
 )
 
 func TestDecodePropsAccepts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		raw   string
 		level PropsLevel
@@ -72,6 +73,7 @@ func TestDecodePropsAccepts(t *testing.T) {
 }
 
 func TestDecodePropsRefuses(t *testing.T) {
+	t.Parallel()
 	long := func(n int) string { return strings.Repeat("a", n) }
 	tags := func(n int) string { return `["` + strings.Repeat(`t","`, n-1) + `t"]` }
 	for _, tc := range []struct {
@@ -134,6 +136,7 @@ func TestDecodePropsRefuses(t *testing.T) {
 // TestPropsApply: a level's stored props under a sequence of patches;
 // absent keys are kept, null keys removed, null props clear everything.
 func TestPropsApply(t *testing.T) {
+	t.Parallel()
 	p := decodeAt(t, `{"where":{"lat":48.8566,"lon":2.3522,"label":"Paris"},"lang":"fr","entry":{"age_min":21},"limits":{"post_max_chars":280}}`, BoardProps)
 	for _, step := range []struct {
 		patch string
@@ -159,6 +162,7 @@ func TestPropsApply(t *testing.T) {
 // TestEffectiveProps: cluster, board and post levels merged; for each
 // key the lowest level that sets it wins, none stops where.
 func TestEffectiveProps(t *testing.T) {
+	t.Parallel()
 	adult := &Entry{AgeMin: 18, Require: []string{"id"}}
 	teen := &Entry{AgeMin: 13}
 	short := &Limits{PostMaxChars: 140}
@@ -196,6 +200,7 @@ func TestEffectiveProps(t *testing.T) {
 
 // TestPropsJSON: what a client reads back, "none" included.
 func TestPropsJSON(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		p    Props
 		want string
@@ -219,6 +224,7 @@ func TestPropsJSON(t *testing.T) {
 // TestDistanceKm against figures worked out apart from the code, on the
 // sphere of radius R = 6371.0088 km.
 func TestDistanceKm(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name                   string
 		aLat, aLon, bLat, bLon float64
@@ -251,6 +257,7 @@ func TestDistanceKm(t *testing.T) {
 }
 
 func TestParsePostFilter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		query string
 		want  PostFilter
@@ -311,6 +318,7 @@ func TestParsePostFilter(t *testing.T) {
 }
 
 func TestPostFilterMatch(t *testing.T) {
+	t.Parallel()
 	near := func(lat, lon, km float64) PostFilter { return PostFilter{Near: &Where{Lat: lat, Lon: lon}, Km: km} }
 	for _, tc := range []struct {
 		name string
@@ -417,6 +425,7 @@ func FuzzParsePostFilter(f *testing.F) {
 // math.Asin itself is off by one at times (asin(0.00047001015064434783)
 // is 0.000470010167949304050..., the series gives ...408, math.Asin ...397).
 func TestAsinSeries(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	xs := []float64{0, 1e-300, 1.0 / 16, math.Nextafter(1.0/16, 0), math.Nextafter(1.0/16, 1)}
 	for i := range 100000 {

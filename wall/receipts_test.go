@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -16,6 +18,7 @@ import (
 // whole, in a few requests rather than a stream each (which libp2p's
 // resource manager would refuse past 64 at once).
 func TestReceiptsAreBatched(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	origin, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
@@ -42,7 +45,7 @@ func TestReceiptsAreBatched(t *testing.T) {
 	for i := range n {
 		h.svc.queueReceipt(origin.ID(), receipt{Cluster: "c_x", ID: newMsgID(), Delivered: i % 3})
 	}
-	eventually(t, func() bool { return receipts.Load() == n }, "not every receipt arrived")
+	testkit.Eventually(t, 10*time.Second, func() bool { return receipts.Load() == n }, "not every receipt arrived")
 	if r := requests.Load(); r > n/10 {
 		t.Fatalf("%d receipts took %d requests", n, r)
 	}
@@ -52,6 +55,7 @@ func TestReceiptsAreBatched(t *testing.T) {
 // TestReceiptBatchBounds: a receipt request over the batch bound is
 // refused whole; a single receipt of the earlier protocol is taken.
 func TestReceiptBatchBounds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	big, _ := json.Marshal(receiptBatch{Receipts: make([]receipt, maxReceiptBatch+1)})
 	if _, err := h.svc.serveReceipts(context.Background(), "", big); err == nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +63,7 @@ type room struct {
 	remote  map[peer.ID]*remoteNode
 	pending map[string]*sent // by message id
 	closed  bool
+	beats   uint64 // counted since the room started (expire)
 
 	// strangers counts the views in remote that are not known,
 	// remoteMembers the members in all of them.
@@ -182,37 +182,25 @@ func (r *room) exchangeRoster(ctx context.Context, p peer.AddrInfo, mine roster)
 		return // it no longer serves the cluster, refused this node (vouch.go), or said nothing useful
 	}
 	r.setRoster(p.ID, theirs)
-	r.waitTopicPeer(ctx, p.ID)
-}
-
-// waitTopicPeer waits until p is known to subscribe to the topic, so that
-// what this node publishes next reaches it.
-func (r *room) waitTopicPeer(ctx context.Context, p peer.ID) {
-	for !slices.Contains(r.topic.Peers(), p) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	r.topic.AwaitPeer(ctx, p.ID) // so that what this node publishes next reaches it
 }
 
 // maintain beats every BeatInterval, expires nodes that stopped beating,
 // and renews the rendezvous registration, connecting to nodes that arrived
 // meanwhile.
 func (r *room) maintain() {
-	tick := time.NewTicker(r.svc.cfg.BeatInterval)
+	tick := r.svc.cfg.Clock.NewTicker(r.svc.cfg.BeatInterval)
 	defer tick.Stop()
-	renew := time.NewTicker(p2p.RendezvousTTL / 3)
+	renew := r.svc.cfg.Clock.NewTicker(p2p.RendezvousTTL / 3)
 	defer renew.Stop()
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			r.publish(r.beat())
 			r.expire()
-		case <-renew.C:
+		case <-renew.C():
 			r.renew("")
 		}
 	}
@@ -253,7 +241,7 @@ func (r *room) renew(back peer.ID) {
 // publish sends w on the cluster's topic. A failure is logged and counted:
 // the other nodes miss what w says.
 func (r *room) publish(w wireMsg) error {
-	w.Epoch, w.At, w.N = r.epoch, r.svc.cfg.Now().UnixMilli(), r.wireN.Add(1)
+	w.Epoch, w.At, w.N = r.epoch, r.svc.now().UnixMilli(), r.wireN.Add(1)
 	err := r.topic.Publish(r.ctx, encodeWire(r.seal, topicAD(r.svc.cfg.Host.ID()), w))
 	if err != nil && r.ctx.Err() == nil {
 		r.svc.metrics.publishFailed.Inc()
@@ -282,11 +270,11 @@ func (r *room) validate(origin peer.ID, data []byte) (any, error) {
 	if err := decodeWire(r.seal, topicAD(origin), data, &w); err != nil {
 		return nil, err
 	}
-	if err := w.check(r.cl.ID); err != nil {
+	if err := w.check(r.cl.ID, r.svc.proofs); err != nil {
 		return nil, err
 	}
 	if r.seal != nil {
-		if err := r.svc.replays.take(r.cl.ID, origin, &w, r.svc.cfg.Now()); err != nil {
+		if err := r.svc.replays.take(r.cl.ID, origin, &w, r.svc.now()); err != nil {
 			return nil, err
 		}
 	}

@@ -70,14 +70,15 @@ type remoteNode struct {
 	rev      uint64
 	pending  map[uint64]*wireMsg // deltas past a missing one, by rev
 	mark     uint64              // the rev a beat announced while the view lagged behind it
-	seen     time.Time           // its last word
+	seen     uint64              // the room's beats (room.beats) at its last word
 	fetching bool                // its roster is being fetched
 	order    sequencer           // its messages
 	flushing bool                // a flushAt waits for what order holds
 	bye      *wireMsg            // its goodbye, waiting for its messages
 	snap     *roster             // a snapshot of its view's epoch, waiting for its messages
-	// refused: until then, the view stays empty (refuseLocked).
-	refused time.Time
+	// refused: until the room's beats reach it, the view stays empty
+	// (refuseLocked).
+	refused uint64
 }
 
 // Bounds on what a room holds of other nodes' rosters: a node reports at
@@ -132,7 +133,7 @@ func (r *room) refuseLocked(n *remoteNode, touch func(string)) {
 	r.clearViewLocked(n, touch)
 	clear(n.pending)
 	n.epoch, n.rev, n.mark = 0, 0, 0
-	n.refused = time.Now().Add(refuseFor)
+	n.refused = r.beats + r.beatsFor(refuseFor)
 	r.svc.log.Warn("a node's roster is over the bounds: its members are not shown here for a while",
 		"cluster", r.cl.ID, "max_per_node", maxRoster, "max_total", maxRemoteMembers)
 }
@@ -159,7 +160,7 @@ func (r *room) nodeLocked(p peer.ID) *remoteNode {
 		r.remote[p] = n
 		r.strangers++
 	}
-	n.seen = time.Now()
+	n.seen = r.beats
 	return n
 }
 
@@ -179,7 +180,7 @@ func (r *room) knowLocked(p peer.ID) *remoteNode {
 		}
 		n.known = true
 	}
-	n.seen = time.Now()
+	n.seen = r.beats
 	return n
 }
 
@@ -197,7 +198,7 @@ func (r *room) setRoster(p peer.ID, ro roster) {
 		if n == nil {
 			return
 		}
-		now := time.Now()
+		now := r.svc.now()
 		r.deliverReadyLocked(p, n, n.order.start(ro.Epoch, ro.Seq, r.listening(), now))
 		switch {
 		case ro.Epoch == n.epoch && ro.Rev < n.rev: // the view is newer
@@ -222,7 +223,7 @@ func (r *room) applyRosterLocked(n *remoteNode, ro roster, touch func(string)) {
 		touch(m.Agent)
 		r.putMemberLocked(n, m)
 	}
-	n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, time.Time{}
+	n.epoch, n.rev, n.mark, n.refused = ro.Epoch, ro.Rev, 0, 0
 }
 
 // listening reports whether the room has started: the other nodes'
@@ -241,7 +242,7 @@ func (r *room) delta(p peer.ID, w *wireMsg) {
 	fetch := false
 	r.change(nil, func(touch func(string)) {
 		n := r.nodeLocked(p)
-		if n == nil || time.Now().Before(n.refused) || (w.Epoch == n.epoch && w.Rev <= n.rev) ||
+		if n == nil || r.refusingLocked(n) || (w.Epoch == n.epoch && w.Rev <= n.rev) ||
 			w.Epoch < n.epoch || n.order.ended(w.Epoch) {
 			return // no room for its view, the view is refused, has it already, or it is of a room replaced since
 		}
@@ -285,7 +286,7 @@ func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
 			r.dropLocked(p, n, touch)
 			return
 		default:
-			n.order.expect(w.Seq, time.Now())
+			n.order.expect(w.Seq, r.svc.now())
 		}
 	}
 	if due := n.order.due(); !due.IsZero() && !n.flushing {
@@ -300,7 +301,7 @@ func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
 func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 	for w := n.pending[n.rev+1]; w != nil && w.Epoch == n.epoch; w = n.pending[n.rev+1] {
 		if w.T == wireLeave && !n.order.passed(w.Epoch, w.Seq) {
-			n.order.expect(w.Seq, time.Now())
+			n.order.expect(w.Seq, r.svc.now())
 			break
 		}
 		delete(n.pending, n.rev+1)
@@ -325,7 +326,7 @@ func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 func (r *room) beatFrom(p peer.ID, w *wireMsg) {
 	r.mu.Lock()
 	n := r.nodeLocked(p)
-	if n == nil || time.Now().Before(n.refused) {
+	if n == nil || r.refusingLocked(n) {
 		r.mu.Unlock()
 		return
 	}
@@ -366,7 +367,7 @@ func claimFetch(n *remoteNode) bool {
 // vouches for it: a stranger is heard on the topic, where anyone may
 // publish, and its answer would make it a known node.
 func (r *room) fetchRoster(p peer.ID) {
-	heard := time.Now()
+	heard := r.svc.asked()
 	r.mu.Lock()
 	var epoch uint64
 	if n := r.remote[p]; n != nil {
@@ -409,13 +410,13 @@ func (r *room) fetched(p peer.ID, epoch uint64, ro roster, err error) {
 	r.mu.Unlock()
 }
 
-// forget drops nodes ps and their members, those of them not heard from
-// since silentSince unless that is zero.
-func (r *room) forget(ps []peer.ID, silentSince time.Time) {
+// forget drops nodes ps and their members; with silentBefore, only those
+// of them not heard from since the room's beats reached it.
+func (r *room) forget(ps []peer.ID, silentBefore uint64) {
 	r.change(nil, func(touch func(string)) {
 		for _, p := range ps {
 			n := r.remote[p]
-			if n == nil || (!silentSince.IsZero() && !n.seen.Before(silentSince)) {
+			if n == nil || (silentBefore != 0 && n.seen >= silentBefore) {
 				continue
 			}
 			r.dropLocked(p, n, touch)
@@ -447,22 +448,41 @@ func (r *room) bye(p peer.ID, w *wireMsg) {
 	})
 }
 
-// expire forgets nodes whose last word is older than PresenceTimeout: a
-// node that died without saying goodbye takes its members offline.
+// expire counts a beat of the room, and forgets the nodes not heard from
+// in the last PresenceTimeout of beats: a node that died without saying
+// goodbye takes its members offline.
 func (r *room) expire() {
-	deadline := time.Now().Add(-r.svc.cfg.PresenceTimeout)
 	r.mu.Lock()
+	r.beats++
+	silent := r.beatsFor(r.svc.cfg.PresenceTimeout)
+	if r.beats <= silent {
+		r.mu.Unlock()
+		return
+	}
+	before := r.beats - silent
 	var gone []peer.ID
 	for p, n := range r.remote {
-		if n.seen.Before(deadline) {
+		if n.seen < before {
 			gone = append(gone, p)
 		}
 	}
 	r.mu.Unlock()
 	if len(gone) > 0 {
-		r.forget(gone, deadline)
+		r.forget(gone, before)
 	}
 }
+
+// beatsFor is how many of the room's beats d lasts, rounded up. What lasts
+// while nothing else happens (a silent node's presence, a refused view)
+// is counted in beats, which the clock's ticker makes (maintain), so that
+// it passes on a clock whose Now stands still (Config.Clock).
+func (r *room) beatsFor(d time.Duration) uint64 {
+	b := r.svc.cfg.BeatInterval
+	return uint64((d + b - 1) / b)
+}
+
+// refusingLocked reports whether node n's view is refused (refuseLocked).
+func (r *room) refusingLocked(n *remoteNode) bool { return r.beats < n.refused }
 
 // beat is what this node publishes every BeatInterval.
 func (r *room) beat() wireMsg {

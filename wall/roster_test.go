@@ -10,19 +10,27 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // viewRoom is a room with no sockets whose goroutines never run, so that a
 // test sees the decision to fetch a roster (remoteNode.fetching) without
-// a fetch.
+// a fetch. It runs on a manual clock (viewClock).
 func viewRoom() *room {
-	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
+	svc := &Service{ctx: context.Background(), log: slog.New(slog.DiscardHandler), proofs: newProofMemory(),
+		cfg: Config{Clock: clock.NewManual(time.Unix(1_800_000_000, 0))}}
+	svc.cfg.Tuning.fill()
 	r := newRoom(svc, &Cluster{Record: Record{ID: "c_view", Visibility: Public}}, "")
 	r.stopping = true
 	return r
 }
 
+// viewClock is the clock of a viewRoom.
+func viewClock(r *room) *clock.Manual { return r.svc.cfg.Clock.(*clock.Manual) }
+
 func TestRosterView(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	m := func(h string) member { return member{Agent: h, Vis: VisPublic} }
 	join := func(epoch, rev uint64, h string) *wireMsg {
@@ -95,6 +103,7 @@ func TestRosterView(t *testing.T) {
 // cost nothing) get at most maxStrangers views; a node that proves it
 // serves the cluster gets one even then, up to maxNodes.
 func TestViewBounds(t *testing.T) {
+	t.Parallel()
 	r := viewRoom()
 	beat := &wireMsg{T: wireBeat, Epoch: 1, Digest: digest{}.String()}
 	stranger := func(i int) peer.ID { return peer.ID(fmt.Sprintf("stranger-%d", i)) }
@@ -111,7 +120,7 @@ func TestViewBounds(t *testing.T) {
 		t.Fatalf("a node's roster refused while strangers fill their views: %+v", n)
 	}
 	r.setRoster(stranger(0), roster{Epoch: 1})
-	r.forget([]peer.ID{stranger(1)}, time.Time{})
+	r.forget([]peer.ID{stranger(1)}, 0)
 	if r.strangers != maxStrangers-2 || !r.remote[stranger(0)].known {
 		t.Fatalf("%d strangers after one proved itself and one was forgotten", r.strangers)
 	}
@@ -127,6 +136,7 @@ func TestViewBounds(t *testing.T) {
 // handles) or the room's views past maxRemoteMembers are refused: emptied,
 // and not fetched again at each beat, for refuseFor.
 func TestRosterBounds(t *testing.T) {
+	t.Parallel()
 	members := func(prefix string, n int) []member {
 		out := make([]member, n)
 		for i := range out {
@@ -145,7 +155,7 @@ func TestRosterBounds(t *testing.T) {
 	r.delta(p, join(2, "m0")) // a handle it has: no growth
 	r.delta(p, join(3, "one-too-many"))
 	n := r.remote[p]
-	if len(n.members) != 0 || r.remoteMembers != 0 || n.refused.IsZero() {
+	if len(n.members) != 0 || r.remoteMembers != 0 || !r.refusingLocked(n) {
 		t.Fatalf("a view grown past maxRoster: %d members (%d in the room), refused %v", len(n.members), r.remoteMembers, n.refused)
 	}
 	r.beatFrom(p, beat)
@@ -153,7 +163,7 @@ func TestRosterBounds(t *testing.T) {
 	if n.fetching || len(n.members) != 0 {
 		t.Fatalf("a refused view: fetching %v, %d members", n.fetching, len(n.members))
 	}
-	n.refused = time.Now() // the while passed
+	r.beats = n.refused // the while passed
 	r.beatFrom(p, beat)
 	if !n.fetching {
 		t.Fatal("a refused view is not fetched anew once the while passed")
@@ -179,6 +189,7 @@ func TestRosterBounds(t *testing.T) {
 // room before, arriving late, leaves the new view alone. The new room's
 // goodbye, or one without an epoch (the earlier release), forgets it.
 func TestByeOfAnEarlierRoom(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	r := viewRoom()
 	online := func() bool { _, ok := r.presentLocked("a"); return ok }
@@ -203,6 +214,7 @@ func TestByeOfAnEarlierRoom(t *testing.T) {
 // on them after orderWindow; a message given up on is not delivered after
 // the leave.
 func TestLeaveWaitsForMessages(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	a := member{Agent: "a", Vis: VisPublic}
 	msg := func(seq uint64) *wireMsg {
@@ -235,8 +247,8 @@ func TestLeaveWaitsForMessages(t *testing.T) {
 			if !online() {
 				t.Fatal("the leave went before the last message sent before it")
 			}
-			time.Sleep(orderWindow) // message 3 is lost
-			r.flushAt(p, time.Now())
+			viewClock(r).Advance(orderWindow) // message 3 is lost
+			r.flushAt(p, viewClock(r).Now())
 			if online() {
 				t.Fatal("the leave still waits for a message lost long ago")
 			}
@@ -257,6 +269,7 @@ func TestLeaveWaitsForMessages(t *testing.T) {
 // fetch asked before the node's next room exchanged rosters here leaves
 // that room's view alone.
 func TestRosterRepairWaitsForMessages(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	a := member{Agent: "a", Vis: VisPublic}
 	msg := func(epoch, seq uint64) *wireMsg {
@@ -308,8 +321,8 @@ func TestRosterRepairWaitsForMessages(t *testing.T) {
 		if !online(r) {
 			t.Fatal("the node was forgotten at once: messages on their way would go after its members left")
 		}
-		time.Sleep(orderWindow)
-		r.flushAt(p, time.Now())
+		viewClock(r).Advance(orderWindow)
+		r.flushAt(p, viewClock(r).Now())
 		if online(r) || r.remote[p] != nil {
 			t.Fatal("the node is still there orderWindow after it said it serves the cluster no more")
 		}
@@ -332,6 +345,7 @@ func TestRosterRepairWaitsForMessages(t *testing.T) {
 // (its goodbye, a join) leaves alone what its next room sent; and a join
 // of the next room that comes before the snapshot waits for it.
 func TestNextRoomOutlivesTheOneBefore(t *testing.T) {
+	t.Parallel()
 	const p = peer.ID("node-b")
 	a, b := member{Agent: "a", Vis: VisPublic}, member{Agent: "b", Vis: VisPublic}
 	msg := func(epoch, seq uint64) *wireMsg {

@@ -20,6 +20,7 @@ import (
 // largest proof this node keeps (its nonce escaped too) and its
 // challenge.
 func TestRosterSizeBound(t *testing.T) {
+	t.Parallel()
 	key := identity.GenerateKey()
 	escaped := func(n int) string { return strings.Repeat(`"`, n) }
 	proof := identity.SigHeader{Pubkey: key.Public().(ed25519.PublicKey), TS: math.MaxInt64, Nonce: escaped(128), Sig: make([]byte, ed25519.SignatureSize)}
@@ -68,6 +69,7 @@ func newPeerID(t *testing.T) peer.ID {
 // TestProofReencoded: the proof a member carries to other nodes is the
 // client's re-encoded, whatever white space the client padded it with.
 func TestProofReencoded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	key := identity.GenerateKey()
 	ch := h.svc.challenges.issue(LobbyID, time.Now())

@@ -43,6 +43,7 @@ type Service struct {
 	closed bool
 
 	epoch        atomic.Uint64     // the last room's (nextEpoch)
+	lookups      atomic.Uint64     // rendezvous lookups begun by the rooms (vouch.go)
 	receipts     receiptQueues     // receipts waiting for other nodes
 	events       chan pendingEvent // history events for the directory
 	appendLimits *peerLimits       // on the directory: events taken from other nodes
@@ -50,6 +51,7 @@ type Service struct {
 	joins        pendingJoins      // joins queued for the directory, not answered yet
 	sendMemory   sendMemory        // frames waiting for the sockets
 	proofNonces  *nonces.Memory    // of connect proofs (proof.go)
+	proofs       *proofMemory      // proofs of key that verified (proof.go)
 	replays      replayMemory      // sealed topic messages taken (replay.go)
 	challenges   challenger        // for connect proofs (challenge.go)
 
@@ -57,9 +59,14 @@ type Service struct {
 	joining   map[string]bool // on the directory: clusters being logged as joined
 }
 
-// nextEpoch returns the epoch of a new room: the time in microseconds, and
-// past the epoch of every room before on this node, so that other nodes
-// tell a node's current room from one it replaced by the larger epoch.
+// now is the time by the wall's clock (Config.Clock).
+func (s *Service) now() time.Time { return s.cfg.Clock.Now() }
+
+// nextEpoch returns the epoch of a new room: the real time in
+// microseconds, and past the epoch of every room before on this node, so
+// that other nodes tell a node's current room from one it replaced by the
+// larger epoch. Real, whatever Config.Clock says: the epoch must grow
+// across restarts of the node, also of one whose clock a test holds still.
 func (s *Service) nextEpoch() uint64 {
 	for {
 		last := s.epoch.Load()
@@ -78,7 +85,8 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, rooms: map[string]*room{}, receipts: receiptQueues{q: map[peer.ID][]receipt{}}, events: make(chan pendingEvent, historyQueue),
 		appendLimits: newPeerLimits(historyRate, historyBurst), sendMemory: sendMemory{max: cfg.SendMemory}, joining: map[string]bool{},
 		proofNonces: nonces.New(identity.NonceMemory, cfg.ProofNonces).LimitScope(proofNoncesPerClient(cfg.ProofNonces)),
-		challenges:  newChallenger()}
+		proofs:      newProofMemory(), challenges: newChallenger()}
+	cfg.Catalog.setClock(cfg.Clock.Now)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s, cfg.Registerer)
 	return s, nil
@@ -387,7 +395,7 @@ func (s *Service) awaitStart(ctx context.Context, id string) {
 // node's receipts, which go only to known nodes, and its acks would wait
 // for them.
 func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
-	asked := time.Now()
+	asked := s.asked()
 	var q rosterRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, err
@@ -423,12 +431,12 @@ func (s *Service) serveRoster(ctx context.Context, from peer.ID, raw []byte) ([]
 		if !r.vouched(ctx, from, asked) {
 			return nil, fmt.Errorf("%w: roster exchange from %s for %s refused", errUnvouched, from, q.Cluster)
 		}
-		if err := theirs.check(q.Cluster); err != nil { // a vouched node's only: up to maxRoster verifications
+		if err := theirs.check(q.Cluster, s.proofs); err != nil { // a vouched node's only: up to maxRoster verifications
 			return nil, err
 		}
 		r.setRoster(from, theirs)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
-		r.waitTopicPeer(wctx, from)
+		r.topic.AwaitPeer(wctx, from)
 		cancel()
 	}
 	return encodeWire(r.seal, rosterRespAD(self, from, q.Challenge), r.localRoster()), nil
@@ -487,19 +495,19 @@ func (s *Service) askRoster(ctx context.Context, p peer.ID, id string, seal *sea
 	if err := decodeWire(seal, rosterRespAD(p, self, q.Challenge), raw, &theirs); err != nil {
 		return roster{}, err
 	}
-	return theirs, theirs.check(id)
+	return theirs, theirs.check(id, s.proofs)
 }
 
 // keepalive pings every socket every PingInterval; one that has not
 // answered the previous ping is closed.
 func (s *Service) keepalive() {
-	tick := time.NewTicker(s.cfg.PingInterval)
+	tick := s.cfg.Clock.NewTicker(s.cfg.PingInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 		for _, sk := range s.allSockets() {
 			sk.ping()

@@ -114,9 +114,9 @@ type socket struct {
 	acking     bool          // an ackLoop runs
 	freed      chan struct{} // an answer went out (capacity 1)
 
-	pinged atomic.Int64 // Unix ns of the last keepalive ping
-	heard  atomic.Int64 // Unix ns of the last frame read from the client
-	held   atomic.Bool  // the reader waits for a rate, not for the client
+	pinged atomic.Bool // a keepalive ping was sent
+	heard  atomic.Bool // a frame was read from the client since the last ping
+	held   atomic.Bool // the reader waits for a rate, not for the client
 }
 
 // frame is an encoded text frame, shared by every socket it goes to (a
@@ -335,7 +335,7 @@ func (s *socket) closeAfter(data []byte, c *closeCause) {
 // for the client are written meanwhile, as the writer is apart.
 func (s *socket) readLoop(fn func(data []byte, refused error)) {
 	control := func(op ws.OpCode, p []byte) error {
-		s.heard.Store(time.Now().UnixNano())
+		s.heard.Store(true)
 		if !s.controls.Allow() {
 			return causeControl
 		}
@@ -352,7 +352,7 @@ func (s *socket) readLoop(fn func(data []byte, refused error)) {
 	}
 	for {
 		m, err := s.conn.readMessage(MaxFrame+1, control)
-		s.heard.Store(time.Now().UnixNano())
+		s.heard.Store(true)
 		var ce *closeCause
 		switch {
 		case errors.As(err, &ce):
@@ -414,7 +414,7 @@ func (s *socket) pace(lim *rate.Limiter, stop <-chan struct{}, which string) boo
 	s.svc.metrics.paced.WithLabelValues(which).Inc()
 	s.held.Store(true)
 	defer s.held.Store(false)
-	t := time.NewTimer(wait)
+	t := time.NewTimer(wait) // the rate's delay, in real time (doc.go, One clock)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -443,11 +443,11 @@ func (s *socket) sendPong(p []byte) {
 // unless its reader is held back by a rate: the client's pong then waits
 // behind the frames it sent before, which the node takes at the rate.
 func (s *socket) ping() {
-	if last := s.pinged.Load(); last != 0 && s.heard.Load() < last && !s.held.Load() {
+	heard := s.heard.Swap(false)
+	if s.pinged.Swap(true) && !heard && !s.held.Load() {
 		s.abort(causeKeepalive)
 		return
 	}
-	s.pinged.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {

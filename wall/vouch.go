@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
@@ -51,8 +50,9 @@ var errUnvouched = errors.New("wall: the node is not registered at the rendezvou
 type registrants struct {
 	mu    sync.Mutex
 	peers map[peer.ID]bool // found by the latest lookup that got an answer
-	// looked is when the latest lookup that ended began (answered or not).
-	looked time.Time
+	// looked numbers the latest lookup that ended (answered or not):
+	// Service.lookups counts the lookups begun on the node.
+	looked uint64
 	// lookups paces the lookups made for asks (lookupForAsks).
 	lookups *rate.Limiter
 	// next is closed when the lookup that asks wait for ends; nil when none
@@ -60,15 +60,15 @@ type registrants struct {
 	next chan struct{}
 }
 
-// note records what a lookup that began at began found (peers), or that no
-// rendezvous node answered it (err).
-func (g *registrants) note(began time.Time, peers []peer.AddrInfo, err error) {
+// note records what lookup number n found (peers), or that no rendezvous
+// node answered it (err).
+func (g *registrants) note(n uint64, peers []peer.AddrInfo, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if began.Before(g.looked) {
+	if n < g.looked {
 		return // a later lookup ended first
 	}
-	g.looked = began
+	g.looked = n
 	if err != nil {
 		return // those found before were registered then
 	}
@@ -79,13 +79,13 @@ func (g *registrants) note(began time.Time, peers []peer.AddrInfo, err error) {
 }
 
 // check reports whether p was found (found), and whether that is settled:
-// found, or not found by a lookup that began at since or later. When it is
-// not, it returns the channel that closes when the next lookup ends, and
-// with start the caller is to run that lookup.
-func (g *registrants) check(p peer.ID, since time.Time) (found, settled bool, next <-chan struct{}, start bool) {
+// found, or not found by a lookup begun after the first since lookups
+// (asked). When it is not, it returns the channel that closes when the
+// next lookup ends, and with start the caller is to run that lookup.
+func (g *registrants) check(p peer.ID, since uint64) (found, settled bool, next <-chan struct{}, start bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.peers[p] || !g.looked.Before(since) {
+	if g.peers[p] || g.looked > since {
 		return g.peers[p], true, nil, false
 	}
 	if g.next == nil {
@@ -99,17 +99,21 @@ func (g *registrants) check(p peer.ID, since time.Time) (found, settled bool, ne
 // looks, and returns the other nodes registered there, which the room
 // remembers as vouched for.
 func (r *room) rendezvous(ctx context.Context, register bool) ([]peer.AddrInfo, error) {
-	began := time.Now()
+	n := r.svc.lookups.Add(1)
 	peers, err := r.svc.cfg.Host.Rendezvous(ctx, topicOf(r.cl), register)
-	r.regs.note(began, peers, err)
+	r.regs.note(n, peers, err)
 	return peers, err
 }
 
-// vouched reports whether node p, which asked (or was heard) at since, may
-// be a known node: it is known already, the cluster is private, or the
+// asked marks when a node asks, or is heard: the lookups begun so far, of
+// which only later ones may settle whether it is registered (vouched).
+func (s *Service) asked() uint64 { return s.lookups.Load() }
+
+// vouched reports whether node p, which asked (or was heard) once the
+// node had begun since lookups (asked), may be a known node: it is known already, the cluster is private, or the
 // rendezvous has p registered for the cluster (a rendezvous node checks
 // its own registry; another asks, see above). It gives up when ctx ends.
-func (r *room) vouched(ctx context.Context, p peer.ID, since time.Time) bool {
+func (r *room) vouched(ctx context.Context, p peer.ID, since uint64) bool {
 	if !r.cl.Public() || r.known(p) || r.svc.cfg.Host.Served(topicName(r.cl.ID), p) {
 		return true
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -20,6 +21,7 @@ import (
 // of the members it claims. Nodes that register before they ask, as rooms
 // do, still sync at once.
 func TestRosterExchangeNeedsARegistration(t *testing.T) {
+	t.Parallel()
 	// An ack waiting for a receipt that never comes would take a minute.
 	tweak := func(c *Config) { c.AckWindow = time.Minute }
 	boot := newHarness(t, tweak)
@@ -64,7 +66,7 @@ func TestRosterExchangeNeedsARegistration(t *testing.T) {
 		return remoteNode{}, false
 	}
 	for _, h := range nodes {
-		eventually(t, func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			topic.Publish(ctx, beat)
 			n, ok := view(h)
 			return ok && !n.fetching
@@ -107,6 +109,7 @@ func TestRosterExchangeNeedsARegistration(t *testing.T) {
 // node asked: reflected, or replayed to the node, it does not open, and
 // the peer stays unknown.
 func TestRosterRequestReflected(t *testing.T) {
+	t.Parallel()
 	boot := newHarness(t, func(c *Config) { c.AckWindow = time.Minute })
 	cl := boot.create(`{"visibility":"private"}`)
 	id, tok := cl["cluster_id"].(string), cl["token"].(string)

@@ -19,10 +19,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/agentmesh/mesh/internal/clock"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
 func TestFramesOnOneNode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public","name":"frames"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -76,6 +79,7 @@ func TestFramesOnOneNode(t *testing.T) {
 }
 
 func TestConnectRefusedBeforeUpgrade(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	priv := h.create(`{}`)
 	pub := h.create(`{"visibility":"public"}`)
@@ -118,6 +122,7 @@ func TestConnectRefusedBeforeUpgrade(t *testing.T) {
 // before the upgrade with 503 cluster_full; another socket of a member, or
 // a ghost, still comes in.
 func TestClusterFullOnThisNode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	h.dial(id, vals("agent", "alice")).listen().next(KindWelcome)
@@ -142,19 +147,19 @@ func TestClusterFullOnThisNode(t *testing.T) {
 // on loopback before a write blocks, far more than a limited sender sends
 // before the test's deadline.
 func TestSlowConsumerDoesNotStallTheRoom(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.SendQueue, c.AckWindow, c.SocketRate = 4, 200*time.Millisecond, 0 })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	slow := h.dial(id, vals("agent", "slow")) // never reads
 	// The room admits a socket after the upgrade, in its own goroutine.
-	eventually(t, func() bool { return slowConnected(h, id) }, "the slow consumer never entered the room")
+	testkit.Eventually(t, 10*time.Second, func() bool { return slowConnected(h, id) }, "the slow consumer never entered the room")
 	alice := h.dial(id, vals("agent", "alice")).listen()
 	alice.next(KindWelcome)
 	bob := h.dial(id, vals("agent", "bob")).listen()
 	bob.next(KindWelcome)
 	big := `"` + strings.Repeat("y", MaxFrame-200) + `"` // with its envelope, within MaxFrame
-	deadline := time.Now().Add(30 * time.Second)
-	for slowConnected(h, id) {
-		if time.Now().After(deadline) {
+	for sent := 0; slowConnected(h, id); sent++ {
+		if sent == 1000 { // 64 MB, far past what loopback buffers take
 			t.Fatal("the slow consumer was never disconnected")
 		}
 		alice.send(big)
@@ -196,6 +201,7 @@ func slowConnected(h *harness, id string) bool {
 // TestGhostIsInvisibleAndUncounted: a ghost reads and sends, but is in no
 // presence frame, welcome list, member list or ack count.
 func TestGhostIsInvisibleAndUncounted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	obs := h.dial(id, vals("agent", "obs")).listen()
@@ -241,6 +247,7 @@ func toStrings(v any) []string {
 }
 
 func TestDeleteCredentials(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for i, send := range []func(tok string) []string{
 		func(tok string) []string { return []string{"X-Cluster-Token", tok} },
@@ -291,6 +298,7 @@ func TestDeleteCredentials(t *testing.T) {
 // is (connect, history, delete), and the answers name the id. A private
 // cluster has no slug: its name is none.
 func TestSlugWhereverAnID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cl := h.create(`{"visibility":"public","name":"Tea Room"}`)
 	id, tok, admin := cl["cluster_id"].(string), cl["token"].(string), cl["admin_token"].(string)
@@ -326,6 +334,7 @@ func TestSlugWhereverAnID(t *testing.T) {
 // and slug (null for a private one); a lookup's online and members (empty
 // when nobody is); the lobby, never created, has no created_at.
 func TestClusterAnswersShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	keys := func(v map[string]any) string { return fmt.Sprint(slices.Sorted(maps.Keys(v))) }
 	const created = "[admin_token cluster_id created_at description name protocol slug token topic visibility ws]"
@@ -365,6 +374,7 @@ func TestClusterAnswersShape(t *testing.T) {
 // TestClusterTextMustBeUTF8: a name, topic or description that is not
 // UTF-8 is refused with 400, not stored with U+FFFD in its place.
 func TestClusterTextMustBeUTF8(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, body := range []string{
 		"{\"visibility\":\"public\",\"name\":\"caf\xe9\"}",
@@ -382,6 +392,7 @@ func TestClusterTextMustBeUTF8(t *testing.T) {
 }
 
 func TestHistoryIsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, vis := range []string{Public, Private} {
 		cl := h.create(`{"visibility":"` + vis + `"}`)
@@ -398,12 +409,11 @@ func TestHistoryIsOwnerOnly(t *testing.T) {
 		}
 		for _, cred := range []string{tok, cl["admin_token"].(string)} {
 			var events []any
-			deadline := time.Now().Add(10 * time.Second)
-			for len(events) < 2 && time.Now().Before(deadline) {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				_, v := h.call("GET", "/v1/clusters/"+id+"/history", "", "X-Cluster-Token", cred)
 				events = v["events"].([]any)
-				time.Sleep(20 * time.Millisecond)
-			}
+				return len(events) >= 2
+			}, "%s history: %v", vis, events)
 			if len(events) != 2 {
 				t.Fatalf("%s history: %v", vis, events)
 			}
@@ -419,6 +429,7 @@ func TestHistoryIsOwnerOnly(t *testing.T) {
 // over the per-origin limit is dropped before any socket, and the flooder
 // loses gossipsub score; so does a node sending malformed messages.
 func TestPeerFloodIsThrottled(t *testing.T) {
+	t.Parallel()
 	const rate = 20
 	h := newHarness(t, func(c *Config) { c.PeerRate = rate })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
@@ -431,7 +442,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() bool { return containsPeer(room.topic.Peers(), p.ID()) }, "a raw peer never joined the topic")
+		awaitSubscribed(t, room, topic, p, h)
 		return p, topic
 	}
 	ctx := context.Background()
@@ -443,7 +454,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Epoch: 1, Seq: uint64(i + 1), Payload: json.RawMessage(`"spam"`)}
 		topic.Publish(ctx, encodeWire(nil, sealTopic, w))
 	}
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(flooder.ID()) < 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(flooder.ID()) < 0 },
 		"the flood was not dropped, or cost the flooder nothing")
 	got := alice.countUntilQuiet(KindMessage, time.Second)
 	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
@@ -452,7 +463,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 
 	vandal, topic := join()
 	topic.Publish(ctx, []byte("garbage"))
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 && h.host.PeerScore(vandal.ID()) < 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 && h.host.PeerScore(vandal.ID()) < 0 },
 		"garbage was not rejected, or cost its sender nothing")
 }
 
@@ -461,6 +472,7 @@ func TestPeerFloodIsThrottled(t *testing.T) {
 // its own limit, whatever the origins, and costs it score; the made-up
 // origins hold no ack (acks wait only for nodes a roster exchange proved).
 func TestFloodUnderMadeUpOrigins(t *testing.T) {
+	t.Parallel()
 	const rate = 20
 	h := newHarness(t, func(c *Config) { c.RelayRate, c.AckWindow = rate, time.Minute })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
@@ -486,7 +498,7 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return containsPeer(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
+	testkit.Eventually(t, 10*time.Second, func() bool { return slices.Contains(topic.ListPeers(), h.host.ID()) }, "the raw peer never saw the node on the topic")
 
 	const n = 400
 	start := time.Now()
@@ -499,7 +511,7 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 		w := wireMsg{T: wireMessage, ID: newMsgID(), From: "rogue", TS: int64(i + 1), Epoch: 1, Seq: 1, Payload: json.RawMessage(`"spam"`)}
 		topic.Publish(ctx, encodeWire(nil, sealTopic, w), pubsub.WithSecretKeyAndPeerId(key, origin))
 	}
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(raw.ID()) < 0 },
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropRate) > 0 && h.host.PeerScore(raw.ID()) < 0 },
 		"the flood under made-up origins was not dropped, or cost its forwarder nothing")
 	got := alice.countUntilQuiet(KindMessage, time.Second)
 	if most := 2*rate + rate*int(time.Since(start).Seconds()+1); got == 0 || got > most {
@@ -517,19 +529,29 @@ func TestFloodUnderMadeUpOrigins(t *testing.T) {
 	}
 }
 
-func containsPeer(ps []peer.ID, p peer.ID) bool {
-	for _, x := range ps {
-		if x == p {
-			return true
-		}
+// awaitSubscribed waits until room knows that raw peer p subscribes to its
+// topic, and p's subscription topic (if any) that the room's node does:
+// what either publishes before may reach nobody.
+func awaitSubscribed(t *testing.T, room *room, topic *p2p.Topic, p *p2p.Host, h *harness) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := room.topic.AwaitPeer(ctx, p.ID()); err != nil {
+		t.Fatalf("the room never saw the raw peer on the topic: %v", err)
 	}
-	return false
+	if topic == nil {
+		return
+	}
+	if err := topic.AwaitPeer(ctx, h.host.ID()); err != nil {
+		t.Fatalf("the raw peer never saw the room on the topic: %v", err)
+	}
 }
 
 // TestInvalidUTF8: a text frame that is not UTF-8 closes its socket with
 // 1007 (RFC 6455); a peer's message whose payload is not UTF-8 is rejected
 // before it reaches any socket.
 func TestInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	alice := h.dial(id, vals("agent", "alice")).listen()
@@ -553,7 +575,7 @@ func TestInvalidUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
-	eventually(t, func() bool { return containsPeer(room.topic.Peers(), raw.ID()) }, "the raw peer never joined the topic")
+	awaitSubscribed(t, room, topic, raw, h)
 	msg := func(payload string) []byte {
 		return []byte(`{"t":"msg","id":"m` + payload + `","from":"rogue","ts":1,"epoch":1,"seq":1,"payload":"` + payload + `"}`)
 	}
@@ -568,7 +590,7 @@ func TestInvalidUTF8(t *testing.T) {
 	}
 	// Validation runs on several workers: the bad message may be judged
 	// after the good one was delivered.
-	eventually(t, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 }, "the message that is not UTF-8 was not dropped as invalid")
+	testkit.Eventually(t, 10*time.Second, func() bool { return room.topic.Dropped(p2p.DropInvalid) == 1 }, "the message that is not UTF-8 was not dropped as invalid")
 }
 
 // TestSendLimits: a socket over its rate, or in a cluster over its rate
@@ -576,6 +598,7 @@ func TestInvalidUTF8(t *testing.T) {
 // at the rate (it stops reading the socket meanwhile), and every message
 // is sent and acked.
 func TestSendLimits(t *testing.T) {
+	t.Parallel()
 	// sendAll sends n messages from each of senders and counts, across
 	// them, the acks and rate_limited errors that come back: each message
 	// gets one or the other.
@@ -611,7 +634,7 @@ func TestSendLimits(t *testing.T) {
 		}
 	}
 	t.Run("socket rate", func(t *testing.T) {
-		const rate, burst, n = 20, 5, 30
+		const rate, burst, n = 20, 5, 15
 		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst = rate, burst })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		c := h.dial(id, vals("agent", "chatty")).listen()
@@ -622,7 +645,7 @@ func TestSendLimits(t *testing.T) {
 		paced(t, h, paceSocket)
 	})
 	t.Run("cluster rate", func(t *testing.T) {
-		const rate, n = 10, 20 // bursts of 2*rate, shared by the two senders
+		const rate, n = 10, 15 // bursts of 2*rate, shared by the two senders
 		h := newHarness(t, func(c *Config) { c.RoomRate = rate })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		a := h.dial(id, vals("agent", "a")).listen()
@@ -640,7 +663,8 @@ func TestSendLimits(t *testing.T) {
 		// before them are taken, and the keepalive does not take it for
 		// dead, though its pong waits behind its frames.
 		const rate, n = 10, 25
-		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst, c.PingInterval = rate, 1, 200*time.Millisecond })
+		clk := clock.NewManual(time.Now())
+		h := newHarness(t, func(c *Config) { c.SocketRate, c.SocketBurst, c.Clock = rate, 1, clk })
 		id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 		other := h.dial(id, vals("agent", "other")).listen()
 		other.next(KindWelcome)
@@ -655,6 +679,14 @@ func TestSendLimits(t *testing.T) {
 			defer cancel()
 			pinged <- c.conn.Ping(ctx)
 		}()
+		// Two keepalive pings while the rate holds the reader back: the
+		// second as soon as the other socket answered the first (a frame
+		// of chatty's read meanwhile is unlikely: one comes every 100 ms).
+		sk := socketOf(h, "chatty")
+		testkit.Eventually(t, 10*time.Second, sk.held.Load, "the rate never held the reader back")
+		clk.Advance(DefaultPingInterval)
+		testkit.Eventually(t, 10*time.Second, socketOf(h, "other").heard.Load, "the other socket did not answer the ping")
+		clk.Advance(DefaultPingInterval)
 		other.send("while you wait")
 		acks := 0
 		for got := false; !got; {
@@ -688,31 +720,46 @@ func TestSendLimits(t *testing.T) {
 		}
 	})
 	t.Run("answers awaited", func(t *testing.T) {
-		h, c := withMuteNode(t, 2*time.Second)
+		h, c, clk := withMuteNode(t)
 		sk := onlySocket(h)
 		for i := range maxUnanswered + 10 {
 			c.send(map[string]any{"payload": i})
 		}
 		// The socket is not read while maxUnanswered frames await answers.
-		eventually(t, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == maxUnanswered },
+		testkit.Eventually(t, 10*time.Second, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == maxUnanswered },
 			"the socket's unanswered frames never reached the bound")
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // what is checked is that nothing more is read meanwhile
 		sk.mu.Lock()
 		n := len(sk.unanswered)
 		sk.mu.Unlock()
 		if n > maxUnanswered {
 			t.Fatalf("%d frames await answers, over the bound %d", n, maxUnanswered)
 		}
-		for i := range maxUnanswered + 10 {
-			if a := c.next(KindAck); a["delivered"] != 0.0 {
-				t.Fatalf("ack %d: %v", i, a)
+		acks := 0 // each ack waits its window, from when its frame was read
+		testkit.Advance(t, 10*time.Second, clk, DefaultAckWindow, func() bool {
+			for {
+				select {
+				case f := <-c.frames:
+					if f["kind"] == KindAck && f["delivered"] != 0.0 {
+						t.Fatalf("ack %d: %v", acks, f)
+					}
+					if f["kind"] == KindAck {
+						acks++
+					}
+				default:
+					return acks == maxUnanswered+10
+				}
 			}
-		}
+		}, "%d of %d acks came", acks, maxUnanswered+10)
 	})
 	t.Run("answers in order", func(t *testing.T) {
-		_, c := withMuteNode(t, time.Second)
+		h, c, clk := withMuteNode(t)
+		sk := onlySocket(h)
 		c.send("held back by the mute node")
 		c.send(`{"to":[],"payload":"refused at once"}`)
+		testkit.Eventually(t, 10*time.Second, func() bool { sk.mu.Lock(); defer sk.mu.Unlock(); return len(sk.unanswered) == 2 },
+			"the refusal is not queued behind the ack")
+		clk.Advance(DefaultAckWindow)
 		if f := <-c.frames; f["kind"] != KindAck {
 			t.Fatalf("the refusal overtook the ack: %v", f)
 		}
@@ -721,10 +768,12 @@ func TestSendLimits(t *testing.T) {
 }
 
 // withMuteNode is a node with a socket c in a public cluster that another
-// node serves without ever sending receipts: every ack waits the window.
-func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
+// node serves without ever sending receipts: every ack waits the window
+// (DefaultAckWindow), which passes as the test moves the node's clock.
+func withMuteNode(t *testing.T) (*harness, *client, *clock.Manual) {
 	t.Helper()
-	h := newHarness(t, func(c *Config) { c.SocketRate, c.AckWindow = 0, window })
+	clk := clock.NewManual(time.Now())
+	h := newHarness(t, func(c *Config) { c.SocketRate, c.Clock = 0, clk })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
 	c := h.dial(id, vals("agent", "c")).listen()
 	c.next(KindWelcome)
@@ -734,9 +783,9 @@ func withMuteNode(t *testing.T, window time.Duration) (*harness, *client) {
 		t.Fatal(err)
 	}
 	room := h.svc.room(id)
-	eventually(t, func() bool { return containsPeer(room.topic.Peers(), mute.ID()) }, "the mute peer never joined")
+	awaitSubscribed(t, room, nil, mute, h)
 	exchangeRoster(t, mute, h, id, roster{Epoch: 1})
-	return h, c
+	return h, c, clk
 }
 
 // exchangeRoster has raw peer p tell h's room of cluster id that it serves
@@ -754,6 +803,18 @@ func exchangeRoster(t *testing.T, p *p2p.Host, h *harness, id string, ro roster)
 	}
 }
 
+// socketOf is the harness's socket of handle.
+func socketOf(h *harness, handle string) *socket {
+	h.t.Helper()
+	for _, sk := range h.svc.allSockets() {
+		if sk.handle == handle {
+			return sk
+		}
+	}
+	h.t.Fatalf("no socket of %s", handle)
+	return nil
+}
+
 // onlySocket is the one socket of the harness's one room.
 func onlySocket(h *harness) *socket {
 	for _, sk := range h.svc.allSockets() {
@@ -764,30 +825,33 @@ func onlySocket(h *harness) *socket {
 }
 
 // TestKeepalive: the server answers a client's pings and pings its
-// sockets: one that answers stays, one that does not is closed.
+// sockets every PingInterval: one that answers stays, one that does not
+// is closed at the next ping.
 func TestKeepalive(t *testing.T) {
-	const every = 500 * time.Millisecond // an answering client has that long to answer
-	h := newHarness(t, func(c *Config) { c.PingInterval = every })
+	t.Parallel()
+	clk := clock.NewManual(time.Now())
+	h := newHarness(t, func(c *Config) { c.Clock = clk })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
-	alive := h.dial(id, vals("agent", "alive")).listen() // reading answers pings
-	alive.next(KindWelcome)
 	mute := h.dial(id, vals("agent", "mute")) // never reads, so never answers
+	alive := h.rawDial(id, vals("agent", "alive"))
+	alive.Write(clientFrame(true, ws.OpPing, []byte("hi")))
+	if f := alive.nextControl(t); f.Header.OpCode != ws.OpPong || string(f.Payload) != "hi" {
+		t.Fatalf("the server answered a ping with %v %q", f.Header.OpCode, f.Payload)
+	}
+	sk := socketOf(h, "alive")
+	for i := range 3 { // mute goes at the second ping; alive answers each
+		clk.Advance(DefaultPingInterval)
+		if f := alive.nextControl(t); f.Header.OpCode != ws.OpPing {
+			t.Fatalf("ping %d: got %v", i+1, f.Header.OpCode)
+		}
+		alive.Write(clientFrame(true, ws.OpPong, nil))
+		testkit.Eventually(t, 10*time.Second, sk.heard.Load, "the node never read pong %d", i+1)
+	}
+	alive.Write(clientFrame(true, ws.OpText, []byte(`"still here"`)))
+	testkit.Eventually(t, 10*time.Second, func() bool { return testutil.ToFloat64(h.svc.metrics.messages) == 1 }, "the answering socket was closed")
+	wantClosedFor(t, h, "keepalive", 1, "sockets closed for an unanswered ping")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := alive.conn.Ping(ctx); err != nil {
-		t.Fatalf("the server did not answer a ping: %v", err)
-	}
-	for {
-		p := alive.next(KindPresence)
-		if p["agent"] == "mute" && p["status"] == "offline" {
-			break
-		}
-	}
-	time.Sleep(3 * every)
-	alive.send("still here")
-	if a := alive.next(KindAck); a["delivered"] != 0.0 {
-		t.Fatalf("the answering socket: %v", a)
-	}
 	for { // what it was sent before, then the close
 		if _, _, err := mute.conn.Read(ctx); err != nil {
 			if websocket.CloseStatus(err) != websocket.StatusGoingAway {
@@ -803,6 +867,7 @@ func TestKeepalive(t *testing.T) {
 // hook ran) starts no room in the deleted cluster: it gets the closed
 // frame and close 1000, like the cluster's other sockets.
 func TestSocketOfADeletedCluster(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	created := h.create(`{"visibility":"public"}`)
 	id := created["cluster_id"].(string)

@@ -133,8 +133,9 @@ type member struct {
 	Challenge string `json:"challenge,omitempty"`
 }
 
-// check validates a member of cluster's roster on another node.
-func (m member) check(cluster string) error {
+// check validates a member of cluster's roster on another node; a proof
+// of key is checked against the node's proofs.
+func (m member) check(cluster string, proofs *proofMemory) error {
 	if err := validHandle(m.Agent); err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (m member) check(cluster string) error {
 		return err
 	}
 	if m.Proof != "" {
-		if _, err := checkProof(m.Proof, m.Challenge, cluster, m.Agent, m.DID); err != nil {
+		if _, err := proofs.check(m.Proof, m.Challenge, cluster, m.Agent, m.DID); err != nil {
 			return fmt.Errorf("member %q: proof of key: %w", m.Agent, err)
 		}
 	}
@@ -163,7 +164,7 @@ func (m member) verified() bool { return m.Proof != "" }
 
 // check validates a message from another node on cluster's topic: its
 // shape, sizes and handles, so that nothing malformed reaches a socket.
-func (w *wireMsg) check(cluster string) error {
+func (w *wireMsg) check(cluster string, proofs *proofMemory) error {
 	if w.Seq > maxCount || w.Rev > maxCount || w.N > maxCount {
 		return errors.New("seq or rev out of range")
 	}
@@ -191,7 +192,7 @@ func (w *wireMsg) check(cluster string) error {
 		if w.Member == nil || w.Epoch == 0 || w.Rev == 0 {
 			return errors.New("presence delta without member, epoch or rev")
 		}
-		return w.Member.check(cluster)
+		return w.Member.check(cluster, proofs)
 	case wireBeat:
 		if w.Epoch == 0 || len(w.Digest) != 2*digestSize {
 			return errors.New("malformed beat")
@@ -210,19 +211,19 @@ func (w *wireMsg) check(cluster string) error {
 const maxCount = 1 << 53
 
 // check bounds a roster of cluster from another node.
-func (r *roster) check(cluster string) error {
+func (r *roster) check(cluster string, proofs *proofMemory) error {
 	if r.Seq > maxCount || r.Rev > maxCount {
 		return errors.New("roster seq or rev out of range")
 	}
-	return checkMembers(r.Members, cluster)
+	return checkMembers(r.Members, cluster, proofs)
 }
 
-func checkMembers(ms []member, cluster string) error {
+func checkMembers(ms []member, cluster string, proofs *proofMemory) error {
 	if len(ms) > maxRoster {
 		return errors.New("roster too large")
 	}
 	for _, m := range ms {
-		if err := m.check(cluster); err != nil {
+		if err := m.check(cluster, proofs); err != nil {
 			return err
 		}
 	}

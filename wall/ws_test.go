@@ -21,6 +21,7 @@ func clientFrame(fin bool, op ws.OpCode, payload []byte) []byte {
 }
 
 func TestReadMessage(t *testing.T) {
+	t.Parallel()
 	var controls []string
 	control := func(op ws.OpCode, p []byte) error {
 		controls = append(controls, fmt.Sprintf("%d:%s", op, p))

@@ -19,6 +19,7 @@ import (
 // node (a second run must not trip over the first one's agents), and
 // refuses flags that make no measurement.
 func TestBenchGetAgent(t *testing.T) {
+	t.Parallel()
 	n, err := startBenchNode(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestBenchGetAgent(t *testing.T) {
 // refused; the fan-out reports the node's memory per connection, and both
 // benches delete their cluster.
 func TestBenchWallAgainstANode(t *testing.T) {
+	t.Parallel()
 	limited, err := startBenchNode(context.Background(), func(c *node.Config) { c.WallSocketRate = 5 })
 	if err != nil {
 		t.Fatal(err)

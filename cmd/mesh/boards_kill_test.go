@@ -33,7 +33,7 @@ func send(t *testing.T, method, url, body, token string) (int, map[string]any) {
 // TestBoardsSurviveKill: a post answered by a node is kept when that
 // node and the directory are killed (SIGKILL) right after the answer:
 // both serve it when they come back.
-func TestBoardsSurviveKill(t *testing.T) {
+func TestBoardsSurviveKill(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
 	bootListen := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freeLoopbackPort(t))
 	bootDir, bDir := filepath.Join(t.TempDir(), "boot"), filepath.Join(t.TempDir(), "b")

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -79,6 +80,7 @@ func startChatNode(t *testing.T) *node.Node {
 }
 
 func TestChatCommand(t *testing.T) {
+	t.Parallel()
 	n := startChatNode(t)
 	resp, err := http.Post(n.URL()+"/v1/clusters", "application/json", strings.NewReader(`{"visibility":"public","name":"tea room"}`))
 	if err != nil {
@@ -166,6 +168,7 @@ func TestChatCommand(t *testing.T) {
 // closed frame (a slow consumer, say) ends the chat with an error that
 // says so.
 func TestChatSaysWhyTheConnectionEnded(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -217,8 +220,9 @@ func slowNode(t *testing.T, delay time.Duration, answer bool) string {
 
 // TestChatPipedInputWaitsForAnswers: at the end of piped input, chat shows
 // the welcome and the acks of what it sent before it leaves, however late
-// they come within a few seconds; when they do not come it leaves anyway.
+// they come within a few seconds.
 func TestChatPipedInputWaitsForAnswers(t *testing.T) {
+	t.Parallel()
 	out, done := chatFrom(strings.NewReader("one\ntwo\n"), slowNode(t, 300*time.Millisecond, true), "--agent", "x")
 	if err := ended(t, done, 15*time.Second); err != nil {
 		t.Fatal(err)
@@ -233,17 +237,45 @@ func TestChatPipedInputWaitsForAnswers(t *testing.T) {
 	if err := ended(t, done, 15*time.Second); err != nil || !strings.Contains(out.String(), "* you are x") {
 		t.Fatalf("empty input: %v, output:\n%s", err, out)
 	}
+}
 
-	start := time.Now()
-	out, done = chatFrom(strings.NewReader("unanswered\n"), slowNode(t, 0, false), "--agent", "x")
-	if err := ended(t, done, 15*time.Second); err != nil || time.Since(start) < answerWait {
-		t.Fatalf("a node that never answers: %v after %s, output:\n%s", err, time.Since(start), out)
+// TestChatLeavesWhenNoAnswerComes: at the end of piped input, chat leaves
+// though the node never answers what it sent (after answerWait).
+func TestChatLeavesWhenNoAnswerComes(t *testing.T) {
+	t.Parallel()
+	testkit.Slow(t, "answerWait, 5 s (TestChatAnswerWaitIsBounded covers the wait in the fast loop)")
+	out, done := chatFrom(strings.NewReader("unanswered\n"), slowNode(t, 0, false), "--agent", "x")
+	if err := ended(t, done, 15*time.Second); err != nil {
+		t.Fatalf("a node that never answers: %v, output:\n%s", err, out)
 	}
+}
+
+// TestChatAnswerWaitIsBounded: at the end of its input, chat waits for the
+// welcome and the answers to what it sent as long as they take, and at
+// most answerWait.
+func TestChatAnswerWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newProgress()
+		start := time.Now()
+		p.wait(context.Background(), 1, answerWait)
+		if waited := time.Since(start); waited != answerWait {
+			t.Fatalf("with no answer, chat waited %v, want answerWait (%v)", waited, answerWait)
+		}
+		start = time.Now()
+		time.AfterFunc(time.Second, func() { p.note(wall.Frame{Kind: wall.KindWelcome}) })
+		time.AfterFunc(2*time.Second, func() { p.note(wall.Frame{Kind: wall.KindAck}) })
+		p.wait(context.Background(), 1, answerWait)
+		if waited := time.Since(start); waited != 2*time.Second {
+			t.Fatalf("with the answers 2 s on, chat waited %v", waited)
+		}
+	})
 }
 
 // TestChatPipedInputOnANode: `echo 'quick hi' | mesh chat` prints the
 // welcome and the ack, and the message reaches the others.
 func TestChatPipedInputOnANode(t *testing.T) {
+	t.Parallel()
 	n := startChatNode(t)
 	listenerIn, listener, _ := chatting(t, "lobby", "--agent", "listener", "--node", n.URL())
 	defer listenerIn.Close()
@@ -264,6 +296,7 @@ func TestChatPipedInputOnANode(t *testing.T) {
 // command line overrides it; defaults (environment) fill in the rest; a
 // handle is required from one or the other.
 func TestChatURL(t *testing.T) {
+	t.Parallel()
 	const base = "ws://127.0.0.1:7777/v1/clusters/c_x/ws"
 	v := func(kv ...string) url.Values {
 		out := url.Values{}
@@ -301,6 +334,7 @@ func TestChatURL(t *testing.T) {
 // TestChatAgentFromTheAddress: `mesh chat <ws-url>` needs no --agent when
 // the address names one.
 func TestChatAgentFromTheAddress(t *testing.T) {
+	t.Parallel()
 	n := startChatNode(t)
 	ws := "ws" + strings.TrimPrefix(n.URL(), "http") + "/v1/clusters/c_lobby/ws?agent=bob"
 	in, out, _ := chatting(t, ws)
@@ -311,6 +345,7 @@ func TestChatAgentFromTheAddress(t *testing.T) {
 // TestChatShowsBoards: a board frame, a message's resolved hashtags and a
 // cluster_updated frame are shown to the person chatting.
 func TestChatShowsBoards(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		f    wall.Frame
 		want string

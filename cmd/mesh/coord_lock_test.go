@@ -21,7 +21,7 @@ import (
 // debug log as they were; once the first is killed (SIGKILL: no clean
 // release), the next daemon takes the project over, and a clean stop lets
 // it go.
-func TestCoordOneDaemonPerProject(t *testing.T) {
+func TestCoordOneDaemonPerProject(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
 	proj := t.TempDir()
 	os.WriteFile(filepath.Join(proj, "cluster.yaml"), []byte("id: one-daemon\n"), 0o644)
@@ -56,7 +56,7 @@ func TestCoordOneDaemonPerProject(t *testing.T) {
 		t.Fatalf("the registry was rewritten:\n%s\nwas\n%s", b, registry)
 	}
 	if b, _ := os.ReadFile(filepath.Join(proj, ".coord", "debug.jsonl")); string(b) != string(debug) {
-		t.Fatalf("the debug log was rewritten")
+		t.Fatalf("the debug log was rewritten:\n%s\nwas\n%s", b, debug)
 	}
 
 	first.Process.Signal(syscall.SIGKILL)

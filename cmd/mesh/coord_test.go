@@ -20,7 +20,7 @@ import (
 // TestCoordFlags: mesh coord's settings come from the flags, else from the
 // environment, else the defaults; a malformed value names where it came
 // from.
-func TestCoordFlags(t *testing.T) {
+func TestCoordFlags(t *testing.T) { // not parallel: it sets the environment
 	releasePub := identity.GenerateKey().Public().(ed25519.PublicKey)
 	releaseKey := identity.EncodePublicKey(releasePub)
 	for _, tc := range []struct {
@@ -108,6 +108,7 @@ func TestCoordFlags(t *testing.T) {
 // TestCoordBannerNamesTheToken: mesh coord says where the token is; what
 // that file holds is what a dashboard's write sends.
 func TestCoordBannerNamesTheToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte("id: banner\n"), 0o644)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

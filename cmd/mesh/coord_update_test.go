@@ -21,7 +21,7 @@ import (
 // TestCoordSelfUpdateRestarts: mesh coord, asked to update to a newer
 // published release, replaces its executable, runs it in place and is
 // back, as the new version, on the same port.
-func TestCoordSelfUpdateRestarts(t *testing.T) {
+func TestCoordSelfUpdateRestarts(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	testkit.Slow(t, "mesh coord processes")
 	old := buildMesh(t)
 	newer := filepath.Join(t.TempDir(), "mesh-new")

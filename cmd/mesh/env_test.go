@@ -72,7 +72,7 @@ func runWithEnv(t *testing.T, mk func() *cobra.Command, env map[string]string) (
 // TestEveryFlagHasItsVariable: every flag of mesh node and mesh coord has
 // an environment variable, named once in its help, derived from its name
 // unless declared; set, the variable is the flag's value.
-func TestEveryFlagHasItsVariable(t *testing.T) {
+func TestEveryFlagHasItsVariable(t *testing.T) { // not parallel: it sets the environment
 	declared := map[string]string{"coord device-id": "MESH_DEVICE_ID", "coord log-level": "MESH_LOG_LEVEL"}
 	prefix := map[string]string{"node": "MESH_", "coord": "MESH_COORD_"}
 	for name, mk := range daemonCmds() {
@@ -106,7 +106,7 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 // (true, false, 1, 0 and the other forms of strconv.ParseBool), and
 // anything else stops the command, naming the variable; MESH_NO_SYNC=false
 // keeps fsync on, MESH_DHT_SERVER=0 keeps DHT server mode off.
-func TestBooleanVariables(t *testing.T) {
+func TestBooleanVariables(t *testing.T) { // not parallel: it sets the environment
 	for name, mk := range daemonCmds() {
 		mk().Flags().VisitAll(func(fl *pflag.Flag) {
 			if fl.Value.Type() != "bool" || envOf(fl) == "" {
@@ -148,7 +148,7 @@ func TestBooleanVariables(t *testing.T) {
 
 // TestSubcommandVariables: the other subcommands' variables are named in
 // their flags' help, once, and set the flags.
-func TestSubcommandVariables(t *testing.T) {
+func TestSubcommandVariables(t *testing.T) { // not parallel: it sets the environment
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, sub := range c.Commands() {
@@ -178,7 +178,7 @@ func TestSubcommandVariables(t *testing.T) {
 // TestZeroIsUnlimited: every rate, budget and quota flag says once that
 // 0 is unlimited, and means it: --wall-control-rate 0, whose Config field
 // takes its default at 0, becomes no bound at all.
-func TestZeroIsUnlimited(t *testing.T) {
+func TestZeroIsUnlimited(t *testing.T) { // not parallel: it sets the environment
 	for name, mk := range daemonCmds() {
 		mk().Flags().VisitAll(func(fl *pflag.Flag) {
 			_, marked := fl.Annotations[unlimitedKey]

@@ -32,7 +32,7 @@ func loopbackAddr(t *testing.T, out interface {
 // TestKilledNodeMembersGoOffline: when a node is killed (SIGKILL, no
 // goodbye), the members it served go offline for everyone else within the
 // presence timeout.
-func TestKilledNodeMembersGoOffline(t *testing.T) {
+func TestKilledNodeMembersGoOffline(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
 	loop := []string{"--listen", "/ip4/127.0.0.1/tcp/0"}
 	_, _, bootOut := startMeshNode(t, bin, append(loop, "--data", filepath.Join(t.TempDir(), "boot"))...)

@@ -20,7 +20,7 @@ import (
 // the environment, else the defaults; 0 is unlimited, and a malformed or
 // negative value (of these, or of another numeric flag's variable) is an
 // error that names where it came from.
-func TestNodeWallRateFlags(t *testing.T) {
+func TestNodeWallRateFlags(t *testing.T) { // not parallel: it sets the environment
 	for _, tc := range []struct {
 		name         string
 		env          map[string]string
@@ -65,7 +65,7 @@ func TestNodeWallRateFlags(t *testing.T) {
 // TestNodeTrustedProxyFlag: --trusted-proxy is repeatable and
 // comma-separated, MESH_TRUSTED_PROXY is its default, and a bad range
 // stops the node before it starts, naming the range.
-func TestNodeTrustedProxyFlag(t *testing.T) {
+func TestNodeTrustedProxyFlag(t *testing.T) { // not parallel: it sets the environment
 	t.Setenv("MESH_TRUSTED_PROXY", "10.0.0.0/8,fd00::/8")
 	for _, tc := range []struct {
 		args []string
@@ -136,7 +136,7 @@ func nodeConfigCase(t *testing.T, env map[string]string, args []string, wantErr 
 // TestNodeBudgetFlags: the write budgets and expiry windows come from the
 // flags, else from the environment, else the defaults; 0 is unlimited (or
 // never); a malformed value names where it came from.
-func TestNodeBudgetFlags(t *testing.T) {
+func TestNodeBudgetFlags(t *testing.T) { // not parallel: it sets the environment
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -169,7 +169,7 @@ func TestNodeBudgetFlags(t *testing.T) {
 
 // TestNodeCardFetchFlags: the card fetch settings come from the flags,
 // else from the environment, else the defaults; bad values are refused.
-func TestNodeCardFetchFlags(t *testing.T) {
+func TestNodeCardFetchFlags(t *testing.T) { // not parallel: it sets the environment
 	for _, tc := range []struct {
 		name string
 		env  map[string]string

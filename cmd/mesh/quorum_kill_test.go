@@ -44,7 +44,7 @@ func getStatusJSON(url string) (int, map[string]any) {
 // load the leader is killed (SIGKILL): writes resume with a new leader, no
 // acknowledged write is lost on any node, and the killed node, started
 // again, rejoins and catches up.
-func TestQuorumLeaderKilledUnderLoad(t *testing.T) {
+func TestQuorumLeaderKilledUnderLoad(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
 	q := startMeshQuorum(t, bin, 3, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease", "250ms")
 	urls := q.urls

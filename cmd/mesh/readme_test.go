@@ -72,7 +72,7 @@ func walkthrough(t *testing.T) string {
 
 // TestREADMEWalkthrough runs the README's curl walk-through, as written,
 // against `mesh node`, then stops the node with Ctrl-C.
-func TestREADMEWalkthrough(t *testing.T) {
+func TestREADMEWalkthrough(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("MESH_REQUIRE_TOOLS") == "1" {

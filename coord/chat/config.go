@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/agentenv"
-	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/coord/debuglog"
 	"github.com/agentmesh/mesh/internal/atomicfile"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // Config configures an Engine. Zero limits take their defaults.

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/mesh/coord/clock"
+	"github.com/agentmesh/mesh/internal/clock"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -136,14 +137,7 @@ func job(t *testing.T, s Spec) Job {
 // failing after 20 s of real time.
 func advanceUntil(t *testing.T, clk *clock.Manual, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		clk.Advance(time.Second)
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Advance(t, 20*time.Second, clk, time.Second, cond, "timed out waiting for %s", what)
 }
 
 func newScheduler(t *testing.T, device string) (*Scheduler, *clock.Manual, *events) {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/agentenv"
-	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/internal/atomicfile"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // Config configures a Scheduler.

@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/internal/atomicfile"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // Levels, least severe first.

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentmesh/mesh/coord/clock"
 	"github.com/agentmesh/mesh/internal/atomicfile"
+	"github.com/agentmesh/mesh/internal/clock"
 )
 
 // Statuses of a run: running, then one of the three ends.

@@ -53,13 +53,11 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Tab opens a tab of the shared browser for t, closed when t ends; its
-// actions fail once timeout has passed. The tab has a browser context of
-// its own (no cookie or cache of another test), whose connections close
-// with it: a server the test stops does not wait for the browser's idle
-// or speculative ones (net/http's Shutdown waits up to 5 s for a
-// connection that never sent a request).
-func Tab(t testing.TB, timeout time.Duration) context.Context {
+// Need skips t unless a browser can run: under go test -short, or without
+// chromium on PATH (then it fails under MESH_REQUIRE_TOOLS=1). Tab calls
+// it; a test calls it first, before it builds what the browser will see.
+// It returns the browser's path.
+func Need(t testing.TB) string {
 	t.Helper()
 	testkit.Slow(t, "a browser")
 	path, err := exec.LookPath(Chromium)
@@ -69,6 +67,18 @@ func Tab(t testing.TB, timeout time.Duration) context.Context {
 		}
 		t.Skipf("%s is not installed: skipping the browser test (set MESH_REQUIRE_TOOLS=1 to make this a failure)", Chromium)
 	}
+	return path
+}
+
+// Tab opens a tab of the shared browser for t, closed when t ends; its
+// actions fail once timeout has passed. The tab has a browser context of
+// its own (no cookie or cache of another test), whose connections close
+// with it: a server the test stops does not wait for the browser's idle
+// or speculative ones (net/http's Shutdown waits up to 5 s for a
+// connection that never sent a request).
+func Tab(t testing.TB, timeout time.Duration) context.Context {
+	t.Helper()
+	path := Need(t)
 	shared.once.Do(func() { start(path) })
 	if shared.err != nil {
 		t.Fatal(shared.err)

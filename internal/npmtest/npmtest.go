@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/agentmesh/mesh/internal/testkit"
@@ -29,6 +30,8 @@ func Require(t testing.TB, dir, module string) {
 			t.Skipf("%s is not installed: skipping the end-to-end test with %s (set MESH_REQUIRE_TOOLS=1 to make this a failure)", tool, module)
 		}
 	}
+	installing.Lock() // tests run in parallel: one installs, the others wait and find the packages
+	defer installing.Unlock()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", module)); err != nil {
 		out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
 		if err != nil {
@@ -36,3 +39,6 @@ func Require(t testing.TB, dir, module string) {
 		}
 	}
 }
+
+// installing is held while Require installs packages.
+var installing sync.Mutex

@@ -1,7 +1,9 @@
-// Package clock is the time source of the coordination daemon: the real
-// clock in production, a manual one in tests, so that schedules of seconds
-// and hours (polls, heartbeats, cron ticks, run timeouts) are tested without
-// sleeping.
+// Package clock is a time source that tests can move: the real clock in
+// production, a manual one in tests, so that schedules of seconds and
+// hours (the coordination daemon's polls, heartbeats, cron ticks and run
+// timeouts; the wall's beats, presence, acks and ordering window) are
+// tested without sleeping. WithNow is the real clock's timers with
+// another reading of the time (a node's, which its tests hold still).
 package clock
 
 import (
@@ -16,15 +18,21 @@ type Clock interface {
 	// NewTicker fires every d, dropping ticks a slow reader misses, like
 	// time.Ticker.
 	NewTicker(d time.Duration) Ticker
-	// After fires once, d from now.
+	// NewTimer fires once, d from now (at once if d is not positive),
+	// unless stopped first, like time.Timer.
+	NewTimer(d time.Duration) Timer
+	// After fires once, d from now; it cannot be stopped.
 	After(d time.Duration) <-chan time.Time
 }
 
-// Ticker is a time.Ticker of a Clock.
-type Ticker interface {
+// Timer is a time.Timer of a Clock: C fires, Stop stops it.
+type Timer interface {
 	C() <-chan time.Time
 	Stop()
 }
+
+// Ticker is a time.Ticker of a Clock.
+type Ticker = Timer
 
 // Real is the system clock.
 type Real struct{}
@@ -34,11 +42,30 @@ var _ Clock = Real{}
 func (Real) Now() time.Time                         { return time.Now() }
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 func (Real) NewTicker(d time.Duration) Ticker       { return realTicker{time.NewTicker(d)} }
+func (Real) NewTimer(d time.Duration) Timer         { return realTimer{time.NewTimer(d)} }
 
 type realTicker struct{ t *time.Ticker }
 
 func (r realTicker) C() <-chan time.Time { return r.t.C }
 func (r realTicker) Stop()               { r.t.Stop() }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop()               { r.t.Stop() }
+
+// WithNow is the real clock's tickers and timers, with now telling the
+// time: a node hands its wall the node's clock this way, so that what the
+// wall stamps and checks follows the node's clock (which tests move by
+// hours), while its beats and timeouts run in real time.
+func WithNow(now func() time.Time) Clock { return withNow{now: now} }
+
+type withNow struct {
+	Real
+	now func() time.Time
+}
+
+func (w withNow) Now() time.Time { return w.now() }
 
 // Manual is a clock that moves only when Advance is called. Tickers and
 // timers due during an advance fire in time order, each with its own time.
@@ -68,9 +95,14 @@ func (m *Manual) Now() time.Time {
 	return m.now
 }
 
-// After fires once Advance has passed d.
+// After fires once Advance has passed d (at once if d is not positive).
 func (m *Manual) After(d time.Duration) <-chan time.Time {
 	return m.add(d, 0).c
+}
+
+// NewTimer is After that can be stopped.
+func (m *Manual) NewTimer(d time.Duration) Timer {
+	return manualTimer{m, m.add(d, 0)}
 }
 
 // NewTicker fires every d of advanced time.
@@ -78,15 +110,27 @@ func (m *Manual) NewTicker(d time.Duration) Ticker {
 	if d <= 0 {
 		panic("clock: non-positive ticker period")
 	}
-	return manualTicker{m, m.add(d, d)}
+	return manualTimer{m, m.add(d, d)}
 }
 
 func (m *Manual) add(d, period time.Duration) *waiter {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	w := &waiter{at: m.now.Add(d), period: period, c: make(chan time.Time, 1)}
+	if d <= 0 && period == 0 {
+		w.c <- m.now
+		return w
+	}
 	m.waiters = append(m.waiters, w)
-	m.mu.Unlock()
 	return w
+}
+
+// Waiting is how many tickers and timers wait for an advance: a test
+// moves the clock once the code under test waits on it.
+func (m *Manual) Waiting() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.waiters)
 }
 
 // Advance moves the clock d forward, firing what falls due on the way.
@@ -126,10 +170,10 @@ func (m *Manual) remove(w *waiter) {
 	}
 }
 
-type manualTicker struct {
+type manualTimer struct {
 	m *Manual
 	w *waiter
 }
 
-func (t manualTicker) C() <-chan time.Time { return t.w.c }
-func (t manualTicker) Stop()               { t.m.remove(t.w) }
+func (t manualTimer) C() <-chan time.Time { return t.w.c }
+func (t manualTimer) Stop()               { t.m.remove(t.w) }
