@@ -339,6 +339,7 @@ func TestForwardedRoutesAreDocumented(t *testing.T) {
 // refuses (routes nodes do not forward, malformed origins) cost the peer
 // nothing of its node budget; what it serves does.
 func TestForwardStreamChargesOnlyWhatItServes(t *testing.T) {
+	t.Parallel()
 	const burst = 3
 	m := newMeshWith(t, func(c *Config) { c.Budgets.Node = admission.Budget{Rate: 0.001, Burst: burst} })
 	peer := m.join()
@@ -367,6 +368,7 @@ func TestForwardStreamChargesOnlyWhatItServes(t *testing.T) {
 // forwarded or proposed them and on the directory: the client's next
 // writes are still within its budget.
 func TestAShedWriteCostsItsClientNothing(t *testing.T) {
+	t.Parallel()
 	tight := func(c *Config) {
 		c.Budgets.Client = admission.Budget{Rate: 0.001, Burst: 2}
 		c.TrustedProxies = []string{"127.0.0.1"}

@@ -26,7 +26,7 @@ func (q *quorumMesh) signedAdd(key ed25519.PrivateKey, addr string) (body, sig s
 // TestAReplayedAdminRequestIsRefusedByTheNextLeader: a signed change of
 // the quorum, taken once, is refused when replayed, also by a leader
 // elected after it was taken.
-func TestAReplayedAdminRequestIsRefusedByTheNextLeader(t *testing.T) {
+func TestAReplayedAdminRequestIsRefusedByTheNextLeader(t *testing.T) { // not parallel: Raft's timeouts are short
 	q := newQuorumMesh(t, 3, nil)
 	cfg := testConfig(t, t.TempDir())
 	cfg.Role, cfg.Quorum, cfg.Now, cfg.Raft = RoleBootstrap, q.addrs, q.clock.Now, fastRaft()
@@ -53,7 +53,7 @@ func TestAReplayedAdminRequestIsRefusedByTheNextLeader(t *testing.T) {
 // quorum_change_in_progress, and the member it names does not enter the
 // leader's peerstore; the one being added does, once the quorum took it
 // in.
-func TestOneChangeOfTheQuorumAtATime(t *testing.T) {
+func TestOneChangeOfTheQuorumAtATime(t *testing.T) { // not parallel: Raft's timeouts are short
 	q := newQuorumMesh(t, 3, nil)
 	leader := q.leader()
 	absent := func() (peer.ID, []string) {

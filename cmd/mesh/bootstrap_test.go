@@ -17,7 +17,7 @@ import (
 // TestAnUnreachableBootstrapIsWarnedAbout: a node started with a wrong
 // --bootstrap port says so on its console at warn, naming the address
 // and the error, while it keeps trying; its help says what --bootstrap is.
-func TestAnUnreachableBootstrapIsWarnedAbout(t *testing.T) {
+func TestAnUnreachableBootstrapIsWarnedAbout(t *testing.T) { // not parallel: it runs processes
 	bin := buildMesh(t)
 	id, _ := p2p.PeerID(identity.GenerateKey().Public().(ed25519.PublicKey))
 	addr := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freeLoopbackPort(t)) // nothing listens there

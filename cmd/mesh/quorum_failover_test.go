@@ -183,7 +183,7 @@ func failover(t testing.TB) (f failedOver) {
 // the kill waited is BenchmarkFailoverThroughFollowers' figure. Then the
 // survivors show the dead member unreachable, in /health and in `mesh
 // quorum list`.
-func TestWritesThroughFollowersSurviveTheLeader(t *testing.T) {
+func TestWritesThroughFollowersSurviveTheLeader(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	f := failover(t)
 	var refused []string
 	for _, w := range refusals(f.writes) {
