@@ -31,15 +31,16 @@ func withBrowsers(c *Config) {
 // peerMesh is a bootstrap and two nodes that listen for browsers, and a
 // public cluster.
 type peerMesh struct {
-	m      *mesh
-	n1, n2 *Node
-	id     string
+	m         *mesh
+	n1, n2    *Node
+	id, admin string // the cluster's id and admin token
 }
 
 func newPeerMesh(t testing.TB) *peerMesh {
 	m := newMeshWith(t, withBrowsers)
 	pm := &peerMesh{m: m, n1: m.joinWith(withBrowsers), n2: m.joinWith(withBrowsers)}
-	pm.id = createCluster(t, m.boot, `{"visibility":"public","name":"peers"}`)["cluster_id"].(string)
+	v := createCluster(t, m.boot, `{"visibility":"public","name":"peers"}`)
+	pm.id, pm.admin = v["cluster_id"].(string), v["admin_token"].(string)
 	m.waitCaughtUp(pm.n1)
 	m.waitCaughtUp(pm.n2)
 	return pm
@@ -72,7 +73,7 @@ func (p *pageTab) join(handle string, fields ...string) string {
 	run(p.t, p.ctx, chromedp.WaitVisible("#join-button"), chromedp.SendKeys("#join-handle", handle), chromedp.Click("#join-button"))
 	browsertest.Until(p.t, p.ctx, `document.querySelector("#wall-status").dataset.state === "joined" || !document.querySelector("#join-error").hidden`,
 		"the page to join")
-	if e := p.text("#join-error"); e != "" {
+	if e := p.eval(`(e => e.hidden ? "" : e.textContent)(document.querySelector("#join-error"))`); e != "" {
 		p.t.Fatalf("the page did not join: %s", e)
 	}
 	return p.eval(`document.querySelector("#joined").dataset.joinMs`)
@@ -327,27 +328,57 @@ func TestBrowserPeerPrivateCluster(t *testing.T) {
 }
 
 // TestBrowserPeerOnPhone: a joined page at 390 × 844, as on a phone, with
-// members and messages: nothing wider than the screen, no word broken,
-// every text legible (phoneCheck), and the send box and the leave button
-// on the screen.
+// handles of 64 characters (in the members, the wall and "Joined as"), a
+// cluster renamed meanwhile, messages, and a board whose post with a
+// place is made through another node once joined: nothing wider than the
+// screen, no word broken (a long handle wraps at its separators), every
+// text legible (phoneCheck), and the send box and the leave button on the
+// screen. The keyboard lands in the send box on joining, and goes from
+// the wall through its link, the leave button, the send box and its
+// button to the map's marker and the post it lists, each stop showing it
+// has the focus.
 func TestBrowserPeerOnPhone(t *testing.T) {
 	browsertest.Need(t) // not parallel: the tests share one browser
 	pm := newPeerMesh(t)
-	alice := enterWall(t, pm.m.boot, pm.id, q("agent", "alice-from-a-terminal"))
-	carol := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)
-	run(t, carol.ctx, chromedp.EmulateViewport(390, 844))
-	carol.join("carol")
-	alice.send("Anyone going to the market tomorrow morning? I can bring the grandmother's bicycle along")
-	carol.sees("alice-from-a-terminal", "Anyone going to the market tomorrow morning? I can bring the grandmother's bicycle along")
-	carol.say("I'll be there at nine, by the fountain")
-	if bad := evalIn[[]string](t, carol.ctx, phoneCheck); len(bad) > 0 {
+	cl := boardCluster{id: pm.id, admin: pm.admin}
+	mustCall(t, pm.m.boot, 200, "PATCH", cl.path(""), `{"boards_enabled": true}`, "x-cluster-token", cl.admin)
+	mustCall(t, pm.m.boot, 201, "POST", cl.path("/boards"), `{"slug":"market","kind":"buysell","name":"Neighbourhood marketplace"}`, "x-cluster-token", cl.admin)
+	pm.m.waitCaughtUp(pm.n1)
+	const alice, carol = "Wilhelmina_the_harbour_master_of_the_old_quay_and_the_new_one_xy", "Bartholomew_the_lighthouse_keeper_of_the_northern_harbour_quay_x"
+	ws := enterWall(t, pm.m.boot, pm.id, q("agent", alice))
+	page := openPage(t, pm.n1.URL()+"/clusters/"+pm.id)
+	run(t, page.ctx, chromedp.EmulateViewport(390, 844))
+	browsertest.Until(t, page.ctx, present(`li.board[data-board="market"]`), "the board")
+	page.join(carol)
+	if got := page.eval(`document.activeElement.id`); got != "send-text" {
+		t.Fatalf("on joining, the focus is on %q, not the send box", got)
+	}
+	page.online(carol, alice)
+	patchCluster(t, pm.m.boot, pm.id, pm.admin, `{"name":"Harbour Peers of the Northern Quarter"}`)
+	browsertest.Until(t, page.ctx, textIs("#cluster-name", "Harbour Peers of the Northern Quarter"), "the new name")
+	post := createPost(t, pm.n2, cl, "market", "Bob_the_builder_from_the_harbour_who_fixes_everything_on_quay", map[string]any{
+		"title": "Grandmother's bicycle, barely used, with a basket", "ttl": "24h",
+		"props": map[string]any{"where": map[string]any{"lat": 48.86, "lon": 2.34, "label": "Paris, near the Gare de l'Est"}}})["id"].(string)
+	browsertest.Until(t, page.ctx, present(postItem(post))+" && "+present(marker(post)), "the post and its marker")
+	const said = "Anyone going to the market tomorrow morning? I can bring the grandmother's bicycle along, see #market"
+	ws.send(said)
+	page.sees(alice, said)
+	page.say("I'll be there at nine, by the fountain")
+	if bad := evalIn[[]string](t, page.ctx, phoneCheck); len(bad) > 0 {
 		t.Fatalf("the joined page at 390 px: %q", bad)
 	}
 	for _, sel := range []string{"#send-text", "#leave-button"} {
-		run(t, carol.ctx, chromedp.ScrollIntoView(sel))
-		if !evalIn[bool](t, carol.ctx, fmt.Sprintf(`(r => r.left >= 0 && r.right <= innerWidth && r.width > 0)(document.querySelector(%s).getBoundingClientRect())`, jsString(sel))) {
+		run(t, page.ctx, chromedp.ScrollIntoView(sel))
+		if !evalIn[bool](t, page.ctx, fmt.Sprintf(`(r => r.left >= 0 && r.right <= innerWidth && r.width > 0)(document.querySelector(%s).getBoundingClientRect())`, jsString(sel))) {
 			t.Fatalf("%s is not on the screen at 390 px", sel)
 		}
 	}
-	carol.noProblems()
+
+	run(t, page.ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#wall").focus()`))
+	want := []string{"#market", "Leave", "INPUT:text", "Send", page.eval(fmt.Sprintf(`document.querySelector(%s).getAttribute("aria-label")`, jsString(marker(post)))),
+		"Grandmother's bicycle, barely used, with a basket"}
+	if order := focusOrder(t, page.ctx, len(want)); !slices.Equal(order, want) {
+		t.Fatalf("the joined page's focus order from the wall %q, want %q", order, want)
+	}
+	page.noProblems()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/mesh/internal/site"
 	"github.com/agentmesh/mesh/internal/testkit"
+	"github.com/agentmesh/mesh/wall"
 )
 
 // Cluster metadata that would run script if a page put it in as HTML.
@@ -194,6 +195,50 @@ func TestClusterPageAssets(t *testing.T) {
 	}
 }
 
+// TestWallEventsSpectator: spectate=events, the socket a cluster's page
+// keeps once its visitor joined as a browser peer, on a node of a mesh of
+// three: it is told of the cluster's board events and of a rename made
+// through the other nodes, and of no message and no presence (the page's
+// peer hears those on the wire).
+func TestWallEventsSpectator(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	b, c := m.join(), m.join()
+	cl := newBoardCluster(t, b, `{"visibility":"public","name":"Quay"}`)
+	m.waitCaughtUp(m.boot)
+	ev := enterWall(t, m.boot, cl.id, q("spectate", "events"))
+	alice := enterWall(t, b, cl.id, q("agent", "alice"))
+	bob := enterWall(t, m.boot, cl.id, q("agent", "bob"))
+	alice.say("hello bob", bob, 1) // the events socket is no member: not counted
+	mustCall(t, c, 201, "POST", cl.path("/boards"), `{"slug":"market","kind":"buysell"}`, "x-cluster-token", cl.admin)
+	if f := nextEvent(ev); f["kind"] != "board" || f["event"] != "board_created" || f["slug"] != "market" {
+		t.Fatalf("the events socket got %v, want market's board_created", f)
+	}
+	patchCluster(t, c, cl.id, cl.admin, `{"name":"Old Quay"}`)
+	if f := nextEvent(ev); f["kind"] != wall.KindClusterUpdated || f["name"] != "Old Quay" || f["slug"] != "old-quay" {
+		t.Fatalf("the events socket got %v, want the rename", f)
+	}
+	ev.send("let me in")
+	if e := nextEvent(ev); e["kind"] != "error" || e["code"] != "read_only" {
+		t.Fatalf("the events socket's frame got %v, want a read_only error", e)
+	}
+}
+
+// nextEvent is c's next frame, of any kind, within 10 s.
+func nextEvent(c *wsClient) map[string]any {
+	c.t.Helper()
+	select {
+	case f, ok := <-c.frames:
+		if !ok {
+			c.t.Fatalf("socket closed (%v)", c.status)
+		}
+		return f
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("no frame within 10s")
+	}
+	return nil
+}
+
 // TestWallSpectator: spectate=1, the page's connection, on a public
 // cluster: the other node's members are not told of it and do not count
 // it; it receives broadcasts and no direct message; what it sends is
@@ -235,7 +280,7 @@ func TestWallSpectator(t *testing.T) {
 	}
 
 	for _, bad := range []struct{ query, why string }{
-		{"spectate=yes", "spectate must be 1"},
+		{"spectate=yes", "spectate must be 1 or events"},
 		{"spectate=1&vis=public", "vis must be ghost or absent"},
 		{"spectate=1&token=ck_x", "leave token out"},
 	} {

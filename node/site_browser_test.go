@@ -168,28 +168,39 @@ func TestKeyboardFocusOrder(t *testing.T) {
 	f := newAgentBrowserFixture(t)
 	tab := browsertest.Tab(t, 60*time.Second)
 	browsertest.UntilLoaded(t, tab, f.b.URL()+"/", `document.querySelector('#online-agents li[data-agent="echo-1"]') !== null`, "echo-1 listed online")
-	var order []string
-	for range 12 {
-		run(t, tab, chromedp.KeyEvent("\t"))
-		stop := evalIn[string](t, tab, `(() => {
-			const e = document.activeElement, s = getComputedStyle(e);
-			const shown = s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2 && e.checkVisibility();
-			return (shown ? "" : "UNSEEN ") + (e.getAttribute("name") ? e.tagName + ":" + e.getAttribute("name") : (e.textContent || e.value).trim());
-		})()`)
-		order = append(order, stop)
-	}
+	order := focusOrder(t, tab, 12)
 	want := []string{"Skip to content", "mesh", "Agents", "Clusters", "Search", "INPUT:q", "Search", "Echo"}
 	if strings.Join(order[:len(want)], "|") != strings.Join(want, "|") {
 		t.Fatalf("focus order %q, want it to begin %q", order, want)
+	}
+	if !slices.Contains(order, "All agents") || !slices.Contains(order, "Lobby") {
+		t.Fatalf("focus order %q misses the lists' links", order)
+	}
+}
+
+// focusOrder presses Tab n times in tab and lists where the focus went:
+// a named field as TAG:name, else the element's label (aria-label: the
+// wall, a map's marker) or text. It fails t on a stop that does not show it has the focus
+// (an outline of 2 px at least; a marker, a ring of 2 px at least).
+func focusOrder(t *testing.T, tab context.Context, n int) []string {
+	t.Helper()
+	var order []string
+	for range n {
+		run(t, tab, chromedp.KeyEvent("\t"))
+		order = append(order, evalIn[string](t, tab, `(() => {
+			const e = document.activeElement, s = getComputedStyle(e);
+			const ring = e.matches(".marker") && parseFloat(getComputedStyle(e.querySelector("circle")).strokeWidth) >= 2;
+			const shown = (ring || s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2) && e.checkVisibility();
+			const name = e.getAttribute("name") ? e.tagName + ":" + e.getAttribute("name") : e.getAttribute("aria-label") || (e.textContent || e.value).trim();
+			return (shown ? "" : "UNSEEN ") + name;
+		})()`))
 	}
 	for _, stop := range order {
 		if strings.HasPrefix(stop, "UNSEEN ") {
 			t.Fatalf("focus order %q: a stop does not show its focus", order)
 		}
 	}
-	if !slices.Contains(order, "All agents") || !slices.Contains(order, "Lobby") {
-		t.Fatalf("focus order %q misses the lists' links", order)
-	}
+	return order
 }
 
 // TestClusterPageReconnectsAfterRestart: a cluster page open on a node

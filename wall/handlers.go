@@ -194,13 +194,13 @@ func (m member) masked() string {
 	return string(first) + "***"
 }
 
-// setSpectate checks a spectate=1 query: on a public cluster only, as a
-// ghost (vis absent or ghost), with no token; the handle defaults to
-// spectatorHandle.
+// setSpectate checks a spectate query, 1 or events: on a public cluster
+// only, as a ghost (vis absent or ghost), with no token; the handle
+// defaults to spectatorHandle.
 func (j *joinQuery) setSpectate(v string, cl *Cluster) error {
 	switch {
-	case v != "1":
-		return httpx.ErrInvalid.With("spectate must be 1, not %q", v)
+	case v != "1" && v != spectateEvents:
+		return httpx.ErrInvalid.With("spectate must be 1 or events, not %q", v)
 	case !cl.Public():
 		return httpx.ErrInvalid.With("spectate=1 is for public clusters; on a private one, connect with vis=ghost and the token")
 	case j.vis != "" && j.vis != VisGhost:
@@ -208,7 +208,7 @@ func (j *joinQuery) setSpectate(v string, cl *Cluster) error {
 	case j.token != "":
 		return httpx.ErrInvalid.With("a spectator holds no token: leave token out with spectate=1")
 	}
-	j.vis, j.spectate = VisGhost, true
+	j.vis, j.spectate, j.eventsOnly = VisGhost, true, v == spectateEvents
 	if j.agent == "" {
 		j.agent = spectatorHandle
 	}
@@ -287,7 +287,15 @@ type joinQuery struct {
 	// cluster's web page connects: it receives broadcasts and presence,
 	// never a direct message, and every frame it sends is refused.
 	spectate bool
+	// eventsOnly: a spectator of the cluster's events alone
+	// (spectate=events), as a page whose visitor joined as a browser peer
+	// keeps: the board, cluster_updated and closed frames, no message and
+	// no presence (its peer hears those on the wire).
+	eventsOnly bool
 }
+
+// spectateEvents is the spectate value of a spectator of events alone.
+const spectateEvents = "events"
 
 // spectatorHandle is a spectating socket's handle when its query names none.
 const spectatorHandle = "spectator"
@@ -374,7 +382,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) error {
 	// Anyone with a private cluster's token sees all its traffic, direct
 	// messages included (spec 5): a ghost is how one only looks.
 	sk.spectator = !cl.Public() && j.vis == VisGhost && j.owner
-	sk.readOnly = j.spectate
+	sk.readOnly, sk.eventsOnly = j.spectate, j.eventsOnly
 	// The socket lives on in a goroutine of its own, so that the request's
 	// goroutine, its stack grown by the HTTP machinery, ends here.
 	go func() {

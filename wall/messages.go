@@ -180,7 +180,7 @@ func (r *room) fanOutLocked(w *wireMsg, skip *socket, d *delivery) {
 	if w.To == nil {
 		f := frame(nil)
 		for s := range r.sockets {
-			if s != skip {
+			if s != skip && !s.eventsOnly {
 				queue(s, f)
 			}
 		}

@@ -67,7 +67,7 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 		}
 		f := text(encodeFrame(presenceFrame{Kind: KindPresence, Agent: h, DID: nullable(m.DID), Verified: m.verified(), Status: status}))
 		for s := range r.sockets {
-			if s != skip {
+			if s != skip && !s.eventsOnly {
 				s.send(f)
 			}
 		}

@@ -92,8 +92,11 @@ type socket struct {
 	// readOnly: a spectator of a public cluster (spectate=1), a ghost
 	// that gets no direct message and whose frames are all refused.
 	readOnly bool
-	limit    int             // send queue bound
-	wg       *sync.WaitGroup // owns the socket's goroutines
+	// eventsOnly: a read-only spectator of the cluster's events alone
+	// (spectate=events): no message frame, no presence frame.
+	eventsOnly bool
+	limit      int             // send queue bound
+	wg         *sync.WaitGroup // owns the socket's goroutines
 	// sendLimit paces the frames the client sends (SocketRate), control
 	// frames included; controls bounds its control frames (ControlRate).
 	sendLimit, controls *rate.Limiter

@@ -18,6 +18,21 @@ export function el(tag, className, text) {
   return e;
 }
 
+// handleIn puts handle h in box as text, with a <wbr> after each
+// separator (/ . ? & = - _ : # @ +), as the node writes addresses
+// (site.Breakable): a narrow screen wraps a long handle there, or
+// anywhere when a part alone is wider than the line (.breakable), and the
+// page never grows wider than the screen. It returns box.
+export function handleIn(box, h) {
+  box.classList.add("breakable");
+  box.replaceChildren();
+  for (const [i, part] of String(h).split(/(?<=[/.?&=\-_:#@+])/).entries()) {
+    if (i > 0) box.append(document.createElement("wbr"));
+    box.append(part);
+  }
+  return box;
+}
+
 export function setStatus(text, state) {
   status.textContent = text;
   status.dataset.state = state;
@@ -49,7 +64,7 @@ export function showMessage(f, fill = (box, text) => box.append(text)) {
   }
   const text = el("span", "text");
   fill(text, payloadText(f.payload), f);
-  const from = el("span", "from", String(f.from));
+  const from = handleIn(el("span", "from"), f.from);
   if (f.verified === true || f.did_verified === true) {
     from.classList.add("verified");
     from.title = `verified ${f.from_did}`;
@@ -65,8 +80,8 @@ export function showMembers(list) {
   count.textContent = String(list.length);
   members.replaceChildren(
     ...list.map((m) => {
-      if (typeof m !== "object") return el("li", "member", String(m));
-      const li = el("li", "member", String(m.agent));
+      if (typeof m !== "object") return handleIn(el("li", "member"), m);
+      const li = handleIn(el("li", "member"), m.agent);
       if (m.proof) {
         li.classList.add("verified");
         li.title = `verified ${m.did}`;
@@ -78,7 +93,8 @@ export function showMembers(list) {
 
 // joinForm makes form join a cluster as a libp2p peer. opts: cluster and
 // token (functions returning the values when joining), joining() (just
-// before: the page stops what it showed), left() (after the visitor left).
+// before: the page stops what it showed), joined(session) (once joined),
+// failed() (the join failed), left() (after the visitor left).
 export function joinForm(form, opts) {
   if (!form) return;
   const error = document.getElementById("join-error");
@@ -114,11 +130,13 @@ export function joinForm(form, opts) {
         },
       });
       joined(form, session, handle, opts, performance.now() - started);
+      opts.joined?.(session);
     } catch (err) {
       error.textContent = `Could not join: ${err && err.message ? err.message : err}`;
       error.hidden = false;
       button.disabled = false;
       setStatus("not joined", "closed");
+      opts.failed?.();
     }
   });
 }
@@ -136,7 +154,7 @@ function joined(form, session, handle, opts, ms) {
   box.dataset.peerId = session.peerId;
   box.dataset.transport = session.transport;
   box.dataset.joinMs = String(Math.round(ms));
-  document.getElementById("me-handle").textContent = handle;
+  handleIn(document.getElementById("me-handle"), handle);
   document.getElementById("me-verified").title = session.did;
   document.getElementById("me-transport").textContent = session.transport === "webtransport" ? "WebTransport" : "WebRTC";
   const hint = document.getElementById("wall-hint");
