@@ -162,7 +162,7 @@ func TestARogueNodeIsCapped(t *testing.T) {
 			for i := 0; ctx.Err() == nil; i++ {
 				req, _ := http.NewRequest("POST", "/v1/agents/register", strings.NewReader(anonymous(fmt.Sprintf("rogue-%d-%d", w, i))))
 				req.Header.Set(clientHeader, fmt.Sprintf("10.%d.%d.%d", w, i/250%250, i%250))
-				resp, err := rogue.roundTrip(ctx, req)
+				resp, err := rogue.roundTrip(ctx, req, nil)
 				if err != nil {
 					continue
 				}
@@ -209,7 +209,7 @@ func TestARogueNodeIsCapped(t *testing.T) {
 	// spent first.)
 	for i := 0; i < 100; i++ {
 		req, _ := http.NewRequest("POST", "/v1/agents/register", strings.NewReader(anonymous(fmt.Sprint("drain-", i))))
-		if resp, err := rogue.roundTrip(context.Background(), req); err == nil && resp.StatusCode == 503 {
+		if resp, err := rogue.roundTrip(context.Background(), req, nil); err == nil && resp.StatusCode == 503 {
 			break
 		}
 	}
@@ -219,6 +219,21 @@ func TestARogueNodeIsCapped(t *testing.T) {
 	if a := healthAdmission(t, rogue); a["directory_shedding"] != true {
 		t.Errorf("the rogue's health: %v", a)
 	}
+}
+
+// forwardFrom sends a request from n to the directory over the forward
+// stream, as n forwards its clients' writes.
+func forwardFrom(t *testing.T, n *Node, method, path, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := n.roundTrip(context.Background(), req, nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
 }
 
 // TestForwardStreamServesOnlyForwardedRoutes: whatever a peer sends on the
@@ -232,14 +247,7 @@ func TestForwardStreamServesOnlyForwardedRoutes(t *testing.T) {
 
 	send := func(method, path, body string, hdr ...string) (int, http.Header, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, path, strings.NewReader(body))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := peer.roundTrip(context.Background(), req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
+		resp := forwardFrom(t, peer, method, path, body, hdr...)
 		raw, _ := io.ReadAll(resp.Body)
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err != nil {
@@ -324,5 +332,71 @@ func TestForwardedRoutesAreDocumented(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("docs/architecture.md lists the forwarded routes %q, the code serves %q", got, want)
+	}
+}
+
+// TestForwardStreamChargesOnlyWhatItServes: requests the forward stream
+// refuses (routes nodes do not forward, malformed origins) cost the peer
+// nothing of its node budget; what it serves does.
+func TestForwardStreamChargesOnlyWhatItServes(t *testing.T) {
+	t.Parallel()
+	const burst = 3
+	m := newMeshWith(t, func(c *Config) { c.Budgets.Node = admission.Budget{Rate: 0.001, Burst: burst} })
+	peer := m.join()
+	forward := func(method, path, body string, hdr ...string) int {
+		t.Helper()
+		resp := forwardFrom(t, peer, method, path, body, hdr...)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 2 * burst {
+		forward("GET", "/metrics", "")
+		forward("POST", "/v1/agents/register", anonymous("x"), originHeader, "javascript:alert(1)")
+	}
+	for i := range burst {
+		if st := forward("POST", "/v1/agents/register", anonymous(fmt.Sprint("served-", i))); st != 201 {
+			t.Fatalf("registration %d within the node budget, after refused requests: %d", i, st)
+		}
+	}
+	if st := forward("POST", "/v1/agents/register", anonymous("over")); st != 503 {
+		t.Fatalf("a registration past the node budget: %d", st)
+	}
+}
+
+// TestAShedWriteCostsItsClientNothing: writes the directory sheds (its
+// log at capacity) give back the tokens they took, on the node that
+// forwarded or proposed them and on the directory: the client's next
+// writes are still within its budget.
+func TestAShedWriteCostsItsClientNothing(t *testing.T) {
+	t.Parallel()
+	tight := func(c *Config) {
+		c.Budgets.Client = admission.Budget{Rate: 0.001, Burst: 2}
+		c.TrustedProxies = []string{"127.0.0.1"}
+	}
+	m := newMeshWith(t, func(c *Config) {
+		tight(c)
+		c.Budgets.Directory = admission.Budget{Rate: 0.001, Burst: 1}
+	})
+	b := m.joinWith(tight)
+	from := []string{httpx.HeaderForwardedFor, "198.51.100.7"}
+	if st, v := call(t, b, "POST", "/v1/agents/register", anonymous("first"), from...); st != 201 {
+		t.Fatalf("the first write: %d %v", st, v)
+	}
+	// The directory's log is at capacity: it sheds registrations
+	// (forwarded) and cluster creations (proposed) alike.
+	for i := range 3 {
+		for _, w := range [][2]string{{"/v1/agents/register", anonymous(fmt.Sprint("shed-", i))}, {"/v1/clusters", `{"visibility":"public"}`}} {
+			if st, v := call(t, b, "POST", w[0], w[1], from...); st != 503 || v["code"] != "directory_busy" {
+				t.Fatalf("%s with the log at capacity: %d %v", w[0], st, v)
+			}
+		}
+	}
+	// A token request takes no room in the log: the client's second
+	// token is still there, on b and on the directory.
+	if st, v := call(t, b, "POST", "/v1/agents/token", `{"agent_id":"first","api_key":"mk_wrong"}`, from...); st != 401 {
+		t.Fatalf("the client's second write: %d %v", st, v)
+	}
+	if st, v := call(t, b, "POST", "/v1/agents/token", `{"agent_id":"first","api_key":"mk_wrong"}`, from...); st != 429 {
+		t.Fatalf("the client's third write: %d %v", st, v)
 	}
 }

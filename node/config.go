@@ -241,7 +241,8 @@ type RaftTimings struct {
 	// long steps down (at most HeartbeatTimeout).
 	LeaderLease time.Duration `json:"leader_lease"`
 	// CommitTimeout: the longest a leader waits before it sends new
-	// entries to the followers (it sends at once when it has work).
+	// entries to the followers (it sends at once when it has work), or,
+	// without any, tells them what committed.
 	CommitTimeout time.Duration `json:"commit_timeout"`
 	// RPCTimeout bounds one Raft RPC between members.
 	RPCTimeout time.Duration `json:"rpc_timeout"`
@@ -254,7 +255,7 @@ type RaftTimings struct {
 }
 
 // DefaultRaftTimings are hashicorp/raft's defaults, fit for members on one
-// continent.
+// continent, but for a shorter CommitTimeout (see quorum.DefaultConfig).
 func DefaultRaftTimings() RaftTimings {
 	d := quorum.DefaultConfig()
 	return RaftTimings{HeartbeatTimeout: d.HeartbeatTimeout, ElectionTimeout: d.ElectionTimeout,

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/p2p"
 )
 
@@ -30,6 +32,10 @@ type dirView struct {
 	view    quorumView
 	leader  peer.ID
 	members map[peer.ID]bool // members heard of (their keys sign tokens and records)
+	// moved is closed, and replaced, when the directory this node knows of
+	// changes: a write on its way to the former one is sent again.
+	moved chan struct{}
+	asked time.Time // when the bootstrap nodes were last asked (refresh)
 }
 
 // follower keeps this node's copy of the directory log current: a
@@ -41,7 +47,7 @@ type follower interface {
 }
 
 func newDirView(n *Node, boots, voters []peer.AddrInfo) *dirView {
-	v := &dirView{n: n, boots: boots, voters: voters, members: map[peer.ID]bool{}}
+	v := &dirView{n: n, boots: boots, voters: voters, members: map[peer.ID]bool{}, moved: make(chan struct{})}
 	for _, m := range voters {
 		v.members[m.ID] = true
 	}
@@ -204,8 +210,8 @@ func (v *dirView) heard(q quorumView) {
 		members[id] = true
 		for _, s := range m.Addrs {
 			if a, err := ma.NewMultiaddr(s); err == nil {
-				if _, id2 := peer.SplitAddr(a); id2 == "" || id2 == id {
-					ps.AddAddr(id, a, peerstore.AddressTTL)
+				if t, id2 := peer.SplitAddr(a); t != nil && (id2 == "" || id2 == id) {
+					ps.AddAddr(id, t, peerstore.AddressTTL)
 				}
 			}
 		}
@@ -217,14 +223,39 @@ func (v *dirView) heard(q quorumView) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// A term older than the one already heard is a member that has not
-	// heard of the last election yet.
-	if v.told && q.Term < v.view.Term && v.leader != "" {
+	// heard of the last election yet (its leader may be the dead one).
+	if v.told && q.Term < v.view.Term {
 		return
+	}
+	if !v.told || leader != v.leader {
+		v.moveLocked()
 	}
 	v.told, v.view, v.leader = true, q, leader
 	for id := range members {
 		v.members[id] = true
 	}
+}
+
+// move signals that the directory this node knows of changed (a member
+// learns it from Raft).
+func (v *dirView) move() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.moveLocked()
+}
+
+func (v *dirView) moveLocked() {
+	close(v.moved)
+	v.moved = make(chan struct{})
+}
+
+// watch returns the node that orders writes and a channel closed once
+// that changes.
+func (v *dirView) watch() (peer.ID, <-chan struct{}) {
+	v.mu.Lock()
+	moved := v.moved
+	v.mu.Unlock()
+	return v.directory(), moved
 }
 
 // last is the view last heard (ordinary nodes), naming the leader this
@@ -237,9 +268,14 @@ func (v *dirView) last() quorumView {
 	if v.directory() == "" {
 		out.Leader = ""
 	}
+	out.Members = slices.Clone(out.Members)
 	if out.Members == nil { // no bootstrap node answered yet: still a list
 		out.Members = []memberView{}
 	}
+	for i := range out.Members {
+		out.Members[i].Leader = out.Members[i].PeerID == out.Leader
+	}
+	out.URL = v.n.URL()
 	return out
 }
 
@@ -252,6 +288,10 @@ func (v *dirView) notLeader(p peer.ID, hint string) {
 	h, _ := peer.Decode(hint)
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	was := v.leader
+	if !v.told && len(v.boots) > 0 {
+		was = v.boots[0].ID
+	}
 	v.told = true
 	if v.leader == p || v.leader == "" {
 		v.leader = ""
@@ -259,39 +299,91 @@ func (v *dirView) notLeader(p peer.ID, hint string) {
 			v.leader = h
 		}
 	}
+	if v.leader != was {
+		v.moveLocked()
+	}
 }
 
-// directoryFor returns the peer to send a write to, waiting (within ctx,
-// ForwardRetry between tries) while no leader is known but a node that
-// runs the directory is reachable: an election is under way. Without any
-// such node reachable, it fails at once: the client hears 503 now rather
-// than after the forward timeout.
-func (v *dirView) directoryFor(ctx context.Context) (peer.ID, error) {
+// directoryFor returns the node to send a write to (this node itself,
+// when it leads), and a channel closed once that changes; it waits
+// (within ctx, ForwardRetry between tries) while no leader is known but a
+// node that runs the directory is reachable: an election is under way.
+// Without any such node reachable, it fails at once: the client hears 503
+// now rather than after the forward timeout.
+func (v *dirView) directoryFor(ctx context.Context) (peer.ID, <-chan struct{}, error) {
 	self := v.n.selfPeer()
 	for {
-		d := v.directory()
-		if d != "" && d != self && v.n.host.Connected(d) {
-			return d, nil
-		}
-		if d == self {
-			return "", errNotLeader // became leader meanwhile: the client retries here
+		d, moved := v.watch()
+		if d == self || (d != "" && v.n.host.Connected(d)) {
+			return d, moved, nil
 		}
 		if v.n.quorum == nil && !v.refresh(ctx) {
-			return "", errNoDirectory
+			return "", nil, errNoDirectory
 		}
-		if d := v.directory(); d != "" && d != self && v.n.host.Connected(d) {
-			return d, nil
+		if d, moved := v.watch(); d != "" && v.n.host.Connected(d) {
+			return d, moved, nil
 		}
 		if v.n.quorum != nil && !v.anyMemberConnected() {
-			return "", errNoDirectory
+			return "", nil, errNoDirectory
 		}
 		select {
 		case <-ctx.Done():
-			return "", errNoDirectory.With("no leader of the directory's quorum was reachable; retry later").Because(context.Cause(ctx))
+			return "", nil, errNoDirectory.With("no leader of the directory's quorum was reachable; retry later").Because(context.Cause(ctx))
+		case <-moved:
 		case <-time.After(v.n.cfg.ForwardRetry):
 		}
 	}
 }
+
+// whileLeads is ctx, cancelled once the node that orders writes is no
+// longer the one it was when moved was taken: a write on its way there is
+// dropped, to be sent to the next. A member learns of an election from
+// Raft; another node asks the bootstrap nodes while the write is on its
+// way (refresh), since a leader that died may leave a connection that
+// looks alive for a while (QUIC).
+func (v *dirView) whileLeads(ctx context.Context, moved <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		tick := time.NewTicker(askEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-moved:
+				cancel()
+				return
+			case <-tick.C:
+				if v.n.quorum == nil {
+					v.refresh(ctx)
+				}
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
+// several reports whether the directory is run by a quorum of several
+// voters, where another member may take over a write the leader did not
+// answer.
+func (v *dirView) several() bool {
+	if v.n.quorum != nil {
+		return quorum.Voters(v.n.quorum.Members()) > 1
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	k := 0
+	for _, m := range v.view.Members {
+		if m.Voter {
+			k++
+		}
+	}
+	return k > 1
+}
+
+// askEvery is how often a node asks the bootstrap nodes who leads while a
+// write is on its way to the leader it knows of.
+const askEvery = 500 * time.Millisecond
 
 func (v *dirView) anyMemberConnected() bool {
 	for _, m := range v.n.quorum.Members() {
@@ -302,33 +394,49 @@ func (v *dirView) anyMemberConnected() bool {
 	return false
 }
 
-// refresh asks the connected bootstrap nodes who leads (an ordinary node);
-// it reports whether any answered.
+// refresh asks the connected bootstrap nodes who leads (an ordinary node),
+// all at once, at most every askEvery/2; it reports whether any answered.
+// The answer of the latest term wins (heard).
 func (v *dirView) refresh(ctx context.Context) bool {
-	answered := false
+	v.mu.Lock()
+	if time.Since(v.asked) < askEvery/2 {
+		told := v.told
+		v.mu.Unlock()
+		return told
+	}
+	v.asked = time.Now()
+	v.mu.Unlock()
+	var views []quorumView
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, p := range v.candidates() {
 		if !v.n.host.Connected(p) {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		raw, err := v.n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
-		cancel()
-		var q quorumView
-		if err != nil || json.Unmarshal(raw, &q) != nil {
-			continue
-		}
-		answered = true
-		v.heard(q)
-		if q.Leader != "" {
-			if id, err := peer.Decode(q.Leader); err == nil && v.n.host.Connected(id) {
-				return true
-			} else if err == nil {
-				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				v.n.host.Connect(cctx, peer.AddrInfo{ID: id})
-				cancel()
-				return true
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			raw, err := v.n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
+			cancel()
+			var q quorumView
+			if err == nil && json.Unmarshal(raw, &q) == nil {
+				mu.Lock()
+				views = append(views, q)
+				mu.Unlock()
 			}
-		}
+		})
 	}
-	return answered
+	wg.Wait()
+	// The latest term last, and in it a member that knows the leader.
+	slices.SortFunc(views, func(a, b quorumView) int {
+		return cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(len(a.Leader), len(b.Leader)))
+	})
+	for _, q := range views {
+		v.heard(q)
+	}
+	if d := v.directory(); d != "" && !v.n.host.Connected(d) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v.n.host.Connect(cctx, peer.AddrInfo{ID: d})
+		cancel()
+	}
+	return len(views) > 0
 }

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -78,24 +82,34 @@ func (n *Node) isForwardedWrite(r *http.Request) bool {
 	return name != ""
 }
 
-// forwardWrites sends directory writes to the node that orders them.
+// forwardWrites sends directory writes to the node that orders them
+// (forward). A lone directory serves them itself; so does a member of a
+// quorum a request another node forwarded to it, which is sent on nowhere
+// (its forwarder tries the next leader itself).
 func (n *Node) forwardWrites(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.view.isDirectory() || !n.isForwardedWrite(r) {
+		o, _ := admission.OriginOf(r.Context())
+		if !n.isForwardedWrite(r) || (n.quorum == nil && n.view.isDirectory()) || o.Peer != "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if err := n.forward(w, r); err != nil {
+		_, r.Pattern = n.forwarded.Match(r) // the route metrics count it under its route
+		if err := n.forward(w, r, next); err != nil {
 			httpx.WriteError(n.log, w, r, err)
 		}
 	})
 }
 
-func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
+// forward sends write r to the node that orders writes, over forwardProto,
+// or serves it with next while this node leads, and writes the answer to
+// w. Each try is an attempt of one write (cmdlog.Write): the log applies
+// it at most once however many times it is sent (toDirectory).
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	body, err := httpx.ReadBody(w, r, maxForwardReq-64<<10)
 	if err != nil {
 		return err
 	}
+	wr := n.newWrite(n.selfPeer())
 	out := &http.Request{
 		Method: r.Method, Host: r.Host, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1,
 		URL:  &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery},
@@ -114,7 +128,18 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 	if client := httpx.AddrKey(httpx.ClientIP(r)); httpx.ValidAddrKey(client) {
 		out.Header.Set(clientHeader, client)
 	}
-	resp, err := n.roundTrip(r.Context(), out)
+	out.Header.Set(writeHeader, hex.EncodeToString(wr.Secret))
+	local := func(ctx context.Context) (*http.Response, error) {
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		in := r.Clone(cmdlog.WithWrite(ctx, wr))
+		in.Body, in.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		next.ServeHTTP(rec, in)
+		if isNotLeader(rec) {
+			return nil, errNotLeader
+		}
+		return rec.response(), nil
+	}
+	resp, err := n.roundTrip(r.Context(), out, local)
 	if err != nil {
 		return err
 	}
@@ -125,13 +150,14 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable && errorCode(body) == admission.ErrDirectoryBusy.Code {
 		n.admission.DirectoryShed()
+		admission.Refund(r.Context())
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readYourWrite)
 	if seq, err := strconv.ParseUint(resp.Header.Get(seqHeader), 10, 64); err == nil {
 		n.replica.WaitFor(ctx, seq)
-	}
-	if c := resp.Header.Get(registryapi.PresenceHeader); c != "" {
-		n.awaitPresence(ctx, c)
+		if c := resp.Header.Get(registryapi.PresenceHeader); c != "" {
+			n.awaitPresence(ctx, c)
+		}
 	}
 	cancel()
 	resp.Header.Del(seqHeader) // between nodes only
@@ -152,37 +178,114 @@ func errorCode(body []byte) string {
 }
 
 // roundTrip sends req to the node that orders writes and reads its
-// response. A member of a quorum that answers that it does not lead (the
-// request was not applied) sends it on to the leader; while no leader is
-// known but a member is reachable (an election), it tries again every
-// ForwardRetry, for ForwardTimeout in all. A request that may have
-// reached the directory is never sent twice.
-func (n *Node) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
-	var buf bytes.Buffer
-	if err := req.Write(&buf); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
-	defer cancel()
-	for {
-		dir, why := n.view.directoryFor(ctx)
-		if dir == "" {
-			return nil, why
+// response, or, while this node leads, has local answer it (nil local: a
+// request only another node answers). See toDirectory for the retries.
+func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(context.Context) (*http.Response, error)) (*http.Response, error) {
+	var buf bytes.Buffer // req as it goes on the wire, once it does
+	var resp *http.Response
+	err := n.toDirectory(ctx, func(ctx context.Context) (again bool, err error) {
+		if local == nil {
+			return false, errNoDirectory
+		}
+		resp, err = local(ctx)
+		return errors.Is(err, errNotLeader), err
+	}, func(ctx context.Context, dir peer.ID) (again bool, err error) {
+		if buf.Len() == 0 {
+			if err := req.Write(&buf); err != nil {
+				return false, err
+			}
 		}
 		raw, err := n.host.Request(ctx, dir, forwardProto, buf.Bytes(), maxForwardResp)
 		if err != nil {
-			return nil, errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))
+			return n.view.several(), errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))
 		}
-		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
+		resp, err = http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
 		if err != nil {
-			return nil, fmt.Errorf("directory response: %w", err)
+			return false, fmt.Errorf("directory response: %w", err)
 		}
-		if _, ok := resp.Header[notLeaderHeader]; !ok {
-			return resp, nil
+		if _, ok := resp.Header[notLeaderHeader]; ok {
+			resp.Body.Close()
+			n.view.notLeader(dir, resp.Header.Get(notLeaderHeader))
+			return true, errNotLeader
 		}
-		resp.Body.Close()
-		n.view.notLeader(dir, resp.Header.Get(notLeaderHeader))
+		return false, nil
+	})
+	return resp, err
+}
+
+// toDirectory has a write land on the node that orders the directory's
+// writes: local tries it while this node leads, remote sends it to the
+// leader otherwise. While a try says to try again (the node tried does
+// not lead, or, in a quorum of several, the way to it broke or the leader
+// this node knew of was replaced meanwhile), the next goes to the leader
+// known then, at once
+// when that changed, else after ForwardRetry; for ForwardTimeout in all.
+// A try may have been applied, its answer lost: what is tried again is an
+// attempt of the same write (cmdlog.Write), which the log applies once;
+// tries go on only within half of cmdlog.WriteWindow, which the log
+// remembers a write for.
+func (n *Node) toDirectory(ctx context.Context, local func(context.Context) (bool, error), remote func(context.Context, peer.ID) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
+	defer cancel()
+	first, self := time.Now(), n.selfPeer()
+	for {
+		dir, moved, err := n.view.directoryFor(ctx)
+		if err != nil {
+			return err
+		}
+		var again bool
+		if dir == self {
+			again, err = local(ctx)
+		} else {
+			tctx, stop := n.view.whileLeads(ctx, moved)
+			again, err = remote(tctx, dir)
+			stop()
+		}
+		if !again {
+			return err
+		}
+		if time.Since(first) > cmdlog.WriteWindow/2 {
+			return errNoDirectory.With("the directory's leader changed while this write was on its way, for too long: it may or may not have been applied; retry").Because(err)
+		}
+		select {
+		case <-ctx.Done():
+			return errNoDirectory.With("no leader of the directory took this write in time: it may or may not have been applied; retry").Because(err)
+		case <-moved:
+		case <-time.After(n.cfg.ForwardRetry):
+		}
 	}
+}
+
+// writeHeader carries, between nodes, the secret of the write a forwarded
+// request is an attempt of (cmdlog.Write), hex.
+const writeHeader = "X-Mesh-Write"
+
+// newWrite draws the secret of a new write that origin sends.
+func (n *Node) newWrite(origin peer.ID) cmdlog.Write {
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	return writeOf(origin, secret)
+}
+
+// writeOf is the write of secret sent by origin: its id is bound to the
+// node that sends it, so a node cannot name another node's writes.
+func writeOf(origin peer.ID, secret []byte) cmdlog.Write {
+	h := sha256.New()
+	h.Write([]byte(origin))
+	h.Write(secret)
+	return cmdlog.Write{ID: hex.EncodeToString(h.Sum(nil)), Secret: secret}
+}
+
+// parseWrite reads the write secret a forwarding node sent ("" for none).
+func parseWrite(origin peer.ID, s string) (cmdlog.Write, bool, error) {
+	if s == "" {
+		return cmdlog.Write{}, false, nil
+	}
+	secret, err := hex.DecodeString(s)
+	if err != nil || len(secret) != 32 {
+		return cmdlog.Write{}, false, errBadWrite.With("%s: want 32 bytes, hex", writeHeader)
+	}
+	return writeOf(origin, secret), true, nil
 }
 
 // serveForward serves, on the directory, a request another node
@@ -207,12 +310,8 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 		}
 	}
 	rec.header.Set(seqHeader, strconv.FormatUint(n.clog.Seq(), 10))
-	resp := &http.Response{
-		StatusCode: rec.status, ProtoMajor: 1, ProtoMinor: 1, Header: rec.header,
-		Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()),
-	}
 	var out bytes.Buffer
-	err = resp.Write(&out)
+	err = rec.response().Write(&out)
 	return out.Bytes(), err
 }
 
@@ -220,24 +319,20 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 var (
 	errBadOrigin = httpx.E(http.StatusBadRequest, "invalid_origin", "the forwarding node named a malformed origin URL")
 	errBadClient = httpx.E(http.StatusBadRequest, "invalid_client_addr", "the forwarding node named a malformed client address")
+	errBadWrite  = httpx.E(http.StatusBadRequest, "invalid_write_id", "the forwarding node named a malformed write")
 )
 
-// serveForwarded admits forwarded request r from peer and serves it. Every
-// request costs the peer one token of its node budget, whatever it asks;
-// then the route must be one that nodes forward, the origin URL a plain
-// http(s) base URL and the client address one that httpx.AddrKey makes.
-// Only the headers a node forwards are kept. The request then goes
-// through the bridge, whose write budgets count it under the peer and the
-// client it reports (admission.Origin).
+// serveForwarded admits forwarded request r from peer and serves it. The
+// route must be one that nodes forward, the origin URL a plain http(s)
+// base URL, the client address one that httpx.AddrKey makes and the write
+// a well-formed one; then the request costs the peer one token of its
+// node budget. Only the headers a node forwards are kept. The request
+// then goes through the bridge, whose write budgets count it under the
+// peer and the client it reports (admission.Origin).
 func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.ID) {
 	surface, _ := n.surfaces.Match(r)
 	if surface == "" {
 		surface = "forward"
-	}
-	err := n.admission.Admit(surface, admission.Key{Budget: admission.Node, ID: from.String()})
-	if err != nil {
-		httpx.WriteError(n.log, w, r, err)
-		return
 	}
 	if _, pattern := n.forwardMux.Handler(r); pattern == "" {
 		n.admission.Refused(surface, "route")
@@ -257,6 +352,17 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 		httpx.WriteError(n.log, w, r, errBadClient.With("%s %q: want an IPv4 address or an IPv6 /64", clientHeader, client))
 		return
 	}
+	wr, isWrite, err := parseWrite(from, r.Header.Get(writeHeader))
+	if err != nil {
+		n.admission.Refused(surface, "write_id")
+		httpx.WriteError(n.log, w, r, err)
+		return
+	}
+	node := admission.Key{Budget: admission.Node, ID: from.String()}
+	if err := n.admission.Admit(surface, node); err != nil {
+		httpx.WriteError(n.log, w, r, err)
+		return
+	}
 	hdr := http.Header{}
 	for _, h := range forwardedHeaders {
 		if v := r.Header.Values(h); len(v) > 0 {
@@ -265,8 +371,12 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 	}
 	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+from.String()
 	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: from.String(), Client: client})
+	ctx = n.admission.Charged(ctx, node)
 	if origin != "" {
 		ctx = httpx.WithBaseURL(ctx, origin)
+	}
+	if isWrite {
+		ctx = cmdlog.WithWrite(ctx, wr)
 	}
 	n.forwardMux.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -293,6 +403,14 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(b []byte) (int, error) {
 	r.wroteHeader = true
 	return r.body.Write(b)
+}
+
+// response is what r recorded, as an HTTP/1.1 response.
+func (r *recorder) response() *http.Response {
+	return &http.Response{
+		StatusCode: r.status, ProtoMajor: 1, ProtoMinor: 1, Header: r.header,
+		Body: io.NopCloser(&r.body), ContentLength: int64(r.body.Len()),
+	}
 }
 
 // LookupDHT finds agent id in the DHT alone, bypassing the local
@@ -365,7 +483,7 @@ func (n *Node) fallback(ctx context.Context, key, id string) (*registryapi.Agent
 		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, "/v1/agents/"+url.PathEscape(id), nil)
-	resp, err := n.roundTrip(ctx, req)
+	resp, err := n.roundTrip(ctx, req, nil)
 	if err != nil {
 		return nil, registryapi.ErrAgentNotFound
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -23,7 +24,6 @@ import (
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/gate"
 	"github.com/agentmesh/mesh/internal/httpx"
-	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -39,12 +39,11 @@ type Node struct {
 	key ed25519.PrivateKey
 	db  *store.DB
 
-	adminNonces *nonces.Memory // of quorum admin requests (quorum_admin.go)
-	clog        *cmdlog.Log    // the canonical log: the directory's or a replica's copy
-	dir         *registryapi.Directory
-	catalog     *wall.Catalog
-	signers     *quorum.Signers // the quorum's members as the log names them
-	metrics     *prometheus.Registry
+	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
+	dir     *registryapi.Directory
+	catalog *wall.Catalog
+	signers *quorum.Signers // the quorum's members as the log names them
+	metrics *prometheus.Registry
 
 	host      *p2p.Host
 	self      peer.ID // the host's, of key
@@ -68,6 +67,8 @@ type Node struct {
 	baseFromHost bool          // answers name the Host a client used (no public URL known)
 	snapshots    chan struct{} // snapshots being served
 	signersDue   chan struct{} // the leader is to name the members in the log
+	changing     atomic.Bool   // a change of the quorum's members is under way (quorum_admin.go)
+	contacts     contacts      // a member's contacts with the others (quorum_view.go)
 
 	wall       *wall.Service
 	admission  *admission.Admitter // the write budgets
@@ -109,7 +110,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ChangesKept == 0 {
 		cfg.ChangesKept = DefaultChangesKept
 	}
-	return &Node{cfg: cfg, log: cfg.Logger, adminNonces: nonces.New(identity.NonceMemory, maxAdminNonces), snapshots: make(chan struct{}, snapshotsServed), signersDue: make(chan struct{}, 1)}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, snapshots: make(chan struct{}, snapshotsServed), signersDue: make(chan struct{}, 1)}, nil
 }
 
 // Start opens the node's state and starts serving. When it returns nil the

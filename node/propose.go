@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 	"github.com/agentmesh/mesh/p2p"
 	"github.com/agentmesh/mesh/registryapi"
@@ -40,6 +43,9 @@ type proposal struct {
 	// Client is the address (httpx.AddrKey) of the client whose request
 	// made the proposal, for the directory's write budgets.
 	Client string `json:"client,omitempty"`
+	// Write is the secret of the write the proposal is an attempt of
+	// (cmdlog.Write), hex: a proposal sent again applies once.
+	Write string `json:"write,omitempty"`
 }
 
 type proposalResult struct {
@@ -60,7 +66,7 @@ type wireError struct {
 // serveProposal applies a proposal on the directory node. Like a
 // forwarded request, it costs the proposing node a token of its node
 // budget and its client one of its client budget (kept apart for each
-// node) whatever it proposes.
+// node), given back if the directory's log sheds it.
 func (n *Node) serveProposal(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	var p proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
@@ -103,19 +109,29 @@ func (n *Node) proposeRemote(ctx context.Context, from peer.ID, p proposal) (any
 		o.Client = p.Client
 		keys = append(keys, admission.Key{Budget: admission.Client, ID: o.Peer + " " + o.Client})
 	}
+	wr, isWrite, err := parseWrite(from, p.Write)
+	if err != nil {
+		return nil, err
+	}
 	if err := n.admission.Admit(o.Surface, keys...); err != nil {
 		return nil, err
 	}
-	return n.orderer.Propose(admission.WithOrigin(ctx, o), p.Kind, now.UnixNano(), op)
+	ctx = n.admission.Charged(admission.WithOrigin(ctx, o), keys...)
+	if isWrite {
+		ctx = cmdlog.WithWrite(ctx, wr)
+	}
+	return n.orderer.Propose(ctx, p.Kind, now.UnixNano(), op)
 }
 
 // replicaProposer is the Proposer of a node that does not order writes:
-// it sends proposals of remoteKinds to the node that does (trying the
-// leader of a quorum, as roundTrip does) and waits until its own copy of
-// the log has applied them, so a client reads its writes here.
+// it sends proposals of remoteKinds to the node that does (the leader of a
+// quorum, tried as toDirectory does; this node's own orderer while it
+// leads) and waits until its own copy of the log has applied them, so a
+// client reads its writes here. Each proposal is one write
+// (cmdlog.Write), applied once however many times it is sent.
 type replicaProposer struct{ n *Node }
 
-func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op any) (any, error) {
+func (rp replicaProposer) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
 	n := rp.n
 	if !remoteKinds[kind] {
 		return nil, registryapi.ErrReadOnly
@@ -124,35 +140,44 @@ func (rp replicaProposer) Propose(ctx context.Context, kind string, _ int64, op 
 	if err != nil {
 		return nil, err
 	}
-	q := proposal{Kind: kind, Op: b}
+	wr := n.newWrite(n.selfPeer())
+	q := proposal{Kind: kind, Op: b, Write: hex.EncodeToString(wr.Secret)}
 	if o, ok := admission.OriginOf(ctx); ok {
 		q.Client = o.Client
 	}
 	req, _ := json.Marshal(q)
-	rctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
-	defer cancel()
 	var res proposalResult
-	for {
-		dir, why := n.view.directoryFor(rctx)
-		if dir == "" {
-			return nil, why
-		}
-		raw, err := n.host.Request(rctx, dir, proposeProto, req, maxProposalRes)
+	var local any
+	here := false // this node ordered it
+	err = n.toDirectory(ctx, func(ctx context.Context) (bool, error) {
+		var err error
+		local, err = n.orderer.Propose(cmdlog.WithWrite(ctx, wr), kind, at, op)
+		here = true
+		return errors.Is(err, errNotLeader), err
+	}, func(ctx context.Context, dir peer.ID) (bool, error) {
+		raw, err := n.host.Request(ctx, dir, proposeProto, req, maxProposalRes)
 		if err != nil {
-			return nil, errNoDirectory.Because(fmt.Errorf("proposing to the directory %s: %w", dir, err))
+			return n.view.several(), errNoDirectory.Because(fmt.Errorf("proposing to the directory %s: %w", dir, err))
 		}
 		res = proposalResult{}
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, fmt.Errorf("proposal result: %w", err)
+			return false, fmt.Errorf("proposal result: %w", err)
 		}
-		if e := res.Error; e == nil || e.Code != errNotLeader.Code {
-			break
+		if e := res.Error; e != nil && e.Code == errNotLeader.Code {
+			n.view.notLeader(dir, "")
+			return true, errNotLeader
 		}
-		n.view.notLeader(dir, "")
-	}
-	if e := res.Error; e != nil {
+		here = false
+		return false, nil
+	})
+	switch {
+	case err != nil || here:
+		return local, err
+	case res.Error != nil:
+		e := res.Error
 		if e.Code == admission.ErrDirectoryBusy.Code {
 			n.admission.DirectoryShed()
+			admission.Refund(ctx)
 		}
 		return nil, &httpx.Error{Status: e.Status, Code: e.Code, Detail: e.Detail, RetryAfter: time.Duration(e.RetryAfter) * time.Second}
 	}

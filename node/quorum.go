@@ -35,87 +35,6 @@ const (
 	presencePoll = time.Second
 )
 
-// quorumView is a node's view of who runs the directory, as it crosses
-// the wire and /health shows it.
-type quorumView struct {
-	// Leader is the peer id of the node ordering writes: the leader of a
-	// quorum, the directory node itself otherwise; empty while there is
-	// none.
-	Leader      string       `json:"leader"`
-	Term        uint64       `json:"term"`
-	CommitIndex uint64       `json:"commit_index"`
-	Members     []memberView `json:"members"`
-	// Seq is the answering node's last applied entry of the directory log.
-	Seq uint64 `json:"seq"`
-	// Origin names whose log it is (see cmdlog's origin).
-	Origin string `json:"origin,omitempty"`
-}
-
-type memberView struct {
-	PeerID string   `json:"peer_id"`
-	Voter  bool     `json:"voter"`
-	Addrs  []string `json:"addrs,omitempty"`
-}
-
-// healthQuorum is the quorum part of /health.
-type healthQuorum struct {
-	quorumView
-	// Lag is how many entries this node has yet to apply: of the quorum's
-	// committed log on a member, of the directory's head elsewhere.
-	Lag   uint64 `json:"lag"`
-	State string `json:"state,omitempty"` // a member's Raft state
-	Error string `json:"error,omitempty"` // why writes cannot be served now
-}
-
-// quorumView is this node's view (bootstrap nodes: their own state).
-func (n *Node) quorumView() quorumView {
-	if n.quorum == nil && n.role == RoleBootstrap {
-		self := n.host.ID().String()
-		return quorumView{Leader: self, CommitIndex: n.clog.Seq(), Seq: n.clog.Seq(),
-			Members: []memberView{{PeerID: self, Voter: true, Addrs: n.host.Addrs()}}}
-	}
-	if n.quorum == nil {
-		return n.view.last()
-	}
-	st := n.quorum.Status()
-	v := quorumView{Leader: st.Leader.String(), Term: st.Term, CommitIndex: st.CommitIndex, Seq: n.clog.Seq()}
-	ps := n.host.Libp2p().Peerstore()
-	for _, m := range st.Members {
-		mv := memberView{PeerID: m.ID.String(), Voter: m.Voter}
-		addrs := ps.Addrs(m.ID)
-		if m.ID == n.host.ID() {
-			addrs = n.host.Libp2p().Addrs()
-		}
-		for _, a := range addrs {
-			mv.Addrs = append(mv.Addrs, a.String())
-		}
-		v.Members = append(v.Members, mv)
-	}
-	return v
-}
-
-func (n *Node) healthQuorum(head uint64) *healthQuorum {
-	h := &healthQuorum{quorumView: n.quorumView()}
-	if n.quorum != nil {
-		st := n.quorum.Status()
-		h.State = st.State
-		if st.CommitIndex > st.Applied {
-			h.Lag = st.CommitIndex - st.Applied
-		}
-		if st.Leader == "" {
-			h.Error = fmt.Sprintf("no leader: this member is %s; writes answer 503 until a majority of the %d voters elect one", st.State, quorum.Voters(st.Members))
-		}
-		return h
-	}
-	if seq := n.clog.Seq(); head > seq {
-		h.Lag = head - seq
-	}
-	if n.role == RoleNode && h.Leader == "" {
-		h.Error = "no bootstrap node reachable knows a leader: writes answer 503"
-	}
-	return h
-}
-
 func (n *Node) serveQuorum(context.Context, peer.ID, []byte) ([]byte, error) {
 	v := n.quorumView()
 	v.Origin, _ = n.clog.Origin()
@@ -210,6 +129,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	qc.SnapshotInterval, qc.SnapshotThreshold, qc.TrailingLogs = t.SnapshotInterval, t.SnapshotThreshold, t.TrailingLogs
 	qc.OnApply = n.quorumApplied
 	qc.OnLeader = n.leadershipChanged
+	qc.OnLeaderChange = func(peer.ID) { n.view.move() }
 	qc.OnSnapshot = func(uint64) { // compact the change log behind it too
 		if err := n.clog.Compact(n.cfg.ChangesKept); err != nil {
 			n.log.Warn("compacting the change log failed", "err", err)
@@ -228,6 +148,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	n.serveDirectory(ctx)
 	n.goroutine(func() { n.followPresence(ctx) })
 	n.goroutine(func() { n.syncSigners(ctx) })
+	n.goroutine(func() { n.probeMembers(ctx) })
 	return nil
 }
 
@@ -273,6 +194,11 @@ func (p quorumProposer) Propose(ctx context.Context, kind string, at int64, op a
 	case errors.Is(err, quorum.ErrNotLeader):
 		return nil, errNotLeader
 	case errors.Is(err, quorum.ErrUnknownOutcome):
+		if _, ok := cmdlog.WriteOf(ctx); ok {
+			// Applied once at most, whoever takes it next: the node that
+			// sent it sends it on to the next leader.
+			return nil, errLeaderLost
+		}
 		return nil, errNoDirectory.With("the directory's quorum lost its leader while this write was on its way: it may or may not have been applied; retry")
 	case errors.Is(err, quorum.ErrClosed):
 		return nil, errStopping
@@ -282,18 +208,26 @@ func (p quorumProposer) Propose(ctx context.Context, kind string, at int64, op a
 	return nil, err
 }
 
-// memberProposer is the Proposer of a member: it proposes to the quorum
-// while it leads it, and sends the proposal to the leader otherwise.
+// errLeaderLost answers a write whose leader lost the lead before it
+// committed: it may commit yet, and a try of it sent to the next leader is
+// applied at most once (cmdlog.Write), so it counts as errNotLeader.
+var errLeaderLost = errNotLeader.With("this bootstrap node lost the lead of the directory's quorum while the write was on its way; send it again to the leader (it is applied once)")
+
+// memberProposer is the Proposer of a member: proposals other nodes may
+// make go to whichever member leads (replicaProposer, through this
+// member's own orderer while it leads); others only the leader orders,
+// and a member that does not lead answers errNotLeader, which the node
+// that forwarded the write acts on (forward.go).
 type memberProposer struct{ n *Node }
 
 func (p memberProposer) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
-	if p.n.quorum.IsLeader() {
-		res, err := p.n.orderer.Propose(ctx, kind, at, op)
-		if !errors.Is(err, errNotLeader) {
-			return res, err
-		}
+	if remoteKinds[kind] {
+		return replicaProposer{p.n}.Propose(ctx, kind, at, op)
 	}
-	return replicaProposer{p.n}.Propose(ctx, kind, at, op)
+	if !p.n.quorum.IsLeader() {
+		return nil, errNotLeader
+	}
+	return p.n.orderer.Propose(ctx, kind, at, op)
 }
 
 // memberFollower is the follower of a member: Raft keeps its log current.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,21 +15,24 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/identity/meshsig"
+	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
-	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/internal/quorum"
 	"github.com/agentmesh/mesh/registryapi"
 )
 
 // The quorum's admin API (`mesh quorum add|remove|list`): changing the
-// members takes a Mesh-Sig by a member's key, as catalog imports do; the
+// members takes a Mesh-Sig by a member's key, as catalog imports do, its
+// nonce claimed in the log (single use whichever member leads); the
 // request is forwarded to the leader like every directory write, and the
-// leader changes Raft's configuration. The leader then names the new
-// members in the log (syncSigners).
+// leader changes Raft's configuration, one change at a time. The leader
+// then names the new members in the log (syncSigners).
 
 var (
-	errNotQuorum    = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum of bootstrap nodes")
-	errQuorumChange = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory's quorum did not take the change; retry later")
+	errNotQuorum      = httpx.E(http.StatusConflict, "not_a_quorum", "this directory is not run by a quorum of bootstrap nodes")
+	errQuorumChange   = httpx.E(http.StatusServiceUnavailable, "directory_unavailable", "the directory's quorum did not take the change; retry later")
+	errChangeUnderWay = httpx.E(http.StatusConflict, "quorum_change_in_progress", "another change of the quorum's members is under way; retry once it is done (mesh quorum list shows it)")
 )
 
 // membershipTimeout bounds a change of members (a new member installs the
@@ -54,37 +58,43 @@ func (n *Node) quorumRoutes(mux httpx.Router) {
 }
 
 func (n *Node) listQuorum(w http.ResponseWriter, r *http.Request) error {
+	if n.role == RoleNode {
+		n.view.refresh(r.Context()) // what the members say now
+	}
 	httpx.WriteJSON(w, http.StatusOK, n.quorumView())
 	return nil
 }
 
 // operator checks the request's Mesh-Sig by a member's key, and that this
 // node can change the quorum.
-func (n *Node) operator(r *http.Request, body []byte) error {
+func (n *Node) operator(r *http.Request, body []byte) (*identity.SigHeader, error) {
 	h, err := meshsig.Verify(r, body, n.cfg.Now(), nil)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case h == nil:
-		return meshsig.ErrNoSig
+		return nil, meshsig.ErrNoSig
 	case !n.isAdmin(h.Pubkey):
-		return registryapi.ErrNotAdmin.With("Mesh-Sig key is not the key of a member of the directory's quorum")
+		return nil, registryapi.ErrNotAdmin.With("Mesh-Sig key is not the key of a member of the directory's quorum")
 	case n.quorum == nil:
-		return errNotQuorum
+		return nil, errNotQuorum
 	case !n.quorum.IsLeader():
-		return errNotLeader
+		return nil, errNotLeader
 	}
-	// The leader remembers the nonces of the requests it took, so that one
-	// seen on the way cannot be made again. Only a member's key gets this
-	// far, which bounds what it holds; a new leader starts afresh, and a
-	// replay to it within the window is the one left open.
-	switch err := n.adminNonces.Claim(h.Pubkey, h.Nonce, n.cfg.Now()); {
-	case errors.Is(err, nonces.ErrFull):
-		return httpx.ErrUnavailable.With("too many admin requests in the last %v: try again shortly", identity.NonceMemory)
-	case err != nil:
+	return h, nil
+}
+
+// claimAdminNonce makes the nonce of admin request h single use: the
+// claim is an entry of the log, so that a leader elected later refuses
+// it too. A request sent again by the node that forwarded it (the same
+// write, cmdlog.Write) is the same claim, and passes.
+func (n *Node) claimAdminNonce(ctx context.Context, h *identity.SigHeader) error {
+	claim := quorum.SignersOp{Nonce: &quorum.AdminNonce{Pubkey: hex.EncodeToString(h.Pubkey), Nonce: h.Nonce}}
+	_, err := n.orderer.Propose(admission.Unmetered(ctx), quorum.MembersKind, n.cfg.Now().UnixNano(), claim)
+	if errors.Is(err, cmdlog.ErrNonceUsed) {
 		return meshsig.ErrReplay
 	}
-	return nil
+	return err
 }
 
 func (n *Node) addMember(w http.ResponseWriter, r *http.Request) error {
@@ -92,7 +102,8 @@ func (n *Node) addMember(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := n.operator(r, body); err != nil {
+	h, err := n.operator(r, body)
+	if err != nil {
 		return err
 	}
 	var req addMemberRequest
@@ -110,37 +121,44 @@ func (n *Node) addMember(w http.ResponseWriter, r *http.Request) error {
 	if _, err := quorum.DIDOf(info.ID); err != nil {
 		return httpx.ErrInvalid.With("addr: %v", err)
 	}
-	n.host.Libp2p().Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.PermanentAddrTTL)
-	return n.changeMembers(w, r, func(ctx context.Context) error { return n.addVoter(ctx, info.ID) })
+	return n.changeMembers(w, r, func(ctx context.Context) error {
+		if err := n.claimAdminNonce(ctx, h); err != nil {
+			return err
+		}
+		return n.addVoter(ctx, *info)
+	})
 }
 
 // addVoter takes p in first as a nonvoter, and makes it a voter once it
 // holds the directory as of the leader's log when it was added: a member
 // that never catches up (not started, unreachable) never counts in the
-// majority, so adding it cannot stop the quorum.
-func (n *Node) addVoter(ctx context.Context, p peer.ID) error {
-	if err := n.quorum.AddNonvoter(ctx, p); err != nil {
+// majority, so adding it cannot stop the quorum. p's addresses enter the
+// peerstore once the quorum took it in.
+func (n *Node) addVoter(ctx context.Context, p peer.AddrInfo) error {
+	if err := n.quorum.AddNonvoter(ctx, p.ID); err != nil {
 		return err
 	}
+	n.host.Libp2p().Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
 	want := n.clog.Seq()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		raw, err := n.host.Request(rctx, p, quorumProto, []byte("{}"), maxQuorumRes)
+		raw, err := n.host.Request(rctx, p.ID, quorumProto, []byte("{}"), maxQuorumRes)
 		cancel()
 		var v quorumView
 		if err == nil && json.Unmarshal(raw, &v) == nil && v.Seq >= want {
-			return n.quorum.AddVoter(ctx, p)
+			return n.quorum.AddVoter(ctx, p.ID)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not catch up with the directory (it stays a nonvoter; remove it or retry): %w", p, ctx.Err())
+			return fmt.Errorf("%s did not catch up with the directory (it stays a nonvoter; remove it or retry): %w", p.ID, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 func (n *Node) removeMember(w http.ResponseWriter, r *http.Request) error {
-	if err := n.operator(r, nil); err != nil {
+	h, err := n.operator(r, nil)
+	if err != nil {
 		return err
 	}
 	id, err := peer.Decode(r.PathValue("peer"))
@@ -150,23 +168,38 @@ func (n *Node) removeMember(w http.ResponseWriter, r *http.Request) error {
 	if !n.quorum.IsMember(id) {
 		return httpx.E(http.StatusNotFound, "not_a_member", "%s is not a member of the quorum", id)
 	}
-	return n.changeMembers(w, r, func(ctx context.Context) error { return n.quorum.RemoveServer(ctx, id) })
+	return n.changeMembers(w, r, func(ctx context.Context) error {
+		if err := n.claimAdminNonce(ctx, h); err != nil {
+			return err
+		}
+		return n.quorum.RemoveServer(ctx, id)
+	})
 }
 
+// changeMembers makes one change of the members at a time: another while
+// it runs is refused (409) before it does anything (its nonce unspent).
 func (n *Node) changeMembers(w http.ResponseWriter, r *http.Request, change func(context.Context) error) error {
+	if !n.changing.CompareAndSwap(false, true) {
+		return errChangeUnderWay
+	}
+	defer n.changing.Store(false)
 	ctx, cancel := context.WithTimeout(r.Context(), membershipTimeout)
 	defer cancel()
+	var he *httpx.Error
 	switch err := change(ctx); {
+	case err == nil:
 	case errors.Is(err, quorum.ErrNotLeader):
 		return errNotLeader
-	case err != nil:
+	case errors.Is(err, quorum.ErrUnknownOutcome):
+		return errLeaderLost // the node that sent it sends it again
+	case errors.Is(err, quorum.ErrChangeInProgress):
+		return errChangeUnderWay
+	case errors.As(err, &he): // the nonce's claim refused
+		return he
+	default:
 		return errQuorumChange.Because(err)
 	}
 	signal(n.signersDue)
 	httpx.WriteJSON(w, http.StatusOK, n.quorumView())
 	return nil
 }
-
-// maxAdminNonces bounds the nonces of admin requests the leader remembers:
-// far more than operators sign in the 240 s a nonce is kept.
-const maxAdminNonces = 10_000

@@ -202,6 +202,9 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) { // not parallel: Ra
 		t.Fatalf("unsigned register through an ordinary node: %d %v", st, v)
 	}
 	ids = append(ids, "plain")
+	if n := metric(t, ord, `mesh_http_requests_total{code="201",route="POST /v1/agents/register"}`); n != 2 {
+		t.Fatalf("the ordinary node counted %v registrations it forwarded under their route, want 2", n)
+	}
 	tok := q.token(ord, "plain", v["api_key"].(string))
 	if st, v := call(t, ord, "POST", "/v1/agents/me/heartbeat", "", "Authorization", "Bearer "+tok); st != 200 {
 		t.Fatalf("heartbeat through an ordinary node: %d %v", st, v)

@@ -12,11 +12,14 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 )
 
-// Backoff bounds for dialling bootstrap peers.
+// Backoff bounds for dialling bootstrap peers; how long one dial may
+// take; how often a bootstrap peer that stays out of reach is warned
+// about again.
 const (
 	minBackoff   = 500 * time.Millisecond
 	maxBackoff   = 30 * time.Second
-	dialTimeout  = 10 * time.Second
+	dialTimeout  = 8 * time.Second
+	warnEvery    = time.Minute
 	bootstrapTag = "mesh-bootstrap"
 )
 
@@ -46,6 +49,8 @@ func (h *Host) keepConnected(ctx context.Context, p peer.AddrInfo) {
 	defer h.h.Network().StopNotify(notifee)
 
 	backoff := minBackoff
+	var failing time.Time // since when the dials fail; zero while they do not
+	var warned time.Time
 	for ctx.Err() == nil {
 		if h.Connected(p.ID) {
 			backoff = minBackoff
@@ -67,8 +72,23 @@ func (h *Host) keepConnected(ctx context.Context, p peer.AddrInfo) {
 		err := h.h.Connect(dctx, p)
 		cancel()
 		if err == nil {
+			if !failing.IsZero() {
+				h.cfg.Logger.Info("reached the bootstrap peer", "peer", p.ID, "after", time.Since(failing).Round(time.Second))
+			}
+			failing, warned = time.Time{}, time.Time{}
 			h.cfg.Logger.Debug("connected to bootstrap peer", "peer", p.ID)
 			continue
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		}
+		// The operator hears of it at once, then every warnEvery while it
+		// lasts: a wrong --bootstrap address leaves the node without the
+		// directory (writes answer 503), which nothing else would say.
+		if time.Since(warned) >= warnEvery {
+			warned = time.Now()
+			h.cfg.Logger.Warn("cannot reach the bootstrap peer; trying again", "addrs", p.Addrs, "peer", p.ID,
+				"failing_for", time.Since(failing).Round(time.Second), "err", err)
 		}
 		h.cfg.Logger.Debug("bootstrap dial failed", "peer", p.ID, "err", err, "retry_in", backoff)
 		select {

@@ -170,6 +170,17 @@ type Result struct {
 	Expired  int  `json:"expired,omitempty"`
 }
 
+// Receipt implements cmdlog.Receipter: what a handler reads of a result,
+// kept for a write sent again (its agent without cards and records).
+func (r Result) Receipt() any {
+	if r.Agent != nil {
+		a := *r.Agent
+		a.Record, a.Listing, a.Card, a.FullCard = nil, nil, nil, nil
+		r.Agent = &a
+	}
+	return r
+}
+
 // Surface names the write the command is, for the directory's write
 // budget (internal/admission).
 func (c Command) Surface() string {

@@ -125,9 +125,10 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 }
 
 // State implements cmdlog.Machine: the registry's keys (see keys.go);
-// heartbeats (p/) are this node's own.
+// heartbeats (p/) are this node's own, and nonces (n/) the log's
+// (cmdlog.ClaimNonce).
 func (d *Directory) State() [][]byte {
-	return [][]byte{[]byte("a/"), []byte("k/"), []byte("t/"), []byte("n/"), []byte("r/"), []byte("d/"), []byte("e/"), agentCountKey}
+	return [][]byte{[]byte("a/"), []byte("k/"), []byte("t/"), []byte("r/"), []byte("d/"), []byte("e/"), agentCountKey}
 }
 
 // Restored implements cmdlog.Machine: every cached row may be stale, and
@@ -174,20 +175,14 @@ func (d *Directory) apply(tx *store.Txn, cmd *Command) (Result, int64, error) {
 	return Result{}, 0, errors.New("registry: command has no operation")
 }
 
-// claimNonce makes a signed command's nonce single use on every replica.
-// The decision compares against the command's own clock, never the local
-// one; the TTL only garbage-collects.
+// claimNonce makes a signed command's nonce single use on every replica
+// (cmdlog.ClaimNonce).
 func claimNonce(tx *store.Txn, cmd *Command) error {
-	key := nonceKey(pubHex(cmd.Sig.Pubkey), cmd.Sig.Nonce)
-	exp, err := cmdlog.GetU64(tx, key)
-	if err != nil {
-		return err
-	}
-	if int64(exp) > cmd.At {
+	err := cmdlog.ClaimNonce(tx, pubHex(cmd.Sig.Pubkey), cmd.Sig.Nonce, cmd.At, identity.NonceMemory)
+	if errors.Is(err, cmdlog.ErrNonceUsed) {
 		return meshsig.ErrReplay
 	}
-	until := cmd.At + int64(identity.NonceMemory)
-	return tx.SetTTL(key, []byte(store.U64(uint64(until))), identity.NonceMemory+time.Hour)
+	return err
 }
 
 func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, error) {

@@ -1,7 +1,7 @@
 package registryapi
 
 import (
-	"crypto/rand"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/identity/meshsig"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/httpx"
 )
 
@@ -103,7 +104,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 		}
 		ownerReg = c.Reg
 	}
-	apiKey := newAPIKey()
+	apiKey := newAPIKey(r.Context())
 	now := a.now()
 	op := &RegisterOp{
 		AgentID: req.AgentID, Capabilities: req.Capabilities, Endpoint: req.Endpoint, Pubkey: req.Pubkey,
@@ -300,9 +301,12 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 // apiKeyPrefix marks registry api keys, so a leaked one is recognisable.
 const apiKeyPrefix = "mk_"
 
-func newAPIKey() string {
+// newAPIKey draws an api key: the same on every attempt of one write
+// (cmdlog.Draw), so that a registration sent again to the next leader is
+// the same registration.
+func newAPIKey(ctx context.Context) string {
 	var b [32]byte
-	rand.Read(b[:])
+	cmdlog.Draw(ctx, "api key", b[:])
 	return apiKeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 

@@ -13,22 +13,19 @@ import (
 //
 //	a/<id>                                     Agent
 //	k/<pubkey hex>                             agent id holding that key
-//	n/<pubkey hex>/<nonce>                     nonce expiry (unix ns, 8 bytes BE)
 //	r/<id>/<reg 8B>/<at ns 8B>/<seq 8B>        storedReport
 //	d/<id>/<reg 8B>/<reporter hex>/<yyyymmdd>  reports counted that UTC day
 //	t/<id>                                     tombstones of the id's DHT records
 //	e/<activate by ns 8B>/<id>                 registration awaiting its first token (value: reg 8B)
 //	m/agents                                   registered agents (8 bytes BE)
 //
-// The change log itself (l/, m/seq, m/origin) belongs to internal/cmdlog.
+// The change log itself (l/, m/seq, m/origin) and the nonces of signed
+// commands (n/, cmdlog.ClaimNonce) belong to internal/cmdlog.
 func agentKey(id string) []byte      { return store.Key("a", id) }
 func pubkeyKey(pubHex string) []byte { return store.Key("k", pubHex) }
 func tombstoneKey(id string) []byte  { return store.Key("t", id) }
 func activationKey(by int64, id string) []byte {
 	return store.Key("e", store.U64(uint64(by)), id)
-}
-func nonceKey(pubHex, nonce string) []byte {
-	return store.Key("n", pubHex, nonce)
 }
 func reportPrefix(id string, reg uint64) []byte { return store.Key("r", id, store.U64(reg), "") }
 func reportKey(id string, reg uint64, atNS int64, seq uint64) []byte {

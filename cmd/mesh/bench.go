@@ -14,7 +14,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd(), benchServeBytesCmd(), benchSearchCrowdCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd(), benchServeBytesCmd(), benchSearchCrowdCmd(), benchQuorumCmd())
 	return c
 }
 
@@ -207,5 +207,53 @@ results.`,
 	f.Float64Var(&o.Rate, "rate", o.Rate, "searches a second of each crowd address")
 	f.DurationVar(&o.Every, "every", o.Every, "time between the honest client's searches")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "length of each phase")
+	return c
+}
+
+func benchQuorumCmd() *cobra.Command {
+	o := bench.QuorumOptions{Size: 3, Concurrency: 16, Duration: 5 * time.Second, Rounds: 3}
+	c := &cobra.Command{
+		Use:   "quorum",
+		Short: "Compare registrations through a lone directory and through a quorum, fsync on",
+		Long: `Starts a lone directory and a quorum of --size bootstrap nodes, in this
+process on this machine's disk (--dir, a temporary directory by default) with
+fsync on and no write budgets, and registers new agents from --concurrency
+clients for --duration through the lone directory, the quorum's leader and one
+of its followers in turn, --rounds times. Reports each one's registrations a
+second, p50 and p99, the quorum's rate and p99 as shares of the lone
+directory's in each round, and the median share over the rounds.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Size < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
+				return fmt.Errorf("--size, --concurrency and --rounds must be at least 1 and --duration positive")
+			}
+			rounds, err := bench.Quorum(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			var leader, follower []float64
+			for i, r := range rounds {
+				fmt.Fprintf(w, "round %d\n  lone directory: %s\n  quorum of %d, to the leader: %s\n  quorum of %d, through a follower: %s\n",
+					i+1, r.Lone, o.Size, r.Leader, o.Size, r.Follower)
+				leader = append(leader, r.Leader.PerSecond/r.Lone.PerSecond)
+				follower = append(follower, r.Follower.PerSecond/r.Lone.PerSecond)
+				fmt.Fprintf(w, "  to the leader %.2f of the lone directory's rate (p99 %.2f times its), through a follower %.2f (p99 %.2f times)\n",
+					leader[i], float64(r.Leader.P99)/float64(r.Lone.P99), follower[i], float64(r.Follower.P99)/float64(r.Lone.P99))
+				if n := r.Lone.Errors + r.Leader.Errors + r.Follower.Errors; n > 0 {
+					return fmt.Errorf("round %d: %d registrations failed", i+1, n)
+				}
+			}
+			fmt.Fprintf(w, "median of %d rounds: to the leader %.2f of the lone directory's rate, through a follower %.2f\n",
+				len(rounds), bench.Median(leader), bench.Median(follower))
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Size, "size", o.Size, "members of the quorum")
+	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "clients registering at once")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "how long each setup is measured in a round")
+	f.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds: the setups take turns, so that a machine's changing load weighs on each alike")
+	f.StringVar(&o.Dir, "dir", "", "where the nodes keep their stores; a temporary directory by default")
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -118,4 +119,31 @@ func getJSON(url string, v any) error {
 	}
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// TestBenchQuorum runs the quorum bench briefly: a lone directory and a
+// quorum of 3 on disk each take registrations, none failing, and the
+// quorum's share of the lone directory's rate is printed; flags that make
+// no measurement are refused.
+func TestBenchQuorum(t *testing.T) {
+	testkit.Slow(t, "four nodes on disk")
+	var out bytes.Buffer
+	root := rootCmd()
+	root.SetArgs([]string{"bench", "quorum", "--duration", "300ms", "--rounds", "2", "--concurrency", "2", "--dir", t.TempDir()})
+	root.SetOut(&out)
+	if err := root.Execute(); err != nil {
+		t.Fatalf("bench quorum: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"round 2\n", "lone directory: ", "quorum of 3, to the leader: ", "quorum of 3, through a follower: ", "median of 2 rounds: to the leader "} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("bench quorum printed no %q:\n%s", want, out.String())
+		}
+	}
+	root = rootCmd()
+	root.SetArgs([]string{"bench", "quorum", "--size", "0"})
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	if root.Execute() == nil {
+		t.Fatal("bench quorum --size 0 was accepted")
+	}
 }

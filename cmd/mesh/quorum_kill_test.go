@@ -1,14 +1,12 @@
 package main
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,10 +15,9 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/testkit"
-	"github.com/agentmesh/mesh/p2p"
 )
 
-func freeLoopbackPort(t *testing.T) int {
+func freeLoopbackPort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,43 +46,11 @@ func getStatusJSON(url string) (int, map[string]any) {
 // again, rejoins and catches up.
 func TestQuorumLeaderKilledUnderLoad(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
-	var quorum []string
-	var dirs []string
-	for range 3 {
-		dir := t.TempDir()
-		key := identity.GenerateKey()
-		if err := identity.WriteKey(filepath.Join(dir, "node.key"), key); err != nil {
-			t.Fatal(err)
-		}
-		id, _ := p2p.PeerID(key.Public().(ed25519.PublicKey))
-		dirs = append(dirs, dir)
-		quorum = append(quorum, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freeLoopbackPort(t))+"/p2p/"+id.String())
-	}
-	raft := []string{"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease", "250ms"}
-	memberArgs := func(i int) []string {
-		listen := strings.Split(quorum[i], "/p2p/")[0]
-		return append([]string{"--role", "bootstrap", "--data", dirs[i], "--listen", listen, "--quorum", strings.Join(quorum, ",")}, raft...)
-	}
-	urls := make([]string, 3)
-	procs := make([]*exec.Cmd, 3)
-	for i := range 3 {
-		urls[i], procs[i], _ = startMeshNode(t, bin, memberArgs(i)...)
-	}
+	q := startMeshQuorum(t, bin, 3, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease", "250ms")
+	urls := q.urls
 	ordURL, _, _ := startMeshNode(t, bin, "--listen", "/ip4/127.0.0.1/tcp/0", "--data", t.TempDir(),
-		"--bootstrap", quorum[0]+","+quorum[1]+","+quorum[2])
-
-	leader := func(among []int) int {
-		lead := -1
-		testkit.Eventually(t, 20*time.Second, func() bool {
-			lead = slices.IndexFunc(among, func(i int) bool {
-				_, h := getStatusJSON(urls[i] + "/health")
-				q, _ := h["quorum"].(map[string]any)
-				return q != nil && q["state"] == "Leader"
-			})
-			return lead >= 0
-		}, "no leader among %v", among)
-		return among[lead]
-	}
+		"--bootstrap", strings.Join(q.addrs, ","))
+	leader := q.leader
 	lead := leader([]int{0, 1, 2})
 
 	// A steady load through the ordinary node and through each member.
@@ -125,8 +90,7 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) { // not parallel: it runs pr
 	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 	testkit.Eventually(t, 20*time.Second, func() bool { return countAcked() >= 50 }, "the load made fewer than 50 writes")
 
-	procs[lead].Process.Kill()
-	procs[lead].Wait()
+	q.kill(lead)
 	killed := time.Now()
 	var rest []int
 	for i := range 3 {
@@ -151,7 +115,7 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) { // not parallel: it runs pr
 	wg.Wait()
 
 	// The killed member comes back with its data and catches up.
-	urls[lead], procs[lead], _ = startMeshNode(t, bin, memberArgs(lead)...)
+	q.start(lead)
 	_, h := getStatusJSON(urls[newLead] + "/health")
 	head := h["directory"].(map[string]any)["seq"].(float64)
 	for _, u := range append(urls, ordURL) {
@@ -172,7 +136,7 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) { // not parallel: it runs pr
 
 	// mesh quorum list, through an ordinary node, names the leader and the
 	// three voters; remove takes a member's key.
-	out, err := exec.Command(bin, "quorum", "list", "--node", ordURL).CombinedOutput()
+	out, err := exec.Command(bin, "quorum", "list", "--json", "--node", ordURL).CombinedOutput()
 	var view struct {
 		Leader  string `json:"leader"`
 		Members []struct {
@@ -185,11 +149,11 @@ func TestQuorumLeaderKilledUnderLoad(t *testing.T) { // not parallel: it runs pr
 	}
 	stranger := filepath.Join(t.TempDir(), "stranger.key")
 	identity.WriteKey(stranger, identity.GenerateKey())
-	victim := strings.Split(quorum[lead], "/p2p/")[1]
+	victim := q.peerID(lead)
 	if out, err := exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", stranger).CombinedOutput(); err == nil || !strings.Contains(string(out), "not_admin") {
 		t.Fatalf("a stranger's key removed a member: %v %s", err, out)
 	}
-	out, err = exec.Command(bin, "quorum", "remove", victim, "--node", ordURL, "--key", filepath.Join(dirs[newLead], "node.key")).CombinedOutput()
+	out, err = exec.Command(bin, "quorum", "remove", victim, "--json", "--node", ordURL, "--key", filepath.Join(q.dirs[newLead], "node.key")).CombinedOutput()
 	if err != nil || strings.Count(string(out), "peer_id") != 2 {
 		t.Fatalf("mesh quorum remove: %v %s", err, out)
 	}

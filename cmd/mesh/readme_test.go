@@ -15,7 +15,7 @@ import (
 
 // buildMesh compiles the mesh command into a temporary directory, for a
 // test that runs it as processes (skipped by go test -short).
-func buildMesh(t *testing.T) string {
+func buildMesh(t testing.TB) string {
 	t.Helper()
 	testkit.Slow(t, "mesh processes")
 	bin := filepath.Join(t.TempDir(), "mesh")
@@ -28,7 +28,7 @@ func buildMesh(t *testing.T) string {
 
 // startMeshNode runs `mesh node` as a user would and returns its URL, read
 // from what it prints, and the running process.
-func startMeshNode(t *testing.T, bin string, args ...string) (string, *exec.Cmd, *bufio.Scanner) {
+func startMeshNode(t testing.TB, bin string, args ...string) (string, *exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"node", "--http", "127.0.0.1:0", "--no-sync"}, args...)...)
 	// Tests reach loopback only: no probes of the example endpoints

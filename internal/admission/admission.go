@@ -169,11 +169,10 @@ func (a *Admitter) Admit(surface string, keys ...Key) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, k := range keys {
-		b := a.budgets[k.Budget]
-		if b == nil || b.buckets == nil {
+		b, l := a.bucket(k, now)
+		if l == nil {
 			continue
 		}
-		l := b.buckets.Bucket(k.ID, now)
 		if tokens := l.TokensAt(now); tokens < 1 {
 			wait := time.Duration((1 - tokens) / b.size.Rate * float64(time.Second))
 			return a.refuse(surface, b, now, wait)
@@ -184,6 +183,16 @@ func (a *Admitter) Admit(surface string, keys ...Key) error {
 		l.AllowN(now, 1) // holds a token: checked under the lock
 	}
 	return nil
+}
+
+// bucket is the budget of k and its bucket for k.ID; nil for a budget
+// that is unlimited. Call it under a.mu.
+func (a *Admitter) bucket(k Key, now time.Time) (*budget, *rate.Limiter) {
+	b := a.budgets[k.Budget]
+	if b == nil || b.buckets == nil {
+		return b, nil
+	}
+	return b, b.buckets.Bucket(k.ID, now)
 }
 
 func (a *Admitter) refuse(surface string, b *budget, now time.Time, wait time.Duration) error {

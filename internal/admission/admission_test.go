@@ -278,3 +278,44 @@ func TestProposerMetersTheLog(t *testing.T) {
 		t.Fatalf("%d proposals reached the log, want 4", next.n)
 	}
 }
+
+// TestRefundGivesBackWhatAWriteTook: what a write took (Charged) comes
+// back once on Refund, whoever calls it how often, never past a bucket's
+// burst; a write without a charge refunds nothing.
+func TestRefundGivesBackWhatAWriteTook(t *testing.T) {
+	a, _ := newTestAdmitter(t, Config{Client: Budget{Rate: 0.001, Burst: 2}, Node: Budget{Rate: 0.001, Burst: 5}})
+	client, node := Key{Client, "198.51.100.7"}, Key{Node, "p1"}
+	ctx := context.Background()
+	Refund(ctx)
+	for range 2 {
+		if err := a.Admit("register", client, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx = a.Charged(a.Charged(ctx, node), client)
+	Refund(ctx)
+	Refund(ctx)
+	if err := a.Admit("register", client); err != nil {
+		t.Fatalf("the client's refunded token: %v", err)
+	}
+	if err := a.Admit("register", client); err == nil {
+		t.Fatal("a refund gave back more than the write took")
+	}
+	for range 4 { // 3 left of 5 and the refunded one
+		if err := a.Admit("register", node); err != nil {
+			t.Fatalf("the node's tokens: %v", err)
+		}
+	}
+	if err := a.Admit("register", node); err == nil {
+		t.Fatal("the node got more back than it spent")
+	}
+	// A full bucket stays at its burst.
+	full := Key{Node, "p2"}
+	Refund(a.Charged(context.Background(), full))
+	for range 5 {
+		a.Admit("register", full)
+	}
+	if err := a.Admit("register", full); err == nil {
+		t.Fatal("a refund to a full bucket raised it past its burst")
+	}
+}

@@ -51,8 +51,8 @@ func (s *Surfaces) Match(r *http.Request) (name, pattern string) {
 // Writes meters the writes of next: a request on one of surfaces takes a
 // token from its credential's budget, or its client address's (see
 // Origin; also when its credential cannot be read), and is refused when
-// none is left. What it admits carries its
-// Origin in its context.
+// none is left. What it admits carries its Origin in its context, and
+// what it took (Charged), given back if the directory sheds the write.
 //
 // It belongs outside the route metrics (it hands on a copy of the
 // request); what it refuses is counted in mesh_admission_refused_total.
@@ -73,13 +73,16 @@ func (a *Admitter) Writes(surfaces *Surfaces, credential CredentialFunc, log *sl
 		// with why.
 		cred, err := credential(w, r)
 		o.Credential = cred
-		if aerr := a.Admit(name, a.keys(o)...); err == nil {
+		keys := a.keys(o)
+		aerr := a.Admit(name, keys...)
+		if err == nil {
 			err = aerr
 		}
 		if err != nil {
 			httpx.WriteError(log, w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithOrigin(r.Context(), o)))
+		ctx := a.Charged(WithOrigin(r.Context(), o), keys...)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -20,7 +20,8 @@ type Proposer struct {
 var _ cmdlog.Proposer = Proposer{}
 
 // Propose implements cmdlog.Proposer. A refused proposal returns
-// ErrDirectoryBusy and is not logged.
+// ErrDirectoryBusy and is not logged; the tokens its write took on its
+// way are given back (Refund).
 func (p Proposer) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
 	surface := kind
 	if s, ok := op.(interface{ Surface() string }); ok {
@@ -30,6 +31,7 @@ func (p Proposer) Propose(ctx context.Context, kind string, at int64, op any) (a
 		return p.Next.Propose(ctx, kind, at, op)
 	}
 	if err := p.Admitter.Admit(surface, Key{Directory, ""}); err != nil {
+		Refund(ctx)
 		return nil, err
 	}
 	return p.Next.Propose(ctx, kind, at, op)

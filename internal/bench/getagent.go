@@ -48,13 +48,14 @@ func (r GetAgentResult) String() string {
 	}
 	fmt.Fprintf(&b, "node %.0f req/s, p99 %s; net/http writing the same bytes %.0f req/s, p99 %s: throughput %.2fx, p99 %.2fx "+
 		"(median of the rounds' ratios: %.2fx, %.2fx)",
-		n.PerSecond, n.P99, base.PerSecond, base.P99, n.PerSecond/base.PerSecond, float64(n.P99)/float64(base.P99), median(rate), median(p99))
+		n.PerSecond, n.P99, base.PerSecond, base.P99, n.PerSecond/base.PerSecond, float64(n.P99)/float64(base.P99), Median(rate), Median(p99))
 	return b.String()
 }
 
-func median(v []float64) float64 {
-	slices.Sort(v)
-	return v[len(v)/2]
+// Median is the median of v (the upper one of an even count).
+func Median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	return s[len(s)/2]
 }
 
 // total sums runs: requests a second over all of them, the mean of their p99s.
@@ -148,7 +149,11 @@ func startBaseline(ctx context.Context, exe, dir string, stored map[string][]byt
 	if err := w.Flush(); err != nil {
 		return "", nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort())
+	port, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.CommandContext(ctx, exe, "bench", "serve-bytes", "--http", addr, "--file", f.Name())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

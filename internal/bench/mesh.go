@@ -48,15 +48,9 @@ func StartMesh(ctx context.Context, n int, tweak func(*node.Config)) (*Mesh, err
 		if tweak != nil {
 			tweak(&cfg)
 		}
-		nd, err := node.New(cfg)
-		if err == nil {
-			err = nd.Start(ctx)
+		if err := m.start(ctx, cfg); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("node %d: %w", i, err)
-		}
-		m.Nodes = append(m.Nodes, nd)
 	}
 	for _, nd := range m.Nodes[1:] {
 		if err := waitCaughtUp(ctx, nd); err != nil {
@@ -65,6 +59,20 @@ func StartMesh(ctx context.Context, n int, tweak func(*node.Config)) (*Mesh, err
 		}
 	}
 	return m, nil
+}
+
+// start starts one more node; when it fails, it stops them all.
+func (m *Mesh) start(ctx context.Context, cfg node.Config) error {
+	nd, err := node.New(cfg)
+	if err == nil {
+		err = nd.Start(ctx)
+	}
+	if err != nil {
+		m.Close()
+		return fmt.Errorf("node %d: %w", len(m.Nodes), err)
+	}
+	m.Nodes = append(m.Nodes, nd)
+	return nil
 }
 
 // Close stops every node.

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +35,14 @@ func StartProc(ctx context.Context, exe, dir string, args ...string) (*Proc, err
 		return nil, err
 	}
 	defer logf.Close()
-	httpPort, p2pPort := freePort(), freePort()
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p2pPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(exe, append([]string{"node", "--data", dir,
 		"--http", "127.0.0.1:" + strconv.Itoa(httpPort), "--listen", "/ip4/127.0.0.1/tcp/" + strconv.Itoa(p2pPort)}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -115,14 +121,4 @@ func (m Mem) Sub(o Mem) Mem {
 // Max is the larger of m and o, field by field.
 func (m Mem) Max(o Mem) Mem {
 	return Mem{max(m.Live, o.Live), max(m.Heap, o.Heap), max(m.RSS, o.RSS), max(m.Anon, o.Anon)}
-}
-
-// freePort is a loopback TCP port nobody listens on now.
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

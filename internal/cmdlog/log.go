@@ -35,7 +35,9 @@ type Machine interface {
 	// be deterministic (see the package documentation).
 	Apply(tx *store.Txn, e *Entry) (any, error)
 	// Committed runs once the entry's transaction has committed, before the
-	// next entry is applied (to drop cached state, for example).
+	// entries of the next transaction are applied (to drop cached state,
+	// for example). A transaction may hold several entries (AppendBatch):
+	// Apply reads the state through tx, never through caches.
 	Committed(e *Entry)
 	// State lists the key prefixes that hold the machine's state: what a
 	// snapshot of the log carries and installing one replaces. Keys the
@@ -119,28 +121,16 @@ func (l *Log) Commit(e *Entry) (any, error) {
 	if want := l.seq.Load() + 1; e.Seq != want {
 		return nil, fmt.Errorf("%w: seq %d, want %d", ErrOutOfOrder, e.Seq, want)
 	}
-	return l.commit(e, 0)
+	return l.commit(e)
 }
 
-// Index is the consensus index of the last entry committed by Append: a
+// Index is the consensus index of the last entry appended (AppendBatch): a
 // consensus engine that hands a restarted node entries it had already
 // applied skips those at or below it. 0 when entries came from Commit.
 func (l *Log) Index() uint64 { return l.index.Load() }
 
-// Append applies e as the next entry of the log (it gives e the next
-// sequence number) and records index, its place in the consensus engine's
-// own log, in the same transaction. An entry the machine refuses changes
-// nothing, and index is not recorded: applied again, it is refused again,
-// since the state it met has not changed either.
-func (l *Log) Append(e *Entry, index uint64) (any, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e.Seq = l.seq.Load() + 1
-	return l.commit(e, index)
-}
-
-// commit applies e under l.mu; index 0 leaves the consensus index alone.
-func (l *Log) commit(e *Entry, index uint64) (any, error) {
+// commit applies e under l.mu.
+func (l *Log) commit(e *Entry) (any, error) {
 	m, ok := l.machines[e.Kind]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, e.Kind)
@@ -154,11 +144,6 @@ func (l *Log) commit(e *Entry, index uint64) (any, error) {
 		if err := tx.SetJSON(logKey(e.Seq), e); err != nil {
 			return err
 		}
-		if index != 0 {
-			if err := tx.Set(indexKey, []byte(store.U64(index))); err != nil {
-				return err
-			}
-		}
 		return tx.Set(seqKey, []byte(store.U64(e.Seq)))
 	})
 	if refused != nil {
@@ -168,9 +153,6 @@ func (l *Log) commit(e *Entry, index uint64) (any, error) {
 		return nil, &StoreError{err}
 	}
 	m.Committed(e)
-	if index != 0 {
-		l.index.Store(index)
-	}
 	l.seq.Store(e.Seq)
 	l.signal()
 	return res, nil

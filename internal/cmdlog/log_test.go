@@ -1,6 +1,7 @@
 package cmdlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -247,41 +248,145 @@ func TestReplicaSyncFetchesWhatGossipMissed(t *testing.T) {
 	}
 }
 
-func TestAppendRecordsTheConsensusIndex(t *testing.T) {
+// kvPending is a Pending of the kv machine.
+func kvPending(at int64, index uint64, k, v, write string) Pending {
+	op, _ := json.Marshal(kvOp{k, v})
+	return Pending{At: at, Kind: "kv", Op: op, Index: index, Write: write}
+}
+
+// TestAppendBatchAppliesInOrderAroundRefusals: a batch is applied in
+// order, each entry with the next seq, one refused in the middle taking
+// none and changing nothing (though it wrote before it refused), the
+// consensus index of the last one recorded; the machine learns of each
+// in order, and the whole survives a restart.
+func TestAppendBatchAppliesInOrderAroundRefusals(t *testing.T) {
 	dir := t.TempDir()
-	l, _ := openLog(t, store.Options{Dir: dir})
+	l, m := openLog(t, store.Options{Dir: dir})
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		done <- l.Wait(ctx, 2)
+		done <- l.Wait(ctx, 4)
 	}()
-	e := Entry{At: 1, Kind: "kv", Op: []byte(`{"K":"a","V":"1"}`)}
-	if _, err := l.Append(&e, 7); err != nil || e.Seq != 1 || l.Index() != 7 {
-		t.Fatalf("append: %v seq %d index %d", err, e.Seq, l.Index())
+	got, err := l.AppendBatch([]Pending{
+		kvPending(1, 7, "a", "1", ""),
+		kvPending(2, 8, "b", "2", ""),
+		kvPending(3, 9, "", "half-written", ""), // refused
+		kvPending(4, 10, "c", "3", ""),
+		kvPending(5, 11, "", "", ""), // refused, last
+	})
+	if err != nil || len(got) != 5 {
+		t.Fatalf("append: %v, %d results", err, len(got))
 	}
-	// A refused entry takes no seq and leaves the index alone.
-	bad := Entry{At: 2, Kind: "kv", Op: []byte(`{"K":""}`)}
-	if _, err := l.Append(&bad, 8); !errors.Is(err, errEmptyKey) || l.Index() != 7 || l.Seq() != 1 {
-		t.Fatalf("refused append: %v index %d seq %d", err, l.Index(), l.Seq())
+	for i, want := range []uint64{1, 2, 0, 3, 0} {
+		if got[i].Entry.Seq != want || (want == 0) != (got[i].Err != nil) {
+			t.Fatalf("entry %d: seq %d err %v, want seq %d", i, got[i].Entry.Seq, got[i].Err, want)
+		}
 	}
-	e2 := Entry{At: 3, Kind: "kv", Op: []byte(`{"K":"b","V":"2"}`)}
-	if _, err := l.Append(&e2, 9); err != nil || e2.Seq != 2 {
-		t.Fatalf("append: %v seq %d", err, e2.Seq)
+	if !errors.Is(got[2].Err, errEmptyKey) || got[3].Res != "3" || got[3].Entry.At != 4 {
+		t.Fatalf("results: %+v", got)
+	}
+	if l.Seq() != 3 || l.Index() != 10 || !reflect.DeepEqual(m.committed, []uint64{1, 2, 3}) {
+		t.Fatalf("seq %d index %d committed %v", l.Seq(), l.Index(), m.committed)
+	}
+	if _, err := l.AppendBatch([]Pending{kvPending(6, 12, "d", "4", "")}); err != nil {
+		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
+	raw, _ := l.Changes(0, 10, 1<<20)
+	var keys []string
+	for _, r := range raw {
+		var e Entry
+		json.Unmarshal(r, &e)
+		var op kvOp
+		json.Unmarshal(e.Op, &op)
+		keys = append(keys, fmt.Sprint(e.Seq, op.K))
+	}
+	if !reflect.DeepEqual(keys, []string{"1a", "2b", "3c", "4d"}) {
+		t.Fatalf("change log: %v", keys)
+	}
 	l.DB().Close()
 	l2, m2 := openLog(t, store.Options{Dir: dir})
-	if l2.Index() != 9 || l2.Seq() != 2 || m2.get(t, l2, "b") != "2" {
+	if l2.Index() != 12 || l2.Seq() != 4 || m2.get(t, l2, "c") != "3" || m2.get(t, l2, "") != "" {
 		t.Fatalf("after reopening: index %d seq %d", l2.Index(), l2.Seq())
 	}
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := l2.Wait(short, 3); !errors.Is(err, context.DeadlineExceeded) {
+	if err := l2.Wait(short, 5); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait for a seq never committed: %v", err)
 	}
+}
+
+// TestAppendBatchAppliesAWriteOnce: a second attempt of a write, in the
+// same batch or a later one, within WriteWindow of the first (by the
+// entries' clocks), applies nothing and returns what the first produced;
+// the log forgets writes past the window, also in a snapshot's copy.
+func TestAppendBatchAppliesAWriteOnce(t *testing.T) {
+	l, m := memLog(t)
+	sec := int64(time.Second)
+	got, err := l.AppendBatch([]Pending{
+		kvPending(1*sec, 1, "x", "first", "w1"),
+		kvPending(2*sec, 2, "x", "second", "w1"), // a repeat in the same batch
+		kvPending(3*sec, 3, "y", "1", "w2"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[1].Repeat || got[1].Entry.Seq != 1 || string(got[1].Res.(json.RawMessage)) != `"first"` || got[2].Entry.Seq != 2 {
+		t.Fatalf("results: %+v", got)
+	}
+	// A refused attempt is not remembered: the next one applies.
+	if got, _ := l.AppendBatch([]Pending{kvPending(4*sec, 4, "", "", "w3"), kvPending(5*sec, 5, "z", "1", "w3")}); got[0].Err == nil || got[1].Repeat || got[1].Entry.Seq != 3 {
+		t.Fatalf("a write refused, then tried again: %+v", got)
+	}
+	later := 3*sec + int64(WriteWindow) - 1
+	if got, _ := l.AppendBatch([]Pending{kvPending(later, 6, "y", "again", "w2")}); !got[0].Repeat || got[0].Entry.Seq != 2 {
+		t.Fatalf("a repeat just within the window: %+v", got)
+	}
+	if m.get(t, l, "x") != "first" || m.get(t, l, "y") != "1" || l.Seq() != 3 {
+		t.Fatalf("a repeat was applied: x=%s y=%s seq %d", m.get(t, l, "x"), m.get(t, l, "y"), l.Seq())
+	}
+	// A snapshot carries the writes remembered.
+	snap, err := l.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	snap.WriteTo(&buf)
+	snap.Close()
+	other, _ := memLog(t)
+	if _, err := other.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, lg := range []*Log{l, other} {
+		if got, _ := lg.AppendBatch([]Pending{kvPending(later, 7, "y", "again", "w2")}); !got[0].Repeat {
+			t.Fatalf("a repeat after a snapshot: %+v", got)
+		}
+		// Past the window the same id is a write of its own, and the log
+		// forgets what it no longer needs.
+		past := 1*sec + int64(WriteWindow)
+		if got, _ := lg.AppendBatch([]Pending{kvPending(past, 8, "x", "new", "w1")}); got[0].Repeat || got[0].Entry.Seq != 4 {
+			t.Fatalf("the same write id past the window: %+v", got)
+		}
+		if n := countKeys(t, lg, writePrefix); n != 3 { // w1 anew, w2 and w3 (their windows are not over)
+			t.Fatalf("%d writes remembered, want 3", n)
+		}
+		lg.AppendBatch([]Pending{kvPending(past+int64(WriteWindow)+1, 9, "q", "1", "")})
+		if n, a := countKeys(t, lg, writePrefix), countKeys(t, lg, writeAgePrefix); n != 0 || a != 0 {
+			t.Fatalf("writes remembered past their window: %d (by age %d)", n, a)
+		}
+	}
+}
+
+func countKeys(t *testing.T, l *Log, prefix []byte) int {
+	t.Helper()
+	n := 0
+	l.DB().View(func(tx *store.Txn) error {
+		return tx.Scan(prefix, nil, func(_, _ []byte) (bool, error) { n++; return true, nil })
+	})
+	return n
 }
 
 func TestAdoptOrigin(t *testing.T) {

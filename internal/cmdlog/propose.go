@@ -2,6 +2,9 @@ package cmdlog
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -67,4 +70,45 @@ func ResultAs[T any](res any, err error) (T, error) {
 		return out, nil
 	}
 	return zero, fmt.Errorf("cmdlog: result is a %T", res)
+}
+
+// Write names one client write across the attempts a node makes of it
+// (sending it again to the next leader when it lost the first).
+type Write struct {
+	// ID names the write in the log, the same on every attempt: the log
+	// applies it once (AppendBatch).
+	ID string
+	// Secret is known to the nodes that carry the write and never logged.
+	// A handler draws from it what it would otherwise draw at random
+	// (Draw), so that every attempt proposes the same operation.
+	Secret []byte
+}
+
+type writeCtxKey struct{}
+
+// WithWrite records in ctx that its proposals are attempts of w.
+func WithWrite(ctx context.Context, w Write) context.Context {
+	return context.WithValue(ctx, writeCtxKey{}, w)
+}
+
+// WriteOf returns the write recorded in ctx.
+func WriteOf(ctx context.Context) (Write, bool) {
+	w, ok := ctx.Value(writeCtxKey{}).(Write)
+	return w, ok
+}
+
+// Draw fills b with bytes for purpose: from the secret of the write in
+// ctx, the same on every attempt of it; at random without one.
+func Draw(ctx context.Context, purpose string, b []byte) {
+	w, ok := WriteOf(ctx)
+	if !ok || len(w.Secret) == 0 {
+		rand.Read(b)
+		return
+	}
+	mac := hmac.New(sha256.New, w.Secret)
+	for i := 0; i < len(b); i += sha256.Size {
+		mac.Reset()
+		fmt.Fprintf(mac, "%s/%d", purpose, i)
+		copy(b[i:], mac.Sum(nil))
+	}
 }

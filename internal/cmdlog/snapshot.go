@@ -62,9 +62,10 @@ var (
 	restoringKey = []byte("m/restoring")
 )
 
-// statePrefixes are the prefixes of the machines' state, sorted.
+// statePrefixes are the prefixes of the state a snapshot carries, sorted:
+// the machines', the writes the log remembers and the nonces.
 func (l *Log) statePrefixes() []string {
-	var out []string
+	out := []string{string(writePrefix), string(writeAgePrefix), string(noncePrefix)}
 	for _, m := range l.machines {
 		for _, p := range m.State() {
 			out = append(out, string(p))
@@ -188,10 +189,11 @@ func (l *Log) Restore(r io.Reader) (SnapshotHeader, error) {
 	if err != nil {
 		return h, err
 	}
-	if want := l.statePrefixes(); !slices.Equal(h.Prefixes, want) {
+	want := l.statePrefixes()
+	if !slices.Equal(machinePrefixes(h.Prefixes), machinePrefixes(want)) {
 		return h, fmt.Errorf("cmdlog: the snapshot holds state %v, this node's machines %v", h.Prefixes, want)
 	}
-	prefixes := append(slices.Clone(h.Prefixes), string(logPrefix))
+	prefixes := append(want, string(logPrefix))
 	if err := l.beginRestore(prefixes); err != nil {
 		return h, err
 	}
@@ -219,6 +221,14 @@ func (l *Log) Restore(r io.Reader) (SnapshotHeader, error) {
 	}
 	l.signal()
 	return h, nil
+}
+
+// machinePrefixes are prefixes without the writes the log remembers, which
+// snapshots of earlier releases do not carry.
+func machinePrefixes(prefixes []string) []string {
+	return slices.DeleteFunc(slices.Clone(prefixes), func(p string) bool {
+		return p == string(writePrefix) || p == string(writeAgePrefix)
+	})
 }
 
 // beginRestore empties the log and drops prefixes, marking the store as

@@ -14,6 +14,9 @@ var (
 	// ErrUnknownOutcome: leadership was lost, or the caller gave up, while
 	// a proposal was on its way; it may or may not have been committed.
 	ErrUnknownOutcome = errors.New("quorum: outcome unknown")
+	// ErrChangeInProgress: a change of the members waits for the one
+	// before to commit.
+	ErrChangeInProgress = errors.New("quorum: a change of the members is in progress")
 	// ErrTooLarge: a proposal is larger than one log entry may be.
 	ErrTooLarge = errors.New("quorum: proposal too large")
 	// ErrClosed: the quorum member has shut down.

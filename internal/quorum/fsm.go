@@ -13,11 +13,13 @@ import (
 )
 
 // proposal is the data of a Raft entry: a cmdlog entry without its seq,
-// which each member gives it as it appends it.
+// which each member gives it as it appends it, and the client write it
+// is an attempt of (cmdlog.Write's ID), if any.
 type proposal struct {
-	At   int64           `json:"at"`
-	Kind string          `json:"kind"`
-	Op   json.RawMessage `json:"op"`
+	At    int64           `json:"at"`
+	Kind  string          `json:"kind"`
+	Op    json.RawMessage `json:"op"`
+	Write string          `json:"write,omitempty"`
 }
 
 // applied is what the FSM returns for an entry: the proposer's result.
@@ -27,7 +29,9 @@ type applied struct {
 	err error
 }
 
-// fsm is Raft's state machine: the command log.
+// fsm is Raft's state machine: the command log. It applies what Raft
+// commits in batches (raft.BatchingFSM), each in one store transaction
+// (cmdlog.Log.AppendBatch): one fsync for up to maxAppendEntries entries.
 type fsm struct {
 	log     *cmdlog.Log
 	onApply func(cmdlog.Entry)
@@ -37,48 +41,62 @@ type fsm struct {
 	onSnapshot func(seq uint64)
 }
 
-var _ raft.FSM = (*fsm)(nil)
+var _ raft.BatchingFSM = (*fsm)(nil)
 
-// storeRetry spaces the attempts to write an entry the store failed to
+// storeRetry spaces the attempts to write entries the store failed to
 // take (a full disk, say).
 const storeRetry = time.Second
 
 // Apply implements raft.FSM.
-func (f *fsm) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	if l.Index <= f.log.Index() {
-		// Applied before this member restarted: Raft does not know how
-		// far the state on disk goes.
-		return applied{}
-	}
-	var p proposal
-	if err := json.Unmarshal(l.Data, &p); err != nil {
-		// Every member refuses it alike.
-		return applied{err: errors.Join(errors.New("quorum: undecodable proposal"), err)}
-	}
-	for {
-		e := cmdlog.Entry{At: p.At, Kind: p.Kind, Op: p.Op}
-		res, err := f.log.Append(&e, l.Index)
-		var se *cmdlog.StoreError
-		if !errors.As(err, &se) {
-			if err == nil && f.onApply != nil {
-				f.onApply(e)
-			}
-			return applied{seq: e.Seq, res: res, err: err}
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	var ps []cmdlog.Pending
+	var at []int // ps[i] is the entry of logs[at[i]]
+	for i, l := range logs {
+		if l.Type != raft.LogCommand || l.Index <= f.log.Index() {
+			// Not the directory's, or applied before this member restarted
+			// (Raft does not know how far the state on disk goes).
+			out[i] = applied{}
+			continue
 		}
-		// The machine accepted the entry but the store could not keep it.
-		// Going on without it would make this member's state differ from
-		// the others' for good: stall instead, until the store takes it
-		// (Raft keeps the entry; a restart applies it again).
-		f.logger.Error("the store refuses a committed entry: applying stalls until it takes it", "index", l.Index, "err", err)
+		var p proposal
+		if err := json.Unmarshal(l.Data, &p); err != nil {
+			// Every member refuses it alike.
+			out[i] = applied{err: errors.Join(errors.New("quorum: undecodable proposal"), err)}
+			continue
+		}
+		ps = append(ps, cmdlog.Pending{At: p.At, Kind: p.Kind, Op: p.Op, Index: l.Index, Write: p.Write})
+		at = append(at, i)
+	}
+	for done := 0; done < len(ps); {
+		res, err := f.log.AppendBatch(ps[done:])
+		for _, a := range res {
+			if a.Err == nil && !a.Repeat && f.onApply != nil {
+				f.onApply(a.Entry)
+			}
+			out[at[done]] = applied{seq: a.Entry.Seq, res: a.Res, err: a.Err}
+			done++
+		}
+		if err == nil {
+			break
+		}
+		// The machines accepted the entries but the store could not keep
+		// them. Going on without them would make this member's state
+		// differ from the others' for good: stall instead, until the store
+		// takes them (Raft keeps the entries; a restart applies them again).
+		f.logger.Error("the store refuses committed entries: applying stalls until it takes them", "index", ps[done].Index, "err", err)
 		select {
 		case <-f.done:
-			return applied{err: ErrClosed}
+			for ; done < len(ps); done++ {
+				out[at[done]] = applied{err: ErrClosed}
+			}
 		case <-time.After(storeRetry):
 		}
 	}
+	return out
 }
 
 // Snapshot implements raft.FSM: it captures the state as of the last

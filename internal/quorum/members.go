@@ -44,9 +44,19 @@ type signer struct {
 	Removed int64  `json:"removed,omitempty"` // 0 while a member
 }
 
-// SignersOp sets the members: those not in it are removed, new ones added.
+// SignersOp sets the members: those not in it are removed, new ones
+// added. Or it claims the nonce of an admin request (a change of the
+// members), single use on every member whichever leads (Nonce).
 type SignersOp struct {
-	Members []string `json:"members"` // peer ids
+	Members []string    `json:"members,omitempty"` // peer ids
+	Nonce   *AdminNonce `json:"nonce,omitempty"`
+}
+
+// AdminNonce is the Mesh-Sig nonce of an admin request, by the key
+// Pubkey (hex).
+type AdminNonce struct {
+	Pubkey string `json:"pubkey"`
+	Nonce  string `json:"nonce"`
 }
 
 var signersPrefix = []byte("q/m/")
@@ -80,6 +90,9 @@ func (s *Signers) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	var op SignersOp
 	if err := json.Unmarshal(e.Op, &op); err != nil {
 		return nil, fmt.Errorf("quorum: decode signers %d: %w", e.Seq, err)
+	}
+	if n := op.Nonce; n != nil {
+		return nil, cmdlog.ClaimNonce(tx, n.Pubkey, n.Nonce, e.At, identity.NonceMemory)
 	}
 	if len(op.Members) == 0 {
 		return nil, errors.New("quorum: a quorum has members")

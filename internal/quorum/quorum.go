@@ -121,10 +121,15 @@ func (q *Quorum) Start() (err error) {
 		return fmt.Errorf("quorum: %w", err)
 	}
 	q.running.Store(q.r)
+	leaders := make(chan raft.Observation, 64)
+	q.r.RegisterObserver(raft.NewObserver(leaders, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
-		q.watchLeadership(notify)
+		q.watchLeadership(notify, leaders)
 	}()
 	if !has && len(q.cfg.Voters) > 0 {
 		conf := raft.Configuration{}
@@ -218,13 +223,28 @@ func (q *Quorum) warnIfVotersDiffer() {
 	}
 }
 
-func (q *Quorum) watchLeadership(notify <-chan bool) {
+// watchLeadership tells the node when this member takes or loses the
+// lead (OnLeader), and when the leader it knows of changes (OnLeaderChange:
+// as Raft observes it, and at the next tick should an observation be
+// dropped).
+func (q *Quorum) watchLeadership(notify <-chan bool, leaders <-chan raft.Observation) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var known peer.ID
+	changed := func() {
+		if l := q.Leader(); l != known {
+			known = l
+			if q.cfg.OnLeaderChange != nil {
+				q.cfg.OnLeaderChange(l)
+			}
+		}
+	}
 	for {
 		select {
 		case <-q.done:
 			return
+		case <-leaders:
+			changed()
 		case leader := <-notify:
 			q.refreshMembers()
 			if leader {
@@ -237,6 +257,7 @@ func (q *Quorum) watchLeadership(notify <-chan bool) {
 			}
 		case <-tick.C:
 			q.refreshMembers()
+			changed()
 		}
 	}
 }
@@ -365,13 +386,17 @@ const enqueueTimeout = 5 * time.Second
 // committed by a majority, appended to the log on every member, and its
 // result returned. On another member it fails at once with a
 // *NotLeaderError. If ctx ends or leadership is lost before the entry
-// commits, the error is ErrUnknownOutcome: it may still commit.
+// commits, the error is ErrUnknownOutcome: it may still commit. A
+// proposal of a client write (cmdlog.WithWrite) is applied once however
+// many times it is proposed within cmdlog.WriteWindow: a repeat returns
+// what the first produced.
 func (q *Quorum) Propose(ctx context.Context, kind string, at int64, op any) (any, error) {
 	raw, err := json.Marshal(op)
 	if err != nil {
 		return nil, fmt.Errorf("quorum: encode %s operation: %w", kind, err)
 	}
-	data, err := json.Marshal(proposal{At: at, Kind: kind, Op: raw})
+	w, _ := cmdlog.WriteOf(ctx)
+	data, err := json.Marshal(proposal{At: at, Kind: kind, Op: raw, Write: w.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -442,8 +467,13 @@ func (q *Quorum) change(ctx context.Context, f raft.IndexFuture) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return &NotLeaderError{Leader: q.Leader()}
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		// Raft takes a change once the last one committed.
+		return fmt.Errorf("%w: %v", ErrChangeInProgress, err)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 	}
 	return err
 }

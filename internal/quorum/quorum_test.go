@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,5 +351,75 @@ func TestDirectoryMovedIntoAQuorum(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool { return get(t, ms[1].log, "post") == "w" }, "both apply new entries")
 	if len(ms[0].q.Members()) != 2 {
 		t.Fatalf("members: %v", ms[0].q.Members())
+	}
+}
+
+// TestConcurrentProposalsApplyInOrderOnceEverywhere: many proposals at
+// once, which Raft commits and the members apply in batches, some of
+// them proposed twice as attempts of one write: every member holds the
+// same log, each write exactly once, and a repeat returns what the first
+// attempt produced.
+func TestConcurrentProposalsApplyInOrderOnceEverywhere(t *testing.T) {
+	ms := newQuorum(t, 3)
+	l := leader(t, ms)
+	const writers, each = 16, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				key := fmt.Sprintf("w%d-%d", w, i)
+				ctx := context.Background()
+				attempts := 1
+				if i%5 == 0 { // an attempt of a write, then another
+					ctx, attempts = cmdlog.WithWrite(ctx, cmdlog.Write{ID: key}), 2
+				}
+				for range attempts {
+					res, err := l.q.Propose(ctx, "kv", time.Now().UnixNano(), kvOp{key, key})
+					if err != nil {
+						t.Errorf("propose %s: %v", key, err)
+						return
+					}
+					if res != key && string(res.(json.RawMessage)) != `"`+key+`"` {
+						t.Errorf("result of %s: %v", key, res)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	want := writers * each
+	var logs [][]string
+	for _, m := range ms {
+		testkit.Eventually(t, 10*time.Second, func() bool { return m.log.Seq() >= uint64(want) }, "a member applied %d of %d", m.log.Seq(), want)
+		raw, err := m.log.Changes(0, 2*want, 64<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		seen := map[string]bool{}
+		for i, r := range raw {
+			var e cmdlog.Entry
+			var op kvOp
+			if json.Unmarshal(r, &e) != nil || json.Unmarshal(e.Op, &op) != nil || e.Seq != uint64(i+1) {
+				t.Fatalf("entry %d on %s: %s", i, m.h.ID(), r)
+			}
+			if seen[op.K] {
+				t.Fatalf("%s applied twice on %s", op.K, m.h.ID())
+			}
+			seen[op.K] = true
+			keys = append(keys, op.K)
+		}
+		if len(keys) != want {
+			t.Fatalf("%s holds %d entries, want %d", m.h.ID(), len(keys), want)
+		}
+		logs = append(logs, keys)
+	}
+	for i := range logs[1:] {
+		if !slices.Equal(logs[0], logs[i+1]) {
+			t.Fatalf("members hold the writes in different orders")
+		}
 	}
 }

@@ -23,7 +23,8 @@ import (
 // RaftProtocol carries Raft's RPCs between the members of a quorum: one
 // RPC per stream, a request frame and a response frame (uvarint length
 // prefixed); an InstallSnapshot request is followed by the snapshot in
-// frames of at most snapshotChunk bytes, ended by an empty one.
+// frames of at most snapshotChunk bytes, ended by an empty one. The
+// leader's AppendEntries go on PipelineProtocol (pipeline.go).
 const RaftProtocol = "/mesh/raft/1.0.0"
 
 // Bounds of the protocol. A stream from a peer that is not a member is
@@ -89,7 +90,8 @@ func newTransport(h host.Host, member func(peer.ID) bool, timeout time.Duration,
 	t := &transport{h: h, member: member, timeout: timeout, log: log,
 		consumer: make(chan raft.RPC), streams: map[peer.ID]int{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	h.SetStreamHandler(protocol.ID(RaftProtocol), t.serve)
+	h.SetStreamHandler(protocol.ID(RaftProtocol), func(s network.Stream) { t.serve(s, false) })
+	h.SetStreamHandler(protocol.ID(PipelineProtocol), func(s network.Stream) { t.serve(s, true) })
 	return t
 }
 
@@ -98,12 +100,6 @@ func (t *transport) Consumer() <-chan raft.RPC { return t.consumer }
 
 // LocalAddr implements raft.Transport.
 func (t *transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.h.ID().String()) }
-
-// AppendEntriesPipeline implements raft.Transport: RPCs are not
-// pipelined; Raft batches the entries that arrive while one is on its way.
-func (t *transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
-}
 
 // AppendEntries implements raft.Transport.
 func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
@@ -149,6 +145,7 @@ func (t *transport) Close() error {
 	t.closed = true
 	t.mu.Unlock()
 	t.h.RemoveStreamHandler(protocol.ID(RaftProtocol))
+	t.h.RemoveStreamHandler(protocol.ID(PipelineProtocol))
 	t.cancel()
 	t.wg.Wait()
 	return nil
@@ -156,7 +153,7 @@ func (t *transport) Close() error {
 
 // InstallSnapshot implements raft.Transport.
 func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	s, err := t.open(target)
+	s, err := t.open(target, RaftProtocol)
 	if err != nil {
 		return err
 	}
@@ -200,7 +197,7 @@ func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 
 // call makes one RPC on a stream of its own.
 func (t *transport) call(target raft.ServerAddress, typ uint8, args, resp any) error {
-	s, err := t.open(target)
+	s, err := t.open(target, RaftProtocol)
 	if err != nil {
 		return err
 	}
@@ -213,7 +210,7 @@ func (t *transport) call(target raft.ServerAddress, typ uint8, args, resp any) e
 	return t.receive(s, resp)
 }
 
-func (t *transport) open(target raft.ServerAddress) (network.Stream, error) {
+func (t *transport) open(target raft.ServerAddress, proto string) (network.Stream, error) {
 	p, err := peer.Decode(string(target))
 	if err != nil {
 		return nil, fmt.Errorf("quorum: server address %q: %w", target, err)
@@ -227,7 +224,7 @@ func (t *transport) open(target raft.ServerAddress) (network.Stream, error) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, min(dialTimeout, t.timeout))
 	defer cancel()
-	s, err := t.h.NewStream(ctx, p, protocol.ID(RaftProtocol))
+	s, err := t.h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
 		return nil, fmt.Errorf("quorum: open a stream to %s: %w", p, err)
 	}
@@ -297,8 +294,9 @@ func (t *transport) release(p peer.ID) {
 	t.wg.Done()
 }
 
-// serve answers one RPC.
-func (t *transport) serve(s network.Stream) {
+// serve answers one RPC, or (pipelined) AppendEntries after
+// AppendEntries until the stream ends, each with the RPC timeout to come.
+func (t *transport) serve(s network.Stream, pipelined bool) {
 	from := s.Conn().RemotePeer()
 	if err := t.admit(from); err != nil {
 		t.log.Debug("raft stream refused", "peer", from, "err", err)
@@ -307,15 +305,23 @@ func (t *transport) serve(s network.Stream) {
 	}
 	defer t.release(from)
 	defer context.AfterFunc(t.ctx, func() { s.Reset() })()
-	s.SetDeadline(time.Now().Add(t.timeout))
-	if err := t.handle(s, from); err != nil {
-		if !errors.Is(err, io.EOF) && t.ctx.Err() == nil {
-			t.log.Debug("raft RPC failed", "peer", from, "err", err)
+	for {
+		s.SetDeadline(time.Now().Add(t.timeout))
+		err := t.handle(s, from, pipelined)
+		switch {
+		case pipelined && errors.Is(err, io.EOF): // the leader closed it
+		case err != nil:
+			if !errors.Is(err, io.EOF) && t.ctx.Err() == nil {
+				t.log.Debug("raft RPC failed", "peer", from, "err", err)
+			}
+			s.Reset()
+			return
+		case pipelined:
+			continue
 		}
-		s.Reset()
+		s.Close()
 		return
 	}
-	s.Close()
 }
 
 // rpcRequests make the request of each RPC type, for decodeRPC.
@@ -340,13 +346,16 @@ func decodeRPC(typ uint8, body []byte) (any, error) {
 	return req, nil
 }
 
-func (t *transport) handle(s network.Stream, from peer.ID) error {
+func (t *transport) handle(s network.Stream, from peer.ID, pipelined bool) error {
 	b, err := msgio.NewVarintReaderSize(s, maxFrame).ReadMsg()
 	if err != nil {
 		return err
 	}
-	if len(b) == 0 {
+	switch {
+	case len(b) == 0:
 		return errors.New("quorum: empty RPC")
+	case pipelined && b[0] != rpcAppendEntries:
+		return fmt.Errorf("quorum: RPC type %d on a pipeline", b[0])
 	}
 	cmd, err := decodeRPC(b[0], b[1:])
 	if err != nil {

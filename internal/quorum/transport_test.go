@@ -2,11 +2,16 @@ package quorum
 
 import (
 	"bytes"
+	"log/slog"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 )
 
 // TestDecodeRPC: each RPC type decodes into its own request, as sent; an
@@ -44,4 +49,75 @@ func FuzzDecodeRPC(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ uint8, body []byte) {
 		decodeRPC(typ, body)
 	})
+}
+
+// TestPipelineAnswersInOrder: AppendEntries sent on a pipeline, several
+// on their way at once, are handed to the follower's Raft in order and
+// answered in order; a peer outside the quorum gets no pipeline served,
+// and a follower that closes its transport fails what is on its way.
+func TestPipelineAnswersInOrder(t *testing.T) {
+	leader, follower, stranger := newHost(t), newHost(t), newHost(t)
+	for _, h := range []host.Host{leader, stranger} {
+		h.Peerstore().AddAddrs(follower.ID(), follower.Addrs(), peerstore.PermanentAddrTTL)
+	}
+	log := slog.New(slog.DiscardHandler)
+	ft := newTransport(follower, func(p peer.ID) bool { return p == leader.ID() }, 2*time.Second, log)
+	lt := newTransport(leader, func(peer.ID) bool { return true }, 2*time.Second, log)
+	defer lt.Close()
+	var seen []uint64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // the follower's Raft: answers each with its term
+		for {
+			select {
+			case rpc := <-ft.Consumer():
+				req := rpc.Command.(*raft.AppendEntriesRequest)
+				seen = append(seen, req.Term)
+				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	p, err := lt.AppendEntriesPipeline("", raft.ServerAddress(follower.ID().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for term := range uint64(n) {
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte(leader.ID().String())}, Term: term + 1,
+			Entries: []*raft.Log{{Index: term + 1, Term: term + 1, Data: []byte("x")}}}
+		if _, err := p.AppendEntries(req, new(raft.AppendEntriesResponse)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for term := range uint64(n) {
+		f := <-p.Consumer()
+		if err := f.Error(); err != nil || f.Response().Term != term+1 || f.Request().Term != term+1 {
+			t.Fatalf("answer %d: %+v for %d, %v", term, f.Response(), f.Request().Term, err)
+		}
+	}
+	if len(seen) != n || seen[n-1] != n {
+		t.Fatalf("the follower's Raft saw %v", seen)
+	}
+	st := newTransport(stranger, func(peer.ID) bool { return true }, 2*time.Second, log)
+	defer st.Close()
+	sp, err := st.AppendEntriesPipeline("", raft.ServerAddress(follower.ID().String()))
+	if err == nil {
+		_, err = sp.AppendEntries(&raft.AppendEntriesRequest{Term: 1}, new(raft.AppendEntriesResponse))
+		if err == nil {
+			err = (<-sp.Consumer()).Error()
+		}
+		sp.Close()
+	}
+	if err == nil {
+		t.Fatal("a stranger's pipeline was served")
+	}
+	ft.Close()
+	if _, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: 99}, new(raft.AppendEntriesResponse)); err == nil {
+		if err := (<-p.Consumer()).Error(); err == nil {
+			t.Fatal("an AppendEntries to a closed follower succeeded")
+		}
+	}
+	p.Close()
 }
