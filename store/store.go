@@ -50,8 +50,12 @@ func Open(opts Options) (*DB, error) {
 		WithNumVersionsToKeep(1)
 	if opts.InMemory {
 		// No value log: Badger keeps every value in its tables, and
-		// refuses one over the threshold (left at its 1 MiB).
+		// refuses one over the threshold (left at its 1 MiB); a
+		// transaction, values and all, holds at most 15% of a memtable,
+		// so the memtables stay as large as before values went to the
+		// value log on disk (a group commit of entries with cards).
 		bo.Dir, bo.ValueDir = "", ""
+		bo = bo.WithMemTableSize(16 << 20)
 	} else {
 		// Values past a few KiB (rows with an agent's full card, log
 		// entries that carry one) go to the value log, read from the
