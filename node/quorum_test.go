@@ -129,11 +129,14 @@ func (q *quorumMesh) waitSame(nodes ...*Node) {
 		if n == nil {
 			continue
 		}
-		testkit.Eventually(q.t, 15*time.Second, func() bool {
+		var d map[string]any
+		if !testkit.Until(15*time.Second, func() bool {
 			_, h := call(q.t, n, "GET", "/health", "")
-			d := h["directory"].(map[string]any)
+			d = h["directory"].(map[string]any)
 			return d["caught_up"] == true && n.clog.Seq() == l.clog.Seq()
-		}, "node %s never caught up with the leader (seq %d, leader %d)", n.URL(), n.clog.Seq(), l.clog.Seq())
+		}) {
+			q.t.Fatalf("node %s never caught up with the leader %s (seq %d, leader's %d; its directory: %v)", n.URL(), l.URL(), n.clog.Seq(), l.clog.Seq(), d)
+		}
 
 	}
 }
