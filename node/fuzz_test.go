@@ -21,7 +21,7 @@ func FuzzServeForward(f *testing.F) {
 	f.Add([]byte("GARBAGE"))
 	f.Add([]byte("GET /v1/clusters/c_lobby/ws?agent=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"))
 	f.Add([]byte("POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nX-Mesh-Origin-Url: https://u:p@x\r\nX-Mesh-Client: 10.0.0.1\r\nContent-Length: 2\r\n\r\n{}"))
-	cfg := testConfig(nil, "")
+	cfg := testConfig(f, "")
 	cfg.InMemory = true
 	cfg.Budgets = admission.Config{} // the fuzzer sends faster than any budget
 	n, err := New(cfg)

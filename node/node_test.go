@@ -19,12 +19,13 @@ import (
 	"github.com/agentmesh/mesh/internal/testkit"
 )
 
-func testConfig(_ testing.TB, dir string) Config {
+func testConfig(t testing.TB, dir string) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.SyncWrites = false
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	// A port a restart can listen on again (testkit.Port).
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/" + strconv.Itoa(testkit.Port(t))}
 	// Tests reach loopback only: the directory does not probe the
 	// example endpoints agents register (a lookup of their names would
 	// leave the machine). Tests of probes turn them on (probing).

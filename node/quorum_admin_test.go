@@ -58,7 +58,7 @@ func TestOneChangeOfTheQuorumAtATime(t *testing.T) { // not parallel: Raft's tim
 	leader := q.leader()
 	absent := func() (peer.ID, []string) {
 		id, _ := p2p.PeerID(identity.GenerateKey().Public().(ed25519.PublicKey))
-		addr := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freePort(t))
+		addr := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(testkit.Port(t))
 		return id, []string{addr, addr + "/p2p/" + id.String()}
 	}
 	slowID, slow := absent()

@@ -38,7 +38,7 @@ func benchQuorum(b *testing.B, size int, timings RaftTimings) (members []*Node, 
 	for i := range keys {
 		keys[i] = identity.GenerateKey()
 		id, _ := p2p.PeerID(keys[i].Public().(ed25519.PublicKey))
-		addrs = append(addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freePort(b))+"/p2p/"+id.String())
+		addrs = append(addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(testkit.Port(b))+"/p2p/"+id.String())
 	}
 	for i := range keys {
 		cfg := testConfig(b, b.TempDir())

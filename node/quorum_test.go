@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,18 +33,6 @@ func fastRaft() RaftTimings {
 		LeaderLease: 200 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, RPCTimeout: 2 * time.Second}
 }
 
-// freePort returns a TCP port on loopback that was free a moment ago: the
-// members of a quorum must know each other's addresses before they start.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // newQuorumMesh starts size members of a new quorum, tweak (if set)
 // editing each one's config, and waits for a leader.
 func newQuorumMesh(t *testing.T, size int, tweak func(i int, c *Config)) *quorumMesh {
@@ -55,7 +42,7 @@ func newQuorumMesh(t *testing.T, size int, tweak func(i int, c *Config)) *quorum
 	for i := range keys {
 		keys[i] = identity.GenerateKey()
 		id, _ := p2p.PeerID(keys[i].Public().(ed25519.PublicKey))
-		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freePort(t))+"/p2p/"+id.String())
+		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(testkit.Port(t))+"/p2p/"+id.String())
 	}
 	for i := range size {
 		cfg := testConfig(t, t.TempDir())
@@ -417,7 +404,7 @@ func TestDirectoryMovesIntoAQuorum(t *testing.T) { // not parallel: Raft's timeo
 	m := &mesh{t: t, clock: newTestClock()}
 	keyA := identity.GenerateKey()
 	idA, _ := p2p.PeerID(keyA.Public().(ed25519.PublicKey))
-	listenA := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freePort(t))
+	listenA := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(testkit.Port(t))
 	addrA := listenA + "/p2p/" + idA.String()
 	cfgA := testConfig(t, t.TempDir())
 	cfgA.Role, cfgA.Key, cfgA.Listen, cfgA.Now, cfgA.Raft = RoleBootstrap, keyA, []string{listenA}, m.clock.Now, fastRaft()

@@ -35,7 +35,7 @@ func send(t *testing.T, method, url, body, token string) (int, map[string]any) {
 // both serve it when they come back.
 func TestBoardsSurviveKill(t *testing.T) { // not parallel: it runs processes, against real-time bounds
 	bin := buildMesh(t)
-	bootListen := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freeLoopbackPort(t))
+	bootListen := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(testkit.Port(t))
 	bootDir, bDir := filepath.Join(t.TempDir(), "boot"), filepath.Join(t.TempDir(), "b")
 	_, bootProc, bootOut := startMeshNode(t, bin, "--listen", bootListen, "--data", bootDir)
 	boot := loopbackAddr(t, bootOut)

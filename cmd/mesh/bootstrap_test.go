@@ -20,7 +20,7 @@ import (
 func TestAnUnreachableBootstrapIsWarnedAbout(t *testing.T) { // not parallel: it runs processes
 	bin := buildMesh(t)
 	id, _ := p2p.PeerID(identity.GenerateKey().Public().(ed25519.PublicKey))
-	addr := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(freeLoopbackPort(t)) // nothing listens there
+	addr := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(testkit.Port(t)) // nothing listens there
 	var stderr testkit.Buffer
 	cmd := exec.Command(bin, "node", "--http", "127.0.0.1:0", "--no-sync", "--data", t.TempDir(),
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", addr+"/p2p/"+id.String())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/coord/portreg"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestCoordOneDaemonPerProject: with real processes, a second mesh coord
@@ -39,7 +40,7 @@ func TestCoordOneDaemonPerProject(t *testing.T) { // not parallel: it runs proce
 		waitVersion(t, fmt.Sprintf("http://127.0.0.1:%d", port), "go-0.1.0")
 		return cmd
 	}
-	p1, p2 := freeLoopbackPort(t), freeLoopbackPort(t)
+	p1, p2 := testkit.Port(t), testkit.Port(t)
 	first := start(p1)
 	registry, _ := os.ReadFile(reg)
 	debug, _ := os.ReadFile(filepath.Join(proj, ".coord", "debug.jsonl"))

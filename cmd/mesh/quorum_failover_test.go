@@ -42,7 +42,7 @@ func startMeshQuorum(t testing.TB, bin string, size int, extra ...string) *meshQ
 		}
 		id, _ := p2p.PeerID(key.Public().(ed25519.PublicKey))
 		q.dirs = append(q.dirs, dir)
-		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(freeLoopbackPort(t))+"/p2p/"+id.String())
+		q.addrs = append(q.addrs, "/ip4/127.0.0.1/tcp/"+strconv.Itoa(testkit.Port(t))+"/p2p/"+id.String())
 	}
 	for i := range size {
 		q.start(i)
