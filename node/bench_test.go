@@ -7,15 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/internal/admission"
 	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // benchNode starts a node on disk with the default durability (an fsync
 // per directory write, as `mesh node` runs) and returns its bridge: routing,
-// metrics and the registry, as every request meets them.
+// metrics and the registry, as every request meets them. Its write budgets
+// are lifted: the benchmarks register as fast as the log takes it.
 func benchNode(b *testing.B) *Node {
 	cfg := testConfig(b, b.TempDir())
-	cfg.SyncWrites = true
+	cfg.SyncWrites, cfg.Budgets = true, admission.Config{}
 	return startNode(b, cfg)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/safefetch"
 	"github.com/agentmesh/mesh/registryapi"
 )
@@ -33,17 +34,31 @@ const (
 	// probeTickMin and probeTickMax clamp a round's pace (Refresh/10).
 	probeTickMin = 20 * time.Millisecond
 	probeTickMax = 5 * time.Second
+	// maxFirstQueue bounds the new registrations waiting for their first
+	// probe; past it the walk finds them.
+	maxFirstQueue = 10_000
 )
 
-// cardProber is the directory's probing state.
+// cardProber is the directory's probing state. Probes go in two lanes,
+// each with Concurrency fetches at most: the walk, which goes round the
+// rows and probes each agent every Refresh, and the first probes of new
+// registrations, queued as they commit, at most a quarter of whose
+// fetches go to one endpoint host. Endpoints that answer slowly (a byte
+// a second until the fetch's deadline) hold only the walk's fetches and
+// their own host's share of the first probes: a new agent elsewhere is
+// probed at once.
 type cardProber struct {
 	n     *Node
 	cfg   CardFetch
 	fetch *safefetch.Client
-	slots chan struct{} // global concurrency bound
+	walk  chan struct{} // the walk's concurrency bound
+	first chan struct{} // the first probes' concurrency bound
+	wake  chan struct{} // a registration was queued, or a first probe ended
 	mu    sync.Mutex
 	busy  map[string]bool // agents whose probe is under way
-	after string          // where the next round resumes
+	queue []string        // new registrations, oldest first
+	hosts map[string]int  // first probes under way, by endpoint host
+	after string          // where the walk's next round resumes
 	wg    sync.WaitGroup
 	// probes counts probes by result (reachable, unreachable); cards the
 	// fetched cards that changed and were proposed.
@@ -54,7 +69,8 @@ type cardProber struct {
 func newCardProber(n *Node) *cardProber {
 	allow, _ := safefetch.ParseAllow(n.cfg.Cards.Allow) // checked by Validate
 	c := n.cfg.Cards
-	p := &cardProber{n: n, cfg: c, busy: map[string]bool{}, slots: make(chan struct{}, c.Concurrency),
+	p := &cardProber{n: n, cfg: c, busy: map[string]bool{}, hosts: map[string]int{},
+		walk: make(chan struct{}, c.Concurrency), first: make(chan struct{}, c.Concurrency), wake: make(chan struct{}, 1),
 		fetch: safefetch.New(safefetch.Config{Allow: allow, Timeout: c.Timeout, MaxBytes: c.MaxBytes, MaxRedirects: c.Redirects}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mesh_card_probes_total", Help: "Probes of agents' endpoints (fetches of their cards) by result: reachable or unreachable.",
@@ -70,19 +86,122 @@ func newCardProber(n *Node) *cardProber {
 // probeCards runs the probes until ctx ends, on the node that orders the
 // log (the single directory, or the quorum's leader).
 func (n *Node) probeCards(ctx context.Context) {
-	if n.cfg.Cards.Refresh <= 0 {
+	p := n.prober
+	if p == nil {
 		return
 	}
-	p := newCardProber(n)
 	defer p.wg.Wait()
-	every(ctx, min(max(n.cfg.Cards.Refresh/10, probeTickMin), probeTickMax), func() {
+	tick := min(max(n.cfg.Cards.Refresh/10, probeTickMin), probeTickMax)
+	p.wg.Go(func() {
+		every(ctx, tick, func() {
+			if n.view.isDirectory() {
+				p.round(ctx)
+			}
+		})
+	})
+	everyOrWoken(ctx, tick, p.wake, func() {
 		if n.view.isDirectory() {
-			p.round(ctx)
+			p.startFirst(ctx)
 		}
 	})
 }
 
-// round starts the probes due among the next rows.
+// committed queues the agents a committed entry registered for their
+// first probe; the node that orders the log calls it for each entry.
+func (p *cardProber) committed(e cmdlog.Entry) {
+	ids := registryapi.RegisteredAgents(&e)
+	if len(ids) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, id := range ids {
+		if len(p.queue) < maxFirstQueue {
+			p.queue = append(p.queue, id)
+		}
+	}
+	p.mu.Unlock()
+	signal(p.wake)
+}
+
+// startFirst starts the first probes queued whose host has room, while
+// the lane has.
+func (p *cardProber) startFirst(ctx context.Context) {
+	p.mu.Lock()
+	queue := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	var left []string
+	for i, id := range queue {
+		t, ok := p.n.dir.FirstProbe(id)
+		if !ok {
+			continue // gone, without an endpoint, or probed already
+		}
+		host := endpointHost(t.Endpoint)
+		if !p.claimFirst(id, host) {
+			left = append(left, id)
+			continue
+		}
+		select {
+		case p.first <- struct{}{}:
+		default:
+			p.releaseFirst(id, host)
+			left = append(left, queue[i:]...)
+			p.requeue(left)
+			return
+		}
+		p.wg.Go(func() {
+			defer signal(p.wake)
+			defer p.releaseFirst(id, host)
+			defer func() { <-p.first }()
+			p.probe(ctx, t)
+		})
+	}
+	p.requeue(left)
+}
+
+// requeue puts ids back at the head of the queue.
+func (p *cardProber) requeue(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.queue = append(ids, p.queue...)
+	p.mu.Unlock()
+}
+
+// claimFirst claims agent id for a first probe unless its probe is under
+// way, or its host holds its share of the lane.
+func (p *cardProber) claimFirst(id, host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy[id] || p.hosts[host] >= max(1, p.cfg.Concurrency/4) {
+		return false
+	}
+	p.busy[id] = true
+	p.hosts[host]++
+	return true
+}
+
+func (p *cardProber) releaseFirst(id, host string) {
+	p.mu.Lock()
+	delete(p.busy, id)
+	if p.hosts[host]--; p.hosts[host] == 0 {
+		delete(p.hosts, host)
+	}
+	p.mu.Unlock()
+}
+
+// endpointHost is the host an endpoint's fetches go to, for the first
+// probes' share per host.
+func endpointHost(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// round starts the walk's probes due among the next rows.
 func (p *cardProber) round(ctx context.Context) {
 	due, next, err := p.n.dir.ProbesDue(p.after, probeScan, probeScan, p.n.cfg.Now(), p.cfg.Refresh)
 	if err != nil {
@@ -95,7 +214,7 @@ func (p *cardProber) round(ctx context.Context) {
 			continue
 		}
 		select {
-		case p.slots <- struct{}{}:
+		case p.walk <- struct{}{}:
 		case <-ctx.Done():
 			p.release(t.AgentID)
 			return
@@ -103,7 +222,7 @@ func (p *cardProber) round(ctx context.Context) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			defer func() { <-p.slots }()
+			defer func() { <-p.walk }()
 			defer p.release(t.AgentID)
 			p.probe(ctx, t)
 		}()
@@ -214,6 +333,7 @@ func cardURL(endpoint, name string) string {
 		return "" // registration checked it; safefetch refuses ""
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + "/.well-known/" + name
+	u.User = nil // never sent as Basic auth: rows of earlier releases may carry some
 	u.RawPath, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", "", false, "", ""
 	return u.String()
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"cmp"
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -121,6 +122,9 @@ type Config struct {
 	Now func() time.Time `json:"-"`
 	// Agent, when set, embeds an agent in the node (see AgentConfig).
 	Agent *AgentConfig `json:"-"`
+	// beforeIndex, in tests, runs before the search index is built (in
+	// the background: it may hold the build back).
+	beforeIndex func(context.Context)
 	// WallSocketRate paces one wall socket, in frames a second, and
 	// WallRoomRate all the sockets of one cluster on this node together,
 	// in messages a second (bursts of twice the rate): while either does
@@ -138,6 +142,13 @@ type Config struct {
 	// SearchBurst how many at once, 0 for the default.
 	SearchRate  int `json:"search_rate"`
 	SearchBurst int `json:"search_burst"`
+	// SearchConcurrency bounds the searches this node ranks at once,
+	// whoever asks (0: one a core; a negative value leaves them
+	// unbounded); a search past it waits at most SearchWait (0:
+	// registryapi.DefaultSearchWait) for its turn, the newest first, and
+	// is then refused with 503 search_busy.
+	SearchConcurrency int           `json:"search_concurrency"`
+	SearchWait        time.Duration `json:"search_wait"`
 	// SolUSD is a fixed SOL/USD rate for the search's max_price_usd
 	// filter; SolUSDURL a URL polled for it instead, every SolUSDInterval,
 	// each fetch within SolUSDTimeout (registryapi.SolUSDConfig says what
@@ -297,6 +308,7 @@ func DefaultConfig() Config {
 		ShutdownGrace:    DefaultShutdownGrace,
 		SearchRate:       registryapi.DefaultSearchRate,
 		SearchBurst:      registryapi.DefaultSearchBurst,
+		SearchWait:       registryapi.DefaultSearchWait,
 		SolUSDInterval:   time.Minute,
 		SolUSDTimeout:    5 * time.Second,
 		Budgets:          admission.DefaultConfig(),
@@ -374,7 +386,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("node: reachability %q: want public, private or empty", c.Reachability)
 	}
-	if c.SolUSD < 0 || c.SearchRate < 0 || c.SearchBurst < 0 || c.SolUSDInterval < 0 || c.SolUSDTimeout < 0 {
+	if c.SolUSD < 0 || c.SearchRate < 0 || c.SearchBurst < 0 || c.SearchWait < 0 || c.SolUSDInterval < 0 || c.SolUSDTimeout < 0 {
 		return errors.New("node: SolUSD, SearchRate, SearchBurst, SolUSDInterval and SolUSDTimeout must not be negative")
 	}
 	if c.SolUSD > 0 && c.SolUSDURL != "" {

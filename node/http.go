@@ -1,8 +1,11 @@
 package node
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,18 +28,20 @@ func (n *Node) buildHTTP() error {
 	mux := httpx.NewMux()
 	pagesSite := site.New(site.Info{Node: shortID(n.host.ID().String()), Role: n.role, Version: Version}, n.log.With("component", "pages"))
 	cfg := registryapi.Config{
-		Site:             pagesSite,
-		Directory:        n.dir,
-		Log:              n.proposer,
-		Tokens:           n.tokens,
-		PublicURL:        n.cfg.PublicURL,
-		OnlineWindow:     n.cfg.OnlineWindow,
-		IsAdmin:          n.isAdmin,
-		Now:              n.cfg.Now,
-		Logger:           n.log,
-		Admission:        n.admission,
-		SolUSD:           n.solUSD,
-		ActivationWindow: n.cfg.AgentActivationWindow,
+		Site:              pagesSite,
+		Directory:         n.dir,
+		Log:               n.proposer,
+		Tokens:            n.tokens,
+		PublicURL:         n.cfg.PublicURL,
+		OnlineWindow:      n.cfg.OnlineWindow,
+		IsAdmin:           n.isAdmin,
+		Now:               n.cfg.Now,
+		Logger:            n.log,
+		Admission:         n.admission,
+		SolUSD:            n.solUSD,
+		ActivationWindow:  n.cfg.AgentActivationWindow,
+		SearchConcurrency: n.cfg.SearchConcurrency,
+		SearchWait:        n.cfg.SearchWait,
 	}
 	if n.role == RoleNode {
 		cfg.Fallback = n.fallbackAgent
@@ -200,10 +205,22 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 }
 
 // httpMetrics counts requests by route pattern, so that cardinality stays
-// bounded whatever paths clients send.
+// bounded whatever paths clients send. Each route's series are looked up
+// once and kept: every request records two, and the registry's own lookup
+// hashes the labels under a lock. The maps that keep them are replaced,
+// never changed (a new route or status is rare), so that a request reads
+// them without a lock.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	mu       sync.Mutex // orders the maps' replacements
+	routes   atomic.Pointer[map[string]*routeMetrics]
+}
+
+// routeMetrics are one route's series.
+type routeMetrics struct {
+	duration prometheus.Observer
+	codes    atomic.Pointer[map[int]prometheus.Counter]
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -216,8 +233,38 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
 	}
+	m.routes.Store(&map[string]*routeMetrics{})
 	reg.MustRegister(m.requests, m.duration)
 	return m
+}
+
+// kept returns what m keeps under k, adding add's when none: maps are
+// copied with the new entry, under m.mu.
+func kept[K comparable, V any](m *httpMetrics, p *atomic.Pointer[map[K]V], k K, add func() V) V {
+	if v, ok := (*p.Load())[k]; ok {
+		return v
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *p.Load()
+	if v, ok := old[k]; ok {
+		return v
+	}
+	v := add()
+	next := maps.Clone(old)
+	next[k] = v
+	p.Store(&next)
+	return v
+}
+
+func (m *httpMetrics) count(route string, code int, took time.Duration) {
+	rm := kept(m, &m.routes, route, func() *routeMetrics {
+		rm := &routeMetrics{duration: m.duration.WithLabelValues(route)}
+		rm.codes.Store(&map[int]prometheus.Counter{})
+		return rm
+	})
+	kept(m, &rm.codes, code, func() prometheus.Counter { return m.requests.WithLabelValues(route, strconv.Itoa(code)) }).Inc()
+	rm.duration.Observe(took.Seconds())
 }
 
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
@@ -229,8 +276,7 @@ func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		m.count(route, sw.status, time.Since(start))
 	})
 }
 

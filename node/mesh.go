@@ -74,6 +74,9 @@ func (n *Node) startP2P(ctx context.Context) error {
 	var onDHTServer func(peer.ID)
 	if n.role == RoleBootstrap {
 		n.publisher = newPublisher(n)
+		if n.cfg.Cards.Refresh > 0 {
+			n.prober = newCardProber(n)
+		}
 		onDHTServer = n.publisher.dhtServerConnected
 	}
 	cfg := p2p.Config{
@@ -111,10 +114,7 @@ func (n *Node) reachability() string {
 }
 
 // selfPeer is the node's peer ID, derived from its key.
-func (n *Node) selfPeer() peer.ID {
-	id, _ := p2p.PeerID(n.key.Public().(ed25519.PublicKey))
-	return id
-}
+func (n *Node) selfPeer() peer.ID { return n.self }
 
 // startRegistry wires the directory for the node's role.
 func (n *Node) startRegistry(ctx context.Context) error {
@@ -146,7 +146,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 		return err
 	}
 	local := cmdlog.NewLocal(n.clog)
-	local.OnCommit = n.publisher.committed
+	local.OnCommit = n.ordered
 	n.orderer = metered(n, local)
 	n.proposer = n.orderer
 	n.serveDirectory(ctx)

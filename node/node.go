@@ -46,6 +46,7 @@ type Node struct {
 	metrics *prometheus.Registry
 
 	host      *p2p.Host
+	self      peer.ID // the host's, of key
 	role      string
 	view      *dirView // who runs the directory: this node, its quorum, or what bootstrap nodes said
 	tokens    *registryapi.Tokens
@@ -59,6 +60,7 @@ type Node struct {
 	replica   follower       // nil on a single directory node
 	dirTopic  *p2p.Topic
 	publisher *publisher    // nil unless a bootstrap node
+	prober    *cardProber   // nil unless a bootstrap node probing cards
 	agent     *agentRuntime // nil unless an agent is embedded
 	solUSD    *registryapi.SolUSD
 
@@ -132,6 +134,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.openState(); err != nil {
 		return err
 	}
+	n.goroutine(func() { n.buildIndex(ctx) })
 	n.metrics = prometheus.NewRegistry()
 	if n.admission, err = admission.New(n.budgets(), n.metrics); err != nil {
 		return err
@@ -221,6 +224,7 @@ func (n *Node) openState() error {
 	if n.key == nil {
 		n.key = identity.GenerateKey()
 	}
+	n.self, _ = p2p.PeerID(n.key.Public().(ed25519.PublicKey))
 	db, err := store.Open(store.Options{
 		Dir: filepath.Join(n.cfg.DataDir, "store"), InMemory: n.cfg.InMemory,
 		SyncWrites: n.cfg.SyncWrites, Logger: n.log,
@@ -232,13 +236,29 @@ func (n *Node) openState() error {
 	if n.clog, err = cmdlog.Open(db); err != nil {
 		return err
 	}
-	if n.dir, err = registryapi.NewDirectory(n.clog); err != nil {
+	if n.dir, err = registryapi.OpenDirectory(n.clog); err != nil {
 		return err
 	}
 	n.catalog = wall.NewCatalog(n.clog)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
 	return nil
+}
+
+// buildIndex builds the search index in the background: the node serves
+// everything else meanwhile, searches answering 503 index_building.
+func (n *Node) buildIndex(ctx context.Context) {
+	if n.cfg.beforeIndex != nil {
+		n.cfg.beforeIndex(ctx)
+	}
+	start := time.Now()
+	if err := n.dir.BuildIndex(ctx); err != nil {
+		if ctx.Err() == nil {
+			n.log.Error("the search index could not be built: searches answer 503 index_building", "err", err)
+		}
+		return
+	}
+	n.log.Info("search index built", "agents", n.dir.AgentCount(), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // newWall makes the wall's service, on the node's host, log and catalog;
@@ -268,7 +288,10 @@ func (n *Node) goroutine(fn func()) {
 }
 
 // every runs fn every d until ctx is done.
-func every(ctx context.Context, d time.Duration, fn func()) {
+func every(ctx context.Context, d time.Duration, fn func()) { everyOrWoken(ctx, d, nil, fn) }
+
+// everyOrWoken runs fn every d, and whenever wake fires, until ctx is done.
+func everyOrWoken(ctx context.Context, d time.Duration, wake <-chan struct{}, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -276,8 +299,9 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fn()
+		case <-wake:
 		}
+		fn()
 	}
 }
 

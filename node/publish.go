@@ -103,7 +103,17 @@ func newPublisher(n *Node) *publisher {
 	return p
 }
 
-// committed is the directory log's OnCommit hook; it runs under the log's lock.
+// ordered is what the node that orders the log does with each entry it
+// commits: it publishes it, and queues the agents it registered for their
+// first probe. It runs under the log's lock.
+func (n *Node) ordered(e cmdlog.Entry) {
+	n.publisher.committed(e)
+	if n.prober != nil {
+		n.prober.committed(e)
+	}
+}
+
+// committed publishes e.
 func (p *publisher) committed(e cmdlog.Entry) {
 	select {
 	case p.changes <- e:

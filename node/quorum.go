@@ -156,7 +156,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 // the quorum commits, as a single directory does.
 func (n *Node) quorumApplied(e cmdlog.Entry) {
 	if n.quorum.IsLeader() {
-		n.publisher.committed(e)
+		n.ordered(e)
 	}
 }
 

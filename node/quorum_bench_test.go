@@ -176,7 +176,12 @@ func benchAgents() int {
 // benchDirectory starts a lone directory holding agents agents,
 // registered straight through its proposer.
 func benchDirectory(b *testing.B, agents int) *Node {
-	cfg := testConfig(b, b.TempDir())
+	return benchDirectoryOn(b, testConfig(b, b.TempDir()), agents, nil)
+}
+
+// benchDirectoryOn is benchDirectory on cfg, with card(i) (if set) the
+// discovery card of the i-th agent.
+func benchDirectoryOn(b *testing.B, cfg Config, agents int, card func(int) *registryapi.DiscoveryCard) *Node {
 	cfg.Role = RoleBootstrap
 	cfg.Budgets = admission.Config{} // a million registrations as fast as the log takes them
 	dir := startNode(b, cfg)
@@ -186,6 +191,9 @@ func benchDirectory(b *testing.B, agents int) *Node {
 		id := "agent-" + strconv.Itoa(i)
 		op := registryapi.Command{At: time.Now().UnixNano(), Register: &registryapi.RegisterOp{
 			AgentID: id, Capabilities: []string{"echo", "search"}, Endpoint: "https://" + id + ".example", APIKeyHash: fmt.Sprintf("%x", sha256.Sum256([]byte(id)))}}
+		if card != nil {
+			op.Register.Card = card(i)
+		}
 		if _, err := dir.orderer.Propose(ctx, registryapi.Kind, op.At, op); err != nil {
 			b.Fatal(err)
 		}

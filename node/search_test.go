@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/ed25519"
 	"fmt"
 	"slices"
@@ -199,5 +200,47 @@ func TestSearchReadsAgentsCardsOnEveryNode(t *testing.T) {
 	}
 	if late.clog.First() <= 2 {
 		t.Fatalf("the late joiner replayed the log from %d instead of installing a snapshot", late.clog.First())
+	}
+}
+
+// TestSearchWhileTheIndexBuilds: a node starting on a store of agents
+// serves /health, agents and its front door before its search index is
+// built; searches answer 503 index_building with a Retry-After meanwhile;
+// a registration made during the build is found once it is done.
+func TestSearchWhileTheIndexBuilds(t *testing.T) {
+	m := newMesh(t)
+	m.register(m.boot, "translator-1", identity.GenerateKey())
+	cfg := m.boot.cfg
+	cfg.PublicURL = "" // the next start's address
+	m.boot.Close()
+	release := make(chan struct{})
+	cfg.beforeIndex = func(ctx context.Context) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	m.boot = m.start(cfg)
+	if st, h := call(t, m.boot, "GET", "/health", ""); st != 200 || h["status"] != "ok" {
+		t.Fatalf("health while the index builds: %d %v", st, h)
+	}
+	if st, v := call(t, m.boot, "GET", "/v1/agents/translator-1", ""); st != 200 {
+		t.Fatalf("an agent while the index builds: %d %v", st, v)
+	}
+	if st, _ := rawCall(t, m.boot, "GET", "/", ""); st != 200 {
+		t.Fatalf("the front door while the index builds: %d", st)
+	}
+	resp, body := send(t, m.boot, "POST", "/v1/search", `{"query":"translator"}`)
+	if resp.StatusCode != 503 || !strings.Contains(string(body), `"index_building"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("search while the index builds: %d %s (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	m.register(m.boot, "translator-2", identity.GenerateKey())
+	close(release)
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		st, _ := call(t, m.boot, "POST", "/v1/search", `{"query":"translator"}`)
+		return st == 200
+	}, "the index was never built")
+	if got := ranking(t, m.boot, "translator"); !strings.Contains(got, "translator-1=") || !strings.Contains(got, "translator-2=") {
+		t.Fatalf("after the build: %s", got)
 	}
 }

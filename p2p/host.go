@@ -199,7 +199,7 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 	// it starts and when a DHT server joins a small DHT, which covers what
 	// a persistent store would, and records held for others are theirs to
 	// republish.
-	values := dssync.MutexWrap(datastore.NewMapDatastore())
+	values := compressedValues{dssync.MutexWrap(datastore.NewMapDatastore())}
 	h.values = records.NewValueStore(values, nsv, maxRecordAge)
 	d, err := dht.New(h.h,
 		dht.ValueDatastore(values),

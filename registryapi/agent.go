@@ -146,7 +146,26 @@ func validateEndpoint(field, s string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return httpx.ErrInvalid.With("%s must be an absolute http or https URL", field)
 	}
+	if u.User != nil {
+		return httpx.ErrInvalid.With("%s must not carry credentials (user:password@): every node shows it to anyone", field)
+	}
 	return nil
+}
+
+// publicEndpoint is an endpoint as answers show it: without credentials.
+// Registrations refuse an endpoint that carries some (validateEndpoint);
+// a row an earlier release took keeps its endpoint as logged, and no
+// answer shows the credentials.
+func publicEndpoint(endpoint string) string {
+	if !strings.Contains(endpoint, "@") {
+		return endpoint // no userinfo, without parsing it at each read
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.User == nil {
+		return endpoint
+	}
+	u.User = nil
+	return u.String()
 }
 
 // validateText refuses control characters and overlong values.

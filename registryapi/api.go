@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,12 @@ type Config struct {
 	SolUSD *SolUSD
 	// MaxBody bounds request bodies, in bytes.
 	MaxBody int64
+	// SearchConcurrency bounds the searches ranked at once on this node,
+	// whoever asks (0: one a core; negative: no bound); a search past it
+	// waits at most SearchWait (0: DefaultSearchWait) for its turn, then
+	// is refused with ErrSearchBusy.
+	SearchConcurrency int
+	SearchWait        time.Duration
 	// ActivationWindow is how long a new registration made through this
 	// node (the directory) waits for its agent's first token before it
 	// expires; 0 keeps registrations until they are deleted.
@@ -82,6 +89,7 @@ type API struct {
 	site    *site.Site
 	pages   pageTemplates
 	aliases *aliases
+	slots   *searchSlots
 }
 
 // NewAPI checks cfg and returns the API; it starts nothing.
@@ -105,7 +113,14 @@ func NewAPI(cfg Config) (*API, error) {
 	if cfg.Site == nil {
 		cfg.Site = site.New(site.Info{}, cfg.Logger)
 	}
-	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site), aliases: newAliases()}, nil
+	if cfg.SearchConcurrency == 0 {
+		cfg.SearchConcurrency = runtime.GOMAXPROCS(0)
+	}
+	if cfg.SearchWait <= 0 {
+		cfg.SearchWait = DefaultSearchWait
+	}
+	return &API{cfg: cfg, log: cfg.Logger, site: cfg.Site, pages: newPageTemplates(cfg.Site), aliases: newAliases(),
+		slots: newSearchSlots(cfg.SearchConcurrency, cfg.SearchWait)}, nil
 }
 
 // Routes adds the registry's routes to mux: the /v1 surface and the legacy

@@ -94,6 +94,36 @@ func (d *Directory) ProbesDue(after string, scan, max int, now time.Time, every 
 	return due, next, err
 }
 
+// FirstProbe returns the probe of agent id's first probe: none when id is
+// not registered, has no endpoint, or was probed since it registered.
+func (d *Directory) FirstProbe(id string) (ProbeTarget, bool) {
+	a, err := d.Agent(id)
+	if err != nil || a.Endpoint == "" {
+		return ProbeTarget{}, false
+	}
+	if b, ok := d.presence.get(id); ok && b.Reg == a.Reg && b.Live != nil {
+		return ProbeTarget{}, false
+	}
+	return ProbeTarget{AgentID: a.ID, Reg: a.Reg, Endpoint: a.Endpoint, Pushed: a.CardFrom == cardFromRegistration}, true
+}
+
+// RegisteredAgents returns the agents entry e registered: their first
+// probe is due.
+func RegisteredAgents(e *cmdlog.Entry) []string {
+	if e.Kind != Kind {
+		return nil
+	}
+	var cmd struct {
+		Register *struct {
+			AgentID string `json:"agent_id"`
+		} `json:"register"`
+	}
+	if json.Unmarshal(e.Op, &cmd) != nil || cmd.Register == nil {
+		return nil
+	}
+	return []string{cmd.Register.AgentID}
+}
+
 // probeDue reports whether a's last probe, of whichever endpoint, is every
 // old: an owner who changes endpoints does not get more probes for it.
 func (d *Directory) probeDue(a *Agent, now time.Time, every time.Duration) bool {

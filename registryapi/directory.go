@@ -1,10 +1,10 @@
 package registryapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,16 +23,13 @@ const Kind = "agents"
 type Directory struct {
 	db *store.DB
 
-	// cache holds decoded rows for reads; rows are shared and immutable.
-	// cacheMu also orders cache fills against commits (see Lookup): gen
-	// counts commits.
-	cacheMu sync.RWMutex
-	cache   map[string]*Agent
-	gen     atomic.Uint64
+	cache *rowCache // decoded rows for reads
 
 	presence *Presence // who heartbeats: soft state, outside the log
-	// index is the search's; a snapshot's install swaps in a new one.
+	// index is the search's, nil until built (indexing.go); a snapshot's
+	// install swaps in a new one.
 	index atomic.Pointer[searchIndex]
+	ix    indexing
 }
 
 var _ cmdlog.Machine = (*Directory)(nil)
@@ -40,9 +37,6 @@ var _ cmdlog.Machine = (*Directory)(nil)
 // reportTTL keeps a counted report a little longer than the reputation
 // window, so that clock skew between nodes never drops one early.
 const reportTTL = ReputationWindow + 48*time.Hour
-
-// maxCachedAgents bounds the read cache (a row is a few hundred bytes).
-const maxCachedAgents = 100_000
 
 // storedReport is a counted reputation report as kept in the store.
 type storedReport struct {
@@ -56,15 +50,24 @@ type storedReport struct {
 	PaidRef string `json:"paid_ref,omitempty"`
 }
 
-// NewDirectory returns the directory kept in db and registers it with log,
-// which must use the same store.
+// NewDirectory returns the directory kept in db, its search index built,
+// and registers it with log, which must use the same store.
 func NewDirectory(log *cmdlog.Log) (*Directory, error) {
-	d := &Directory{db: log.DB(), cache: map[string]*Agent{}, presence: newPresence(uint64(time.Now().UnixNano()))}
+	d, err := OpenDirectory(log)
+	if err == nil {
+		err = d.BuildIndex(context.Background())
+	}
+	return d, err
+}
+
+// OpenDirectory is NewDirectory without the search index: it serves
+// everything but searches, which answer ErrIndexBuilding until BuildIndex
+// is done (a node builds it in the background, so that it serves reads at
+// once after a start, however many agents it holds).
+func OpenDirectory(log *cmdlog.Log) (*Directory, error) {
+	d := &Directory{db: log.DB(), cache: newRowCache(), presence: newPresence(uint64(time.Now().UnixNano()))}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
-	}
-	if err := d.rebuildIndex(); err != nil {
-		return nil, fmt.Errorf("registry: building the search index: %w", err)
 	}
 	log.Handle(Kind, d)
 	return d, nil
@@ -100,31 +103,25 @@ func (d *Directory) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	return res, tx.Set(agentCountKey, []byte(store.U64(uint64(int64(n)+delta))))
 }
 
-// Committed implements cmdlog.Machine: it drops the cached rows the
-// command may have changed, and the heartbeats of an agent it deleted.
+// Committed implements cmdlog.Machine: it indexes again, and drops from
+// the cache, the rows the command may have changed (a feedback's target
+// among them), and drops the heartbeats of an agent it deleted.
 func (d *Directory) Committed(e *cmdlog.Entry) {
 	var cmd Command
 	if json.Unmarshal(e.Op, &cmd) != nil {
 		return
 	}
-	d.cacheMu.Lock()
-	for _, id := range cmd.agentIDs() {
-		delete(d.cache, id)
-	}
-	d.gen.Add(1)
-	d.cacheMu.Unlock()
+	ids := cmd.agentIDs()
 	if cmd.Delete != nil {
 		d.presence.forget(cmd.Delete.AgentID)
 	}
-	ids := cmd.agentIDs()
 	if cmd.Feedback != nil {
 		ids = append(ids, cmd.Feedback.Target)
 	}
-	if x := d.index.Load(); x.reindex(d.db, ids) != nil {
-		for _, id := range ids { // a row that cannot be read is not offered
-			x.remove(id)
-		}
-	}
+	d.reindex(ids)
+	// After the index: what a read derives from a row it caches (whether
+	// it has reports) is read from the index as it is now.
+	d.cache.drop(ids)
 }
 
 // State implements cmdlog.Machine: the registry's keys (see keys.go);
@@ -134,26 +131,13 @@ func (d *Directory) State() [][]byte {
 	return [][]byte{[]byte("a/"), []byte("k/"), []byte("t/"), []byte("r/"), []byte("d/"), []byte("e/"), agentCountKey}
 }
 
-// Restored implements cmdlog.Machine: every cached row may be stale.
+// Restored implements cmdlog.Machine: every cached row may be stale, and
+// the index is built anew. Searches go on with the old index until the
+// new one is whole; one that cannot be built leaves the old one, whose
+// results are checked against the rows anyway (searchResult).
 func (d *Directory) Restored() {
-	d.cacheMu.Lock()
-	clear(d.cache)
-	d.gen.Add(1)
-	d.cacheMu.Unlock()
-	// Searches go on with the old index until the new one is whole; one
-	// that cannot be built leaves the old one, whose results are checked
-	// against the rows anyway (searchResult).
-	_ = d.rebuildIndex()
-}
-
-// rebuildIndex builds the search index from the store and puts it in use.
-func (d *Directory) rebuildIndex() error {
-	x := newSearchIndex()
-	if err := x.rebuild(d.db); err != nil {
-		return err
-	}
-	d.index.Store(x)
-	return nil
+	d.cache.reset()
+	_ = d.BuildIndex(context.Background())
 }
 
 // apply runs one command against state; delta is the change in the number

@@ -103,7 +103,7 @@ func (a *API) discovery(r *http.Request, ag *Agent, now time.Time) (*DiscoveryVi
 	name, desc := ag.texts()
 	v := &DiscoveryView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Name: name, Description: desc,
-		Endpoint: nullable(ag.Endpoint), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "",
+		Endpoint: nullable(publicEndpoint(ag.Endpoint)), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "",
 		Registered: ag.Registered(), CatalogOnly: !ag.Registered(), Listing: ag.Listing,
 		Capabilities: ag.allCapabilities(), Tags: ag.tags(), Skills: ag.skills(),
 		Liveness: LivenessView{State: LiveNoEndpoint},

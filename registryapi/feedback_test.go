@@ -43,6 +43,12 @@ func TestFeedbackDailyLimitAndWindow(t *testing.T) {
 	h.clock.Advance(11*time.Hour + 50*time.Minute)
 	path := "/v1/agents/target/feedback"
 	caller, other := identity.GenerateKey(), identity.GenerateKey()
+	agentN := func() any { // the agent's record shows its reputation too
+		return h.want(h.do("GET", "/v1/agents/target", ""), 200, "").body["reputation"].(map[string]any)["n"]
+	}
+	if n := agentN(); n != 0.0 {
+		t.Fatalf("reputation before any report: %v", n)
+	}
 	for i := 1; i <= ReportsPerDay+2; i++ {
 		r := h.want(h.signed(caller, "POST", path, goodReport), 200, "")
 		rep := r.body["reputation"].(map[string]any)
@@ -50,6 +56,9 @@ func TestFeedbackDailyLimitAndWindow(t *testing.T) {
 		if r.body["counted"] != (i <= ReportsPerDay) || rep["n"] != wantN || r.str("status") != "recorded" {
 			t.Fatalf("report %d: %s", i, r.raw)
 		}
+	}
+	if n := agentN(); n != float64(ReportsPerDay) {
+		t.Fatalf("the agent's record counts %v reports", n)
 	}
 	// Another reporter has its own allowance.
 	h.want(h.signed(other, "POST", path, `{"success":false,"latency_ms":30000}`), 200, "")

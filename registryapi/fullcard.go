@@ -220,7 +220,7 @@ func mirrorCard(a *Agent) (map[string]any, error) {
 	fill("name", a.displayName())
 	fill("description", "")
 	fill("version", "unknown")
-	fill("url", a.Endpoint)
+	fill("url", publicEndpoint(a.Endpoint))
 	fill("protocolVersion", A2AProtocolVersion)
 	fill("capabilities", map[string]any{})
 	fill("defaultInputModes", []string{"application/json"})

@@ -225,8 +225,26 @@ func (a *API) deleteMe(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// agentView is the body of GET /v1/agents/<id> and GET /agents/<id>.
+// agentView is the body of GET /v1/agents/<id> and GET /agents/<id>. Its
+// fields that only the row decides are in viewHead and viewTail, which a
+// read of a cached row encodes once (agentjson.go).
 type agentView struct {
+	viewHead
+	Handle string `json:"handle"`
+	// Registered and Live are the spec's flags (2.1), as JSON booleans
+	// like every other surface's; Live is Online.
+	Registered bool      `json:"registered"`
+	Live       bool      `json:"live"`
+	Online     bool      `json:"online"`
+	LastSeen   time.Time `json:"last_seen"`
+	viewTail
+	// Both views of the agent's reputation, as identity shows them (n = 0
+	// on a node that does not hold the agent yet).
+	Reputation         specReputation `json:"reputation"`
+	WeightedReputation Weighted       `json:"weighted_reputation"`
+}
+
+type viewHead struct {
 	AgentID      string   `json:"agent_id"`
 	Capabilities []string `json:"capabilities"`
 	Endpoint     *string  `json:"endpoint"`
@@ -234,21 +252,22 @@ type agentView struct {
 	DID          *string  `json:"did"`
 	DIDMesh      *string  `json:"did_mesh"`
 	Verified     bool     `json:"verified"`
-	Handle       string   `json:"handle"`
-	// Registered and Live are the spec's flags (2.1), as JSON booleans
-	// like every other surface's; Live is Online.
-	Registered   bool      `json:"registered"`
-	Live         bool      `json:"live"`
-	Online       bool      `json:"online"`
-	LastSeen     time.Time `json:"last_seen"`
+}
+
+type viewTail struct {
 	RegisteredAt time.Time `json:"registered_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
 	// Card is the discovery card of the registration, null without one.
 	Card *DiscoveryCard `json:"card"`
-	// Both views of the agent's reputation, as identity shows them (n = 0
-	// on a node that does not hold the agent yet).
-	Reputation         specReputation `json:"reputation"`
-	WeightedReputation Weighted       `json:"weighted_reputation"`
+}
+
+func headOf(ag *Agent) viewHead {
+	return viewHead{AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(publicEndpoint(ag.Endpoint)),
+		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != ""}
+}
+
+func tailOf(ag *Agent) viewTail {
+	return viewTail{RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt, Card: ag.Card}
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
@@ -256,23 +275,26 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ag, err := a.agent(r.Context(), id)
+	e, err := a.cfg.Directory.lookup(id)
+	if err == nil && !e.a.Registered() {
+		err = ErrAgentNotFound
+	}
+	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
+		var ag *Agent
+		if ag, err = a.cfg.Fallback(r.Context(), id); err == nil {
+			e = &cachedAgent{a: ag}
+		}
+	}
 	if err != nil {
 		return err
 	}
-	online := a.cfg.Directory.Online(ag, a.now(), a.cfg.OnlineWindow)
-	_, roll, err := a.cfg.Directory.Reputation(id, a.now())
-	if err != nil && !errors.Is(err, ErrAgentNotFound) {
+	ag, now := e.a, a.now()
+	online, seen := a.cfg.Directory.presenceOf(ag, now, a.cfg.OnlineWindow)
+	roll, err := a.cfg.Directory.rollup(e, now)
+	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, agentView{
-		Reputation: specOf(roll), WeightedReputation: roll.Weighted,
-		AgentID: ag.ID, Capabilities: ag.Capabilities, Endpoint: nullable(ag.Endpoint),
-		Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "",
-		Handle: a.handle(r, ag.ID), Registered: true, Live: online, Online: online,
-		LastSeen: a.cfg.Directory.LastSeen(ag), RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt,
-		Card: ag.Card,
-	})
+	writeAgentView(w, e, a.handle(r, ag.ID), online, seen, roll)
 	return nil
 }
 

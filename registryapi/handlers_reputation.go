@@ -116,7 +116,7 @@ func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := identityView{
 		AgentID: ag.ID, Handle: a.handle(r, ag.ID), Pubkey: nullable(ag.Pubkey), DID: nullable(ag.DID),
-		DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint), Registered: true,
+		DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "", Endpoint: nullable(publicEndpoint(ag.Endpoint)), Registered: true,
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow),
 	}
 	v.Reputation, v.WeightedReputation = specOf(roll), roll.Weighted

@@ -40,6 +40,7 @@ type harness struct {
 	admin  ed25519.PrivateKey
 	tokens *Tokens // issues the harness's bearer tokens
 	log    *cmdlog.Log
+	api    *API
 }
 
 // seq is the last committed log entry.
@@ -74,6 +75,7 @@ func newHarnessOn(t testing.TB, db *store.DB, opts ...func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.api = api
 	mux := httpx.NewMux()
 	api.Routes(mux)
 	h.srv = httptest.NewServer(httpx.Recover(nil, mux))

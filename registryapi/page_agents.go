@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -199,6 +200,9 @@ func excerptText(s string, n int) string {
 func (a *API) OnlineAgents(r *http.Request, n int) ([]site.AgentLink, error) {
 	online := true
 	res, err := a.runSearch(r, &SearchRequest{Online: &online, Limit: n})
+	if errors.Is(err, ErrIndexBuilding) || errors.Is(err, ErrSearchBusy) {
+		return nil, nil // the front door shows no list for now, rather than an error
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ import (
 // so a stale or reordered beat can never make a deleted or re-registered id
 // look alive.
 type Presence struct {
-	mu sync.Mutex
+	mu sync.RWMutex // reads (get) share it: every read of an agent takes one
 	// epoch names the directory run that numbered ver: versions of one run
 	// mean nothing in another, so a cursor of another epoch gets everything.
 	epoch uint64
@@ -142,8 +142,8 @@ func (p *Presence) putLocked(b Beat) Beat {
 
 // get returns the beat of id, if any.
 func (p *Presence) get(id string) (Beat, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	b, ok := p.beats[id]
 	return b, ok
 }
@@ -296,10 +296,19 @@ func (d *Directory) Heartbeat(id string, reg uint64, now time.Time, status strin
 // LastSeen is when a was last heard of: its latest heartbeat of this
 // registration, or the registration itself.
 func (d *Directory) LastSeen(a *Agent) time.Time {
-	if b, ok := d.presence.get(a.ID); ok && b.Reg == a.Reg && b.At.After(a.LastSeen) {
-		return b.At
+	_, seen := d.presenceOf(a, time.Time{}, 0)
+	return seen
+}
+
+// presenceOf is Online and LastSeen from one read of a's beat.
+func (d *Directory) presenceOf(a *Agent, now time.Time, window time.Duration) (online bool, seen time.Time) {
+	b, ok := d.presence.get(a.ID)
+	ok = ok && b.Reg == a.Reg
+	online = ok && a.Reg != 0 && !b.At.IsZero() && now.Sub(b.At) <= window
+	if ok && b.At.After(a.LastSeen) {
+		return online, b.At
 	}
-	return a.LastSeen
+	return online, a.LastSeen
 }
 
 // LastBeat is a's latest heartbeat of its current registration; false

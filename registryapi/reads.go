@@ -9,42 +9,45 @@ import (
 )
 
 // Lookup returns the stored row of id, registered or catalog-only, or
-// ErrAgentNotFound.
-// The row is shared: callers must not modify it.
+// ErrAgentNotFound. The row is shared: callers must not modify it. It
+// comes without its DHT record (Record; see rowCache).
 func (d *Directory) Lookup(id string) (*Agent, error) {
-	d.cacheMu.RLock()
-	a, ok := d.cache[id]
-	d.cacheMu.RUnlock()
-	if ok {
-		return a, nil
+	e, err := d.lookup(id)
+	if err != nil {
+		return nil, err
 	}
-	gen := d.gen.Load()
-	err := d.db.View(func(tx *store.Txn) error {
-		var err error
-		a, err = getAgent(tx, id)
-		return err
-	})
+	return e.a, nil
+}
+
+// lookup is Lookup, with what reads derived from the row.
+func (d *Directory) lookup(id string) (*cachedAgent, error) {
+	if e, ok := d.cache.get(id); ok {
+		return e, nil
+	}
+	gen := d.cache.gen.Load()
+	var row cachedRow
+	err := d.db.View(func(tx *store.Txn) error { return tx.GetJSON(agentKey(id), &row) })
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrAgentNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	// Cache only if no commit happened since the read began: Committed
-	// bumps gen under cacheMu after invalidating, so a stale row never lands.
-	d.cacheMu.Lock()
-	if d.gen.Load() == gen {
-		if len(d.cache) >= maxCachedAgents {
-			for k := range d.cache { // evict an arbitrary row
-				delete(d.cache, k)
-				break
-			}
-		}
-		d.cache[id] = a
-	}
-	d.cacheMu.Unlock()
-	return a, nil
+	e := &cachedAgent{a: &row.Agent}
+	d.cache.fill(gen, e)
+	return e, nil
 }
+
+// cachedRow decodes a row without its DHT record.
+type cachedRow struct {
+	Agent
+	Record skipped `json:"record,omitempty"`
+}
+
+// skipped is a JSON value left undecoded.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // Agent returns the registered agent id, or ErrAgentNotFound when the id is
 // absent, deregistered or catalog-only.
@@ -76,6 +79,26 @@ func (d *Directory) Reputation(id string, now time.Time) (*Agent, Rollup, error)
 		return nil, r, ErrAgentNotFound
 	}
 	return a, r, err
+}
+
+// rollup returns the rollup of the reports of registered agent e.a in the
+// window ending at now. An agent the search index knows without a report
+// (most of them) costs no read of the store, and a row read through the
+// cache remembers it.
+func (d *Directory) rollup(e *cachedAgent, now time.Time) (Rollup, error) {
+	a := e.a
+	if e.reportless.Load() || d.index.Load().reportless(a.ID, a.Reg) {
+		e.reportless.Store(true)
+		var none rollupBuilder
+		return none.rollup(), nil
+	}
+	var r Rollup
+	err := d.db.View(func(tx *store.Txn) error {
+		var err error
+		r, err = rollupIn(tx, a, now)
+		return err
+	})
+	return r, err
 }
 
 // Agents calls fn for every registered agent, in id order, until fn

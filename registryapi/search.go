@@ -188,7 +188,17 @@ func (a *API) runSearch(r *http.Request, q *SearchRequest) (*searchResponse, err
 	if q.MaxPriceUSD != nil && !haveRate {
 		return nil, ErrNoRate
 	}
-	hits, more := a.cfg.Directory.index.Load().search(a.searchQuery(q, rt, now), q.offset, q.Limit)
+	x, err := a.cfg.Directory.searchIndex()
+	if err != nil {
+		return nil, err
+	}
+	// The slot covers the ranking and the results' rows: both are the
+	// search's work.
+	if err := a.slots.acquire(r.Context()); err != nil {
+		return nil, err
+	}
+	defer a.slots.release()
+	hits, more := x.search(a.searchQuery(q, rt, now), q.offset, q.Limit)
 	out := &searchResponse{Results: make([]SearchResult, 0, len(hits)), Notes: q.notes}
 	for _, h := range hits {
 		if res, ok := a.searchResult(r, h, now); ok {
@@ -225,17 +235,18 @@ func (a *API) searchQuery(q *SearchRequest, rt SolUSDRate, now time.Time) search
 // searchResult shows hit h from the row as the directory holds it now: a
 // row deleted since the index saw it is left out.
 func (a *API) searchResult(r *http.Request, h hit, now time.Time) (SearchResult, bool) {
-	ag, err := a.cfg.Directory.Lookup(h.doc.id)
-	if err != nil || ag.Reg != h.doc.reg {
+	e, err := a.cfg.Directory.lookup(h.doc.id)
+	if err != nil || e.a.Reg != h.doc.reg {
 		return SearchResult{}, false
 	}
+	ag := e.a
 	res := SearchResult{
-		AgentID: ag.ID, DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "", Endpoint: nullable(ag.Endpoint),
+		AgentID: ag.ID, DID: nullable(ag.DID), DIDMesh: nullable(AliasOf(ag.DID)), Verified: ag.Pubkey != "", Endpoint: nullable(publicEndpoint(ag.Endpoint)),
 		Handle: a.handle(r, ag.ID), Registered: ag.Registered(), CatalogOnly: !ag.Registered(),
 		Online: a.cfg.Directory.Online(ag, now, a.cfg.OnlineWindow), Capabilities: ag.allCapabilities(),
 		PriceLamports: h.doc.price, OracleReputation: h.doc.rep, Score: h.score(), weighted: h.doc.weighted,
 	}
-	res.Name, res.Description = ag.texts()
+	res.Name, res.Description = e.texts()
 	res.ScoreParts.Relevance, res.ScoreParts.ReputationBoost = h.relevance, h.boost
 	return res, true
 }

@@ -1,12 +1,14 @@
 package registryapi
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +89,8 @@ func BenchmarkSearch(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	x := newSearchIndex()
 	t0 := time.Now()
-	if err := x.rebuild(db); err != nil {
+	var rows atomic.Int64
+	if err := x.rebuild(context.Background(), db, &rows); err != nil {
 		b.Fatal(err)
 	}
 	build := time.Since(t0)

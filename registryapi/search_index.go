@@ -1,11 +1,15 @@
 package registryapi
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -29,12 +33,18 @@ const (
 // what one term costs.
 const maxTermLen = 64
 
+// maxDocTerms bounds the distinct terms one row adds to the index, the
+// first in reading order (id, capabilities, names, descriptions, skills):
+// a card of 64 KiB of words nobody else uses would otherwise cost the
+// index several times its size, on every node.
+const maxDocTerms = 1024
+
 // searchDoc is one indexed row.
 type searchDoc struct {
-	num   uint64 // posting number; a changed row gets a new one
+	num   uint32 // posting number; a changed row gets a new one
 	dead  bool   // removed; its postings wait for compaction
 	id    string
-	terms map[string]uint16 // term frequency
+	terms []*term // distinct terms, each once
 	len   int
 	caps  map[string]bool // lower-cased capabilities, for the filter
 	// weighted is the agent's weighted view as of its newest report; rep
@@ -54,13 +64,28 @@ func (d *searchDoc) withinUSD(max, usdPerSOL float64) bool {
 	return d.price != nil && float64(*d.price)/lamportsPerSOL*usdPerSOL <= max || d.usdc != nil && float64(*d.usdc)/usdcUnits <= max
 }
 
+// draft is a row made ready to index: its document, and the frequency of
+// each of its terms (strings of the row's text, interned by put).
+type draft struct {
+	doc    *searchDoc
+	counts map[string]uint16
+}
+
+// term is one indexed word, held once however many rows have it.
+type term struct {
+	text string
+	df   int       // live documents holding it
+	ps   []posting // may hold dead documents; compacted
+}
+
 // posting names a document holding a term; a list is in num order (rows
 // are appended as numbered), which the ranking's merge relies on.
 // It carries what relevance needs (num, tf, the row's length), so that a
-// document that cannot rank is passed over without reading it.
+// document that cannot rank is passed over without reading it. 16 bytes:
+// an index holds one per distinct word of every row.
 type posting struct {
 	d   *searchDoc
-	num uint64
+	num uint32
 	tf  uint16
 	len uint16
 }
@@ -69,9 +94,8 @@ type posting struct {
 type searchIndex struct {
 	mu       sync.RWMutex
 	docs     map[string]*searchDoc
-	postings map[string][]posting // may hold dead documents; compacted
-	df       map[string]int       // live documents holding the term
-	next     uint64
+	terms    map[string]*term
+	next     uint32
 	totalLen int
 	dead     int // dead postings, for compaction
 	live     int // live postings
@@ -99,7 +123,7 @@ func byBoost(a, b *searchDoc) int {
 }
 
 func newSearchIndex() *searchIndex {
-	return &searchIndex{docs: map[string]*searchDoc{}, postings: map[string][]posting{}, df: map[string]int{}}
+	return &searchIndex{docs: map[string]*searchDoc{}, terms: map[string]*term{}}
 }
 
 // tokens splits s into lower-case runs of letters and digits.
@@ -114,14 +138,17 @@ func tokens(s string, add func(string)) {
 }
 
 // docOf builds the indexed form of row a with its oracle reputation w.
-func docOf(a *Agent, w Weighted) *searchDoc {
-	d := &searchDoc{id: a.ID, terms: map[string]uint16{}, caps: map[string]bool{}, weighted: w,
+func docOf(a *Agent, w Weighted) draft {
+	d := &searchDoc{id: a.ID, caps: map[string]bool{}, weighted: w,
 		registered: a.Registered(), reg: a.Reg, verified: a.Pubkey != ""}
+	counts := map[string]uint16{}
 	add := func(t string) {
-		if d.terms[t] < math.MaxUint16 {
-			d.terms[t]++
-		}
 		d.len++
+		if n, ok := counts[t]; ok && n < math.MaxUint16 {
+			counts[t]++
+		} else if !ok && len(counts) < maxDocTerms {
+			counts[t] = 1
+		}
 	}
 	full := cardView(a.FullCard)
 	for _, s := range a.searchText(full) {
@@ -134,7 +161,7 @@ func docOf(a *Agent, w Weighted) *searchDoc {
 	if w.Score != nil {
 		d.rep = *w.Score
 	}
-	return d
+	return draft{d, counts}
 }
 
 // searchText is what relevance reads: id, capabilities, the discovery
@@ -188,11 +215,15 @@ func (a *Agent) allCapabilities() []string {
 	return out
 }
 
-// put indexes d in place of the row of the same id, if any.
-func (x *searchIndex) put(d *searchDoc) {
+// put indexes dr's row in place of the row of the same id, if any.
+func (x *searchIndex) put(dr draft) {
+	d := dr.doc
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.removeLocked(d.id)
+	if x.next == math.MaxUint32 {
+		x.renumberLocked()
+	}
 	d.num = x.next
 	x.next++
 	x.docs[d.id] = d
@@ -204,11 +235,33 @@ func (x *searchIndex) put(d *searchDoc) {
 		i, _ := slices.BinarySearchFunc(x.order, d, byBoost)
 		x.order = slices.Insert(x.order, i, d)
 	}
-	for t, tf := range d.terms {
-		x.postings[t] = append(x.postings[t], posting{d: d, num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
-		x.df[t]++
+	d.terms = make([]*term, 0, len(dr.counts))
+	for t, tf := range dr.counts {
+		e := x.terms[t]
+		if e == nil {
+			// Its own copy: t is a piece of the row's text, which it
+			// would keep whole.
+			e = &term{text: strings.Clone(t)}
+			x.terms[e.text] = e
+		}
+		e.ps = append(e.ps, posting{d: d, num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
+		e.df++
 		x.live++
+		d.terms = append(d.terms, e)
 	}
+}
+
+// reportless reports whether the index holds registration reg of agent
+// id, without a report: the index is current once an entry is committed,
+// feedback included (Directory.Committed).
+func (x *searchIndex) reportless(id string, reg uint64) bool {
+	if x == nil {
+		return false // not built yet
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	d := x.docs[id]
+	return d != nil && d.reg == reg && d.weighted.N == 0
 }
 
 // remove drops the row of id.
@@ -231,17 +284,16 @@ func (x *searchIndex) removeLocked(id string) {
 	} else if x.bulk {
 		x.order = slices.DeleteFunc(x.order, func(o *searchDoc) bool { return o == d })
 	}
-	for t := range d.terms {
-		if x.df[t]--; x.df[t] == 0 {
-			delete(x.df, t)
-			x.dead -= len(x.postings[t]) - 1 // the term's dead postings go with it
-			x.live--
-			delete(x.postings, t)
+	for _, e := range d.terms {
+		x.live--
+		if e.df--; e.df == 0 {
+			x.dead -= len(e.ps) - 1 // the term's dead postings go with it
+			delete(x.terms, e.text)
 			continue
 		}
 		x.dead++
-		x.live--
 	}
+	d.terms = nil
 	if x.dead > x.live && x.dead > 1024 {
 		x.compactLocked()
 	}
@@ -249,14 +301,32 @@ func (x *searchIndex) removeLocked(id string) {
 
 // compactLocked drops the postings of rows no longer indexed.
 func (x *searchIndex) compactLocked() {
-	for t, ps := range x.postings {
-		x.postings[t] = slices.DeleteFunc(ps, func(p posting) bool { return p.d.dead })
+	for _, e := range x.terms {
+		e.ps = slices.DeleteFunc(e.ps, func(p posting) bool { return p.d.dead })
 	}
 	x.dead = 0
 }
 
-// rebuild indexes every row in db, reading each agent's reputation.
-func (x *searchIndex) rebuild(db *store.DB) error {
+// renumberLocked numbers the live documents again from 0, in the order
+// of their numbers, so that numbers last for ever: every change of a row
+// takes one.
+func (x *searchIndex) renumberLocked() {
+	x.compactLocked()
+	live := slices.SortedFunc(maps.Values(x.docs), func(a, b *searchDoc) int { return cmp.Compare(a.num, b.num) })
+	for i, d := range live {
+		d.num = uint32(i)
+	}
+	for _, e := range x.terms {
+		for i := range e.ps {
+			e.ps[i].num = e.ps[i].d.num
+		}
+	}
+	x.next = uint32(len(live))
+}
+
+// rebuild indexes every row in db, reading each agent's reputation, and
+// counts the rows in rows as it goes; it stops when ctx ends.
+func (x *searchIndex) rebuild(ctx context.Context, db *store.DB, rows *atomic.Int64) error {
 	x.bulk = true
 	defer func() {
 		slices.SortFunc(x.order, byBoost)
@@ -264,13 +334,17 @@ func (x *searchIndex) rebuild(db *store.DB) error {
 	}()
 	return db.View(func(tx *store.Txn) error {
 		return tx.Scan([]byte("a/"), nil, func(_, v []byte) (bool, error) {
-			var a Agent
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			var a cachedRow // its DHT record is not indexed
 			if err := json.Unmarshal(v, &a); err != nil {
 				return false, err
 			}
-			rep, err := oracleReputation(tx, &a)
+			rep, err := oracleReputation(tx, &a.Agent)
 			if err == nil {
-				x.put(docOf(&a, rep))
+				x.put(docOf(&a.Agent, rep))
+				rows.Add(1)
 			}
 			return err == nil, err
 		})

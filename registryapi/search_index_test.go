@@ -2,18 +2,28 @@ package registryapi
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 )
 
 // TestSearchIndexIncrementalEqualsFresh: after many changes and removals
-// (past a compaction), the index ranks exactly as one built from the rows
-// that remain.
+// (past a compaction, and past the last posting number, which numbers the
+// rows again), the index ranks exactly as one built from the rows that
+// remain.
 func TestSearchIndexIncrementalEqualsFresh(t *testing.T) {
+	for _, first := range []uint32{0, math.MaxUint32 - 3000} {
+		t.Run(fmt.Sprint(first), func(t *testing.T) { incrementalEqualsFresh(t, first) })
+	}
+}
+
+func incrementalEqualsFresh(t *testing.T, first uint32) {
 	row := func(i, version int) *Agent {
 		return &Agent{ID: fmt.Sprintf("a%d", i), Reg: 1, Capabilities: []string{
 			fmt.Sprintf("cap%d", i%7), fmt.Sprintf("v%d", version%3), "common"}}
 	}
 	x := newSearchIndex()
+	x.next = first
 	for v := range 3 {
 		for i := range 2000 {
 			x.put(docOf(row(i, v+i), scored(float64(i%10)/10)))
@@ -30,6 +40,9 @@ func TestSearchIndexIncrementalEqualsFresh(t *testing.T) {
 	}
 	if x.dead >= x.live {
 		t.Fatalf("no compaction: %d dead postings, %d live", x.dead, x.live)
+	}
+	if first > 0 && x.next > first {
+		t.Fatalf("the numbers never started again: next %d", x.next)
 	}
 	// A query without words ranks the order the index keeps sorted.
 	for _, q := range [][]string{{"common"}, {"cap3", "v1"}, {"a4", "cap0", "common"}, {"a0"}, nil} {
@@ -50,4 +63,28 @@ func summary(hs []hit) []string {
 		out = append(out, fmt.Sprintf("%s=%v", h.doc.id, h.score()))
 	}
 	return out
+}
+
+// TestSearchIndexBoundsTermsPerRow: a row adds at most maxDocTerms
+// distinct terms, the first in reading order; its length counts all its
+// words.
+func TestSearchIndexBoundsTermsPerRow(t *testing.T) {
+	var words []string
+	for i := range maxDocTerms + 100 {
+		words = append(words, fmt.Sprintf("w%d", i))
+	}
+	x := newSearchIndex()
+	x.put(docOf(&Agent{ID: "big", Reg: 1, Capabilities: []string{}, Listing: &Listing{Description: strings.Join(words, " ")}}, Weighted{}))
+	d := x.docs["big"]
+	if len(d.terms) != maxDocTerms || d.len != len(words)+1 {
+		t.Fatalf("%d terms, length %d", len(d.terms), d.len)
+	}
+	for _, w := range []string{"big", "w0", words[maxDocTerms-3]} {
+		if hits, _ := x.search(searchQuery{terms: []string{w}}, 0, 10); len(hits) != 1 {
+			t.Fatalf("%s: %d hits", w, len(hits))
+		}
+	}
+	if hits, _ := x.search(searchQuery{terms: []string{words[maxDocTerms+50]}}, 0, 10); len(hits) != 0 {
+		t.Fatalf("a word past the bound was indexed")
+	}
 }

@@ -121,8 +121,9 @@ func (x *searchIndex) relevance(terms []string, fn func(posting, float64)) {
 	avgdl := float64(x.totalLen) / n
 	var cs []termCursor
 	for _, t := range terms {
-		if df := float64(x.df[t]); df > 0 {
-			cs = append(cs, termCursor{ps: x.postings[t], idf: math.Log(1 + (n-df+0.5)/(df+0.5))})
+		if e := x.terms[t]; e != nil {
+			df := float64(e.df)
+			cs = append(cs, termCursor{ps: e.ps, idf: math.Log(1 + (n-df+0.5)/(df+0.5))})
 		}
 	}
 	for {

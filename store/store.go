@@ -27,6 +27,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// valueThreshold is the size from which a value goes to the value log.
+const valueThreshold = 4 << 10
+
 // DB is an open store. It is safe for concurrent use.
 type DB struct {
 	bdb *badger.DB
@@ -38,14 +41,28 @@ func Open(opts Options) (*DB, error) {
 		WithInMemory(opts.InMemory).
 		WithSyncWrites(opts.SyncWrites).
 		WithLogger(badgerLogger{opts.Logger}).
-		// The registry holds small records: modest tables keep a node's
-		// footprint low enough to run many nodes on one machine.
-		WithMemTableSize(16 << 20).
+		// The registry holds small records (larger values go to the value
+		// log, below): modest tables keep a node's footprint low enough to
+		// run many nodes on one machine.
+		WithMemTableSize(8 << 20).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithNumVersionsToKeep(1)
 	if opts.InMemory {
+		// No value log: Badger keeps every value in its tables, and
+		// refuses one over the threshold (left at its 1 MiB); a
+		// transaction, values and all, holds at most 15% of a memtable,
+		// so the memtables stay as large as before values went to the
+		// value log on disk (a group commit of entries with cards).
 		bo.Dir, bo.ValueDir = "", ""
+		bo = bo.WithMemTableSize(16 << 20)
+	} else {
+		// Values past a few KiB (rows with an agent's full card, log
+		// entries that carry one) go to the value log, read from the
+		// file when needed: kept in the LSM tree they would fill the
+		// memtables and be copied, several times their size, into the
+		// heap of every table build.
+		bo = bo.WithValueThreshold(valueThreshold)
 	}
 	bdb, err := badger.Open(bo)
 	if err != nil {

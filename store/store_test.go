@@ -541,3 +541,34 @@ func TestCloseTwiceAndUseAfterClose(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeValues: values well past the size from which a store on disk
+// puts them in its value log (512 KiB) are kept and read back whole, on
+// disk and in memory (which has no value log), four in one transaction
+// as a group commit of entries with cards writes them.
+func TestLargeValues(t *testing.T) {
+	disk, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	big := bytes.Repeat([]byte("0123456789abcdef"), 512<<10/16)
+	for name, db := range map[string]*DB{"in memory": openMem(t), "on disk": disk} {
+		err := db.Update(func(tx *Txn) error {
+			for i := range 4 {
+				if err := tx.Set(fmt.Appendf(nil, "big%d", i), big); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: Set 4 values of %d bytes: %v", name, len(big), err)
+		}
+		for i := range 4 {
+			if got, err := get(t, db, fmt.Sprintf("big%d", i)); err != nil || !bytes.Equal(got, big) {
+				t.Fatalf("%s: Get big%d: %d bytes, %v", name, i, len(got), err)
+			}
+		}
+	}
+}

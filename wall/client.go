@@ -32,8 +32,11 @@ type Frame struct {
 	Public      bool     `json:"public,omitempty"`
 	Owner       bool     `json:"owner,omitempty"`
 	Online      []string `json:"online,omitempty"`
-	Cluster     string   `json:"cluster,omitempty"`
-	Vis         string   `json:"vis,omitempty"`
+	// More: handles online left out of Online to fit the frame; each
+	// follows the welcome as a presence frame.
+	More    int    `json:"more,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	Vis     string `json:"vis,omitempty"`
 	// presence
 	Agent  string  `json:"agent,omitempty"`
 	DID    *string `json:"did,omitempty"`

@@ -44,8 +44,11 @@ type welcomeFrame struct {
 	Public   bool     `json:"public"` // the cluster is public
 	Owner    bool     `json:"owner"`  // the socket holds the cluster's token or admin token
 	Online   []string `json:"online"`
-	Cluster  string   `json:"cluster"`
-	Vis      string   `json:"vis"`
+	// More (beyond the spec) is how many handles online the welcome left
+	// out, to fit in a frame: each follows it as a presence frame.
+	More    int    `json:"more,omitempty"`
+	Cluster string `json:"cluster"`
+	Vis     string `json:"vis"`
 }
 
 type presenceFrame struct {

@@ -77,24 +77,14 @@ func (r *room) change(skip *socket, fn func(touch func(h string))) {
 // samePresence reports whether a and b make the same presence frame.
 func samePresence(a, b member) bool { return a.DID == b.DID && a.verified() == b.verified() }
 
-// onlineLocked lists every online handle, sorted.
-func (r *room) onlineLocked() []string {
-	set := map[string]bool{}
-	for h := range r.local {
-		set[h] = true
-	}
-	for _, n := range r.remote {
-		for h := range n.members {
-			set[h] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
-}
-
 // members lists everyone online, on every node, sorted by handle.
 func (r *room) members() []member {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.membersLocked()
+}
+
+func (r *room) membersLocked() []member {
 	all := map[string]member{}
 	for _, n := range r.remote {
 		for h, m := range n.members {

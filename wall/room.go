@@ -339,8 +339,7 @@ func (r *room) admit(sk *socket) error {
 			r.addLocked(sk)
 		}
 		r.record("join", sk)
-		sk.send(text(encodeFrame(welcomeFrame{Kind: KindWelcome, You: sk.handle, YouDID: nullable(sk.did), Verified: sk.proof != "",
-			Public: r.cl.Public(), Owner: sk.owner, Online: r.onlineLocked(), Cluster: r.cl.ID, Vis: sk.vis})))
+		sk.send(r.greetingLocked(sk))
 	})
 	r.publishDelta(join)
 	f := encodeFrame(closedFrame{Kind: KindClosed, Reason: causeTaken.reason})

@@ -124,10 +124,22 @@ type socket struct {
 
 // frame is an encoded text frame, shared by every socket it goes to (a
 // broadcast is encoded once): the node's send memory counts its bytes
-// once, while any socket holds it.
+// once, while any socket holds it. more are text frames written right
+// after data, as one place in the queue: a welcome too long for one frame
+// (welcome.go).
 type frame struct {
 	data []byte
+	more [][]byte
 	refs atomic.Int32
+}
+
+// size is the bytes of f's text frames.
+func (f *frame) size() int64 {
+	n := int64(len(f.data))
+	for _, m := range f.more {
+		n += int64(len(m))
+	}
+	return n
 }
 
 // outFrame is a frame waiting to be written, and who counts its delivery.
@@ -256,6 +268,9 @@ func (s *socket) writeLoop() {
 		}
 		for _, f := range batch {
 			add(ws.OpText, f.f.data)
+			for _, m := range f.f.more {
+				add(ws.OpText, m)
+			}
 		}
 		s.conn.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := bufs.WriteTo(s.conn.conn)
@@ -472,7 +487,7 @@ func (m *sendMemory) cost(f *frame) int64 {
 	if f.refs.Load() > 0 {
 		return frameCost
 	}
-	return frameCost + int64(len(f.data))
+	return frameCost + f.size()
 }
 
 func (m *sendMemory) fits(f *frame) bool { return m.used.Load()+m.cost(f) <= m.max }
@@ -480,7 +495,7 @@ func (m *sendMemory) fits(f *frame) bool { return m.used.Load()+m.cost(f) <= m.m
 func (m *sendMemory) hold(f *frame) {
 	n := int64(frameCost)
 	if f.refs.Add(1) == 1 {
-		n += int64(len(f.data))
+		n += f.size()
 	}
 	m.used.Add(n)
 }
@@ -488,7 +503,7 @@ func (m *sendMemory) hold(f *frame) {
 func (m *sendMemory) release(f *frame) {
 	n := int64(frameCost)
 	if f.refs.Add(-1) == 0 {
-		n += int64(len(f.data))
+		n += f.size()
 	}
 	m.used.Add(-n)
 }

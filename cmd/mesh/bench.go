@@ -3,80 +3,92 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/mesh/internal/bench"
-	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/node"
 )
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure a node's performance"}
-	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchQuorumCmd())
+	c.AddCommand(benchGetAgentCmd(), benchFanoutCmd(), benchLatencyCmd(), benchStreamCmd(), benchMemoryCmd(), benchClientsCmd(), benchFloodCmd(), benchMeshCmd(), benchWriteFloodCmd(), benchCardMemoryCmd(), benchServeBytesCmd(), benchSearchCrowdCmd(), benchQuorumCmd())
 	return c
 }
 
 func benchGetAgentCmd() *cobra.Command {
-	var url string
-	var agents, conc int
-	var dur time.Duration
+	o := bench.GetAgentOptions{Agents: 1000, Concurrency: 16, Duration: 10 * time.Second, Rounds: 2}
 	c := &cobra.Command{
 		Use:   "get-agent",
-		Short: "Drive GET /v1/agents/<id> over HTTP and report requests/s and latency",
-		Long: `Registers --agents agents, then drives GET /v1/agents/<id> over real HTTP for
---duration with --concurrency connections. Without --url it starts an
-in-memory node on a loopback port in this process, without write budgets.
-A running node takes 100 registrations at once from one address, then 5 a
-second (its --budget-client): the bench waits as told (Retry-After), so
-start the node with --budget-client 0 to register many agents quickly.`,
+		Short: "Drive GET /v1/agents/<id> over HTTP against plain net/http writing the same bytes",
+		Long: `Registers --agents agents, reads each one's answer to GET /v1/agents/<id>
+once, and starts the baseline in a process of its own: plain net/http
+answering each id with those same bytes. Then drives GET /v1/agents/<id>
+over real HTTP with --concurrency connections, against the node and the
+baseline alternately, --rounds times each for --duration, and prints
+requests/s, p50, p99 and max of each run and the node's throughput and
+p99 as multiples of the baseline's. Without --url it starts a node (mesh
+node, without write budgets) in a process of its own too. A running node
+takes 100 registrations at once from one address, then 5 a second (its
+--budget-client): the bench waits as told (Retry-After), so start the
+node with --budget-client 0 to register many agents quickly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if agents < 1 || conc < 1 || dur <= 0 {
-				return fmt.Errorf("--agents and --concurrency must be at least 1 and --duration positive")
+			if o.Agents < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
+				return fmt.Errorf("--agents, --concurrency and --rounds must be at least 1 and --duration positive")
 			}
-			ctx := cmd.Context()
-			if url == "" {
-				n, err := startBenchNode(ctx, bench.Unmetered)
-				if err != nil {
-					return err
-				}
-				defer n.Close()
-				url = n.URL()
-			}
-			// Ids of this run only, so that runs against one node do not collide.
-			prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano())
-			fmt.Fprintf(os.Stderr, "registering %d agents at %s\n", agents, url)
-			for i := range agents {
-				body := fmt.Sprintf(`{"agent_id":"%s-%d","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, prefix, i, i)
-				if err := loadgen.Post(ctx, url+"/v1/agents/register", body); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(os.Stderr, "GET /v1/agents/<id> for %s with %d connections\n", dur, conc)
-			res := loadgen.Run(ctx, loadgen.Options{
-				Concurrency: conc, Duration: dur,
-				Request: func(w, i int) (*http.Request, error) {
-					return http.NewRequest("GET", fmt.Sprintf("%s/v1/agents/%s-%d", url, prefix, (w*7919+i)%agents), nil)
-				},
-				Progress: func(done int64) { fmt.Fprintf(os.Stderr, "  %d requests\n", done) },
+			return runInProcesses(cmd, "mesh-get-agent-", func(exe, dir string) (fmt.Stringer, error) {
+				o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
+				return bench.GetAgent(cmd.Context(), o)
 			})
-			fmt.Fprintln(cmd.OutOrStdout(), res)
-			if res.Errors > 0 {
-				return fmt.Errorf("%d requests failed", res.Errors)
-			}
-			return nil
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&url, "url", "", "node base URL; empty starts an in-memory node")
-	f.IntVar(&agents, "agents", 1000, "agents to register first")
-	f.IntVar(&conc, "concurrency", 16, "parallel connections")
-	f.DurationVar(&dur, "duration", 10*time.Second, "measured duration")
+	f.StringVar(&o.URL, "url", "", "node base URL; empty starts a node in a process of its own")
+	f.IntVar(&o.Agents, "agents", o.Agents, "agents to register first")
+	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "parallel connections")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "measured duration of each run")
+	f.IntVar(&o.Rounds, "rounds", o.Rounds, "runs of the node and of the baseline, alternately")
+	return c
+}
+
+// runInProcesses runs a bench whose nodes run in processes of their own
+// (this binary's), with their data under a temporary directory named
+// after prefix, and prints its result.
+func runInProcesses(cmd *cobra.Command, prefix string, run func(exe, dir string) (fmt.Stringer, error)) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	res, err := run(exe, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), res)
+	return nil
+}
+
+// benchServeBytesCmd is get-agent's baseline, in a process of its own.
+func benchServeBytesCmd() *cobra.Command {
+	var addr, file string
+	c := &cobra.Command{
+		Use:    "serve-bytes",
+		Short:  "Serve GET /v1/agents/<id> with stored bytes (the baseline of get-agent)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.ServeBytes(cmd.Context(), addr, file)
+		},
+	}
+	c.Flags().StringVar(&addr, "http", "127.0.0.1:0", "listen address")
+	c.Flags().StringVar(&file, "file", "", "the stored bytes: one JSON [id, bytes] a line")
 	return c
 }
 
@@ -130,6 +142,74 @@ p99 and failures, and the writes a second the directory's log took.`,
 	return c
 }
 
+func benchCardMemoryCmd() *cobra.Command {
+	o := bench.CardMemoryOptions{Cards: 1000, CardSize: 30 << 10}
+	c := &cobra.Command{
+		Use:   "card-memory",
+		Short: "Measure what agents' full cards cost a directory, and a node that joins it, in memory",
+		Long: `Starts a directory (mesh node, fsync on, no write budgets) in a process of
+its own, registers --cards agents through it from 8 clients, each signed and
+handing over a full card of about --size bytes (words of a synthetic
+vocabulary), reads each back (its record and its mirrored card), and reads
+the growth of the directory's heap in use and resident set from its
+/metrics; then starts a node that joins it, in another process, and
+samples its memory every 50 ms until it holds the whole directory. Growth
+is over an idle node's, and given as a multiple of the cards' bytes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Cards < 1 || o.CardSize < 1 {
+				return fmt.Errorf("--cards and --size must be at least 1")
+			}
+			return runInProcesses(cmd, "mesh-card-memory-", func(exe, dir string) (fmt.Stringer, error) {
+				o.Exe, o.Dir = exe, dir
+				return bench.CardMemory(cmd.Context(), o)
+			})
+		},
+	}
+	c.Flags().IntVar(&o.Cards, "cards", o.Cards, "agents to register, each with a full card")
+	c.Flags().IntVar(&o.CardSize, "size", o.CardSize, "bytes of each card, about (at most 65536)")
+	return c
+}
+
+func benchSearchCrowdCmd() *cobra.Command {
+	o := bench.SearchCrowdOptions{Agents: 10752, CardSize: 2000, Crowd: 200, Rate: 2, Every: 500 * time.Millisecond, Duration: 30 * time.Second}
+	c := &cobra.Command{
+		Use:   "search-crowd",
+		Short: "Time an honest client's searches alone and while many addresses search, each within its budget",
+		Long: `Fills a node with --agents agents (cards of --card-size bytes of words of a
+synthetic vocabulary),
+then times an honest client's two-word searches, one every --every, for
+--duration alone, and again while --crowd other client addresses each search
+--rate times a second (the per-address budget: 120 a minute by default).
+Without --url it starts a node (mesh node, without write budgets, trusting
+127.0.0.1 as a proxy so that X-Forwarded-For names each client) in a process
+of its own; a node given with --url must trust 127.0.0.1 likewise. Reports
+the honest client's p50, p90 and refusals in both phases, and the crowd's
+searches by status. The crowd asks the most a search may: 16 words, 50
+results.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Agents < 1 || o.Crowd < 1 || o.Rate <= 0 || o.Every <= 0 || o.Duration <= 0 {
+				return fmt.Errorf("--agents and --crowd must be at least 1; --rate, --every and --duration positive")
+			}
+			bench.RaiseFileLimit()
+			return runInProcesses(cmd, "mesh-search-crowd-", func(exe, dir string) (fmt.Stringer, error) {
+				o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
+				return bench.SearchCrowd(cmd.Context(), o)
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.URL, "url", "", "node base URL (trusting 127.0.0.1 as a proxy); empty starts a node in a process of its own")
+	f.IntVar(&o.Agents, "agents", o.Agents, "agents to register first")
+	f.IntVar(&o.CardSize, "card-size", o.CardSize, "bytes of each agent's card, about")
+	f.IntVar(&o.Crowd, "crowd", o.Crowd, "client addresses searching at once")
+	f.Float64Var(&o.Rate, "rate", o.Rate, "searches a second of each crowd address")
+	f.DurationVar(&o.Every, "every", o.Every, "time between the honest client's searches")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "length of each phase")
+	return c
+}
+
 func benchQuorumCmd() *cobra.Command {
 	o := bench.QuorumOptions{Size: 3, Concurrency: 16, Duration: 5 * time.Second, Rounds: 3}
 	c := &cobra.Command{
@@ -170,10 +250,10 @@ the median share and CPU over the rounds.`,
 				}
 			}
 			fmt.Fprintf(w, "median of %d rounds: to the leader %.2f of the lone directory's rate, through a follower %.2f\n",
-				len(rounds), median(leader), median(follower))
-			if median(cpu[0]) > 0 {
+				len(rounds), bench.Median(leader), bench.Median(follower))
+			if bench.Median(cpu[0]) > 0 {
 				fmt.Fprintf(w, "median CPU a registration (every node and client in this process): lone %.2f ms, to the leader %.2f ms, through a follower %.2f ms\n",
-					median(cpu[0]), median(cpu[1]), median(cpu[2]))
+					bench.Median(cpu[0]), bench.Median(cpu[1]), bench.Median(cpu[2]))
 			}
 			return nil
 		},
@@ -194,10 +274,4 @@ func setup(s bench.QuorumSetup) string {
 		return s.Result.String()
 	}
 	return fmt.Sprintf("%s, CPU %.2f ms a registration", s.Result, float64(s.CPU)/float64(time.Millisecond))
-}
-
-// median of xs (the upper one of an even count).
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	return s[len(s)/2]
 }

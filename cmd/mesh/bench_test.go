@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,8 +17,9 @@ import (
 )
 
 // TestBenchGetAgent runs the load command briefly, twice against the same
-// node (a second run must not trip over the first one's agents), and
-// refuses flags that make no measurement.
+// node (a second run must not trip over the first one's agents), beside
+// its baseline (the mesh binary serving the node's bytes), and refuses
+// flags that make no measurement.
 func TestBenchGetAgent(t *testing.T) {
 	t.Parallel()
 	n, err := startBenchNode(context.Background())
@@ -25,16 +27,14 @@ func TestBenchGetAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	bin := buildMesh(t)
 	for range 2 {
-		var out bytes.Buffer
-		root := rootCmd()
-		root.SetArgs([]string{"bench", "get-agent", "--url", n.URL(), "--agents", "5", "--concurrency", "2", "--duration", "300ms"})
-		root.SetOut(&out)
-		if err := root.Execute(); err != nil || !strings.Contains(out.String(), "req/s") || !strings.Contains(out.String(), "errors 0") {
-			t.Fatalf("bench get-agent: %v %q", err, out.String())
+		out, err := exec.Command(bin, "bench", "get-agent", "--url", n.URL(), "--agents", "5", "--concurrency", "2", "--duration", "300ms", "--rounds", "1").Output()
+		if err != nil || !strings.Contains(string(out), "net/http writing the same bytes") || strings.Count(string(out), "errors 0") != 2 {
+			t.Fatalf("bench get-agent: %v %q", err, out)
 		}
 	}
-	for _, bad := range [][]string{{"--agents", "0"}, {"--concurrency", "0"}, {"--duration", "0s"}} {
+	for _, bad := range [][]string{{"--agents", "0"}, {"--concurrency", "0"}, {"--duration", "0s"}, {"--rounds", "0"}} {
 		root := rootCmd()
 		root.SetArgs(append([]string{"bench", "get-agent", "--url", n.URL()}, bad...))
 		root.SetOut(&bytes.Buffer{})

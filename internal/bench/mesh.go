@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,16 +99,11 @@ func waitCaughtUp(ctx context.Context, nd *node.Node) error {
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	b, err := getBytes(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d", url, resp.StatusCode)
-	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+	return json.Unmarshal(b, v)
 }
 
 // postJSON posts body and decodes a 2xx answer into v.
@@ -170,19 +164,13 @@ func (c *Cluster) Delete() {
 // metrics reads the values of the named unlabelled series from the
 // /metrics of the node at base.
 func metrics(ctx context.Context, base string, names ...string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	body, err := getBytes(ctx, base+"/metrics")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	got := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, v, ok := strings.Cut(sc.Text(), " ")
+	for line := range strings.Lines(string(body)) {
+		name, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
 		if !ok || !slices.Contains(names, name) {
 			continue
 		}
@@ -195,7 +183,7 @@ func metrics(ctx context.Context, base string, names ...string) (map[string]floa
 			return nil, fmt.Errorf("no %s in %s/metrics", n, base)
 		}
 	}
-	return got, sc.Err()
+	return got, nil
 }
 
 // Percentiles of sorted durations.

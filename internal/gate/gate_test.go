@@ -1,6 +1,9 @@
 package gate
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -55,4 +58,41 @@ func TestCloseWithinGivesUp(t *testing.T) {
 			t.Fatalf("CloseWithin did not return when the work ended (at %v)", time.Since(start))
 		}
 	})
+}
+
+// TestCloseUnderLoad: while many goroutines enter and leave, Close returns
+// only once every piece of work it admitted is done, and admits nothing
+// after it returned.
+func TestCloseUnderLoad(t *testing.T) {
+	var g Gate
+	var active atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if g.Enter() {
+					active.Add(1)
+					runtime.Gosched()
+					active.Add(-1)
+					g.Done()
+				}
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	g.Close()
+	if n := active.Load(); n != 0 {
+		t.Fatalf("Close returned with %d pieces of work under way", n)
+	}
+	if g.Enter() {
+		t.Fatal("work admitted after Close")
+	}
+	close(stop)
+	wg.Wait()
 }

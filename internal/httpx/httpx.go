@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -60,8 +61,9 @@ func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 // escaped for HTML: answers are JSON, never embedded in a page (nosniff),
 // and URLs such as ws addresses read as they are ("&", not "\u0026").
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
@@ -69,10 +71,27 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		buf.WriteString(`{"detail":"internal error","code":"internal"}` + "\n")
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"], h["X-Content-Type-Options"] = jsonContentType, noSniff
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// The header values of every JSON answer, shared: net/http only reads them.
+var (
+	jsonContentType = []string{"application/json"}
+	noSniff         = []string{"nosniff"}
+)
+
+// jsonBuffers hold answers being encoded, so that a read of the registry
+// does not grow a new buffer each time.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putJSONBuffer returns buf to the pool, unless an answer made it large.
+func putJSONBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= 64<<10 {
+		buf.Reset()
+		jsonBuffers.Put(buf)
+	}
 }
 
 // BodyTimeout bounds how long a client may take to send a request body,

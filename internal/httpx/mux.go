@@ -62,31 +62,58 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
 		return
 	}
-	h, pattern := m.Handler(r)
-	if pattern != "" {
-		// Serve through the mux itself so that it sets r.Pattern and the
-		// path values.
-		m.mux.ServeHTTP(w, r)
+	// The mux routes once: it sets r.Pattern before it calls the handler
+	// it found, so an answer written while r.Pattern is empty is its own
+	// (404, 405, a redirect to add a slash), which muxAnswer puts in JSON.
+	m.mux.ServeHTTP(&muxAnswer{ResponseWriter: w, r: r}, r)
+}
+
+// muxAnswer passes on what a route's handler writes, and replaces the
+// mux's own plain-text answers with JSON.
+type muxAnswer struct {
+	http.ResponseWriter
+	r    *http.Request
+	done bool // the mux's own answer was replaced
+}
+
+func (m *muxAnswer) WriteHeader(code int) {
+	if m.r.Pattern != "" {
+		m.ResponseWriter.WriteHeader(code)
 		return
 	}
-	// The mux answers by itself: learn its status (and Allow header) and
-	// replace the plain-text body with JSON.
-	rec := &statusOnly{header: http.Header{}}
-	h.ServeHTTP(rec, r)
-	switch rec.status {
+	if m.done {
+		return
+	}
+	m.done = true
+	h, r := m.Header(), m.r
+	allow, loc := h.Get("Allow"), h.Get("Location")
+	clear(h)
+	switch code {
 	case http.StatusMethodNotAllowed:
-		if allow := rec.header.Get("Allow"); allow != "" {
-			w.Header().Set("Allow", allow)
+		if allow != "" {
+			h.Set("Allow", allow)
 		}
-		WriteJSON(w, rec.status, ErrMethod.With("method %s not allowed on %s", r.Method, r.URL.Path))
-	case http.StatusNotFound, 0:
-		WriteJSON(w, http.StatusNotFound, ErrNotFound.With("no endpoint %s %s", r.Method, r.URL.Path))
+		WriteJSON(m.ResponseWriter, code, ErrMethod.With("method %s not allowed on %s", r.Method, r.URL.Path))
+	case http.StatusNotFound:
+		WriteJSON(m.ResponseWriter, code, ErrNotFound.With("no endpoint %s %s", r.Method, r.URL.Path))
 	default: // a redirect the mux chose (a missing trailing slash)
-		loc := rec.header.Get("Location")
-		w.Header().Set("Location", loc)
-		WriteJSON(w, rec.status, E(rec.status, "moved", "the canonical path is %s", loc))
+		h.Set("Location", loc)
+		WriteJSON(m.ResponseWriter, code, E(code, "moved", "the canonical path is %s", loc))
 	}
 }
+
+func (m *muxAnswer) Write(b []byte) (int, error) {
+	if m.r.Pattern != "" {
+		return m.ResponseWriter.Write(b)
+	}
+	if !m.done {
+		m.WriteHeader(http.StatusNotFound)
+	}
+	return len(b), nil // the mux's plain-text body
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (m *muxAnswer) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
 // cleanPath is p in canonical form, as the mux wants it: no empty, . or
 // .. elements, the trailing slash kept.
@@ -100,18 +127,3 @@ func cleanPath(p string) string {
 	}
 	return clean
 }
-
-// statusOnly records the status and headers of the mux's own answer.
-type statusOnly struct {
-	header http.Header
-	status int
-}
-
-func (s *statusOnly) Header() http.Header { return s.header }
-func (s *statusOnly) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return len(b), nil
-}
-func (s *statusOnly) WriteHeader(code int) { s.status = code }

@@ -119,15 +119,19 @@ func progress(fn func(int64), done *atomic.Int64) (stop func()) {
 	return func() { close(quit); wg.Wait() }
 }
 
-// Post sends one JSON POST and fails unless the status is 2xx; for setup.
-// A 429 or 503 with Retry-After (a node's write budget) is sent again
-// after the wait it names, up to maxWait in all.
-func Post(ctx context.Context, url, body string) error {
+// Post sends one JSON POST, with headers hdr (name, value, ...), and
+// fails unless the status is 2xx; for setup. A 429 or 503 with
+// Retry-After (a node's write budget) is sent again after the wait it
+// names, up to maxWait in all.
+func Post(ctx context.Context, url, body string, hdr ...string) error {
 	waited := time.Duration(0)
 	for {
 		req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 		if err != nil {
 			return err
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -100,6 +100,11 @@ func TestRefusesForbiddenTargets(t *testing.T) {
 		{"discard-only", client(nil), "http://[100::1]/", ErrForbidden, "not global unicast"},
 		{"zoned link-local", client(nil), "http://[fe80::1%25lo]" + port + "/", ErrForbidden, "link-local"},
 		{"multicast", client(nil), "http://224.0.0.1/", ErrForbidden, "multicast"},
+		{"TEST-NET-1", client(nil), "http://192.0.2.1/", ErrForbidden, "documentation"},
+		{"TEST-NET-2", client(nil), "http://198.51.100.7/", ErrForbidden, "documentation"},
+		{"TEST-NET-3", client(nil), "http://203.0.113.200/", ErrForbidden, "documentation"},
+		{"NAT64 of TEST-NET-3", client(nil), "http://[64:ff9b::cb00:7101]/", ErrForbidden, "documentation"},
+		{"documentation v6", client(nil), "http://[2001:db8::1]/", ErrForbidden, "documentation"},
 		{"name resolving to loopback", client(nil), "http://localhost" + port + "/ok", ErrForbidden, "loopback"},
 		{"redirect to 10/8", client(loopbackAllowed()), srv.URL + "/to-private", ErrForbidden, "10.1.2.3"},
 		{"redirect to metadata", client(loopbackAllowed()), srv.URL + "/to-metadata", ErrForbidden, "metadata"},
@@ -135,6 +140,7 @@ func TestAllowNarrowsToItsRange(t *testing.T) {
 		"10.0.0.5": true, "10.0.0.6": false, "192.168.0.77": true, "192.168.1.1": false,
 		"127.0.0.1": false, "8.8.8.8": true, "2606:4700::1111": true, "::1": false,
 		"64:ff9b::808:808": true, "2002:808:808::1": true, "2001:db8::1": false,
+		"192.0.2.1": false, "198.51.100.1": false, "203.0.113.1": false, "192.0.3.1": true, "203.0.114.1": true,
 	} {
 		if err := c.Check(netip.MustParseAddr(addr)); (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed=%v", addr, err, ok)

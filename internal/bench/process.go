@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Proc is a `mesh node` running in a process of its own, on loopback:
+// what a bench measures of it is its own, not shared with the bench's
+// clients or other nodes.
+type Proc struct {
+	URL string
+	// P2P is its full multiaddr, for --bootstrap.
+	P2P    string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process ended
+}
+
+// StartProc runs exe node with data directory dir on free loopback ports,
+// plus args, and waits until it answers /health (its log goes to
+// dir/node.log).
+func StartProc(ctx context.Context, exe, dir string, args ...string) (*Proc, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "node.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p2pPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{"node", "--data", dir,
+		"--http", "127.0.0.1:" + strconv.Itoa(httpPort), "--listen", "/ip4/127.0.0.1/tcp/" + strconv.Itoa(p2pPort)}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), cmd: cmd, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.exited) }()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var h struct {
+			PeerID string `json:"peer_id"`
+		}
+		if getJSON(ctx, p.URL+"/health", &h) == nil {
+			p.P2P = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", p2pPort, h.PeerID)
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("the node exited: see %s", logf.Name())
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.Stop()
+			return nil, fmt.Errorf("the node never answered /health: see %s", logf.Name())
+		}
+	}
+}
+
+// Stop ends the node: SIGTERM, then SIGKILL after 30 s.
+func (p *Proc) Stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Memory is what the node holds: its live heap as of its last
+// collection (its next collection's goal less GOGC's headroom) and its
+// heap in use (garbage included), from its /metrics; its resident set
+// and the anonymous part of it, from /proc (the rest is files mapped, the
+// store's value log among them, which the kernel may take back).
+func (p *Proc) Memory(ctx context.Context) (Mem, error) {
+	m, err := metrics(ctx, p.URL, "go_memstats_heap_inuse_bytes", "go_memstats_next_gc_bytes", "go_gc_gogc_percent")
+	if err != nil {
+		return Mem{}, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return Mem{}, err
+	}
+	out := Mem{Heap: m["go_memstats_heap_inuse_bytes"], Live: m["go_memstats_next_gc_bytes"] / (1 + m["go_gc_gogc_percent"]/100)}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, _ := strings.Cut(line, ":")
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		switch name {
+		case "VmRSS":
+			out.RSS = kb * 1024
+		case "RssAnon":
+			out.Anon = kb * 1024
+		}
+	}
+	return out, nil
+}
+
+// Mem is a node's memory, in bytes.
+type Mem struct{ Live, Heap, RSS, Anon float64 }
+
+// Sub is m less o.
+func (m Mem) Sub(o Mem) Mem {
+	return Mem{m.Live - o.Live, m.Heap - o.Heap, m.RSS - o.RSS, m.Anon - o.Anon}
+}
+
+// Max is the larger of m and o, field by field.
+func (m Mem) Max(o Mem) Mem {
+	return Mem{max(m.Live, o.Live), max(m.Heap, o.Heap), max(m.RSS, o.RSS), max(m.Anon, o.Anon)}
+}

@@ -1,0 +1,65 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/loadgen"
+)
+
+// registerWithCards registers n agents through node, each signed by a key
+// of its own and handing over a full card of about size bytes; it returns
+// the cards' bytes.
+func registerWithCards(t testing.TB, node *Node, prefix string, n, size int) int64 {
+	t.Helper()
+	words := loadgen.NewWords(uint64(len(prefix)))
+	var total int64
+	for i := range n {
+		id := fmt.Sprintf("%s-%05d", prefix, i)
+		card := words.Card(id, size)
+		total += int64(len(card))
+		body, sig := loadgen.Registration(id, identity.GenerateKey(), card, node.cfg.Now())
+		if st, v := call(t, node, "POST", loadgen.RegisterPath, string(body), identity.SigHeaderName, sig); st != 201 {
+			t.Fatalf("register %s: %d %v", id, st, v)
+		}
+	}
+	return total
+}
+
+// readAgents reads each of the n agents registered under prefix from
+// node: its record and its public card, as clients and pages do.
+func readAgents(t testing.TB, node *Node, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("%s-%05d", prefix, i)
+		for _, path := range []string{"/v1/agents/" + id, "/agent/" + id} {
+			if st, v := call(t, node, "GET", path, "", "Accept", "application/json"); st != 200 {
+				t.Fatalf("GET %s: %d %v", path, st, v)
+			}
+		}
+	}
+}
+
+// peakHeap samples the live heap (in use after a collection) every
+// 50 ms until stop is called, which returns the highest reading.
+func peakHeap() (stop func() uint64) {
+	done := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		var hi uint64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			hi = max(hi, heapInUse())
+			select {
+			case <-done:
+				peak <- hi
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(done); return <-peak }
+}

@@ -1,0 +1,66 @@
+package p2p
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/ipfs/go-datastore"
+	dsq "github.com/ipfs/go-datastore/query"
+	"github.com/klauspost/compress/zstd"
+)
+
+// compressedValues keeps the DHT values this node holds compressed
+// (zstd): the mesh's agent records carry their agent's signed
+// registration, with the full card it may hand over (up to 64 KiB of
+// JSON, which compresses some threefold), and a DHT server holds one
+// under every key it is close to. Values are compressed as they are
+// stored and read back whole; the DHT sees the bytes it put.
+type compressedValues struct{ datastore.Batching }
+
+var (
+	valueEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+	valueDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+)
+
+func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []byte) error {
+	// A copy of its own size: the encoder's buffer is as large as value.
+	return c.Batching.Put(ctx, key, bytes.Clone(valueEncoder.EncodeAll(value, nil)))
+}
+
+func (c compressedValues) Get(ctx context.Context, key datastore.Key) ([]byte, error) {
+	stored, err := c.Batching.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return valueDecoder.DecodeAll(stored, nil)
+}
+
+func (c compressedValues) GetSize(ctx context.Context, key datastore.Key) (int, error) {
+	return datastore.GetBackedSize(ctx, c, key)
+}
+
+// Query answers q with the values as they were put: the stored ones are
+// read by prefix, and what else q asks (filters, orders) applies to them
+// once decompressed.
+func (c compressedValues) Query(ctx context.Context, q dsq.Query) (dsq.Results, error) {
+	res, err := c.Batching.Query(ctx, dsq.Query{Prefix: q.Prefix, KeysOnly: q.KeysOnly})
+	if err != nil {
+		return nil, err
+	}
+	entries, err := res.Rest()
+	if err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		if !q.KeysOnly {
+			if entries[i].Value, err = valueDecoder.DecodeAll(entries[i].Value, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return dsq.NaiveQueryApply(q, dsq.ResultsWithEntries(q, entries)), nil
+}
+
+func (c compressedValues) Batch(context.Context) (datastore.Batch, error) {
+	return datastore.NewBasicBatch(c), nil
+}
