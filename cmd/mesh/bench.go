@@ -220,8 +220,9 @@ process on this machine's disk (--dir, a temporary directory by default) with
 fsync on and no write budgets, and registers new agents from --concurrency
 clients for --duration through the lone directory, the quorum's leader and one
 of its followers in turn, --rounds times. Reports each one's registrations a
-second, p50 and p99, the quorum's rate and p99 as shares of the lone
-directory's in each round, and the median share over the rounds.`,
+second, p50 and p99 and the CPU this process spent a registration, the
+quorum's rate and p99 as shares of the lone directory's in each round, and
+the median share and CPU over the rounds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Size < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
@@ -233,9 +234,13 @@ directory's in each round, and the median share over the rounds.`,
 			}
 			w := cmd.OutOrStdout()
 			var leader, follower []float64
+			cpu := make([][]float64, 3) // ms a registration: lone, to the leader, through a follower
 			for i, r := range rounds {
+				for j, s := range []bench.QuorumSetup{r.Lone, r.Leader, r.Follower} {
+					cpu[j] = append(cpu[j], float64(s.CPU)/float64(time.Millisecond))
+				}
 				fmt.Fprintf(w, "round %d\n  lone directory: %s\n  quorum of %d, to the leader: %s\n  quorum of %d, through a follower: %s\n",
-					i+1, r.Lone, o.Size, r.Leader, o.Size, r.Follower)
+					i+1, setup(r.Lone), o.Size, setup(r.Leader), o.Size, setup(r.Follower))
 				leader = append(leader, r.Leader.PerSecond/r.Lone.PerSecond)
 				follower = append(follower, r.Follower.PerSecond/r.Lone.PerSecond)
 				fmt.Fprintf(w, "  to the leader %.2f of the lone directory's rate (p99 %.2f times its), through a follower %.2f (p99 %.2f times)\n",
@@ -246,6 +251,10 @@ directory's in each round, and the median share over the rounds.`,
 			}
 			fmt.Fprintf(w, "median of %d rounds: to the leader %.2f of the lone directory's rate, through a follower %.2f\n",
 				len(rounds), bench.Median(leader), bench.Median(follower))
+			if bench.Median(cpu[0]) > 0 {
+				fmt.Fprintf(w, "median CPU a registration (every node and client in this process): lone %.2f ms, to the leader %.2f ms, through a follower %.2f ms\n",
+					bench.Median(cpu[0]), bench.Median(cpu[1]), bench.Median(cpu[2]))
+			}
 			return nil
 		},
 	}
@@ -256,4 +265,13 @@ directory's in each round, and the median share over the rounds.`,
 	f.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds: the setups take turns, so that a machine's changing load weighs on each alike")
 	f.StringVar(&o.Dir, "dir", "", "where the nodes keep their stores; a temporary directory by default")
 	return c
+}
+
+// setup is a setup's line of bench quorum: its rate and latencies, and the
+// CPU a registration took, when it was read.
+func setup(s bench.QuorumSetup) string {
+	if s.CPU == 0 {
+		return s.Result.String()
+	}
+	return fmt.Sprintf("%s, CPU %.2f ms a registration", s.Result, float64(s.CPU)/float64(time.Millisecond))
 }

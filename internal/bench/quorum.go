@@ -37,7 +37,16 @@ type QuorumOptions struct {
 // QuorumRound is one round of Quorum: the registrations through each
 // setup, measured one after the other.
 type QuorumRound struct {
-	Lone, Leader, Follower loadgen.Result
+	Lone, Leader, Follower QuorumSetup
+}
+
+// QuorumSetup is what one setup did in a round.
+type QuorumSetup struct {
+	loadgen.Result
+	// CPU is the CPU time this process (every node and the clients) spent
+	// a registration meanwhile (0: not read): unlike the rate,
+	// it hardly moves with the machine's load.
+	CPU time.Duration
 }
 
 // Quorum measures registrations (unsigned, each a new agent) through a
@@ -82,9 +91,10 @@ func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumRound, error) {
 
 // registrations registers new agents through base from o.Concurrency
 // clients for o.Duration.
-func registrations(ctx context.Context, base string, o QuorumOptions) loadgen.Result {
+func registrations(ctx context.Context, base string, o QuorumOptions) QuorumSetup {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	return loadgen.Run(ctx, loadgen.Options{
+	cpu := processCPU()
+	r := loadgen.Run(ctx, loadgen.Options{
 		Concurrency: o.Concurrency, Duration: o.Duration,
 		Request: func(w, i int) (*http.Request, error) {
 			id := fmt.Sprintf("q-%s-%d-%d", run, w, i)
@@ -94,6 +104,11 @@ func registrations(ctx context.Context, base string, o QuorumOptions) loadgen.Re
 			return req, err
 		},
 	})
+	s := QuorumSetup{Result: r}
+	if used := processCPU() - cpu; cpu > 0 && r.Requests > 0 {
+		s.CPU = used / time.Duration(r.Requests)
+	}
+	return s
 }
 
 // startDiskNodes starts n bootstrap nodes with stores under dir, fsync

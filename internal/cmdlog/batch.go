@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/agentmesh/mesh/store"
@@ -74,6 +75,12 @@ type writeRecord struct {
 	Res json.RawMessage `json:"res,omitempty"`
 }
 
+// Bounds of Log.writesFrom.
+const (
+	unknownAt = math.MinInt64
+	noWrites  = math.MaxInt64
+)
+
 // errStop ends a batch's transaction at a refused entry.
 var errStop = errors.New("cmdlog: batch stops at a refused entry")
 
@@ -104,6 +111,8 @@ type run struct {
 	index   uint64 // consensus index of the last entry applied, 0 for none
 	stop    int    // the refused entry, if any
 	refused error
+	// writesFrom is Log.writesFrom once the run committed.
+	writesFrom int64
 }
 
 // appendRun applies a prefix of ps in one transaction: all of them, or
@@ -133,8 +142,9 @@ func (l *Log) appendRun(ps []Pending) ([]Applied, error) {
 // refused.
 func (l *Log) tryRun(ps []Pending) (r run, err error) {
 	err = l.db.Update(func(tx *store.Txn) error {
-		r = run{seq: l.seq.Load()}
+		r = run{seq: l.seq.Load(), writesFrom: l.writesFrom}
 		var last int64
+		newest := int64(noWrites) // the clock of the oldest write this run remembers
 		for i, p := range ps {
 			a, err := l.applyPending(tx, p, r.seq+1)
 			if err != nil {
@@ -144,11 +154,21 @@ func (l *Log) tryRun(ps []Pending) (r run, err error) {
 			r.done = append(r.done, a)
 			if !a.Repeat {
 				r.seq = a.Entry.Seq
+				if p.Write != "" {
+					newest = min(newest, p.At)
+				}
 			}
 			r.index, last = max(r.index, p.Index), max(last, p.At)
 		}
-		if err := forgetWrites(tx, last-int64(WriteWindow), 2*len(ps)+16); err != nil {
-			return err
+		// Forget the writes past the window, if some may be (the scan
+		// would find none otherwise: the state is the same either way).
+		r.writesFrom = min(r.writesFrom, newest)
+		if until := last - int64(WriteWindow); r.writesFrom < until {
+			kept, err := forgetWrites(tx, until, 2*len(ps)+16)
+			if err != nil {
+				return err
+			}
+			r.writesFrom = kept
 		}
 		if r.index != 0 {
 			if err := tx.Set(indexKey, []byte(store.U64(r.index))); err != nil {
@@ -219,30 +239,33 @@ func rememberWrite(tx *store.Txn, p Pending, seq uint64, res any, old *writeReco
 }
 
 // forgetWrites drops at most limit records of writes made before until,
-// the oldest first, as every member does at the same entries.
-func forgetWrites(tx *store.Txn, until int64, limit int) error {
+// the oldest first, as every member does at the same entries. It returns
+// the clock of the oldest record it kept (noWrites when it kept none).
+func forgetWrites(tx *store.Txn, until int64, limit int) (kept int64, err error) {
 	var old [][]byte
-	err := tx.Scan(writeAgePrefix, nil, func(k, _ []byte) (bool, error) {
+	kept = noWrites
+	err = tx.Scan(writeAgePrefix, nil, func(k, _ []byte) (bool, error) {
 		at, _ := store.ParseU64(string(k[len(writeAgePrefix) : len(writeAgePrefix)+8]))
 		if int64(at) >= until || len(old) == limit {
+			kept = int64(at)
 			return false, nil
 		}
 		old = append(old, bytes.Clone(k))
 		return true, nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, k := range old {
 		id := string(k[len(writeAgePrefix)+9:])
 		if err := tx.Delete(writeKey(id)); err != nil {
-			return err
+			return 0, err
 		}
 		if err := tx.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 // committed finishes a run whose transaction committed: the machines
@@ -256,6 +279,7 @@ func (l *Log) committed(r run) {
 	if r.index != 0 {
 		l.index.Store(r.index)
 	}
+	l.writesFrom = r.writesFrom
 	l.seq.Store(r.seq)
 	l.signal()
 }

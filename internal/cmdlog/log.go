@@ -56,6 +56,11 @@ type Log struct {
 	seq      atomic.Uint64
 	index    atomic.Uint64
 	machines map[string]Machine
+	// writesFrom is at most the clock (At) of the oldest write the state
+	// remembers (guarded by mu; noWrites when it remembers none, unknownAt
+	// until a batch scanned them): AppendBatch skips looking for writes to
+	// forget while none can be past the window.
+	writesFrom int64
 
 	// advanced is closed, and replaced, each time seq moves: Wait's signal.
 	waitMu   sync.Mutex
@@ -79,7 +84,7 @@ func logKey(seq uint64) []byte { return store.Key("l", store.U64(seq)) }
 
 // Open loads the log's position from db.
 func Open(db *store.DB) (*Log, error) {
-	l := &Log{db: db, machines: map[string]Machine{}, advanced: make(chan struct{})}
+	l := &Log{db: db, machines: map[string]Machine{}, advanced: make(chan struct{}), writesFrom: unknownAt}
 	if err := recoverRestore(db); err != nil {
 		return nil, fmt.Errorf("cmdlog: recovering an interrupted restore: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -377,6 +378,56 @@ func TestAppendBatchAppliesAWriteOnce(t *testing.T) {
 		if n, a := countKeys(t, lg, writePrefix), countKeys(t, lg, writeAgePrefix); n != 0 || a != 0 {
 			t.Fatalf("writes remembered past their window: %d (by age %d)", n, a)
 		}
+	}
+}
+
+// TestAppendBatchForgetsWritesAcrossBatches: writes past the window are
+// forgotten a bounded number per batch, the oldest first, until none is
+// left, also by a log opened again midway (which knows nothing yet of the
+// writes its state remembers), and a write older than the window in the
+// batch that remembers it is forgotten at once, as every member does.
+func TestAppendBatchForgetsWritesAcrossBatches(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, store.Options{Dir: dir})
+	sec := int64(time.Second)
+	var ps []Pending
+	for i := range 40 {
+		ps = append(ps, kvPending(int64(i+1)*sec, uint64(i+1), "k", strconv.Itoa(i), "w"+strconv.Itoa(i)))
+	}
+	if _, err := l.AppendBatch(ps); err != nil {
+		t.Fatal(err)
+	}
+	index := uint64(40)
+	next := func(lg *Log, at int64) { // one entry, no write: forgets at most 18
+		t.Helper()
+		index++
+		if _, err := lg.AppendBatch([]Pending{kvPending(at, index, "x", "1", "")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := 40*sec + int64(WriteWindow) + 1
+	next(l, 20*sec) // within the window of every write: none forgotten
+	if n := countKeys(t, l, writeAgePrefix); n != 40 {
+		t.Fatalf("%d writes remembered before any window ended, want 40", n)
+	}
+	next(l, past)
+	if n := countKeys(t, l, writeAgePrefix); n != 22 {
+		t.Fatalf("%d writes remembered after one batch past their window, want 22", n)
+	}
+	l.DB().Close()
+	l, _ = openLog(t, store.Options{Dir: dir})
+	next(l, past)
+	if n, w := countKeys(t, l, writeAgePrefix), countKeys(t, l, writePrefix); n != 4 || w != 4 {
+		t.Fatalf("%d writes remembered (%d by age) after a restart and a second batch, want 4", w, n)
+	}
+	next(l, past)
+	next(l, past) // nothing left to forget
+	// A write whose clock is already past the window of the batch's last.
+	if _, err := l.AppendBatch([]Pending{kvPending(past-int64(WriteWindow)-1, index+1, "y", "1", "old"), kvPending(past, index+2, "y", "2", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if n, w := countKeys(t, l, writeAgePrefix), countKeys(t, l, writePrefix); n != 0 || w != 0 {
+		t.Fatalf("%d writes remembered (%d by age) past their window, want none", w, n)
 	}
 }
 
