@@ -346,8 +346,7 @@ func (h *harness) deposit(c *Client, card *Card, lamports uint64) *TopupResponse
 // TestPollerWorksOffABacklog: a backlog larger than one poll is read over
 // several polls without skipping the oldest deposits, and new deposits
 // that land meanwhile are credited once the backlog is done.
-func TestPollerWorksOffABacklog(t *testing.T) {
-	t.Parallel()
+func TestPollerWorksOffABacklog(t *testing.T) { // not parallel: it shrinks the package's poll pages, which other tests' pollers read
 	oldPage, oldPages := pollPage, maxPollPages
 	pollPage, maxPollPages = 2, 2 // four signatures per poll
 	t.Cleanup(func() { pollPage, maxPollPages = oldPage, oldPages })
