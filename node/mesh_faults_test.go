@@ -53,6 +53,7 @@ func TestMeshNodeRestartCatchesUp(t *testing.T) {
 
 func TestMeshWithoutDirectory(t *testing.T) {
 	t.Parallel()
+	testkit.Slow(t, "a directory stopped and restarted, waiting out the replica's catch-up")
 	m := newMesh(t)
 	b := m.join()
 	key := identity.GenerateKey()

@@ -196,6 +196,7 @@ func TestQuorumWithoutMajority(t *testing.T) { // not parallel: Raft's timeouts 
 // TestQuorumHistorySurvivesTheLeader: a cluster's history is kept by every
 // member, so the member that leads after the leader is lost serves it.
 func TestQuorumHistorySurvivesTheLeader(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+	testkit.Slow(t, "a leader stopped and an election on real Raft timeouts")
 	q := newQuorumMesh(t, 3, nil)
 	ord := q.join(0, 1, 2)
 	cl := createCluster(t, ord, `{"visibility":"public","name":"kept"}`)

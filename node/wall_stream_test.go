@@ -121,6 +121,7 @@ func streamDeltas(t *testing.T, tx, rx *wsClient, id string, n int, every time.D
 // dropped, and the sender's node counts the acks that went out without
 // that node's receipt.
 func TestWallShedLoadIsCounted(t *testing.T) { // not parallel: it counts what rates shed, in real time
+	testkit.Slow(t, "400 messages paced against real-time rates")
 	m := newMesh(t)
 	b := m.joinWith(func(c *Config) { c.WallSocketRate, c.WallRoomRate = 0, 0 })
 	c := m.joinWith(func(c *Config) { c.Wall.PeerRate = 50 }) // bursts of 100

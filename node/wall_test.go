@@ -368,6 +368,7 @@ func mustPeer(t *testing.T, key ed25519.PrivateKey) peer.ID {
 // presence timeouts.
 func TestWallLargeRosterStaysOnline(t *testing.T) {
 	t.Parallel()
+	testkit.Slow(t, "300 sockets and seconds of real presence timeouts")
 	m := newMesh(t)
 	fast := func(c *Config) { c.Wall.BeatInterval, c.Wall.PresenceTimeout = 200*time.Millisecond, 2*time.Second }
 	b, c := m.joinWith(fast), m.joinWith(fast)
