@@ -7,7 +7,8 @@
 // processes, a browser or npm, and heavy scenarios, out of the fast loop
 // (go test -short); Waiting lets a package whose tests mostly wait run
 // more of them at once; Buffer collects output that goroutines write
-// while the test reads it. A deadline is a bound on a loaded machine,
+// while the test reads it; Port gives a listener a port it can take again
+// after a restart. A deadline is a bound on a loaded machine,
 // never a figure under test: what a duration should be is measured by
 // benchmarks.
 package testkit
