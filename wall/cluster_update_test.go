@@ -3,14 +3,10 @@ package wall
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"net"
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/gobwas/ws"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/storetest"
@@ -260,27 +256,7 @@ func TestSocketOfEarlierTerms(t *testing.T) {
 	if st != 200 || v["token"] == nil {
 		t.Fatalf("PATCH: %d %v", st, v)
 	}
-	server, client := net.Pipe()
-	t.Cleanup(func() { client.Close() })
-	sk := newSocket(&wsConn{conn: server, rd: server}, h.svc, joinQuery{agent: "late", vis: VisPublic})
-	go h.svc.serveSocket(cl, "", sk)
-
-	client.SetDeadline(time.Now().Add(10 * time.Second))
-	f, err := ws.ReadFrame(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	json.Unmarshal(f.Payload, &got)
-	if got["kind"] != KindClosed || got["reason"] != causePrivate.reason {
-		t.Fatalf("the socket got %s", f.Payload)
-	}
-	if f, err = ws.ReadFrame(client); err != nil || f.Header.OpCode != ws.OpClose {
-		t.Fatalf("then %v %v, want a close frame", f.Header, err)
-	}
-	if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusNormalClosure {
-		t.Fatalf("close code %d, want 1000", code)
-	}
+	h.lateSocketClosed(cl, causePrivate)
 	if h.svc.room(id) != nil {
 		t.Fatal("a room of the former terms runs")
 	}

@@ -878,6 +878,18 @@ func TestSocketOfADeletedCluster(t *testing.T) {
 	if st, v := h.call("DELETE", "/v1/clusters/"+id, "", "X-Cluster-Token", created["admin_token"].(string)); st != 200 {
 		t.Fatalf("delete: %d %v", st, v)
 	}
+	h.lateSocketClosed(cl, causeDeleted)
+	if h.svc.room(id) != nil {
+		t.Fatal("a room of the deleted cluster runs")
+	}
+}
+
+// lateSocketClosed serves a socket that joined cl as looked up before a
+// change took it from the room (a delete, a change to private), and
+// checks the socket gets a closed frame naming cause, then a normal close.
+func (h *harness) lateSocketClosed(cl *Cluster, cause *closeCause) {
+	t := h.t
+	t.Helper()
 	server, client := net.Pipe()
 	t.Cleanup(func() { client.Close() })
 	sk := newSocket(&wsConn{conn: server, rd: server}, h.svc, joinQuery{agent: "late", vis: VisPublic})
@@ -890,7 +902,7 @@ func TestSocketOfADeletedCluster(t *testing.T) {
 	}
 	var got map[string]any
 	json.Unmarshal(f.Payload, &got)
-	if got["kind"] != KindClosed || got["reason"] != causeDeleted.reason {
+	if got["kind"] != KindClosed || got["reason"] != cause.reason {
 		t.Fatalf("the socket got %s", f.Payload)
 	}
 	if f, err = ws.ReadFrame(client); err != nil || f.Header.OpCode != ws.OpClose {
@@ -898,8 +910,5 @@ func TestSocketOfADeletedCluster(t *testing.T) {
 	}
 	if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusNormalClosure {
 		t.Fatalf("close code %d, want 1000", code)
-	}
-	if h.svc.room(id) != nil {
-		t.Fatal("a room of the deleted cluster runs")
 	}
 }
