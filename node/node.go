@@ -239,6 +239,7 @@ func (n *Node) openState() error {
 	if n.dir, err = registryapi.OpenDirectory(n.clog); err != nil {
 		return err
 	}
+	n.dir.SetReadCacheBytes(n.cfg.ReadCacheBytes)
 	n.catalog = wall.NewCatalog(n.clog)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
