@@ -1,10 +1,13 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/internal/testkit"
 )
 
@@ -48,5 +51,42 @@ func TestCardMemoryInProportion(t *testing.T) {
 	t.Logf("the late joiner's catch-up took at most %d bytes of live heap (%.1fx)", peak, float64(peak)/float64(cards))
 	if peak > 4*cards {
 		t.Fatalf("catching up took %.1f times the cards' bytes", float64(peak)/float64(cards))
+	}
+}
+
+// TestCardReadsAfterItsRowIsCached: the read cache keeps an agent's row
+// without its full card, yet once the row is cached (by a read of its
+// record) every reader of the card still sees it: search results and the
+// agents page (the card's name and description), the public address (its
+// skills) and the mirrored card.
+func TestCardReadsAfterItsRowIsCached(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir())
+	cfg.Role = RoleBootstrap
+	dir := startNode(t, cfg)
+	card := `{"name":"Cardholder Prime","description":"kept once, read from the store","skills":[{"id":"s1","name":"Skill One"}]}`
+	body, sig := loadgen.Registration("holder-1", identity.GenerateKey(), []byte(card), dir.cfg.Now())
+	if st, v := call(t, dir, "POST", loadgen.RegisterPath, string(body), identity.SigHeaderName, sig); st != 201 {
+		t.Fatalf("register: %d %v", st, v)
+	}
+	if st, v := call(t, dir, "GET", "/v1/agents/holder-1", ""); st != 200 || v["full_card"] != nil {
+		t.Fatalf("the record: %d %v", st, v)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		st, v := call(t, dir, "POST", "/v1/search", `{"query":"cardholder"}`)
+		res, _ := v["results"].([]any)
+		return st == 200 && len(res) == 1 && res[0].(map[string]any)["name"] == "Cardholder Prime" &&
+			res[0].(map[string]any)["description"] == "kept once, read from the store"
+	}, "the search result never showed the card's texts")
+	if st, html := rawCall(t, dir, "GET", "/agents?q=cardholder", "", "Accept", "text/html"); st != 200 || !strings.Contains(html, "Cardholder Prime") {
+		t.Fatalf("the agents page: %d\n%s", st, html)
+	}
+	st, v := call(t, dir, "GET", "/agent/holder-1", "", "Accept", "application/json")
+	skills, _ := v["skills"].([]any)
+	if st != 200 || v["name"] != "Cardholder Prime" || v["card"] == nil || len(skills) != 1 || skills[0].(map[string]any)["name"] != "Skill One" {
+		t.Fatalf("the public address: %d %v", st, v)
+	}
+	if st, v := call(t, dir, "GET", "/agent/holder-1/.well-known/agent.json", ""); st != 200 || v["name"] != "Cardholder Prime" || v["description"] != "kept once, read from the store" {
+		t.Fatalf("the mirrored card: %d %v", st, v)
 	}
 }
