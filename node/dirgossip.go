@@ -53,11 +53,7 @@ func (n *Node) joinDirectory(from func(peer.ID) bool, rep *cmdlog.Replica) error
 	join := func(name string, decode decoder) (*p2p.Topic, error) {
 		cfg := p2p.TopicConfig{MaxSize: maxCommandSize, Validate: n.validateChanges(from, decode, rep != nil)}
 		if rep != nil {
-			cfg.Deliver = func(m p2p.Message) {
-				for _, e := range m.Value.([]cmdlog.Entry) {
-					rep.Offer(e)
-				}
-			}
+			cfg.Deliver = func(m p2p.Message) { rep.Offer(m.Value.([]cmdlog.Entry)) }
 		}
 		return n.host.Join(name, cfg)
 	}
