@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -163,9 +162,12 @@ func (p *publisher) publishGossip(ctx context.Context, t *p2p.Topic, b batch) {
 // entries one a message and not to its batches: a node of an earlier
 // release.
 func (p *publisher) legacyPeers() bool {
-	batches := p.topics.batches.Peers()
+	batches := map[peer.ID]bool{}
+	for _, id := range p.topics.batches.Peers() {
+		batches[id] = true
+	}
 	for _, id := range p.topics.legacy.Peers() {
-		if !slices.Contains(batches, id) {
+		if !batches[id] {
 			return true
 		}
 	}

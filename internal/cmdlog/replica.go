@@ -115,11 +115,11 @@ func (r *Replica) Run(ctx context.Context) {
 // overtake each other on their way: those taken at once are put in
 // order), and catches up when one is missing.
 func (r *Replica) offer(ctx context.Context, es []Entry) {
-	seq := r.log.Seq()
-	es = slices.DeleteFunc(es, func(e Entry) bool { return e.Seq <= seq })
+	es = r.unapplied(es)
 	if len(es) == 0 {
 		return // already applied
 	}
+	seq := r.log.Seq()
 	slices.SortFunc(es, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 	es = slices.CompactFunc(es, func(a, b Entry) bool { return a.Seq == b.Seq })
 	next := 0
@@ -182,8 +182,7 @@ func (r *Replica) catchUp(ctx context.Context) {
 // apply commits es, entries of consecutive seqs, as far as the log does
 // not hold them yet, a transaction for a few hundred at a time.
 func (r *Replica) apply(es []Entry) error {
-	seq := r.log.Seq()
-	es = slices.DeleteFunc(slices.Clone(es), func(e Entry) bool { return e.Seq <= seq })
+	es = r.unapplied(es)
 	for len(es) > 0 {
 		n, size := 0, 0
 		for n < len(es) && n < maxApplied && (n == 0 || size+len(es[n].Op) <= maxAppliedBytes) {
@@ -199,6 +198,19 @@ func (r *Replica) apply(es []Entry) error {
 		es = es[n:]
 	}
 	return nil
+}
+
+// unapplied is those of es the log does not hold yet, in a slice of its
+// own.
+func (r *Replica) unapplied(es []Entry) []Entry {
+	seq := r.log.Seq()
+	var out []Entry
+	for _, e := range es {
+		if e.Seq > seq {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (r *Replica) noteProgressLocked() {
