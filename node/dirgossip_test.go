@@ -109,7 +109,8 @@ type tap struct {
 	got map[string][][]byte
 }
 
-func newTap(t *testing.T, to *Node, topics ...string) *tap {
+// bareHost is a libp2p host of the mesh's own, no node, connected to n.
+func bareHost(t *testing.T, n *Node) *p2p.Host {
 	t.Helper()
 	h, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
@@ -119,6 +120,16 @@ func newTap(t *testing.T, to *Node, topics ...string) *tap {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
+	infos, _ := p2p.ParseAddrs(n.P2PAddrs())
+	if err := h.Connect(context.Background(), infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func newTap(t *testing.T, to *Node, topics ...string) *tap {
+	t.Helper()
+	h := bareHost(t, to)
 	tp := &tap{id: h.ID(), got: map[string][][]byte{}}
 	for _, name := range topics {
 		if _, err := h.Join(name, p2p.TopicConfig{Deliver: func(m p2p.Message) {
@@ -128,10 +139,6 @@ func newTap(t *testing.T, to *Node, topics ...string) *tap {
 		}}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	infos, _ := p2p.ParseAddrs(to.P2PAddrs())
-	if err := h.Connect(context.Background(), infos[0]); err != nil {
-		t.Fatal(err)
 	}
 	for _, name := range topics {
 		testkit.Eventually(t, 10*time.Second, func() bool { return slices.Contains(to.host.TopicPeers(name), tp.id) },

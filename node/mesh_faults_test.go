@@ -219,18 +219,7 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 	m := newMesh(t)
 	b := m.join()
 	m.register(b, "applied", identity.GenerateKey())
-	rogue, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rogue.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer rogue.Close()
-	infos, _ := p2p.ParseAddrs(b.P2PAddrs())
-	if err := rogue.Connect(context.Background(), infos[0]); err != nil {
-		t.Fatal(err)
-	}
+	rogue := bareHost(t, b)
 	forged := `{"seq":` + "1" + `,"at":1,"kind":"agents","op":{"register":{"agent_id":"forged","capabilities":[],"api_key_hash":"x"}}}`
 	for name, msgs := range map[string][]string{
 		// Three: a fourth invalid message would find the rogue graylisted.

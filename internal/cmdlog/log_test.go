@@ -154,15 +154,23 @@ func TestLogSurvivesRestartAndBindsOrigin(t *testing.T) {
 	}
 }
 
-func TestReplicaAppliesInOrderAndFillsGaps(t *testing.T) {
+// publishedEntries commits count entries on a log of their own, setting
+// <prefix><i> to <i>, and returns the log and the entries.
+func publishedEntries(t *testing.T, prefix string, count int) (*Log, []Entry) {
+	t.Helper()
 	src, _ := memLog(t)
-	dst, dm := memLog(t)
 	p := NewLocal(src)
-	var published []Entry
-	p.OnCommit = func(e Entry) { published = append(published, e) }
-	for i := range 7 {
-		propose(t, p, fmt.Sprintf("r%d", i), fmt.Sprint(i))
+	var es []Entry
+	p.OnCommit = func(e Entry) { es = append(es, e) }
+	for i := range count {
+		propose(t, p, fmt.Sprintf("%s%d", prefix, i), fmt.Sprint(i))
 	}
+	return src, es
+}
+
+func TestReplicaAppliesInOrderAndFillsGaps(t *testing.T) {
+	src, published := publishedEntries(t, "r", 7)
+	dst, dm := memLog(t)
 	var calls atomic.Int32
 	rep := NewReplica(dst, fetchFrom(src, &calls), nil)
 	rep.PollInterval = time.Hour // only gaps and kicks trigger a catch-up here
@@ -194,13 +202,7 @@ func TestReplicaAppliesInOrderAndFillsGaps(t *testing.T) {
 // refused; a refused entry leaves those before it committed, as Commit
 // one at a time would.
 func TestCommitBatch(t *testing.T) {
-	src, _ := memLog(t)
-	p := NewLocal(src)
-	var es []Entry
-	p.OnCommit = func(e Entry) { es = append(es, e) }
-	for i := range 4 {
-		propose(t, p, fmt.Sprintf("b%d", i), fmt.Sprint(i))
-	}
+	_, es := publishedEntries(t, "b", 4)
 	dst, dm := memLog(t)
 	if n, err := dst.CommitBatch(es[1:]); n != 0 || !errors.Is(err, ErrOutOfOrder) {
 		t.Fatalf("entries after a gap: %d committed, %v", n, err)
