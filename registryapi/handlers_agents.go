@@ -294,7 +294,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeAgentView(w, e, a.handle(r, ag.ID), online, seen, roll)
+	writeAgentView(w, e, a.baseURL(r), online, seen, roll)
 	return nil
 }
 

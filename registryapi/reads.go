@@ -89,8 +89,7 @@ func (d *Directory) rollup(e *cachedAgent, now time.Time) (Rollup, error) {
 	a := e.a
 	if e.reportless.Load() || d.index.Load().reportless(a.ID, a.Reg) {
 		e.reportless.Store(true)
-		var none rollupBuilder
-		return none.rollup(), nil
+		return noReports, nil
 	}
 	var r Rollup
 	err := d.db.View(func(tx *store.Txn) error {
@@ -100,6 +99,13 @@ func (d *Directory) rollup(e *cachedAgent, now time.Time) (Rollup, error) {
 	})
 	return r, err
 }
+
+// noReports is the rollup of an agent without reports (its pointers are
+// nil: copies share nothing).
+var noReports = func() Rollup {
+	var none rollupBuilder
+	return none.rollup()
+}()
 
 // Agents calls fn for every registered agent, in id order, until fn
 // returns false. Rows are decoded fresh: fn may keep them.

@@ -93,6 +93,19 @@ func TestMuxRedirectIsJSON(t *testing.T) {
 	}
 }
 
+// FuzzIsClean: the quick check tells a path in canonical form exactly
+// when making its canonical form gives it back.
+func FuzzIsClean(f *testing.F) {
+	for _, p := range []string{"", "/", "/v1/agents/a-1", "/a/", "//a", "/a//b", "/a/.", "/a/./b", "/a/..", "/a/../b", "/.a/..b/...", "a/b", "/a/.b."} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if got, want := isClean(p), cleanPath(p) == p; got != want {
+			t.Fatalf("isClean(%q) = %v, want %v (canonical %q)", p, got, want, cleanPath(p))
+		}
+	})
+}
+
 func TestWriteJSONDoesNotEscapeHTML(t *testing.T) {
 	rec := httptest.NewRecorder()
 	WriteJSON(rec, http.StatusOK, map[string]string{"ws": "ws://x/ws?a=<1>&b=2"})

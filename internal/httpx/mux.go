@@ -54,13 +54,15 @@ func (m *Mux) Patterns() []string {
 }
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
-		// The mux would redirect to the canonical path (//x, /a/../b).
-		u := *r.URL
-		u.Path, u.RawPath = clean, ""
-		w.Header().Set("Location", u.RequestURI())
-		WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
-		return
+	if p := r.URL.Path; !isClean(p) && r.Method != http.MethodConnect {
+		if clean := cleanPath(p); clean != p {
+			// The mux would redirect to the canonical path (//x, /a/../b).
+			u := *r.URL
+			u.Path, u.RawPath = clean, ""
+			w.Header().Set("Location", u.RequestURI())
+			WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
+			return
+		}
 	}
 	// The mux routes once: it sets r.Pattern before it calls the handler
 	// it found, so an answer written while r.Pattern is empty is its own
@@ -114,6 +116,32 @@ func (m *muxAnswer) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (m *muxAnswer) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+
+// isClean reports whether p is in canonical form (cleanPath(p) == p)
+// without making the canonical form: the path of most requests is.
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := range len(p) {
+		if p[i] != '/' {
+			continue
+		}
+		// The element after the slash: none (a trailing slash), or not
+		// empty, . or ..
+		switch rest := p[i+1:]; {
+		case rest == "":
+			return true
+		case rest[0] == '/':
+			return false
+		case rest[0] == '.' && (len(rest) == 1 || rest[1] == '/'):
+			return false
+		case rest[0] == '.' && rest[1] == '.' && (len(rest) == 2 || rest[2] == '/'):
+			return false
+		}
+	}
+	return true
+}
 
 // cleanPath is p in canonical form, as the mux wants it: no empty, . or
 // .. elements, the trailing slash kept.
