@@ -288,9 +288,8 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ag, now := e.a, a.now()
-	online, seen := a.cfg.Directory.presenceOf(ag, now, a.cfg.OnlineWindow)
-	roll, err := a.cfg.Directory.rollup(e, now)
+	online, seen := a.cfg.Directory.presenceOf(e.a, a.cfg.Now, a.cfg.OnlineWindow)
+	roll, err := a.cfg.Directory.rollup(e, a.cfg.Now)
 	if err != nil {
 		return err
 	}
