@@ -20,6 +20,7 @@ func TestAgentViewSplicedAsEncoded(t *testing.T) {
 		{ID: "full-1", Reg: 9, Capabilities: []string{"echo", "<b>&"}, Endpoint: "https://user:pw@a.example/x?<y>",
 			Pubkey: "cHVi", DID: "did:key:z6Mk", RegisteredAt: at, UpdatedAt: at.Add(time.Hour), LastSeen: at.Add(time.Hour),
 			Card: &DiscoveryCard{Name: `Say "hi" <script>`, Description: "línea\u2028", Tags: []string{"t"}}},
+		{ID: `né"\`, Reg: 3, Capabilities: []string{}, RegisteredAt: at, UpdatedAt: at, LastSeen: at}, // no valid id, yet encoded alike
 	}
 	rolls := []Rollup{{}, {N: 2, Score: &score, Weighted: Weighted{N: 2, Paid: 1, Weight: 1.5, Score: &score}}}
 	for _, ag := range rows {
@@ -36,7 +37,7 @@ func TestAgentViewSplicedAsEncoded(t *testing.T) {
 				e := &cachedAgent{a: ag}
 				for range 2 { // encoding the parts, then from the kept parts
 					got := httptest.NewRecorder()
-					writeAgentView(got, e, base, online, seen, roll)
+					writeAgentView(got, partsOf(e), base, online, seen, roll)
 					if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
 						t.Fatalf("%s, %d reports, online %v:\n%s\nwant\n%s", ag.ID, roll.N, online, got.Body, want.Body)
 					}

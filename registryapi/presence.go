@@ -292,21 +292,22 @@ func (d *Directory) Heartbeat(id string, reg uint64, now time.Time, status strin
 // LastSeen is when a was last heard of: its latest heartbeat of this
 // registration, or the registration itself.
 func (d *Directory) LastSeen(a *Agent) time.Time {
-	_, seen := d.presenceOf(a, time.Now, 0)
+	_, seen := d.presenceOf(a.ID, a.Reg, a.LastSeen, time.Now, 0)
 	return seen
 }
 
-// presenceOf is Online and LastSeen from one read of a's beat; now is
-// read only for an agent that has beaten (most reads are of agents that
-// have not).
-func (d *Directory) presenceOf(a *Agent, now func() time.Time, window time.Duration) (online bool, seen time.Time) {
-	b, ok := d.presence.get(a.ID)
-	ok = ok && b.Reg == a.Reg
-	online = ok && a.Reg != 0 && !b.At.IsZero() && now().Sub(b.At) <= window
-	if ok && b.At.After(a.LastSeen) {
+// presenceOf is Online and LastSeen of agent id, registration reg, whose
+// row was last seen at lastSeen, from one read of its beat; now is read
+// only for an agent that has beaten (most reads are of agents that have
+// not).
+func (d *Directory) presenceOf(id string, reg uint64, lastSeen time.Time, now func() time.Time, window time.Duration) (online bool, seen time.Time) {
+	b, ok := d.presence.get(id)
+	ok = ok && b.Reg == reg
+	online = ok && reg != 0 && !b.At.IsZero() && now().Sub(b.At) <= window
+	if ok && b.At.After(lastSeen) {
 		return online, b.At
 	}
-	return online, a.LastSeen
+	return online, lastSeen
 }
 
 // LastBeat is a's latest heartbeat of its current registration; false
