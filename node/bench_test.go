@@ -30,26 +30,6 @@ func benchRegister(b *testing.B, n *Node, id string) {
 	}
 }
 
-// BenchmarkBridgeGetAgent: GET /v1/agents/<id> through the node's bridge.
-func BenchmarkBridgeGetAgent(b *testing.B) {
-	n := benchNode(b)
-	for i := range 1000 {
-		benchRegister(b, n, fmt.Sprintf("agent-%d", i))
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			rec := httptest.NewRecorder()
-			n.Handler().ServeHTTP(rec, httptest.NewRequest("GET", fmt.Sprintf("/v1/agents/agent-%d", i%1000), nil))
-			if rec.Code != 200 {
-				b.Fatalf("status %d", rec.Code)
-			}
-			i++
-		}
-	})
-}
-
 // BenchmarkBridgeRegister: POST /v1/agents/register (new ids) through the
 // node's bridge, each committed durably.
 func BenchmarkBridgeRegister(b *testing.B) {

@@ -88,9 +88,8 @@ func (n *Node) isForwardedWrite(r *http.Request) bool {
 // (its forwarder tries the next leader itself).
 func (n *Node) forwardWrites(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		o, _ := admission.OriginOf(r.Context())
-		if !n.isForwardedWrite(r) || (n.quorum == nil && n.view.isDirectory()) || o.Peer != "" {
-			next.ServeHTTP(w, r)
+		if !n.isForwardedWrite(r) || (n.quorum == nil && n.view.isDirectory()) || forwardedToUs(r) {
+			next.ServeHTTP(w, r) // a read (most requests) is let through on its method alone
 			return
 		}
 		_, r.Pattern = n.forwarded.Match(r) // the route metrics count it under its route
@@ -98,6 +97,12 @@ func (n *Node) forwardWrites(next http.Handler) http.Handler {
 			httpx.WriteError(n.log, w, r, err)
 		}
 	})
+}
+
+// forwardedToUs reports whether another node forwarded r here.
+func forwardedToUs(r *http.Request) bool {
+	o, _ := admission.OriginOf(r.Context())
+	return o.Peer != ""
 }
 
 // forward sends write r to the node that orders writes, over forwardProto,

@@ -270,28 +270,15 @@ func (m *httpMetrics) count(route string, code int, took time.Duration) {
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r)
+		a := httpx.Record(w) // the mux answers through it too: one wrapper a request
+		next.ServeHTTP(a, r)
 		route := r.Pattern
 		if route == "" {
 			route = "unmatched"
 		}
-		m.count(route, sw.status, time.Since(start))
+		m.count(route, a.Status(), time.Since(start))
 	})
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // nonNil is s, or an empty slice for nil: a list in JSON, never null.
 func nonNil(s []string) []string {

@@ -90,7 +90,18 @@ func validIDChars(id string) bool {
 }
 
 // reservedIDs would collide with fixed paths under /v1/agents/.
-var reservedIDs = map[string]bool{"me": true, "register": true, "token": true}
+var reservedIDs = []string{"me", "register", "token"}
+
+// reservedID reports whether id is a reserved word in any case (without
+// lowering a copy of every id a read names).
+func reservedID(id string) bool {
+	for _, w := range reservedIDs {
+		if strings.EqualFold(id, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // ValidateID checks an agent id: 1..128 characters of letters, digits and
 // . _ : @ -, starting with a letter or digit, and not a reserved path word.
@@ -102,7 +113,7 @@ func ValidateID(id string) error {
 		return httpx.ErrInvalid.With("agent_id is longer than %d characters", maxIDLen)
 	case !validIDChars(id):
 		return httpx.ErrInvalid.With("agent_id %q may contain only letters, digits and . _ : @ - and must start with a letter or digit", id)
-	case reservedIDs[strings.ToLower(id)]:
+	case reservedID(id):
 		return httpx.ErrInvalid.With("agent_id %q is reserved", id)
 	}
 	return nil

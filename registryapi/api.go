@@ -240,8 +240,11 @@ func (a *API) now() time.Time { return a.cfg.Now() }
 // handle is the public address of agent id, on the node the client called
 // (httpx.BaseURL: a forwarded request names the node it came through).
 func (a *API) handle(r *http.Request, id string) string {
-	return httpx.BaseURL(r, a.cfg.PublicURL) + "/agent/" + id
+	return a.baseURL(r) + "/agent/" + id
 }
+
+// baseURL is the base URL of the node the client called.
+func (a *API) baseURL(r *http.Request) string { return httpx.BaseURL(r, a.cfg.PublicURL) }
 
 // pathID reads and checks the {id} path value: an agent id, or a
 // did:mesh alias, which it resolves to the id of its agent (alias.go).

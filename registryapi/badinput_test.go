@@ -140,6 +140,8 @@ func TestSpecificBadInputs(t *testing.T) {
 		{"POST", "/v1/agents/register", `{"agent_id":"x","capabilities":["\ud800"]}`, nil, 400, "invalid_json"},
 		{"POST", "/v1/agents/target/feedback", badCap, []string{identity.SigHeaderName, identity.Sign(identity.GenerateKey(), "POST", "/v1/agents/target/feedback", []byte(badCap), h.clock.Now())}, 400, "invalid_json"},
 		{"POST", "/v1/agents/register", `{"agent_id":"x","pubkey":"%%%"}`, nil, 400, "invalid_request"},
+		{"POST", "/v1/agents/register", `{"agent_id":"Register"}`, nil, 400, "invalid_request"}, // reserved in any case
+		{"POST", "/v1/agents/register", `{"agent_id":"TOKEN"}`, nil, 400, "invalid_request"},
 		{"POST", "/v1/agents/register", `{"agent_id":"` + strings.Repeat("x", 70<<10) + `"}`, nil, 413, "body_too_large"},
 		{"POST", "/v1/agents/token", `{"agent_id":"target"}`, nil, 400, "invalid_request"},
 		{"POST", "/v1/agents/me/heartbeat", `{"status":3}`, bearer(tok), 400, "invalid_json"},

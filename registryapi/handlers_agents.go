@@ -276,25 +276,28 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e, err := a.cfg.Directory.lookup(id)
-	if err == nil && !e.a.Registered() {
-		err = ErrAgentNotFound
+	var p *viewParts
+	if err == nil {
+		if p = partsOf(e); p.reg == 0 { // not registered (a catalog-only listing)
+			err = ErrAgentNotFound
+		}
 	}
 	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
 		var ag *Agent
 		if ag, err = a.cfg.Fallback(r.Context(), id); err == nil {
 			e = &cachedAgent{a: ag}
+			p = partsOf(e)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	ag, now := e.a, a.now()
-	online, seen := a.cfg.Directory.presenceOf(ag, now, a.cfg.OnlineWindow)
-	roll, err := a.cfg.Directory.rollup(e, now)
+	online, seen := a.cfg.Directory.presenceOf(p.id, p.reg, p.lastSeen, a.cfg.Now, a.cfg.OnlineWindow)
+	roll, err := a.cfg.Directory.rollup(e, a.cfg.Now)
 	if err != nil {
 		return err
 	}
-	writeAgentView(w, e, a.handle(r, ag.ID), online, seen, roll)
+	writeAgentView(w, p, a.baseURL(r), online, seen, roll)
 	return nil
 }
 

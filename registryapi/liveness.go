@@ -73,7 +73,7 @@ func truncate(s string, n int) string {
 func (p *Presence) probe(id string, reg uint64, endpoint string, at time.Time, failure error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b, ok := p.beats[id]
+	b, ok := p.beats.lookup(id)
 	if !ok || b.Reg != reg {
 		b = Beat{ID: id, Reg: reg}
 	}

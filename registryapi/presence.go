@@ -25,12 +25,12 @@ import (
 // so a stale or reordered beat can never make a deleted or re-registered id
 // look alive.
 type Presence struct {
-	mu sync.RWMutex // reads (get) share it: every read of an agent takes one
+	mu sync.Mutex // orders changes; reads of one beat (get) do without it
 	// epoch names the directory run that numbered ver: versions of one run
 	// mean nothing in another, so a cursor of another epoch gets everything.
 	epoch uint64
 	ver   uint64
-	beats map[string]Beat
+	beats *beatShards
 	// recent lists the ids beaten in version order, so that a follower's
 	// catch-up costs what changed, not the whole map.
 	recent []versioned
@@ -97,7 +97,7 @@ func presenceKey(id string) []byte { return store.Key("p", id) }
 var presencePrefix = []byte("p/")
 
 func newPresence(epoch uint64) *Presence {
-	return &Presence{epoch: epoch, beats: map[string]Beat{}, dirty: map[string]bool{}}
+	return &Presence{epoch: epoch, beats: newBeatShards(0), dirty: map[string]bool{}}
 }
 
 // load reads the beats the directory flushed before a restart.
@@ -109,7 +109,7 @@ func (p *Presence) load(db *store.DB) error {
 				return false, err
 			}
 			b.Ver = 0 // versions of another run
-			p.beats[b.ID] = b
+			p.beats.put(b)
 			return true, nil
 		})
 	})
@@ -120,7 +120,7 @@ func (p *Presence) load(db *store.DB) error {
 func (p *Presence) record(b Beat) Beat {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if old, ok := p.beats[b.ID]; ok && old.Reg == b.Reg {
+	if old, ok := p.beats.lookup(b.ID); ok && old.Reg == b.Reg {
 		b.Live = old.Live
 	}
 	return p.putLocked(b)
@@ -131,7 +131,7 @@ func (p *Presence) putLocked(b Beat) Beat {
 	p.ver++
 	p.gen++
 	b.Ver = p.ver
-	p.beats[b.ID] = b
+	p.beats.put(b)
 	p.dirty[b.ID] = true
 	p.recent = append(p.recent, versioned{p.ver, b.ID})
 	if len(p.recent) > 2*maxRecent {
@@ -141,12 +141,7 @@ func (p *Presence) putLocked(b Beat) Beat {
 }
 
 // get returns the beat of id, if any.
-func (p *Presence) get(id string) (Beat, bool) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	b, ok := p.beats[id]
-	return b, ok
-}
+func (p *Presence) get(id string) (Beat, bool) { return p.beats.get(id) }
 
 // forget drops the beat of a deleted agent. It runs on every node, as
 // each applies the delete from the log, so it leaves the cursor alone: on
@@ -154,8 +149,8 @@ func (p *Presence) get(id string) (Beat, bool) {
 func (p *Presence) forget(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.beats[id]; ok {
-		delete(p.beats, id)
+	if _, ok := p.beats.lookup(id); ok {
+		p.beats.remove(id)
 		p.dirty[id] = true
 		p.gen++
 	}
@@ -173,7 +168,7 @@ func (p *Presence) since(epoch, ver uint64) ([]byte, error) {
 	}
 	if epoch == p.epoch && ver+1 >= oldest && ver <= p.ver {
 		for _, r := range p.recent {
-			if b, ok := p.beats[r.id]; r.ver > ver && ok && b.Ver == r.ver {
+			if b, ok := p.beats.lookup(r.id); r.ver > ver && ok && b.Ver == r.ver {
 				out.Beats = append(out.Beats, b) // the id's latest beat, once
 			}
 		}
@@ -185,7 +180,7 @@ func (p *Presence) since(epoch, ver uint64) ([]byte, error) {
 		p.mu.Unlock()
 		return full, nil
 	}
-	out.Full, out.Beats = true, slices.AppendSeq(out.Beats, maps.Values(p.beats))
+	out.Full, out.Beats = true, slices.AppendSeq(out.Beats, p.beats.all())
 	gen := p.gen
 	p.mu.Unlock()
 	full, err := json.Marshal(out)
@@ -205,10 +200,11 @@ func (p *Presence) merge(c PresenceChanges) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c.Full {
-		p.beats = make(map[string]Beat, len(c.Beats))
-	}
-	for _, b := range c.Beats {
-		p.beats[b.ID] = b
+		p.beats.replace(c.Beats)
+	} else {
+		for _, b := range c.Beats {
+			p.beats.put(b)
+		}
 	}
 	p.epoch, p.ver = c.Epoch, c.Ver
 	p.gen++
@@ -222,8 +218,8 @@ func (p *Presence) takeOver(epoch uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.epoch, p.ver, p.recent = epoch, 0, nil
-	for id := range p.beats {
-		p.dirty[id] = true
+	for b := range p.beats.all() {
+		p.dirty[b.ID] = true
 	}
 	p.gen++
 }
@@ -240,7 +236,7 @@ func (p *Presence) flush(db *store.DB) error {
 	p.mu.Lock()
 	batch := make(map[string]*Beat, len(p.dirty))
 	for id := range p.dirty {
-		if b, ok := p.beats[id]; ok {
+		if b, ok := p.beats.lookup(id); ok {
 			batch[id] = &b
 		} else {
 			batch[id] = nil
@@ -296,19 +292,22 @@ func (d *Directory) Heartbeat(id string, reg uint64, now time.Time, status strin
 // LastSeen is when a was last heard of: its latest heartbeat of this
 // registration, or the registration itself.
 func (d *Directory) LastSeen(a *Agent) time.Time {
-	_, seen := d.presenceOf(a, time.Time{}, 0)
+	_, seen := d.presenceOf(a.ID, a.Reg, a.LastSeen, time.Now, 0)
 	return seen
 }
 
-// presenceOf is Online and LastSeen from one read of a's beat.
-func (d *Directory) presenceOf(a *Agent, now time.Time, window time.Duration) (online bool, seen time.Time) {
-	b, ok := d.presence.get(a.ID)
-	ok = ok && b.Reg == a.Reg
-	online = ok && a.Reg != 0 && !b.At.IsZero() && now.Sub(b.At) <= window
-	if ok && b.At.After(a.LastSeen) {
+// presenceOf is Online and LastSeen of agent id, registration reg, whose
+// row was last seen at lastSeen, from one read of its beat; now is read
+// only for an agent that has beaten (most reads are of agents that have
+// not).
+func (d *Directory) presenceOf(id string, reg uint64, lastSeen time.Time, now func() time.Time, window time.Duration) (online bool, seen time.Time) {
+	b, ok := d.presence.get(id)
+	ok = ok && b.Reg == reg
+	online = ok && reg != 0 && !b.At.IsZero() && now().Sub(b.At) <= window
+	if ok && b.At.After(lastSeen) {
 		return online, b.At
 	}
-	return online, a.LastSeen
+	return online, lastSeen
 }
 
 // LastBeat is a's latest heartbeat of its current registration; false

@@ -116,24 +116,34 @@ func (d *Directory) Reputation(id string, now time.Time) (*Agent, Rollup, error)
 }
 
 // rollup returns the rollup of the reports of registered agent e.a in the
-// window ending at now. An agent the search index knows without a report
-// (most of them) costs no read of the store, and a row read through the
-// cache remembers it.
-func (d *Directory) rollup(e *cachedAgent, now time.Time) (Rollup, error) {
+// window ending at now() (read only for an agent with reports). An agent
+// the search index knows without a report (most of them) costs no read of
+// the store, and a row read through the cache remembers it (written once:
+// rows are read on every core).
+func (d *Directory) rollup(e *cachedAgent, now func() time.Time) (Rollup, error) {
 	a := e.a
-	if e.reportless.Load() || d.index.Load().reportless(a.ID, a.Reg) {
+	if e.reportless.Load() {
+		return noReports, nil
+	}
+	if d.index.Load().reportless(a.ID, a.Reg) {
 		e.reportless.Store(true)
-		var none rollupBuilder
-		return none.rollup(), nil
+		return noReports, nil
 	}
 	var r Rollup
 	err := d.db.View(func(tx *store.Txn) error {
 		var err error
-		r, err = rollupIn(tx, a, now)
+		r, err = rollupIn(tx, a, now())
 		return err
 	})
 	return r, err
 }
+
+// noReports is the rollup of an agent without reports (its pointers are
+// nil: copies share nothing).
+var noReports = func() Rollup {
+	var none rollupBuilder
+	return none.rollup()
+}()
 
 // Agents calls fn for every registered agent, in id order, until fn
 // returns false. Rows are decoded fresh: fn may keep them.

@@ -75,8 +75,10 @@ func total(rs []loadgen.Result) loadgen.Result {
 // GetAgent registers o.Agents agents on a node (o.URL, or a `mesh node`
 // it starts in a process of its own), reads each one's answer to GET
 // /v1/agents/<id> once, and starts the baseline in another process: plain
-// net/http serving those same bytes for each id. It then drives both
-// alike, alternately, o.Rounds times each.
+// net/http answering each id with that same answer, header fields and
+// body. It then drives both alike, o.Rounds times each: a round runs the
+// two back to back, the node first in odd rounds and the baseline first
+// in even ones, after a warm-up of each that is not counted.
 func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	var res GetAgentResult
 	url := o.URL
@@ -91,38 +93,34 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	}
 	prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano()) // runs against one node do not collide
 	fmt.Fprintf(o.Progress, "registering %d agents at %s\n", o.Agents, url)
-	stored := map[string][]byte{}
-	for i := range o.Agents {
-		id := fmt.Sprintf("%s-%d", prefix, i)
-		body := fmt.Sprintf(`{"agent_id":"%s","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, id, i)
-		if err := loadgen.Post(ctx, url+"/v1/agents/register", body); err != nil {
-			return res, err
-		}
-		v, err := getBytes(ctx, url+"/v1/agents/"+id)
-		if err != nil {
-			return res, err
-		}
-		stored[id] = v
+	stored, err := registerAgents(ctx, url, prefix, o.Agents)
+	if err != nil {
+		return res, err
 	}
 	base, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
 	if err != nil {
 		return res, err
 	}
 	defer stop()
-	drive := func(target string) loadgen.Result {
+	drive := func(target string, d time.Duration) loadgen.Result {
 		return loadgen.Run(ctx, loadgen.Options{
-			Concurrency: o.Concurrency, Duration: o.Duration,
+			Concurrency: o.Concurrency, Duration: d,
 			Request: func(w, i int) (*http.Request, error) {
 				return http.NewRequest("GET", fmt.Sprintf("%s/v1/agents/%s-%d", target, prefix, (w*7919+i)%o.Agents), nil)
 			},
 		})
 	}
-	for range o.Rounds {
-		for _, run := range []struct {
-			target string
-			into   *[]loadgen.Result
-		}{{url, &res.Node}, {base, &res.Baseline}} {
-			r := drive(run.target)
+	runs := []struct {
+		target string
+		into   *[]loadgen.Result
+	}{{url, &res.Node}, {base, &res.Baseline}}
+	for _, run := range runs {
+		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", run.target, drive(run.target, warmUp(o.Duration)))
+	}
+	for round := range o.Rounds {
+		for i := range runs {
+			run := runs[(i+round)%2]
+			r := drive(run.target, o.Duration)
 			fmt.Fprintf(o.Progress, "  %s: %s\n", run.target, r)
 			if r.Errors > 0 {
 				return res, fmt.Errorf("%s: %d requests failed", run.target, r.Errors)
@@ -133,18 +131,52 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	return res, nil
 }
 
+// warmUp is how long each target is driven, uncounted, before the rounds:
+// both start with their connections made, code paged in and heaps grown.
+func warmUp(d time.Duration) time.Duration { return min(d/5, time.Second) }
+
+// storedAnswer is a node's answer to GET /v1/agents/<id>: its header
+// fields but Date and Content-Length, which net/http writes itself, and
+// its body.
+type storedAnswer struct {
+	ID     string      `json:"id"`
+	Header http.Header `json:"header"`
+	Body   string      `json:"body"`
+}
+
+// registerAgents registers n agents prefix-0 to prefix-<n-1> at url, and
+// reads each one's answer once.
+func registerAgents(ctx context.Context, url, prefix string, n int) ([]storedAnswer, error) {
+	var stored []storedAnswer
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		body := fmt.Sprintf(`{"agent_id":"%s","capabilities":["echo"],"endpoint":"https://bench.example/%d"}`, id, i)
+		if err := loadgen.Post(ctx, url+"/v1/agents/register", body); err != nil {
+			return nil, err
+		}
+		h, b, err := getAnswer(ctx, url+"/v1/agents/"+id)
+		if err != nil {
+			return nil, err
+		}
+		h.Del("Date")
+		h.Del("Content-Length")
+		stored = append(stored, storedAnswer{ID: id, Header: h, Body: string(b)})
+	}
+	return stored, nil
+}
+
 // startBaseline runs `exe bench serve-bytes` on a free port, handing it
-// stored (a file of one id and its bytes a line); it returns its base URL.
-func startBaseline(ctx context.Context, exe, dir string, stored map[string][]byte) (string, func(), error) {
+// stored (a file of one answer a line); it returns its base URL.
+func startBaseline(ctx context.Context, exe, dir string, stored []storedAnswer) (string, func(), error) {
 	f, err := os.Create(filepath.Join(dir, "stored.jsonl"))
 	if err != nil {
 		return "", nil, err
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	for id, b := range stored {
-		line, _ := json.Marshal([]any{id, string(b)})
-		w.Write(append(line, '\n'))
+	enc := json.NewEncoder(w)
+	for _, a := range stored {
+		enc.Encode(a)
 	}
 	if err := w.Flush(); err != nil {
 		return "", nil, err
@@ -173,35 +205,27 @@ func startBaseline(ctx context.Context, exe, dir string, stored map[string][]byt
 }
 
 // ServeBytes is the baseline of GetAgent: plain net/http answering GET
-// /v1/agents/{id} with the bytes stored for id (read from file, one
-// [id, bytes] a line), as JSON, until ctx ends.
+// /v1/agents/{id} with the answer stored for id (read from file, one
+// storedAnswer a line), until ctx ends.
 func ServeBytes(ctx context.Context, addr, file string) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
-	stored := map[string][]byte{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line []string
-		if json.Unmarshal(sc.Bytes(), &line) != nil || len(line) != 2 {
-			return fmt.Errorf("%s: not [id, bytes] lines", file)
+	var stored []storedAnswer
+	dec := json.NewDecoder(f)
+	for {
+		var a storedAnswer
+		if err := dec.Decode(&a); err == io.EOF {
+			break
+		} else if err != nil {
+			f.Close()
+			return fmt.Errorf("%s: not a stored answer a line: %w", file, err)
 		}
-		stored[line[0]] = []byte(line[1])
+		stored = append(stored, a)
 	}
 	f.Close()
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/agents/{id}", func(w http.ResponseWriter, r *http.Request) {
-		b, ok := stored[r.PathValue("id")]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-	})
-	srv := &http.Server{Addr: addr, Handler: mux}
+	srv := &http.Server{Addr: addr, Handler: serveStored(stored)}
 	go func() { <-ctx.Done(); srv.Close() }()
 	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
 		return err
@@ -209,20 +233,62 @@ func ServeBytes(ctx context.Context, addr, file string) error {
 	return nil
 }
 
-// getBytes is the body of a 200 answer to GET url.
-func getBytes(ctx context.Context, url string) ([]byte, error) {
+// serveStored answers GET /v1/agents/{id} with the answer stored for id,
+// as net/http does it at its fastest: the header fields' values assigned
+// as they are (no canonicalising), the body in one write.
+func serveStored(stored []storedAnswer) http.Handler {
+	type field struct {
+		name   string
+		values []string
+	}
+	type answer struct {
+		header []field
+		body   []byte
+	}
+	byID := map[string]answer{}
+	for _, a := range stored {
+		var header []field
+		for name, values := range a.Header {
+			header = append(header, field{name, values})
+		}
+		byID[a.ID] = answer{header, []byte(a.Body)}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/agents/{id}", func(w http.ResponseWriter, r *http.Request) {
+		a, ok := byID[r.PathValue("id")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		for _, f := range a.header {
+			h[f.name] = f.values
+		}
+		w.Write(a.body)
+	})
+	return mux
+}
+
+// getAnswer is the header and body of a 200 answer to GET url.
+func getAnswer(ctx context.Context, url string) (http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err == nil && resp.StatusCode != http.StatusOK {
 		err = fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
 	}
+	return resp.Header, b, err
+}
+
+// getBytes is the body of a 200 answer to GET url.
+func getBytes(ctx context.Context, url string) ([]byte, error) {
+	_, b, err := getAnswer(ctx, url)
 	return b, err
 }

@@ -93,6 +93,53 @@ func TestMuxRedirectIsJSON(t *testing.T) {
 	}
 }
 
+// TestMuxThroughAnOuterAnswer: a Mux reached through the Answer an outer
+// layer made (the route metrics') answers through that one, not a wrapper
+// of its own, and the Answer records every status: the route's, and the
+// mux's own answers, which it still puts in JSON; so does a Mux reached
+// through another's route (the forward stream's).
+func TestMuxThroughAnOuterAnswer(t *testing.T) {
+	m := newTestMux()
+	var seen http.ResponseWriter
+	m.HandleFunc("GET /seen", func(w http.ResponseWriter, r *http.Request) { seen = w })
+	outer := NewMux()
+	outer.Handle("/", m)
+	for _, c := range []struct {
+		method, target string
+		status         int
+	}{{"GET", "/items/42", 200}, {"POST", "/items/abc", 201}, {"DELETE", "/items/7", 405}, {"GET", "/nope", 404}} {
+		for _, h := range []http.Handler{m, outer} {
+			rec := httptest.NewRecorder()
+			a := Record(rec)
+			h.ServeHTTP(a, httptest.NewRequest(c.method, c.target, nil))
+			if a.Status() != c.status || rec.Code != c.status || rec.Header().Get("Content-Type") != "application/json" || !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("%s %s: recorded %d, answered %d %q", c.method, c.target, a.Status(), rec.Code, rec.Body)
+			}
+			if c.status == 405 && rec.Header().Get("Allow") == "" {
+				t.Fatalf("%s %s: no Allow", c.method, c.target)
+			}
+		}
+	}
+	a := Record(httptest.NewRecorder())
+	outer.ServeHTTP(a, httptest.NewRequest("GET", "/seen", nil))
+	if seen != a || Record(a) != a {
+		t.Fatalf("the route was handed %T, not the outer Answer", seen)
+	}
+}
+
+// FuzzIsClean: the quick check tells a path in canonical form exactly
+// when making its canonical form gives it back.
+func FuzzIsClean(f *testing.F) {
+	for _, p := range []string{"", "/", "/v1/agents/a-1", "/a/", "//a", "/a//b", "/a/.", "/a/./b", "/a/..", "/a/../b", "/.a/..b/...", "a/b", "/a/.b."} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if got, want := isClean(p), cleanPath(p) == p; got != want {
+			t.Fatalf("isClean(%q) = %v, want %v (canonical %q)", p, got, want, cleanPath(p))
+		}
+	})
+}
+
 func TestWriteJSONDoesNotEscapeHTML(t *testing.T) {
 	rec := httptest.NewRecorder()
 	WriteJSON(rec, http.StatusOK, map[string]string{"ws": "ws://x/ws?a=<1>&b=2"})

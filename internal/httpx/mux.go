@@ -54,38 +54,64 @@ func (m *Mux) Patterns() []string {
 }
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
-		// The mux would redirect to the canonical path (//x, /a/../b).
-		u := *r.URL
-		u.Path, u.RawPath = clean, ""
-		w.Header().Set("Location", u.RequestURI())
-		WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
-		return
+	if p := r.URL.Path; !isClean(p) && r.Method != http.MethodConnect {
+		if clean := cleanPath(p); clean != p {
+			// The mux would redirect to the canonical path (//x, /a/../b).
+			u := *r.URL
+			u.Path, u.RawPath = clean, ""
+			w.Header().Set("Location", u.RequestURI())
+			WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
+			return
+		}
 	}
 	// The mux routes once: it sets r.Pattern before it calls the handler
 	// it found, so an answer written while r.Pattern is empty is its own
-	// (404, 405, a redirect to add a slash), which muxAnswer puts in JSON.
-	m.mux.ServeHTTP(&muxAnswer{ResponseWriter: w, r: r}, r)
+	// (404, 405, a redirect to add a slash), which the Answer puts in JSON.
+	// An Answer an outer layer made (the route metrics') serves: one
+	// wrapper a request, not one a layer.
+	a := Record(w)
+	outer, outerDone := a.mux, a.done
+	a.mux, a.done = r, false
+	m.mux.ServeHTTP(a, r)
+	a.mux, a.done = outer, outerDone
 }
 
-// muxAnswer passes on what a route's handler writes, and replaces the
-// mux's own plain-text answers with JSON.
-type muxAnswer struct {
+// Answer passes an answer on to its ResponseWriter and records its
+// status; while a Mux routes through it, it replaces the mux's own
+// plain-text answers with JSON and passes on what a route's handler
+// writes.
+type Answer struct {
 	http.ResponseWriter
-	r    *http.Request
-	done bool // the mux's own answer was replaced
+	status int
+	mux    *http.Request // what a Mux routes through this answer, while it does
+	done   bool          // that mux's own answer was replaced
 }
 
-func (m *muxAnswer) WriteHeader(code int) {
-	if m.r.Pattern != "" {
-		m.ResponseWriter.WriteHeader(code)
+// Record returns w as an Answer: w itself when it is one.
+func Record(w http.ResponseWriter) *Answer {
+	if a, ok := w.(*Answer); ok {
+		return a
+	}
+	return &Answer{ResponseWriter: w, status: http.StatusOK}
+}
+
+// Status is the status of the answer: 200 until another is written.
+func (a *Answer) Status() int { return a.status }
+
+// muxOwn reports whether what is written now is the mux's own answer.
+func (a *Answer) muxOwn() bool { return a.mux != nil && a.mux.Pattern == "" }
+
+func (a *Answer) WriteHeader(code int) {
+	if !a.muxOwn() {
+		a.status = code
+		a.ResponseWriter.WriteHeader(code)
 		return
 	}
-	if m.done {
+	if a.done {
 		return
 	}
-	m.done = true
-	h, r := m.Header(), m.r
+	a.done, a.status = true, code
+	h, r := a.Header(), a.mux
 	allow, loc := h.Get("Allow"), h.Get("Location")
 	clear(h)
 	switch code {
@@ -93,27 +119,53 @@ func (m *muxAnswer) WriteHeader(code int) {
 		if allow != "" {
 			h.Set("Allow", allow)
 		}
-		WriteJSON(m.ResponseWriter, code, ErrMethod.With("method %s not allowed on %s", r.Method, r.URL.Path))
+		WriteJSON(a.ResponseWriter, code, ErrMethod.With("method %s not allowed on %s", r.Method, r.URL.Path))
 	case http.StatusNotFound:
-		WriteJSON(m.ResponseWriter, code, ErrNotFound.With("no endpoint %s %s", r.Method, r.URL.Path))
+		WriteJSON(a.ResponseWriter, code, ErrNotFound.With("no endpoint %s %s", r.Method, r.URL.Path))
 	default: // a redirect the mux chose (a missing trailing slash)
 		h.Set("Location", loc)
-		WriteJSON(m.ResponseWriter, code, E(code, "moved", "the canonical path is %s", loc))
+		WriteJSON(a.ResponseWriter, code, E(code, "moved", "the canonical path is %s", loc))
 	}
 }
 
-func (m *muxAnswer) Write(b []byte) (int, error) {
-	if m.r.Pattern != "" {
-		return m.ResponseWriter.Write(b)
+func (a *Answer) Write(b []byte) (int, error) {
+	if !a.muxOwn() {
+		return a.ResponseWriter.Write(b)
 	}
-	if !m.done {
-		m.WriteHeader(http.StatusNotFound)
+	if !a.done {
+		a.WriteHeader(http.StatusNotFound)
 	}
 	return len(b), nil // the mux's plain-text body
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
-func (m *muxAnswer) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+func (a *Answer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// isClean reports whether p is in canonical form (cleanPath(p) == p)
+// without making the canonical form: the path of most requests is.
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := range len(p) {
+		if p[i] != '/' {
+			continue
+		}
+		// The element after the slash: none (a trailing slash), or not
+		// empty, . or ..
+		switch rest := p[i+1:]; {
+		case rest == "":
+			return true
+		case rest[0] == '/':
+			return false
+		case rest[0] == '.' && (len(rest) == 1 || rest[1] == '/'):
+			return false
+		case rest[0] == '.' && rest[1] == '.' && (len(rest) == 2 || rest[2] == '/'):
+			return false
+		}
+	}
+	return true
+}
 
 // cleanPath is p in canonical form, as the mux wants it: no empty, . or
 // .. elements, the trailing slash kept.
