@@ -191,16 +191,6 @@ func IsDirectoryWrite(r *http.Request) bool {
 	return pattern != ""
 }
 
-// agent returns the registered agent id, asking the fallback when this
-// node does not hold it.
-func (a *API) agent(ctx context.Context, id string) (*Agent, error) {
-	ag, err := a.cfg.Directory.Agent(id)
-	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
-		return a.cfg.Fallback(ctx, id)
-	}
-	return ag, err
-}
-
 // bearer verifies the request's bearer token.
 func (a *API) bearer(r *http.Request) (TokenClaims, error) {
 	h := r.Header.Get("Authorization")
