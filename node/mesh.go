@@ -261,9 +261,18 @@ func (n *Node) startReplica(ctx context.Context) error {
 }
 
 // validateCommand accepts directory commands only from a node that runs
-// the directory, well formed, and not already applied.
+// the directory, well formed, and not already applied. Before this node
+// heard who runs the directory, a command from another peer than its
+// first bootstrap node is dropped without blaming the peer that relayed
+// it: it may be the leader's, relayed by the follower this node joined
+// through: gossipsub would score that follower down (three such changes
+// graylist it for seconds, ten for minutes, and no gossip of any topic
+// comes from it meanwhile). The catch-up fetches it.
 func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
 	if !n.view.isDirectoryPeer(origin) {
+		if !n.view.heardMembers() {
+			return nil, fmt.Errorf("%w: a directory change from %s, before this node heard who runs the directory", p2p.ErrIgnore, origin)
+		}
 		return nil, errors.New("directory change from a peer that does not run the directory")
 	}
 	var e cmdlog.Entry
