@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"net/http"
 	"slices"
@@ -48,12 +49,36 @@ func TestAReplayedAdminRequestIsRefusedByTheNextLeader(t *testing.T) { // not pa
 	}
 }
 
+// TestARemovalSentAgainIsAnsweredAsTheFirst: a node that lost the answer
+// to a removal (its leader lost the lead after the change committed)
+// sends the same write again: the member is gone, and the attempt is
+// answered as the first was, not 404; a new request to remove it is 404.
+func TestARemovalSentAgainIsAnsweredAsTheFirst(t *testing.T) { // not parallel: its Raft elections run in real time
+	q := newQuorumMesh(t, 3, nil)
+	ord := q.join(0, 1, 2)
+	gone := q.follower()
+	path := "/v1/admin/quorum/members/" + gone.PeerID().String()
+	sig := identity.Sign(q.leader().key, "DELETE", path, nil, q.clock.Now())
+	secret := bytes.Repeat([]byte{7}, 32)
+	for attempt := range 2 {
+		st, v := forwardAttempt(t, ord, q, secret, "DELETE", path, "", identity.SigHeaderName, sig)
+		if ms, _ := v["members"].([]any); st != http.StatusOK || len(ms) != 2 {
+			t.Fatalf("attempt %d of the removal: %d %v", attempt, st, v)
+		}
+	}
+	again := identity.Sign(q.leader().key, "DELETE", path, nil, q.clock.Now())
+	st, v := forwardAttempt(t, ord, q, bytes.Repeat([]byte{8}, 32), "DELETE", path, "", identity.SigHeaderName, again)
+	if st != http.StatusNotFound || v["code"] != "not_a_member" {
+		t.Fatalf("a new request to remove it: %d %v", st, v)
+	}
+}
+
 // TestOneChangeOfTheQuorumAtATime: while a member is being added (here,
 // one that never answers), another change is refused with 409
 // quorum_change_in_progress, and the member it names does not enter the
 // leader's peerstore; the one being added does, once the quorum took it
 // in.
-func TestOneChangeOfTheQuorumAtATime(t *testing.T) { // not parallel: Raft's timeouts are short
+func TestOneChangeOfTheQuorumAtATime(t *testing.T) { // not parallel: its Raft elections run in real time
 	q := newQuorumMesh(t, 3, nil)
 	leader := q.leader()
 	absent := func() (peer.ID, []string) {
