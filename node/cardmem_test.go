@@ -1,22 +1,30 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/admission"
+	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestCardMemoryInProportion: while 1,000 agents register with cards of
 // some 30 KB each and are read back (their record and their public card),
-// the directory's heap in use grows by at most 5 times the cards' bytes; a
-// node that joins afterwards never holds more than 6 times while it
-// catches up. Full cards are kept once, as stored: not decoded into every
-// index, cache and DHT value several times over (the directory grew 19.8
-// times before). The directory measures 3.5-4.1x here: the bound is 5x so
-// that load does not fail the test, and the 4x of resident memory the
-// issue asks for is not met yet (docs/operations.md, bench card-memory).
+// the directory's heap in use grows by at most 2 times the cards' bytes; a
+// node that joins afterwards never takes more than 4 times while it
+// catches up. Full cards are kept once, as stored: not decoded into the
+// read cache, nor held again in the DHT's values (on disk), nor in
+// postings larger than the words (the directory grew 19.8 times, then
+// 3.5-4.1 times, before). Issue 29's bar is of resident memory (4 times
+// for the directory, 6 for the joiner), which is too noisy to assert on in
+// a test process (mesh bench card-memory reports it): the directory's
+// bound is half of it, as the collector lets the resident heap grow to
+// about twice what is in use after a collection; the joiner's catch-up,
+// in this process, also counts the directory serving it the log (pages of
+// entries with their cards, encoded: some 0.7 times).
 func TestCardMemoryInProportion(t *testing.T) {
 	testkit.Slow(t, "1,000 cards of 30 KB registered, read and caught up with")
 	cfg := testConfig(t, t.TempDir())
@@ -28,7 +36,7 @@ func TestCardMemoryInProportion(t *testing.T) {
 	readAgents(t, dir, "mem", 1000)
 	grown := int64(heapInUse()) - int64(base)
 	t.Logf("%d bytes of cards: the directory's heap grew by %d (%.1fx)", cards, grown, float64(grown)/float64(cards))
-	if grown > 5*cards {
+	if grown > 2*cards {
 		t.Fatalf("the directory holds %.1f times the cards' bytes", float64(grown)/float64(cards))
 	}
 
@@ -41,7 +49,44 @@ func TestCardMemoryInProportion(t *testing.T) {
 	readAgents(t, j, "mem", 1000)
 	peak := int64(stop()) - int64(base)
 	t.Logf("the late joiner's catch-up took at most %d bytes of live heap (%.1fx)", peak, float64(peak)/float64(cards))
-	if peak > 6*cards {
+	if peak > 4*cards {
 		t.Fatalf("catching up took %.1f times the cards' bytes", float64(peak)/float64(cards))
+	}
+}
+
+// TestCardReadsAfterItsRowIsCached: the read cache keeps an agent's row
+// without its full card, yet once the row is cached (by a read of its
+// record) every reader of the card still sees it: search results and the
+// agents page (the card's name and description), the public address (its
+// skills) and the mirrored card.
+func TestCardReadsAfterItsRowIsCached(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir())
+	cfg.Role = RoleBootstrap
+	dir := startNode(t, cfg)
+	card := `{"name":"Cardholder Prime","description":"kept once, read from the store","skills":[{"id":"s1","name":"Skill One"}]}`
+	body, sig := loadgen.Registration("holder-1", identity.GenerateKey(), []byte(card), dir.cfg.Now())
+	if st, v := call(t, dir, "POST", loadgen.RegisterPath, string(body), identity.SigHeaderName, sig); st != 201 {
+		t.Fatalf("register: %d %v", st, v)
+	}
+	if st, v := call(t, dir, "GET", "/v1/agents/holder-1", ""); st != 200 || v["full_card"] != nil {
+		t.Fatalf("the record: %d %v", st, v)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		st, v := call(t, dir, "POST", "/v1/search", `{"query":"cardholder"}`)
+		res, _ := v["results"].([]any)
+		return st == 200 && len(res) == 1 && res[0].(map[string]any)["name"] == "Cardholder Prime" &&
+			res[0].(map[string]any)["description"] == "kept once, read from the store"
+	}, "the search result never showed the card's texts")
+	if st, html := rawCall(t, dir, "GET", "/agents?q=cardholder", "", "Accept", "text/html"); st != 200 || !strings.Contains(html, "Cardholder Prime") {
+		t.Fatalf("the agents page: %d\n%s", st, html)
+	}
+	st, v := call(t, dir, "GET", "/agent/holder-1", "", "Accept", "application/json")
+	skills, _ := v["skills"].([]any)
+	if st != 200 || v["name"] != "Cardholder Prime" || v["card"] == nil || len(skills) != 1 || skills[0].(map[string]any)["name"] != "Skill One" {
+		t.Fatalf("the public address: %d %v", st, v)
+	}
+	if st, v := call(t, dir, "GET", "/agent/holder-1/.well-known/agent.json", ""); st != 200 || v["name"] != "Cardholder Prime" || v["description"] != "kept once, read from the store" {
+		t.Fatalf("the mirrored card: %d %v", st, v)
 	}
 }

@@ -187,6 +187,10 @@ type Config struct {
 	// indexes hold in all (the least recently read go past it); 0 is
 	// unlimited.
 	BoardIndexPosts int `json:"board_index_posts"`
+	// ReadCacheBytes bounds the rows the directory's read cache holds,
+	// in bytes (registryapi.DefaultReadCacheBytes); 0 leaves its bound
+	// in rows (100,000) alone.
+	ReadCacheBytes int64 `json:"read_cache_bytes"`
 }
 
 // CardFetch tunes the directory's fetches of agents' cards
@@ -319,6 +323,7 @@ func DefaultConfig() Config {
 		ClusterSlugRedirect:   wall.DefaultSlugRedirect,
 		BoardQuota:            wall.DefaultQuota,
 		BoardIndexPosts:       wall.DefaultIndexPosts,
+		ReadCacheBytes:        registryapi.DefaultReadCacheBytes,
 	}
 }
 
@@ -420,6 +425,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BoardIndexPosts < 0 {
 		return errors.New("node: BoardIndexPosts must not be negative (zero is unlimited)")
+	}
+	if c.ReadCacheBytes < 0 {
+		return errors.New("node: ReadCacheBytes must not be negative (zero is unlimited)")
 	}
 	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 || c.ClusterSlugRedirect < 0 {
 		return errors.New("node: AgentActivationWindow, ClusterJoinWindow and ClusterSlugRedirect must not be negative (zero never expires)")

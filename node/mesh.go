@@ -93,6 +93,7 @@ func (n *Node) startP2P(ctx context.Context) error {
 		Gater:        n.cfg.Gater,
 		Validators:   map[string]record.Validator{registryapi.RecordNS: n.validator, registryapi.IDIndexNS: n.validator},
 		OnDHTServer:  onDHTServer,
+		Values:       n.dhtValues(),
 		Registerer:   n.metrics,
 		Logger:       n.log.With("component", "p2p"),
 

@@ -38,6 +38,9 @@ type Node struct {
 
 	key ed25519.PrivateKey
 	db  *store.DB
+	// dht keeps the DHT values this node holds, on disk (nil in memory:
+	// then the host keeps them).
+	dht *store.DB
 
 	clog    *cmdlog.Log // the canonical log: the directory's or a replica's copy
 	dir     *registryapi.Directory
@@ -199,6 +202,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	if !n.cfg.InMemory {
 		n.goroutine(func() { n.db.RunGC(ctx, 10*time.Minute) })
+		n.goroutine(func() { n.dht.RunGC(ctx, 10*time.Minute) })
 	}
 	n.goroutine(func() { n.compactLog(ctx) })
 	if n.role == RoleBootstrap {
@@ -236,12 +240,18 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.db = db
+	if !n.cfg.InMemory {
+		if n.dht, err = openDHTValues(n.cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	if n.clog, err = cmdlog.Open(db); err != nil {
 		return err
 	}
 	if n.dir, err = registryapi.OpenDirectory(n.clog); err != nil {
 		return err
 	}
+	n.dir.SetReadCacheBytes(n.cfg.ReadCacheBytes)
 	n.catalog = wall.NewCatalog(n.clog)
 	n.catalog.SetIndexLimit(n.cfg.BoardIndexPosts)
 	n.signers = quorum.NewSigners(n.clog)
@@ -358,6 +368,9 @@ func (n *Node) Close() error {
 		}
 		if n.db != nil {
 			n.closeErr = n.db.Close()
+		}
+		if n.dht != nil {
+			n.closeErr = errors.Join(n.closeErr, n.dht.Close())
 		}
 		n.log.Info("node stopped")
 	})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ipfs/go-datastore"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -59,6 +60,10 @@ type Config struct {
 	// Validators check DHT records, by namespace: a key "/<ns>/..." is
 	// checked by Validators[ns]. Keys of other namespaces are refused.
 	Validators map[string]record.Validator
+	// Values is where the node keeps the DHT values it holds (its own and,
+	// as a DHT server, those put to it), compressed; nil keeps them in
+	// memory. The host does not close it.
+	Values datastore.Batching
 	// OnDHTServer, if set, is called (it must not block) whenever a peer
 	// that answers DHT queries connects and enters the routing table: a
 	// record publisher may want to hand it the records it is now among the

@@ -14,7 +14,9 @@
 //     beside QUIC, their addresses, and limits of their own.
 //   - nat.go: reachability: the relay v2 service for members of the mesh,
 //     autorelay on the bootstrap relays, hole punching.
-//   - dht.go: the Kademlia DHT on the private prefix: values and routing.
+//   - dht.go: the Kademlia DHT on the private prefix: values and routing;
+//     values.go keeps the values compressed, in the store Config.Values
+//     names (a node's DATA/dht) or in memory.
 //   - pubsub.go: gossipsub (parameters, validators, peer scoring) and
 //     limits.go its per-peer rates; outbound.go bounds in bytes what waits
 //     for each peer.

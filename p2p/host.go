@@ -195,11 +195,13 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 	for ns, v := range h.cfg.Validators {
 		nsv[ns] = v
 	}
-	// Values live in memory: the directory republishes every record when
-	// it starts and when a DHT server joins a small DHT, which covers what
-	// a persistent store would, and records held for others are theirs to
-	// republish.
-	values := compressedValues{dssync.MutexWrap(datastore.NewMapDatastore())}
+	// Without a store of the node's, values live in memory: the directory
+	// republishes every record when it starts and when a DHT server joins
+	// a small DHT, and records held for others are theirs to republish.
+	var values compressedValues
+	if values.Batching = h.cfg.Values; values.Batching == nil {
+		values.Batching = dssync.MutexWrap(datastore.NewMapDatastore())
+	}
 	h.values = records.NewValueStore(values, nsv, maxRecordAge)
 	d, err := dht.New(h.h,
 		dht.ValueDatastore(values),

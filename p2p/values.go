@@ -40,25 +40,23 @@ func (c compressedValues) GetSize(ctx context.Context, key datastore.Key) (int, 
 }
 
 // Query answers q with the values as they were put: the stored ones are
-// read by prefix, and what else q asks (filters, orders) applies to them
-// once decompressed.
+// read by prefix, and decompressed one at a time as the caller takes them
+// (the DHT's daily sweep reads every value), and what else q asks
+// (filters, orders) applies to them once decompressed.
 func (c compressedValues) Query(ctx context.Context, q dsq.Query) (dsq.Results, error) {
 	res, err := c.Batching.Query(ctx, dsq.Query{Prefix: q.Prefix, KeysOnly: q.KeysOnly})
 	if err != nil {
 		return nil, err
 	}
-	entries, err := res.Rest()
-	if err != nil {
-		return nil, err
-	}
-	for i := range entries {
-		if !q.KeysOnly {
-			if entries[i].Value, err = valueDecoder.DecodeAll(entries[i].Value, nil); err != nil {
-				return nil, err
-			}
+	next := func() (dsq.Result, bool) {
+		r, ok := res.NextSync()
+		if ok && r.Error == nil && !q.KeysOnly {
+			r.Value, r.Error = valueDecoder.DecodeAll(r.Value, nil)
+			r.Size = len(r.Value)
 		}
+		return r, ok
 	}
-	return dsq.NaiveQueryApply(q, dsq.ResultsWithEntries(q, entries)), nil
+	return dsq.NaiveQueryApply(q, dsq.ResultsFromIterator(q, dsq.Iterator{Next: next, Close: res.Close})), nil
 }
 
 func (c compressedValues) Batch(context.Context) (datastore.Batch, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
 	dssync "github.com/ipfs/go-datastore/sync"
+	dstest "github.com/ipfs/go-datastore/test"
 )
 
 // TestCompressedValues: values come back as put, by Get and by Query,
@@ -46,4 +47,11 @@ func TestCompressedValues(t *testing.T) {
 	if got, err := c.Get(ctx, datastore.NewKey("/batch/x")); err != nil || !bytes.Equal(got, value) {
 		t.Fatalf("a batch's value: %d bytes, %v", len(got), err)
 	}
+}
+
+// TestCompressedValuesDatastore: compressed values answer as go-datastore
+// asks of any datastore (its own suite), queries decompressing a value
+// at a time.
+func TestCompressedValuesDatastore(t *testing.T) {
+	dstest.SubtestAll(t, compressedValues{dssync.MutexWrap(datastore.NewMapDatastore())})
 }

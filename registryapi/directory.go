@@ -65,7 +65,7 @@ func NewDirectory(log *cmdlog.Log) (*Directory, error) {
 // is done (a node builds it in the background, so that it serves reads at
 // once after a start, however many agents it holds).
 func OpenDirectory(log *cmdlog.Log) (*Directory, error) {
-	d := &Directory{db: log.DB(), cache: newRowCache(), presence: newPresence(uint64(time.Now().UnixNano()))}
+	d := &Directory{db: log.DB(), cache: newRowCache(DefaultReadCacheBytes), presence: newPresence(uint64(time.Now().UnixNano()))}
 	if err := d.presence.load(d.db); err != nil {
 		return nil, fmt.Errorf("registry: loading presence: %w", err)
 	}

@@ -105,8 +105,8 @@ func (a *API) agentsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := a.now()
 	for _, hit := range res.Results {
-		if ag, err := a.cfg.Directory.Lookup(hit.AgentID); err == nil {
-			d.Agents = append(d.Agents, a.agentLink(ag, hit, res.usdPerSOL(), now))
+		if e, err := a.cfg.Directory.lookup(hit.AgentID); err == nil {
+			d.Agents = append(d.Agents, a.agentLink(e, hit, res.usdPerSOL(), now))
 		}
 	}
 	d.Notes, d.First, d.Last = res.Notes, q.offset+1, q.offset+len(d.Agents)
@@ -151,12 +151,12 @@ func cloneValues(v url.Values) url.Values {
 	return out
 }
 
-// agentLink is ag, found as res, as a list shows it: its price at
+// agentLink is the row of e, found as res, as a list shows it: its price at
 // usdPerSOL (nil unknown), its status at now and its reputation as the
 // oracle ranks it (as of its newest report).
-func (a *API) agentLink(ag *Agent, res SearchResult, usdPerSOL *float64, now time.Time) site.AgentLink {
-	d := a.cfg.Directory
-	name, desc := ag.texts()
+func (a *API) agentLink(e *cachedAgent, res SearchResult, usdPerSOL *float64, now time.Time) site.AgentLink {
+	d, ag := a.cfg.Directory, e.a
+	name, desc := e.texts()
 	l := site.AgentLink{ID: ag.ID, Name: name, Description: excerptText(desc, linkDescLen), Verified: ag.Pubkey != "",
 		Capabilities: ag.allCapabilities(), Reputation: reputationWords(res.weighted)}
 	if res.PriceLamports != nil {
@@ -209,8 +209,8 @@ func (a *API) OnlineAgents(r *http.Request, n int) ([]site.AgentLink, error) {
 	now := a.now()
 	var out []site.AgentLink
 	for _, hit := range res.Results {
-		if ag, err := a.cfg.Directory.Lookup(hit.AgentID); err == nil {
-			out = append(out, a.agentLink(ag, hit, res.usdPerSOL(), now))
+		if e, err := a.cfg.Directory.lookup(hit.AgentID); err == nil {
+			out = append(out, a.agentLink(e, hit, res.usdPerSOL(), now))
 		}
 	}
 	return out, nil

@@ -8,34 +8,60 @@ import (
 	"github.com/agentmesh/mesh/store"
 )
 
-// Lookup returns the stored row of id, registered or catalog-only, or
-// ErrAgentNotFound. The row is shared: callers must not modify it. It
-// comes without its DHT record (Record; see rowCache).
+// Lookup returns the stored row of id, registered or catalog-only, with
+// its full card, or ErrAgentNotFound. The row is shared: callers must not
+// modify it. It comes without its DHT record (Record; see rowCache). A row
+// with a full card is read from the store (the cache keeps rows without
+// theirs): the readers of the card are the public address and the
+// mirrored card, which decode it anyway.
 func (d *Directory) Lookup(id string) (*Agent, error) {
 	e, err := d.lookup(id)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case !e.card:
+		return e.a, nil
 	}
-	return e.a, nil
+	row, _, err := d.readRow(id)
+	return row, err
 }
 
-// lookup is Lookup, with what reads derived from the row.
+// lookup is the row of id as the cache keeps it (without its full card),
+// with what reads derived from it.
 func (d *Directory) lookup(id string) (*cachedAgent, error) {
 	if e, ok := d.cache.get(id); ok {
 		return e, nil
 	}
 	gen := d.cache.gen.Load()
-	var row cachedRow
-	err := d.db.View(func(tx *store.Txn) error { return tx.GetJSON(agentKey(id), &row) })
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrAgentNotFound
-	}
+	row, rest, err := d.readRow(id)
 	if err != nil {
 		return nil, err
 	}
-	e := &cachedAgent{a: &row.Agent}
+	e := cachedOf(row, rest)
 	d.cache.fill(gen, e)
 	return e, nil
+}
+
+// readRow reads the row of id from the store, without its DHT record;
+// rest is the bytes of the stored row but its record and full card.
+func (d *Directory) readRow(id string) (*Agent, int, error) {
+	var raw []byte
+	err := d.db.View(func(tx *store.Txn) error {
+		var err error
+		raw, err = tx.Get(agentKey(id))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, ErrAgentNotFound
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var row cachedRow
+	if err := json.Unmarshal(raw, &row); err != nil {
+		return nil, 0, err
+	}
+	return &row.Agent, len(raw) - int(row.Record) - len(row.FullCard), nil
 }
 
 // cachedRow decodes a row without its DHT record.
@@ -44,19 +70,27 @@ type cachedRow struct {
 	Record skipped `json:"record,omitempty"`
 }
 
-// skipped is a JSON value left undecoded.
-type skipped struct{}
+// skipped is a JSON value left undecoded: its length.
+type skipped int
 
-func (*skipped) UnmarshalJSON([]byte) error { return nil }
+func (s *skipped) UnmarshalJSON(b []byte) error {
+	*s = skipped(len(b))
+	return nil
+}
 
 // Agent returns the registered agent id, or ErrAgentNotFound when the id is
-// absent, deregistered or catalog-only.
+// absent, deregistered or catalog-only. The row is shared, and comes
+// without its DHT record and its full card (FullCard is nil; Lookup has
+// it).
 func (d *Directory) Agent(id string) (*Agent, error) {
-	a, err := d.Lookup(id)
-	if err == nil && !a.Registered() {
+	e, err := d.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if !e.a.Registered() {
 		return nil, ErrAgentNotFound
 	}
-	return a, err
+	return e.a, nil
 }
 
 // Reputation returns the registered agent id with the rollup of its reports

@@ -5,24 +5,27 @@ import (
 	"sync/atomic"
 )
 
-// rowCache holds decoded rows for reads, bounded in rows and in bytes: a
-// row carries its agent's full card (up to 64 KiB), so a bound in rows
-// alone would let a directory of large cards hold several times its
-// store in memory. Rows are shared and immutable, and kept without their
-// DHT record (Agent.Record, which repeats the card inside the agent's
-// signed request): only the log's machines and the publisher read that,
-// in their own transactions. The rows are spread over shards, each with
-// its lock, so that reads on every core do not meet on one lock; changes
-// take mu first.
+// rowCache holds decoded rows for reads, bounded in rows and in bytes.
+// Rows are shared and immutable, and kept without their DHT record
+// (Agent.Record, which repeats the card inside the agent's signed
+// request) and without their full card (Agent.FullCard, up to 64 KiB):
+// the reads served from the cache (an agent's record, search results,
+// tokens, heartbeats) need neither, and the few that need the card
+// (the public address, the mirrored card) read the row from the store
+// (Directory.Lookup), so a directory of large cards holds each once, as
+// stored, not a decoded copy besides. The rows are spread over shards,
+// each with its lock, so that reads on every core do not meet on one
+// lock; changes take mu first.
 type rowCache struct {
 	shards [rowShards]rowShard
 	// mu orders changes, and fills against commits (see fill): gen
 	// counts commits.
-	mu    sync.Mutex
-	n     int   // rows held
-	bytes int64 // rowCost of the rows held
-	next  int   // the shard eviction starts at
-	gen   atomic.Uint64
+	mu       sync.Mutex
+	n        int   // rows held
+	bytes    int64 // rowCost of the rows held
+	maxBytes int64
+	next     int // the shard eviction starts at
+	gen      atomic.Uint64
 }
 
 const rowShards = 64
@@ -35,44 +38,54 @@ type rowShard struct {
 // cachedAgent is a row, and what reads derived from it once (its answer's
 // parts, see agentjson.go): rows are immutable, a change makes a new one.
 type cachedAgent struct {
-	a     *Agent
+	a     *Agent // without its full card
 	parts atomic.Pointer[viewParts]
 	// reportless: the row's registration has no report (a feedback drops
 	// the row from the cache).
 	reportless atomic.Bool
-	// names are the row's name and description (Agent.texts, which
-	// decodes its full card).
-	names atomic.Pointer[[2]string]
+	// name and desc are the row's Agent.texts, read from its full card
+	// before it was left out; card tells that it has one.
+	name, desc string
+	card       bool
+	cost       int64 // what the cache counts it for (rowCost)
 }
 
-// texts is e's Agent.texts, read from its card once.
-func (e *cachedAgent) texts() (name, desc string) {
-	if t := e.names.Load(); t != nil {
-		return t[0], t[1]
-	}
-	name, desc = e.a.texts()
-	e.names.Store(&[2]string{name, desc})
-	return name, desc
+// cachedOf is row a as the cache keeps it: a loses its full card. rest is
+// the bytes of the stored row that a keeps (all but its record and card).
+func cachedOf(a *Agent, rest int) *cachedAgent {
+	e := &cachedAgent{a: a, card: a.FullCard != nil}
+	e.name, e.desc = a.texts()
+	a.FullCard = nil
+	e.cost = rowCost(rest, e)
+	return e
 }
+
+// texts is e's Agent.texts, as its full card gave them.
+func (e *cachedAgent) texts() (name, desc string) { return e.name, e.desc }
 
 const (
-	// maxCachedAgents and maxCachedBytes bound the read cache.
-	maxCachedAgents = 100_000
-	maxCachedBytes  = 32 << 20
-	// rowOverhead is what a decoded row costs beyond its full card: its
+	// maxCachedAgents bounds the read cache in rows; DefaultReadCacheBytes
+	// is its bound in bytes unless configured (DirectoryOptions).
+	maxCachedAgents       = 100_000
+	DefaultReadCacheBytes = 32 << 20
+	// rowOverhead is what a decoded row costs beyond its bytes: its
 	// strings, slices and times, and its place in the map.
 	rowOverhead = 512
 )
 
-func newRowCache() *rowCache {
-	c := &rowCache{}
+func newRowCache(maxBytes int64) *rowCache {
+	c := &rowCache{maxBytes: maxBytes}
 	for i := range c.shards {
 		c.shards[i].rows = map[string]*cachedAgent{}
 	}
 	return c
 }
 
-func rowCost(a *Agent) int64 { return int64(len(a.FullCard)) + rowOverhead }
+// rowCost is what a row costs the cache: its stored bytes but its record
+// and card (rest) twice, decoded and in its answer's parts, and its texts.
+func rowCost(rest int, e *cachedAgent) int64 {
+	return int64(2*rest+len(e.name)+len(e.desc)) + rowOverhead
+}
 
 func (c *rowCache) shard(id string) *rowShard {
 	h := uint32(2166136261) // FNV-1a
@@ -94,14 +107,14 @@ func (c *rowCache) get(id string) (*cachedAgent, bool) {
 // happened since: drop bumps the generation after dropping, so a stale
 // row never lands.
 func (c *rowCache) fill(gen uint64, e *cachedAgent) {
-	cost := rowCost(e.a)
+	cost := e.cost
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen.Load() != gen {
 		return
 	}
 	c.removeLocked(e.a.ID)
-	for c.n > 0 && (c.n >= maxCachedAgents || c.bytes+cost > maxCachedBytes) {
+	for c.n > 0 && c.over(cost) {
 		c.evictLocked()
 	}
 	sh := c.shard(e.a.ID)
@@ -122,7 +135,7 @@ func (c *rowCache) evictLocked() {
 			delete(sh.rows, id)
 			sh.mu.Unlock()
 			c.n--
-			c.bytes -= rowCost(e.a)
+			c.bytes -= e.cost
 			return
 		}
 		sh.mu.Unlock()
@@ -137,8 +150,22 @@ func (c *rowCache) removeLocked(id string) {
 	sh.mu.Unlock()
 	if ok {
 		c.n--
-		c.bytes -= rowCost(e.a)
+		c.bytes -= e.cost
 	}
+}
+
+// SetReadCacheBytes bounds the read cache at maxBytes of rows (rowCost;
+// 0: the bound in rows alone), from the next row it takes.
+func (d *Directory) SetReadCacheBytes(maxBytes int64) {
+	d.cache.mu.Lock()
+	defer d.cache.mu.Unlock()
+	d.cache.maxBytes = maxBytes
+}
+
+// over reports whether the cache would be past a bound with a row of cost
+// more.
+func (c *rowCache) over(cost int64) bool {
+	return c.n >= maxCachedAgents || c.maxBytes > 0 && c.bytes+cost > c.maxBytes
 }
 
 // reset forgets every row.

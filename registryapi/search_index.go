@@ -1,10 +1,8 @@
 package registryapi
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -44,7 +42,7 @@ type searchDoc struct {
 	num   uint32 // posting number; a changed row gets a new one
 	dead  bool   // removed; its postings wait for compaction
 	id    string
-	terms []*term // distinct terms, each once
+	terms []uint32 // its distinct terms (their ids), each once
 	len   int
 	caps  map[string]bool // lower-cased capabilities, for the filter
 	// weighted is the agent's weighted view as of its newest report; rep
@@ -74,17 +72,18 @@ type draft struct {
 // term is one indexed word, held once however many rows have it.
 type term struct {
 	text string
+	id   uint32    // its place in searchIndex.byID
 	df   int       // live documents holding it
 	ps   []posting // may hold dead documents; compacted
 }
 
-// posting names a document holding a term; a list is in num order (rows
-// are appended as numbered), which the ranking's merge relies on.
-// It carries what relevance needs (num, tf, the row's length), so that a
-// document that cannot rank is passed over without reading it. 16 bytes:
-// an index holds one per distinct word of every row.
+// posting names a document holding a term by its number (searchIndex.
+// byNum has the document); a list is in num order (rows are appended as
+// numbered), which the ranking's merge relies on. It carries what
+// relevance needs (num, tf, the row's length), so that a document that
+// cannot rank is passed over without reading it. 8 bytes: an index holds
+// one per distinct word of every row.
 type posting struct {
-	d   *searchDoc
 	num uint32
 	tf  uint16
 	len uint16
@@ -92,10 +91,16 @@ type posting struct {
 
 // searchIndex is safe for concurrent use.
 type searchIndex struct {
-	mu       sync.RWMutex
-	docs     map[string]*searchDoc
-	terms    map[string]*term
-	next     uint32
+	mu    sync.RWMutex
+	docs  map[string]*searchDoc
+	terms map[string]*term
+	// byID are the terms by id, nil where one was dropped (its id is in
+	// free, for the next new term).
+	byID []*term
+	free []uint32
+	// byNum are the documents by number, removed ones among them until
+	// a compaction numbers the live ones again from 0.
+	byNum    []*searchDoc
 	totalLen int
 	dead     int // dead postings, for compaction
 	live     int // live postings
@@ -221,11 +226,8 @@ func (x *searchIndex) put(dr draft) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.removeLocked(d.id)
-	if x.next == math.MaxUint32 {
-		x.renumberLocked()
-	}
-	d.num = x.next
-	x.next++
+	d.num = uint32(len(x.byNum))
+	x.byNum = append(x.byNum, d)
 	x.docs[d.id] = d
 	x.totalLen += d.len
 	x.maxRep = max(x.maxRep, d.rep)
@@ -235,20 +237,33 @@ func (x *searchIndex) put(dr draft) {
 		i, _ := slices.BinarySearchFunc(x.order, d, byBoost)
 		x.order = slices.Insert(x.order, i, d)
 	}
-	d.terms = make([]*term, 0, len(dr.counts))
+	d.terms = make([]uint32, 0, len(dr.counts))
 	for t, tf := range dr.counts {
 		e := x.terms[t]
 		if e == nil {
-			// Its own copy: t is a piece of the row's text, which it
-			// would keep whole.
-			e = &term{text: strings.Clone(t)}
-			x.terms[e.text] = e
+			e = x.newTermLocked(t)
 		}
-		e.ps = append(e.ps, posting{d: d, num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
+		e.ps = append(e.ps, posting{num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
 		e.df++
 		x.live++
-		d.terms = append(d.terms, e)
+		d.terms = append(d.terms, e.id)
 	}
+}
+
+// newTermLocked indexes term t, with an id of its own (a dropped term's,
+// if any).
+func (x *searchIndex) newTermLocked(t string) *term {
+	// Its own copy: t is a piece of the row's text, which it would keep
+	// whole.
+	e := &term{text: strings.Clone(t), id: uint32(len(x.byID))}
+	if n := len(x.free); n > 0 {
+		e.id, x.free = x.free[n-1], x.free[:n-1]
+		x.byID[e.id] = e
+	} else {
+		x.byID = append(x.byID, e)
+	}
+	x.terms[e.text] = e
+	return e
 }
 
 // reportless reports whether the index holds registration reg of agent
@@ -284,44 +299,43 @@ func (x *searchIndex) removeLocked(id string) {
 	} else if x.bulk {
 		x.order = slices.DeleteFunc(x.order, func(o *searchDoc) bool { return o == d })
 	}
-	for _, e := range d.terms {
+	for _, id := range d.terms {
+		e := x.byID[id]
 		x.live--
 		if e.df--; e.df == 0 {
 			x.dead -= len(e.ps) - 1 // the term's dead postings go with it
 			delete(x.terms, e.text)
+			x.byID[id], x.free = nil, append(x.free, id)
 			continue
 		}
 		x.dead++
 	}
 	d.terms = nil
-	if x.dead > x.live && x.dead > 1024 {
+	// Compacted when dead postings outnumber live ones, or removed
+	// documents the live ones (each change of a row takes a number).
+	removed := len(x.byNum) - len(x.docs)
+	if x.dead > x.live && x.dead > 1024 || removed > len(x.docs) && removed > 1024 {
 		x.compactLocked()
 	}
 }
 
-// compactLocked drops the postings of rows no longer indexed.
+// compactLocked drops the postings of rows no longer indexed, and numbers
+// the live documents again from 0, in the order of their numbers.
 func (x *searchIndex) compactLocked() {
-	for _, e := range x.terms {
-		e.ps = slices.DeleteFunc(e.ps, func(p posting) bool { return p.d.dead })
-	}
-	x.dead = 0
-}
-
-// renumberLocked numbers the live documents again from 0, in the order
-// of their numbers, so that numbers last for ever: every change of a row
-// takes one.
-func (x *searchIndex) renumberLocked() {
-	x.compactLocked()
-	live := slices.SortedFunc(maps.Values(x.docs), func(a, b *searchDoc) int { return cmp.Compare(a.num, b.num) })
-	for i, d := range live {
-		d.num = uint32(i)
-	}
-	for _, e := range x.terms {
-		for i := range e.ps {
-			e.ps[i].num = e.ps[i].d.num
+	var n uint32
+	for _, d := range x.byNum {
+		if !d.dead {
+			d.num, n = n, n+1 // its place once the removed go
 		}
 	}
-	x.next = uint32(len(live))
+	for _, e := range x.terms {
+		e.ps = slices.DeleteFunc(e.ps, func(p posting) bool { return x.byNum[p.num].dead })
+		for i, p := range e.ps {
+			e.ps[i].num = x.byNum[p.num].num
+		}
+	}
+	x.byNum = slices.DeleteFunc(x.byNum, func(d *searchDoc) bool { return d.dead })
+	x.dead = 0
 }
 
 // rebuild indexes every row in db, reading each agent's reputation, and

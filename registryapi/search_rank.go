@@ -56,7 +56,7 @@ func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 		if top.Len() == k && r+ReputationBoost*x.maxRep < (*top)[0].score() {
 			return
 		}
-		d := p.d
+		d := x.byNum[p.num]
 		if d.dead || !q.passes(d) {
 			return
 		}

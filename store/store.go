@@ -25,6 +25,9 @@ type Options struct {
 	SyncWrites bool
 	// Logger receives Badger's warnings and errors. Nil discards them.
 	Logger *slog.Logger
+	// MemTableSize is the size of a memtable (Badger allocates it at
+	// once); 0 is 8 MiB (16 MiB with InMemory).
+	MemTableSize int64
 }
 
 // valueThreshold is the size from which a value goes to the value log.
@@ -63,6 +66,9 @@ func Open(opts Options) (*DB, error) {
 		// memtables and be copied, several times their size, into the
 		// heap of every table build.
 		bo = bo.WithValueThreshold(valueThreshold)
+	}
+	if opts.MemTableSize > 0 {
+		bo = bo.WithMemTableSize(opts.MemTableSize)
 	}
 	bdb, err := badger.Open(bo)
 	if err != nil {
