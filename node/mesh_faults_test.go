@@ -198,6 +198,21 @@ func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, inDHT, "record lost when the bootstrap restarted")
 }
 
+// bareHost is a libp2p host of the mesh's p2p package on loopback, not a
+// node: a peer that runs none of a node's services.
+func bareHost(t *testing.T) *p2p.Host {
+	t.Helper()
+	h, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
 // TestMeshNewDHTServerGetsRecords: a DHT server that joins a small DHT
 // is handed the records published before it came.
 func TestMeshNewDHTServerGetsRecords(t *testing.T) {
@@ -220,14 +235,7 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 	m := newMesh(t)
 	b := m.join()
 	m.register(b, "applied", identity.GenerateKey())
-	rogue, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rogue.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer rogue.Close()
+	rogue := bareHost(t)
 	infos, _ := p2p.ParseAddrs(b.P2PAddrs())
 	if err := rogue.Connect(context.Background(), infos[0]); err != nil {
 		t.Fatal(err)
@@ -267,14 +275,7 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 func TestMeshBlamesNoRelayBeforeItKnowsTheDirectory(t *testing.T) {
 	t.Parallel()
 	m := newMesh(t)
-	relay, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := relay.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
+	relay := bareHost(t)
 	boot, _ := p2p.ParseAddrs(m.boot.P2PAddrs())
 	if err := relay.Connect(context.Background(), boot[0]); err != nil {
 		t.Fatal(err)
