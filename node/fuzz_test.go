@@ -47,16 +47,21 @@ func FuzzServeForward(f *testing.F) {
 	})
 }
 
-// FuzzValidateCommand: directory changes from the network never panic the
-// validator, whatever the bytes.
+// FuzzValidateCommand: directory changes from the network never panic
+// the validators of either directory topic, whatever the bytes.
 func FuzzValidateCommand(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"at":1,"heartbeat":{"agent_id":"a","reg":1}}`))
 	f.Add([]byte(`{"seq":-1}`))
+	f.Add([]byte(`{"entries":[{"seq":1,"at":1,"kind":"agents","op":{}},{"seq":2,"at":1,"kind":"agents","op":{}}]}`))
+	f.Add([]byte(`{"entries":[]}`))
 	n := &Node{role: RoleNode}
 	n.clog = storetest.Log(f)
 	n.view = newDirView(n, []peer.AddrInfo{{ID: "directory"}}, nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n.validateCommand(n.view.directory(), data)
-		n.validateCommand(peer.ID("other"), data)
+		for _, decode := range []decoder{decodeBatch, decodeEntry} {
+			validate := n.validateChanges(n.view.isDirectoryPeer, decode, true)
+			validate(n.view.directory(), data)
+			validate(peer.ID("other"), data)
+		}
 	})
 }

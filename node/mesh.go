@@ -26,10 +26,7 @@ const (
 	changesProto = p2p.ProtocolPrefix + "/directory/changes/1.0.0"
 	// forwardProto carries an HTTP/1.1 request to the directory node and
 	// its HTTP/1.1 response back, byte for byte.
-	forwardProto = ForwardProtocol
-	// directoryTopic carries each committed command, JSON, from the directory.
-	directoryTopic = "mesh/directory/1"
-
+	forwardProto    = ForwardProtocol
 	maxChangesReq   = 1 << 10
 	maxChangesResp  = 8 << 20
 	changesBatch    = 1000
@@ -133,17 +130,7 @@ func (n *Node) startRegistry(ctx context.Context) error {
 // (acceptWrites serves the writes of other nodes, once the bridge is
 // built).
 func (n *Node) startDirectory(ctx context.Context) error {
-	var err error
-	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
-		MaxSize: maxCommandSize,
-		Validate: func(origin peer.ID, _ []byte) (any, error) {
-			if origin != n.selfPeer() {
-				return nil, errors.New("only the directory publishes directory changes")
-			}
-			return nil, nil
-		},
-	})
-	if err != nil {
+	if err := n.joinDirectory(func(origin peer.ID) bool { return origin == n.selfPeer() }, nil); err != nil {
 		return err
 	}
 	local := cmdlog.NewLocal(n.clog)
@@ -172,7 +159,7 @@ func (n *Node) serveDirectory(ctx context.Context) {
 	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
 	n.host.HandleRequests(quorumProto, maxQuorumReq, n.serveQuorum)
 	n.host.HandleDownloads(snapshotProto, maxQuorumReq, n.serveSnapshot)
-	n.goroutine(func() { n.publisher.run(ctx, n.dirTopic) })
+	n.goroutine(func() { n.publisher.run(ctx, n.dirTopics) })
 	n.goroutine(func() { n.flushPresence(ctx) })
 }
 
@@ -230,13 +217,7 @@ func (n *Node) startReplica(ctx context.Context) error {
 	rep := cmdlog.NewReplica(n.clog, n.fetchChanges, n.log.With("component", "replica"))
 	rep.Install = n.installSnapshot
 	n.replica = rep
-	var err error
-	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
-		MaxSize:  maxCommandSize,
-		Validate: n.validateCommand,
-		Deliver:  func(m p2p.Message) { rep.Offer(*m.Value.(*cmdlog.Entry)) },
-	})
-	if err != nil {
+	if err := n.joinDirectory(n.view.isDirectoryPeer, rep); err != nil {
 		return err
 	}
 	// Catch up as soon as a bootstrap node is (re)connected, and tell the
@@ -259,31 +240,6 @@ func (n *Node) startReplica(ctx context.Context) error {
 	})
 	n.goroutine(func() { rep.Run(ctx) })
 	return nil
-}
-
-// validateCommand accepts directory commands only from a node that runs
-// the directory, well formed, and not already applied. Before this node
-// heard who runs the directory, a command from another peer than its
-// first bootstrap node is dropped without blaming the peer that relayed
-// it: it may be the leader's, relayed by the follower this node joined
-// through: gossipsub would score that follower down (three such changes
-// graylist it for seconds, ten for minutes, and no gossip of any topic
-// comes from it meanwhile). The catch-up fetches it.
-func (n *Node) validateCommand(origin peer.ID, data []byte) (any, error) {
-	if !n.view.isDirectoryPeer(origin) {
-		if !n.view.heardMembers() {
-			return nil, fmt.Errorf("%w: a directory change from %s, before this node heard who runs the directory", p2p.ErrIgnore, origin)
-		}
-		return nil, errors.New("directory change from a peer that does not run the directory")
-	}
-	var e cmdlog.Entry
-	if err := json.Unmarshal(data, &e); err != nil || e.Seq == 0 || e.Kind == "" {
-		return nil, errors.New("malformed directory change")
-	}
-	if e.Seq <= n.clog.Seq() {
-		return nil, p2p.ErrReplay
-	}
-	return &e, nil
 }
 
 // fetchChanges asks a bootstrap node that runs the directory for the

@@ -61,7 +61,7 @@ type Node struct {
 	proposer  cmdlog.Proposer
 	quorum    *quorum.Quorum // nil unless this node is a member of a quorum
 	replica   follower       // nil on a single directory node
-	dirTopic  *p2p.Topic
+	dirTopics dirTopics
 	publisher *publisher    // nil unless a bootstrap node
 	prober    *cardProber   // nil unless a bootstrap node probing cards
 	agent     *agentRuntime // nil unless an agent is embedded

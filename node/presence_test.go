@@ -58,7 +58,7 @@ func TestHeartbeatsAnsweredWhileStoppingAreKept(t *testing.T) {
 		ids[i] = fmt.Sprintf("beat%d", i)
 		toks[i] = m.token(m.boot, ids[i], m.register(m.boot, ids[i], identity.GenerateKey()))
 	}
-	relay := bareHost(t)
+	relay := bareHost(t, m.boot)
 	for range 3 {
 		answered := stopWhileBeating(t, m, relay, toks)
 		cfg := m.boot.cfg

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -54,7 +53,7 @@ const (
 // server connects to a small DHT, and every RepublishInterval.
 type publisher struct {
 	n       *Node
-	topic   *p2p.Topic
+	topics  dirTopics
 	changes chan cmdlog.Entry
 
 	mu      sync.Mutex
@@ -66,6 +65,9 @@ type publisher struct {
 
 	limit *rate.Limiter
 	puts  *prometheus.CounterVec
+	// gossiped counts the messages and entries published on each
+	// directory topic.
+	gossiped *prometheus.CounterVec
 	// putValue stores a DHT value (the host's PutValue); retryAfter is the
 	// first wait before failed puts are tried again (putRetry). Both are
 	// guarded by mu, so that a test can change them.
@@ -91,6 +93,10 @@ func newPublisher(n *Node) *publisher {
 			Name: "mesh_dht_record_puts_total",
 			Help: "Agent records and tombstones put into the DHT by the directory, by result: ok (stored on the closest DHT servers), local (only this node holds it: no other DHT server found) or failed.",
 		}, []string{"result"}),
+		gossiped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mesh_directory_gossip_total",
+			Help: "What this node published of the directory's log, by topic (mesh/directory/2: batches; mesh/directory/1: one entry a message, for nodes of earlier releases) and unit (messages, entries).",
+		}, []string{"topic", "unit"}),
 		retryAfter: putRetry,
 		putValue: func(ctx context.Context, key string, value []byte) error {
 			return n.host.PutValue(ctx, key, value) // the host starts after the publisher
@@ -99,7 +105,12 @@ func newPublisher(n *Node) *publisher {
 	for _, r := range []string{putOK, putLocal, putFailed} {
 		p.puts.WithLabelValues(r) // export zeros, so that alerts see the series
 	}
-	n.metrics.MustRegister(p.puts)
+	for _, t := range []string{directoryTopic, legacyDirectoryTopic} {
+		for _, u := range []string{"messages", "entries"} {
+			p.gossiped.WithLabelValues(t, u)
+		}
+	}
+	n.metrics.MustRegister(p.puts, p.gossiped)
 	return p
 }
 
@@ -144,21 +155,22 @@ func signal(c chan struct{}) {
 	}
 }
 
-func (p *publisher) run(ctx context.Context, topic *p2p.Topic) {
-	p.topic = topic
+// run publishes the entries committed on the directory's topics, as
+// many at once as committed while the last were published (gossip), and
+// the DHT records (runRecords).
+func (p *publisher) run(ctx context.Context, topics dirTopics) {
+	p.topics = topics
 	p.n.goroutine(func() { p.runRecords(ctx) })
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case e := <-p.changes:
-			b, err := json.Marshal(e)
-			if err == nil {
-				err = p.topic.Publish(ctx, b)
+			es := []cmdlog.Entry{e}
+			for len(es) < maxGossipEntries && len(p.changes) > 0 {
+				es = append(es, <-p.changes)
 			}
-			if err != nil && ctx.Err() == nil {
-				p.n.log.Warn("publishing a directory change failed", "seq", e.Seq, "err", err)
-			}
+			p.gossip(ctx, es)
 		}
 	}
 }

@@ -100,17 +100,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 	for _, v := range voters {
 		ids = append(ids, v.ID)
 	}
-	var err error
-	n.dirTopic, err = n.host.Join(directoryTopic, p2p.TopicConfig{
-		MaxSize: maxCommandSize,
-		Validate: func(origin peer.ID, _ []byte) (any, error) {
-			if !n.view.isDirectoryPeer(origin) {
-				return nil, errors.New("only members of the quorum publish directory changes")
-			}
-			return nil, nil
-		},
-	})
-	if err != nil {
+	if err := n.joinDirectory(n.view.isDirectoryPeer, nil); err != nil {
 		return err
 	}
 	t := n.cfg.Raft
@@ -136,6 +126,7 @@ func (n *Node) startQuorum(ctx context.Context) error {
 		}
 	}
 	qc.Logger = n.log.With("component", "quorum")
+	var err error
 	if n.quorum, err = quorum.New(qc); err != nil {
 		return err
 	}

@@ -310,6 +310,9 @@ func (tp *Topic) deliver(ctx context.Context, fn func(Message)) {
 	}
 }
 
+// Name is the topic's name.
+func (tp *Topic) Name() string { return tp.name }
+
 // Publish sends data to the topic's subscribers.
 func (tp *Topic) Publish(ctx context.Context, data []byte) error { return tp.t.Publish(ctx, data) }
 

@@ -93,7 +93,7 @@ func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumRound, error) {
 // clients for o.Duration.
 func registrations(ctx context.Context, base string, o QuorumOptions) QuorumSetup {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	cpu := processCPU()
+	cpu := loadgen.ProcessCPU()
 	r := loadgen.Run(ctx, loadgen.Options{
 		Concurrency: o.Concurrency, Duration: o.Duration,
 		Request: func(w, i int) (*http.Request, error) {
@@ -105,7 +105,7 @@ func registrations(ctx context.Context, base string, o QuorumOptions) QuorumSetu
 		},
 	})
 	s := QuorumSetup{Result: r}
-	if used := processCPU() - cpu; cpu > 0 && r.Requests > 0 {
+	if used := loadgen.ProcessCPU() - cpu; cpu > 0 && r.Requests > 0 {
 		s.CPU = used / time.Duration(r.Requests)
 	}
 	return s

@@ -129,6 +129,65 @@ func (l *Log) Commit(e *Entry) (any, error) {
 	return l.commit(e)
 }
 
+// CommitBatch is Commit for es, entries of the next seqs in order, in one
+// transaction: one fsync for the lot where Commit takes one each (a
+// replica applies so what gossip and the change feed bring). When the
+// transaction cannot take them all (a machine refuses one, or they are
+// too large together), they are committed one at a time, as by Commit.
+// It returns how many it committed.
+func (l *Log) CommitBatch(es []Entry) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range es {
+		if want := l.seq.Load() + 1 + uint64(i); es[i].Seq != want {
+			return 0, fmt.Errorf("%w: seq %d, want %d", ErrOutOfOrder, es[i].Seq, want)
+		}
+	}
+	if len(es) < 2 {
+		return l.commitEach(es)
+	}
+	err := l.db.Update(func(tx *store.Txn) error {
+		for i := range es {
+			if _, refused, err := l.applyEntry(tx, &es[i]); refused != nil || err != nil {
+				return errors.Join(refused, err)
+			}
+		}
+		return tx.Set(seqKey, []byte(store.U64(es[len(es)-1].Seq)))
+	})
+	if err != nil {
+		return l.commitEach(es)
+	}
+	for i := range es {
+		l.machines[es[i].Kind].Committed(&es[i])
+	}
+	l.seq.Store(es[len(es)-1].Seq)
+	l.signal()
+	return len(es), nil
+}
+
+// commitEach commits es one at a time, under l.mu.
+func (l *Log) commitEach(es []Entry) (int, error) {
+	for i := range es {
+		if _, err := l.commit(&es[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(es), nil
+}
+
+// applyEntry applies e inside tx and logs it: refused is the machine's
+// refusal, err the store's failure.
+func (l *Log) applyEntry(tx *store.Txn, e *Entry) (res any, refused, err error) {
+	m, ok := l.machines[e.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, e.Kind), nil
+	}
+	if res, refused = m.Apply(tx, e); refused != nil {
+		return nil, refused, nil
+	}
+	return res, nil, tx.SetJSON(logKey(e.Seq), e)
+}
+
 // Index is the consensus index of the last entry appended (AppendBatch): a
 // consensus engine that hands a restarted node entries it had already
 // applied skips those at or below it. 0 when entries came from Commit.
@@ -136,18 +195,12 @@ func (l *Log) Index() uint64 { return l.index.Load() }
 
 // commit applies e under l.mu.
 func (l *Log) commit(e *Entry) (any, error) {
-	m, ok := l.machines[e.Kind]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, e.Kind)
-	}
 	var res any
 	var refused error
 	err := l.db.Update(func(tx *store.Txn) error {
-		if res, refused = m.Apply(tx, e); refused != nil {
-			return refused
-		}
-		if err := tx.SetJSON(logKey(e.Seq), e); err != nil {
-			return err
+		var err error
+		if res, refused, err = l.applyEntry(tx, e); refused != nil || err != nil {
+			return errors.Join(refused, err)
 		}
 		return tx.Set(seqKey, []byte(store.U64(e.Seq)))
 	})
@@ -157,7 +210,7 @@ func (l *Log) commit(e *Entry) (any, error) {
 	if err != nil {
 		return nil, &StoreError{err}
 	}
-	m.Committed(e)
+	l.machines[e.Kind].Committed(e)
 	l.seq.Store(e.Seq)
 	l.signal()
 	return res, nil

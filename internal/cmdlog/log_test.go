@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -153,34 +154,77 @@ func TestLogSurvivesRestartAndBindsOrigin(t *testing.T) {
 	}
 }
 
-func TestReplicaAppliesInOrderAndFillsGaps(t *testing.T) {
+// publishedEntries commits count entries on a log of their own, setting
+// <prefix><i> to <i>, and returns the log and the entries.
+func publishedEntries(t *testing.T, prefix string, count int) (*Log, []Entry) {
+	t.Helper()
 	src, _ := memLog(t)
-	dst, dm := memLog(t)
 	p := NewLocal(src)
-	var published []Entry
-	p.OnCommit = func(e Entry) { published = append(published, e) }
-	for i := range 5 {
-		propose(t, p, fmt.Sprintf("r%d", i), fmt.Sprint(i))
+	var es []Entry
+	p.OnCommit = func(e Entry) { es = append(es, e) }
+	for i := range count {
+		propose(t, p, fmt.Sprintf("%s%d", prefix, i), fmt.Sprint(i))
 	}
+	return src, es
+}
+
+func TestReplicaAppliesInOrderAndFillsGaps(t *testing.T) {
+	src, published := publishedEntries(t, "r", 7)
+	dst, dm := memLog(t)
 	var calls atomic.Int32
 	rep := NewReplica(dst, fetchFrom(src, &calls), nil)
 	rep.PollInterval = time.Hour // only gaps and kicks trigger a catch-up here
-	// Gossip delivers 1, then 4 (a gap), then 1 again (a duplicate).
-	rep.offer(context.Background(), published[0])
-	if dst.Seq() != 1 || calls.Load() != 0 {
-		t.Fatalf("after seq 1: seq %d, %d fetches", dst.Seq(), calls.Load())
+	// Gossip delivers 1, then 3 and 2 together (one overtook the other),
+	// then 5 (a gap), then 1 again (a duplicate).
+	ctx := context.Background()
+	rep.offer(ctx, published[:1])
+	rep.offer(ctx, []Entry{published[2], published[1]})
+	if dst.Seq() != 3 || calls.Load() != 0 {
+		t.Fatalf("after seq 3: seq %d, %d fetches", dst.Seq(), calls.Load())
 	}
-	rep.offer(context.Background(), published[3])
-	if dst.Seq() != 5 {
-		t.Fatalf("gap not filled: seq %d", dst.Seq())
+	rep.offer(ctx, published[4:5])
+	if dst.Seq() != 7 || calls.Load() == 0 {
+		t.Fatalf("gap not filled: seq %d, %d fetches", dst.Seq(), calls.Load())
 	}
-	rep.offer(context.Background(), published[0])
+	rep.offer(ctx, published[:1])
 	if _, caught, err := rep.Status(); !caught || err != nil {
 		t.Fatalf("status: caught up %v, %v", caught, err)
 	}
-	for i := range 5 {
+	for i := range 7 {
 		if v := dm.get(t, dst, fmt.Sprintf("r%d", i)); v != fmt.Sprint(i) {
 			t.Fatalf("replica r%d = %q", i, v)
+		}
+	}
+}
+
+// TestCommitBatch: entries of the next seqs commit in one transaction,
+// the machine learning of each in order; entries out of order are
+// refused; a refused entry leaves those before it committed, as Commit
+// one at a time would.
+func TestCommitBatch(t *testing.T) {
+	_, es := publishedEntries(t, "b", 4)
+	dst, dm := memLog(t)
+	if n, err := dst.CommitBatch(es[1:]); n != 0 || !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("entries after a gap: %d committed, %v", n, err)
+	}
+	if n, err := dst.CommitBatch(es[:3]); n != 3 || err != nil || dst.Seq() != 3 {
+		t.Fatalf("a batch: %d committed, %v, seq %d", n, err, dst.Seq())
+	}
+	if !slices.Equal(dm.committed, []uint64{1, 2, 3}) {
+		t.Fatalf("the machine learnt of %v", dm.committed)
+	}
+	bad := es[3]
+	bad.Op = json.RawMessage(`{"K":""}`) // refused by the machine
+	next := Entry{Seq: 5, At: 5, Kind: "kv", Op: json.RawMessage(`{"K":"b9","V":"9"}`)}
+	if n, err := dst.CommitBatch([]Entry{bad, next}); n != 0 || !errors.Is(err, errEmptyKey) || dst.Seq() != 3 {
+		t.Fatalf("a refused first entry: %d committed, %v, seq %d", n, err, dst.Seq())
+	}
+	if n, err := dst.CommitBatch([]Entry{es[3], {Seq: 5, At: 5, Kind: "kv", Op: json.RawMessage(`{"K":""}`)}}); n != 1 || !errors.Is(err, errEmptyKey) || dst.Seq() != 4 {
+		t.Fatalf("a refused second entry: %d committed, %v, seq %d", n, err, dst.Seq())
+	}
+	for i := range 4 {
+		if v := dm.get(t, dst, fmt.Sprintf("b%d", i)); v != fmt.Sprint(i) {
+			t.Fatalf("b%d = %q", i, v)
 		}
 	}
 }

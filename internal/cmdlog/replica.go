@@ -1,10 +1,12 @@
 package cmdlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -31,7 +33,7 @@ type Replica struct {
 	// directory's state rather than replaying the log from 1.
 	Install func(ctx context.Context) error
 
-	offers chan Entry
+	offers chan []Entry
 	kick   chan struct{}
 
 	mu       sync.Mutex
@@ -49,21 +51,30 @@ func NewReplica(l *Log, fetch ChangesFunc, logger *slog.Logger) *Replica {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Replica{log: l, fetch: fetch, logger: logger, PollInterval: 5 * time.Second,
-		offers: make(chan Entry, 1024), kick: make(chan struct{}, 1)}
+		offers: make(chan []Entry, 1024), kick: make(chan struct{}, 1)}
 	r.progress = sync.NewCond(&r.mu)
 	return r
 }
 
-// Offer hands the replica an entry published by the directory. It never
-// blocks: when the replica is busy the entry is dropped and the next
-// catch-up fetches it.
-func (r *Replica) Offer(e Entry) {
+// Offer hands the replica entries published by the directory, in order.
+// It never blocks: when the replica is busy they are dropped and the next
+// catch-up fetches them.
+func (r *Replica) Offer(es []Entry) {
 	select {
-	case r.offers <- e:
+	case r.offers <- es:
 	default:
 		r.Kick()
 	}
 }
+
+// maxOffered bounds the entries the replica takes from its offers at
+// once; maxApplied, those it commits in one transaction (and their ops'
+// bytes, maxAppliedBytes), well inside what a store's transaction holds.
+const (
+	maxOffered      = 4096
+	maxApplied      = 256
+	maxAppliedBytes = 1 << 20
+)
 
 // Kick asks for a catch-up soon (for example after connecting to the directory).
 func (r *Replica) Kick() {
@@ -87,8 +98,11 @@ func (r *Replica) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-r.offers:
-			r.offer(ctx, e)
+		case es := <-r.offers:
+			for len(es) < maxOffered && len(r.offers) > 0 {
+				es = append(es, <-r.offers...)
+			}
+			r.offer(ctx, es)
 		case <-r.kick:
 			r.catchUp(ctx)
 		case <-tick.C:
@@ -97,23 +111,31 @@ func (r *Replica) Run(ctx context.Context) {
 	}
 }
 
-func (r *Replica) offer(ctx context.Context, e Entry) {
-	seq := r.log.Seq()
-	switch {
-	case e.Seq <= seq:
+// offer applies the entries offered that follow the log (messages may
+// overtake each other on their way: those taken at once are put in
+// order), and catches up when one is missing.
+func (r *Replica) offer(ctx context.Context, es []Entry) {
+	es = r.unapplied(es)
+	if len(es) == 0 {
 		return // already applied
-	case e.Seq > seq+1:
-		r.catchUp(ctx) // a gap: fetch what is missing
-		return
 	}
-	if err := r.apply(e); err != nil {
+	seq := r.log.Seq()
+	slices.SortFunc(es, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	es = slices.CompactFunc(es, func(a, b Entry) bool { return a.Seq == b.Seq })
+	next := 0
+	for next < len(es) && es[next].Seq == seq+1+uint64(next) {
+		next++
+	}
+	if err := r.apply(es[:next]); err != nil {
 		r.setFailure(err)
 		return
 	}
-	r.mu.Lock()
-	if e.Seq > r.head {
-		r.head = e.Seq
+	if next < len(es) {
+		r.catchUp(ctx) // a gap: fetch what is missing
+		return
 	}
+	r.mu.Lock()
+	r.head = max(r.head, es[len(es)-1].Seq)
 	r.noteProgressLocked()
 	r.mu.Unlock()
 }
@@ -143,11 +165,9 @@ func (r *Replica) catchUp(ctx context.Context) {
 			r.setFailure(err)
 			return
 		}
-		for _, e := range entries {
-			if err := r.apply(e); err != nil {
-				r.setFailure(err)
-				return
-			}
+		if err := r.apply(entries); err != nil {
+			r.setFailure(err)
+			return
 		}
 		r.mu.Lock()
 		r.head, r.failure = head, nil
@@ -159,16 +179,38 @@ func (r *Replica) catchUp(ctx context.Context) {
 	}
 }
 
-func (r *Replica) apply(e Entry) error {
-	if e.Seq <= r.log.Seq() {
-		return nil
-	}
-	if _, err := r.log.Commit(&e); err != nil {
-		// The directory committed this entry; refusing it here means the
-		// replica diverged (a bug, or a store from another directory).
-		return fmt.Errorf("replica: apply seq %d: %w", e.Seq, err)
+// apply commits es, entries of consecutive seqs, as far as the log does
+// not hold them yet, a transaction for a few hundred at a time.
+func (r *Replica) apply(es []Entry) error {
+	es = r.unapplied(es)
+	for len(es) > 0 {
+		n, size := 0, 0
+		for n < len(es) && n < maxApplied && (n == 0 || size+len(es[n].Op) <= maxAppliedBytes) {
+			size += len(es[n].Op)
+			n++
+		}
+		done, err := r.log.CommitBatch(es[:n])
+		if err != nil {
+			// The directory committed this entry; refusing it here means the
+			// replica diverged (a bug, or a store from another directory).
+			return fmt.Errorf("replica: apply seq %d: %w", es[done].Seq, err)
+		}
+		es = es[n:]
 	}
 	return nil
+}
+
+// unapplied is those of es the log does not hold yet, in a slice of its
+// own.
+func (r *Replica) unapplied(es []Entry) []Entry {
+	seq := r.log.Seq()
+	var out []Entry
+	for _, e := range es {
+		if e.Seq > seq {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (r *Replica) noteProgressLocked() {

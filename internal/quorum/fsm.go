@@ -39,6 +39,10 @@ type fsm struct {
 	done    <-chan struct{} // closed when the member shuts down
 	// onSnapshot, if set, learns the seq of each snapshot persisted.
 	onSnapshot func(seq uint64)
+	// onCommit, if set, learns of each batch Raft hands over the index of
+	// its last entry, committed, before the batch is applied: the leader
+	// tells its followers (commit notices, pipeline.go).
+	onCommit func(index uint64)
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -52,6 +56,9 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 // ApplyBatch implements raft.BatchingFSM.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	if f.onCommit != nil && len(logs) > 0 {
+		f.onCommit(logs[len(logs)-1].Index)
+	}
 	out := make([]any, len(logs))
 	var ps []cmdlog.Pending
 	var at []int // ps[i] is the entry of logs[at[i]]

@@ -98,7 +98,7 @@ func (q *Quorum) Start() (err error) {
 	}
 
 	q.trans = newTransport(q.cfg.Host, q.isMember, q.cfg.RPCTimeout, q.log.With("component", "raft-transport"))
-	q.fsm = &fsm{log: q.cfg.Log, onApply: q.cfg.OnApply, onSnapshot: q.cfg.OnSnapshot, logger: q.log, done: q.done}
+	q.fsm = &fsm{log: q.cfg.Log, onApply: q.cfg.OnApply, onSnapshot: q.cfg.OnSnapshot, onCommit: q.trans.committed, logger: q.log, done: q.done}
 	notify := make(chan bool, 16)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(q.cfg.Host.ID().String())

@@ -416,3 +416,29 @@ func TestConcurrentProposalsApplyInOrderOnceEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowersLearnCommitsAtOnce: a follower applies an entry as soon as
+// the leader committed it, not at Raft's next AppendEntries (more entries,
+// or CommitTimeout: an hour here): the leader sends it a commit notice.
+func TestFollowersLearnCommitsAtOnce(t *testing.T) {
+	ms, voters := newMembers(t, 3)
+	for _, m := range ms {
+		m.q = start(t, m, voters, func(c *Config) { c.CommitTimeout = time.Hour })
+	}
+	for i := range 3 {
+		var l *member
+		var err error
+		testkit.Eventually(t, 10*time.Second, func() bool { // on the leader of now, on a loaded machine
+			l = leader(t, ms)
+			_, err = l.q.Propose(context.Background(), "kv", int64(i), kvOp{fmt.Sprint("k", i), "v"})
+			return !errors.Is(err, ErrNotLeader)
+		}, "no leader took the entry")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			testkit.Eventually(t, 20*time.Second, func() bool { return m.log.Seq() == l.log.Seq() },
+				"a member is at seq %d, the leader at %d", m.log.Seq(), l.log.Seq())
+		}
+	}
+}

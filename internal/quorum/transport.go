@@ -71,6 +71,7 @@ type transport struct {
 	mu        sync.Mutex
 	heartbeat func(raft.RPC)
 	streams   map[peer.ID]int // streams served now, per member
+	pipelines map[*pipeline]bool
 	closed    bool
 
 	ctx    context.Context
@@ -88,7 +89,7 @@ var (
 // timeout bounds each RPC (an InstallSnapshot: each of its frames).
 func newTransport(h host.Host, member func(peer.ID) bool, timeout time.Duration, log *slog.Logger) *transport {
 	t := &transport{h: h, member: member, timeout: timeout, log: log,
-		consumer: make(chan raft.RPC), streams: map[peer.ID]int{}}
+		consumer: make(chan raft.RPC), streams: map[peer.ID]int{}, pipelines: map[*pipeline]bool{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(protocol.ID(RaftProtocol), func(s network.Stream) { t.serve(s, false) })
 	h.SetStreamHandler(protocol.ID(PipelineProtocol), func(s network.Stream) { t.serve(s, true) })
