@@ -62,7 +62,7 @@ func TestBoardsRestartAndLateJoiner(t *testing.T) {
 
 // TestBoardsOnAQuorum: on a directory run by a quorum, board writes made
 // through a follower and an ordinary node land on every member alike.
-func TestBoardsOnAQuorum(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestBoardsOnAQuorum(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 3, nil)
 	follower := q.follower()
 	ord := q.join(slices.Index(q.members, follower))

@@ -43,21 +43,27 @@ func readAgents(t testing.TB, node *Node, prefix string, n int) {
 }
 
 // peakHeap samples the live heap (in use after a collection) every
-// 50 ms until stop is called, which returns the highest reading.
+// 50 ms, or less often when a sample takes long, until stop is called,
+// which returns the highest reading.
 func peakHeap() (stop func() uint64) {
 	done := make(chan struct{})
 	peak := make(chan uint64)
 	go func() {
 		var hi uint64
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
 		for {
+			start := time.Now()
 			hi = max(hi, heapInUse())
+			// A sample is two full collections: at most a fifth of the
+			// time goes to them, so that sampling does not starve what it
+			// measures (under -race each sample outlasted the 50 ms, the
+			// collections ran back to back, and the late joiner caught up
+			// too slowly for its minute).
+			wait := max(50*time.Millisecond, 4*time.Since(start))
 			select {
 			case <-done:
 				peak <- hi
 				return
-			case <-t.C:
+			case <-time.After(wait):
 			}
 		}
 	}()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -70,9 +71,19 @@ type decoder func([]byte) ([]cmdlog.Entry, error)
 // validateChanges is the validator of a directory topic: the origin must
 // pass from, and, on a replica, the message must decode, its entries
 // going to Deliver unless all were applied already (p2p.ErrReplay).
+//
+// Before a node heard who runs the directory, it trusts its first
+// bootstrap peer alone: a message from another origin is dropped without
+// blaming the peer that relayed it. It may be the leader's, relayed by
+// the follower the node joined through, and gossipsub would score that
+// follower down (three such messages graylist it for seconds, ten for
+// minutes, and no gossip of any topic comes from it meanwhile). The
+// catch-up fetches the entries.
 func (n *Node) validateChanges(from func(peer.ID) bool, decode decoder, replica bool) func(peer.ID, []byte) (any, error) {
 	return func(origin peer.ID, data []byte) (any, error) {
 		switch {
+		case !from(origin) && !n.view.heardMembers():
+			return nil, fmt.Errorf("%w: a directory change from %s, before this node heard who runs the directory", p2p.ErrIgnore, origin)
 		case !from(origin):
 			return nil, errNotDirectory
 		case !replica:

@@ -93,6 +93,20 @@ func (v *dirView) isDirectoryPeer(p peer.ID) bool {
 	return v.members[p]
 }
 
+// heardMembers reports whether this node can tell who runs the directory:
+// a bootstrap node can; another once a bootstrap node named the members.
+// Until then it trusts its first bootstrap peer alone, and cannot tell a
+// member it was not configured with (the leader, when it joined through
+// a follower) from a stranger.
+func (v *dirView) heardMembers() bool {
+	if v.n.role != RoleNode {
+		return true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.members) > 0
+}
+
 // trusted reports whether did names a directory whose tokens and DHT
 // records this node accepts: a node that runs (or ran, since this node
 // started) the directory.

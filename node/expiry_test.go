@@ -112,7 +112,7 @@ func TestWhatIsNeverUsedExpires(t *testing.T) {
 // member and node applies the same expiries; a follower's sweep logs
 // nothing; the log's budget refuses, on the leader, a write that came
 // through an ordinary node, with 503 directory_busy passed on unchanged.
-func TestQuorumExpiresOnTheLeader(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestQuorumExpiresOnTheLeader(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 3, func(_ int, c *Config) {
 		c.Budgets.Directory = admission.Budget{Rate: 0.001, Burst: 6}
 	})

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,6 +251,40 @@ func TestMeshRejectsForgedGossip(t *testing.T) {
 		if _, err := b.validateChanges(b.view.isDirectoryPeer, decode, true)(b.view.directory(), []byte(data)); !errors.Is(err, p2p.ErrReplay) {
 			t.Fatalf("an applied change %s: %v, want ErrReplay", data, err)
 		}
+	}
+}
+
+// TestMeshBlamesNoRelayBeforeItKnowsTheDirectory: a node that has not
+// heard yet who runs the directory (it joined through a peer that is not
+// the directory, as a node joining a quorum through a follower is until
+// its first catch-up answers) gets the directory's changes relayed; it
+// drops them as ignored, not invalid, and scores the relaying peer no
+// lower: gossipsub graylists a peer that relays three invalid messages,
+// for minutes after ten.
+func TestMeshBlamesNoRelayBeforeItKnowsTheDirectory(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	relay := bareHost(t, m.boot)
+	topic, err := relay.Join(directoryTopic, p2p.TopicConfig{}) // relays what the directory publishes
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.config(t.TempDir(), RoleNode)
+	cfg.Bootstrap = relay.Addrs() // serves no change feed: the node never hears who runs the directory
+	n := m.start(cfg)
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(topic.Peers()) == 2 }, "the relay is not between the directory and the node")
+	dropped := func() float64 {
+		return metric(t, n, `mesh_p2p_dropped_total{reason="ignored",surface="topic"}`) +
+			metric(t, n, `mesh_p2p_dropped_total{reason="invalid",surface="topic"}`)
+	}
+	for i := 0; dropped() < 3; i++ {
+		if i == 100 {
+			t.Fatalf("the node got %v of the directory's changes", dropped())
+		}
+		m.register(m.boot, "relayed-"+strconv.Itoa(i), identity.GenerateKey())
+	}
+	if v := metric(t, n, `mesh_p2p_dropped_total{reason="invalid",surface="topic"}`); v != 0 {
+		t.Fatalf("%v directory changes counted invalid (their relay scored down) before the node knew who runs the directory", v)
 	}
 }
 

@@ -57,7 +57,9 @@ func TestMeshRegistrySurface(t *testing.T) {
 	if m.boot.clog.Seq() != seq {
 		t.Fatal("a heartbeat went into the directory's log")
 	}
-	testkit.Eventually(t, 5*time.Second, func() bool { _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); return v["online"] == true },
+	// b copies the beats at its next catch-up, one at least every 5 s (a
+	// wait of exactly 5 s raced that poll, and lost it under -race).
+	testkit.Eventually(t, 20*time.Second, func() bool { _, v := call(t, b, "GET", "/v1/agents/agent-b", ""); return v["online"] == true },
 		"heartbeat on c not seen on b")
 
 	// Errors cross unchanged: the same id registered by another key through d.

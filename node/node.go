@@ -142,12 +142,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.admission, err = admission.New(n.budgets(), n.metrics); err != nil {
 		return err
 	}
-	if err := n.startP2P(ctx); err != nil {
-		return err
-	}
-	if err := n.startRegistry(ctx); err != nil {
-		return err
-	}
+	// The bridge's address first: the node names its URL to other nodes
+	// (a member's quorum view) as soon as it serves them. It serves HTTP
+	// once everything is up; clients that connect meanwhile wait.
 	if n.ln, err = net.Listen("tcp", n.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("node: listen on %s: %w", n.cfg.HTTPAddr, err)
 	}
@@ -160,6 +157,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.cfg.PublicURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port))
 			n.log.Warn("listening on every interface without a public URL: addresses in answers follow each request's Host header, and an embedded agent registers " + n.cfg.PublicURL + "; set Config.PublicURL")
 		}
+	}
+	if err := n.startP2P(ctx); err != nil {
+		return err
+	}
+	if err := n.startRegistry(ctx); err != nil {
+		return err
 	}
 	if err := n.openAgent(); err != nil {
 		return err

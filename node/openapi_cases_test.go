@@ -364,7 +364,7 @@ func agentCases(h *apiHarness, chain *soltest.Chain, wallet string) {
 
 // TestOpenAPIQuorumAdmin: the quorum admin operations, on a directory run
 // by a quorum (of one member), answer as the document says.
-func TestOpenAPIQuorumAdmin(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestOpenAPIQuorumAdmin(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 1, nil)
 	h := newAPIHarness(t, q.mesh, q.boot)
 	key := q.boot.key

@@ -58,14 +58,7 @@ func TestHeartbeatsAnsweredWhileStoppingAreKept(t *testing.T) {
 		ids[i] = fmt.Sprintf("beat%d", i)
 		toks[i] = m.token(m.boot, ids[i], m.register(m.boot, ids[i], identity.GenerateKey()))
 	}
-	relay, err := p2p.New(p2p.Config{Key: identity.GenerateKey(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := relay.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
+	relay := bareHost(t, m.boot)
 	for range 3 {
 		answered := stopWhileBeating(t, m, relay, toks)
 		cfg := m.boot.cfg

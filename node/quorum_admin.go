@@ -166,6 +166,15 @@ func (n *Node) removeMember(w http.ResponseWriter, r *http.Request) error {
 		return httpx.ErrInvalid.With("peer id: %v", err)
 	}
 	if !n.quorum.IsMember(id) {
+		switch again, err := n.sentAgain(r.Context()); {
+		case err != nil:
+			return err
+		case again:
+			// An attempt of this very request removed it, and its answer
+			// was lost with the leader that made it: answered as that
+			// attempt was.
+			return n.changed(w)
+		}
 		return httpx.E(http.StatusNotFound, "not_a_member", "%s is not a member of the quorum", id)
 	}
 	return n.changeMembers(w, r, func(ctx context.Context) error {
@@ -174,6 +183,22 @@ func (n *Node) removeMember(w http.ResponseWriter, r *http.Request) error {
 		}
 		return n.quorum.RemoveServer(ctx, id)
 	})
+}
+
+// sentAgain reports whether the log holds an attempt of the write in ctx
+// (its nonce's claim): the node that forwards it sends it again, having
+// lost the answer to an earlier attempt. The log is read once this leader
+// applied all that committed before, an earlier leader's entries
+// included.
+func (n *Node) sentAgain(ctx context.Context) (bool, error) {
+	wr, ok := cmdlog.WriteOf(ctx)
+	if !ok {
+		return false, nil
+	}
+	if err := n.quorum.Barrier(ctx); err != nil {
+		return false, changeError(err)
+	}
+	return n.clog.Remembers(wr.ID, n.cfg.Now())
 }
 
 // changeMembers makes one change of the members at a time: another while
@@ -185,9 +210,24 @@ func (n *Node) changeMembers(w http.ResponseWriter, r *http.Request, change func
 	defer n.changing.Store(false)
 	ctx, cancel := context.WithTimeout(r.Context(), membershipTimeout)
 	defer cancel()
+	if err := change(ctx); err != nil {
+		return changeError(err)
+	}
+	return n.changed(w)
+}
+
+// changed answers a change of the members made: the new view (the leader
+// names the new members in the log next, syncSigners).
+func (n *Node) changed(w http.ResponseWriter) error {
+	signal(n.signersDue)
+	httpx.WriteJSON(w, http.StatusOK, n.quorumView())
+	return nil
+}
+
+// changeError is the answer to a change of the members that failed.
+func changeError(err error) error {
 	var he *httpx.Error
-	switch err := change(ctx); {
-	case err == nil:
+	switch {
 	case errors.Is(err, quorum.ErrNotLeader):
 		return errNotLeader
 	case errors.Is(err, quorum.ErrUnknownOutcome):
@@ -196,10 +236,6 @@ func (n *Node) changeMembers(w http.ResponseWriter, r *http.Request, change func
 		return errChangeUnderWay
 	case errors.As(err, &he): // the nonce's claim refused
 		return he
-	default:
-		return errQuorumChange.Because(err)
 	}
-	signal(n.signersDue)
-	httpx.WriteJSON(w, http.StatusOK, n.quorumView())
-	return nil
+	return errQuorumChange.Because(err)
 }

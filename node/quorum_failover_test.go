@@ -52,7 +52,7 @@ func forwardAttempt(t *testing.T, n *Node, q *quorumMesh, secret []byte, method,
 // signed with a Mesh-Sig, whose nonce is single use) is applied once, and
 // every attempt is answered as the first was, also by a leader elected
 // after the first attempt.
-func TestAWriteSentAgainLandsOnce(t *testing.T) { // not parallel: Raft's timeouts are short
+func TestAWriteSentAgainLandsOnce(t *testing.T) { // not parallel: its Raft elections run in real time
 	q := newQuorumMesh(t, 3, nil)
 	ord := q.join(0, 1, 2)
 	key := identity.GenerateKey()

@@ -71,7 +71,7 @@ func isolate(gaters map[*Node]*cut, n *Node, peers ...*Node) {
 // minority accepts no write; the majority elects and goes on; after
 // healing every node holds the same state, the writes made on the majority
 // side included and none of the minority's.
-func TestQuorumPartitionedLeader(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestQuorumPartitionedLeader(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	gaters := map[*Node]*cut{}
 	var gs []*cut
 	q := newQuorumMesh(t, 3, func(_ int, c *Config) {
@@ -158,7 +158,7 @@ func TestQuorumPartitionedLeader(t *testing.T) { // not parallel: Raft's timeout
 // TestQuorumWithoutMajority: with 2 of 3 members down, writes answer 503
 // directory_unavailable (once the forward timeout is past), reads are
 // served, and /health says why.
-func TestQuorumWithoutMajority(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestQuorumWithoutMajority(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 3, func(_ int, c *Config) { c.ForwardTimeout = time.Second })
 	survivor := q.follower()
 	var si int
@@ -195,7 +195,7 @@ func TestQuorumWithoutMajority(t *testing.T) { // not parallel: Raft's timeouts 
 
 // TestQuorumHistorySurvivesTheLeader: a cluster's history is kept by every
 // member, so the member that leads after the leader is lost serves it.
-func TestQuorumHistorySurvivesTheLeader(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestQuorumHistorySurvivesTheLeader(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	testkit.Slow(t, "a leader stopped and an election on real Raft timeouts")
 	q := newQuorumMesh(t, 3, nil)
 	ord := q.join(0, 1, 2)

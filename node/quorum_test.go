@@ -26,13 +26,6 @@ type quorumMesh struct {
 	addrs   []string // the members' full multiaddrs (the --quorum list)
 }
 
-// fastRaft are timings for tests on loopback: elections in a few hundred
-// milliseconds.
-func fastRaft() RaftTimings {
-	return RaftTimings{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
-		LeaderLease: 200 * time.Millisecond, CommitTimeout: 5 * time.Millisecond, RPCTimeout: 2 * time.Second}
-}
-
 // newQuorumMesh starts size members of a new quorum, tweak (if set)
 // editing each one's config, and waits for a leader.
 func newQuorumMesh(t *testing.T, size int, tweak func(i int, c *Config)) *quorumMesh {
@@ -47,7 +40,10 @@ func newQuorumMesh(t *testing.T, size int, tweak func(i int, c *Config)) *quorum
 	for i := range size {
 		cfg := testConfig(t, t.TempDir())
 		cfg.Role, cfg.Now, cfg.Key = RoleBootstrap, q.clock.Now, keys[i]
-		cfg.Quorum, cfg.Raft = q.addrs, fastRaft()
+		// Raft's own timings (DefaultRaftTimings): with 250 ms timeouts, a
+		// vote's round trip under -race on a loaded machine outlasted the
+		// election timeout, and the quorum went seconds without a leader.
+		cfg.Quorum = q.addrs
 		cfg.Listen = []string{q.addrs[i][:len(q.addrs[i])-len("/p2p/")-len(q.peerID(i))]}
 		cfg.ForwardRetry = 20 * time.Millisecond
 		if tweak != nil {
@@ -158,7 +154,7 @@ func surface(t *testing.T, n *Node, ids []string, clusters []string) string {
 	return strings.ReplaceAll(out, host, "NODE")
 }
 
-func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 3, nil)
 	leader := q.leader()
 	var follower *Node
@@ -246,17 +242,19 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) { // not parallel: Ra
 			t.Fatalf("%s differs from the leader:\n%s\nleader:\n%s", n.URL(), got, want)
 		}
 	}
-	// /health names the same leader and members everywhere.
+	// /health names the same leader and members everywhere: the leader
+	// now, which a loaded machine may have changed since the start.
 	for _, n := range nodes {
 		testkit.Eventually(t, 5*time.Second, func() bool {
 			_, h := call(t, n, "GET", "/health", "")
 			qv, _ := h["quorum"].(map[string]any)
 			ms, _ := qv["members"].([]any)
-			return qv != nil && qv["leader"] == leader.PeerID().String() && len(ms) == 3 && qv["lag"] == float64(0) &&
+			return qv != nil && qv["leader"] == q.leader().PeerID().String() && len(ms) == 3 && qv["lag"] == float64(0) &&
 				ms[0].(map[string]any)["voter"] == true && h["status"] == "ok"
 		}, "health of %s does not show the quorum", n.URL())
 
 	}
+	leader = q.leader()
 	_, h := call(t, leader, "GET", "/health", "")
 	if qv := h["quorum"].(map[string]any); qv["term"].(float64) < 1 || qv["commit_index"].(float64) < float64(leader.clog.Seq()) {
 		t.Fatalf("leader's health: %v", qv)
@@ -269,7 +267,7 @@ func TestQuorumWritesThroughAnyNodeLandOnAll(t *testing.T) { // not parallel: Ra
 // TestLateJoinersInstallASnapshot: a node that joins after the change log
 // was compacted installs a snapshot of the directory and follows from its
 // seq, through an ordinary node's change feed as through Raft.
-func TestLateJoinersInstallASnapshot(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestLateJoinersInstallASnapshot(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 3, func(_ int, c *Config) { c.Raft.TrailingLogs = 5 })
 	leader := q.leader()
 	var ids []string
@@ -329,7 +327,7 @@ func reissue(t *testing.T, tok string, key ed25519.PrivateKey, iat time.Time) st
 // member verify on every node whichever member signed them, also after
 // that member was removed from the quorum; what its key signs after the
 // removal does not. A catalog import may be signed by any member's key.
-func TestQuorumKeysOutliveAMember(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestQuorumKeysOutliveAMember(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	q := newQuorumMesh(t, 3, nil)
 	leader := q.leader()
 	ord := q.join(0, 1, 2)
@@ -400,14 +398,14 @@ func TestQuorumKeysOutliveAMember(t *testing.T) { // not parallel: Raft's timeou
 // TestDirectoryMovesIntoAQuorum: a lone directory with data becomes a
 // quorum of one, takes in two members through the admin API (Mesh-Sig by
 // its key) and loses nothing; a member is removed the same way.
-func TestDirectoryMovesIntoAQuorum(t *testing.T) { // not parallel: Raft's timeouts are short, and its members' ports fixed
+func TestDirectoryMovesIntoAQuorum(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
 	m := &mesh{t: t, clock: newTestClock()}
 	keyA := identity.GenerateKey()
 	idA, _ := p2p.PeerID(keyA.Public().(ed25519.PublicKey))
 	listenA := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(testkit.Port(t))
 	addrA := listenA + "/p2p/" + idA.String()
 	cfgA := testConfig(t, t.TempDir())
-	cfgA.Role, cfgA.Key, cfgA.Listen, cfgA.Now, cfgA.Raft = RoleBootstrap, keyA, []string{listenA}, m.clock.Now, fastRaft()
+	cfgA.Role, cfgA.Key, cfgA.Listen, cfgA.Now = RoleBootstrap, keyA, []string{listenA}, m.clock.Now
 	m.boot = startNode(t, cfgA)
 	var ids []string
 	for i := range 5 {
@@ -429,7 +427,7 @@ func TestDirectoryMovesIntoAQuorum(t *testing.T) { // not parallel: Raft's timeo
 	var joiners []*Node
 	for range 2 {
 		cfg := testConfig(t, t.TempDir())
-		cfg.Role, cfg.Quorum, cfg.Now, cfg.Raft = RoleBootstrap, []string{addrA}, m.clock.Now, fastRaft()
+		cfg.Role, cfg.Quorum, cfg.Now = RoleBootstrap, []string{addrA}, m.clock.Now
 		j := startNode(t, cfg)
 		joiners = append(joiners, j)
 		body := `{"addr":"` + j.P2PAddrs()[0] + `"}`

@@ -183,6 +183,8 @@ type Config struct {
 	// silent node's members going offline, a lost message given up on)
 	// waits on timers and tickers, never for Now to move: a node hands
 	// its wall clock.WithNow(its own clock), which its tests hold still.
+	// How long something has waited is read as the timers run
+	// (clock.TimerNow), so that a clock held still cuts no wait short.
 	Clock      clock.Clock
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

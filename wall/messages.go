@@ -330,7 +330,7 @@ func (r *room) deliverRemote(origin peer.ID, w *wireMsg) {
 			return
 		}
 		var ready []*wireMsg
-		ready, late = n.order.add(w, r.svc.now())
+		ready, late = n.order.add(w, r.svc.waited())
 		known = n.known
 		r.fanOutRemoteLocked(origin, n, ready, touch)
 	})
@@ -391,14 +391,14 @@ func (r *room) believedLocked(n *remoteNode, w *wireMsg) *wireMsg {
 // for, and what waited for that. The timer decides when: what was due at
 // at goes then, also on a clock whose Now stands still (Config.Clock).
 func (r *room) flushAt(p peer.ID, at time.Time) {
-	t := r.svc.cfg.Clock.NewTimer(at.Sub(r.svc.now()))
+	t := r.svc.cfg.Clock.NewTimer(at.Sub(r.svc.waited()))
 	defer t.Stop()
 	select {
 	case <-t.C():
 	case <-r.ctx.Done():
 		return
 	}
-	now := r.svc.now()
+	now := r.svc.waited()
 	r.change(nil, func(touch func(string)) {
 		if n := r.remote[p]; n != nil {
 			n.flushing = false

@@ -198,7 +198,7 @@ func (r *room) setRoster(p peer.ID, ro roster) {
 		if n == nil {
 			return
 		}
-		now := r.svc.now()
+		now := r.svc.waited()
 		r.deliverReadyLocked(p, n, n.order.start(ro.Epoch, ro.Seq, r.listening(), now))
 		switch {
 		case ro.Epoch == n.epoch && ro.Rev < n.rev: // the view is newer
@@ -286,7 +286,7 @@ func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
 			r.dropLocked(p, n, touch)
 			return
 		default:
-			n.order.expect(w.Seq, r.svc.now())
+			n.order.expect(w.Seq, r.svc.waited())
 		}
 	}
 	if due := n.order.due(); !due.IsZero() && !n.flushing {
@@ -301,7 +301,7 @@ func (r *room) settleLocked(p peer.ID, n *remoteNode, touch func(string)) {
 func (r *room) drainLocked(n *remoteNode, touch func(string)) {
 	for w := n.pending[n.rev+1]; w != nil && w.Epoch == n.epoch; w = n.pending[n.rev+1] {
 		if w.T == wireLeave && !n.order.passed(w.Epoch, w.Seq) {
-			n.order.expect(w.Seq, r.svc.now())
+			n.order.expect(w.Seq, r.svc.waited())
 			break
 		}
 		delete(n.pending, n.rev+1)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -382,6 +383,47 @@ func TestNextRoomOutlivesTheOneBefore(t *testing.T) {
 		r.delta(p, &wireMsg{T: wireJoin, Member: &a, Epoch: 7, Rev: 1})
 		if n := r.remote[p]; n.fetching || online(r, "a") {
 			t.Fatal("a join of a replaced room was taken, or fetched a roster")
+		}
+	})
+}
+
+// TestOrderWindowOnAClockThatStandsStill: a node hands its wall a clock
+// whose Now its tests hold still, its timers running in real time. Each
+// message that came ahead of a missing one still waits orderWindow for
+// it, measured as the timers run: a wait armed by an earlier gap does not
+// give up on a message missing for a moment only.
+func TestOrderWindowOnAClockThatStandsStill(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const p = peer.ID("node-b") // a stranger: no receipts
+		msg := func(seq uint64) *wireMsg {
+			return &wireMsg{T: wireMessage, ID: fmt.Sprint("m", seq), From: "a", TS: 1, Payload: []byte(`"hi"`), Epoch: 9, Seq: seq}
+		}
+		r := viewRoom()
+		still := time.Unix(1_800_000_000, 0)
+		r.svc.cfg.Clock = clock.WithNow(func() time.Time { return still })
+		r.stopping = false // its waits run
+		defer func() { r.cancel(); r.wg.Wait() }()
+		next := func() uint64 {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.remote[p].order.next
+		}
+		r.deliverRemote(p, msg(1))
+		r.deliverRemote(p, msg(3)) // ahead of 2: a wait is armed
+		time.Sleep(100 * time.Millisecond)
+		r.deliverRemote(p, msg(2))
+		time.Sleep(800 * time.Millisecond)
+		r.deliverRemote(p, msg(5)) // ahead of 4, 0.9 s after the first wait was armed
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if got := next(); got != 4 {
+			t.Fatalf("message 4, missing for 0.2 s, was given up on (next %d)", got)
+		}
+		time.Sleep(orderWindow)
+		synctest.Wait()
+		if got := next(); got != 6 {
+			t.Fatalf("message 4, missing for orderWindow, is still waited for (next %d)", got)
 		}
 	})
 }

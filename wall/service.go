@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/clock"
 	"github.com/agentmesh/mesh/internal/nonces"
 	"github.com/agentmesh/mesh/p2p"
 )
@@ -61,6 +62,12 @@ type Service struct {
 
 // now is the time by the wall's clock (Config.Clock).
 func (s *Service) now() time.Time { return s.cfg.Clock.Now() }
+
+// waited is the time that what waits on the clock's timers is measured
+// by (the ordering window): a node's clock may stand still (its tests
+// hold it) while the timers run in real time, and every message that
+// came ahead of a missing one would then look as old as the first.
+func (s *Service) waited() time.Time { return clock.TimerNow(s.cfg.Clock) }
 
 // nextEpoch returns the epoch of a new room: the real time in
 // microseconds, and past the epoch of every room before on this node, so

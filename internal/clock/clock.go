@@ -67,6 +67,17 @@ type withNow struct {
 
 func (w withNow) Now() time.Time { return w.now() }
 
+// TimerNow is the time c's timers and tickers run on, to measure what
+// they time (how long something has waited): c's Now, but the real time
+// for a clock made WithNow, whose Now may stand still while its timers
+// run.
+func TimerNow(c Clock) time.Time {
+	if _, ok := c.(withNow); ok {
+		return time.Now()
+	}
+	return c.Now()
+}
+
 // Manual is a clock that moves only when Advance is called. Tickers and
 // timers due during an advance fire in time order, each with its own time.
 type Manual struct {

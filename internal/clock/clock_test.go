@@ -51,4 +51,13 @@ func TestWithNow(t *testing.T) {
 	if _, ok := <-c.NewTimer(0).C(); !ok {
 		t.Fatal("the real timer did not fire")
 	}
+	// What its timers time is measured in real time; on another clock,
+	// by its Now.
+	if d := time.Since(TimerNow(c)); d < 0 || d > time.Minute {
+		t.Fatalf("TimerNow of a clock made WithNow is %v from the real time", d)
+	}
+	m := NewManual(at)
+	if !TimerNow(m).Equal(at) {
+		t.Fatalf("TimerNow of a manual clock %v, want its Now", TimerNow(m))
+	}
 }

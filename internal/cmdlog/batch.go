@@ -217,6 +217,21 @@ func (l *Log) applyPending(tx *store.Txn, p Pending, seq uint64) (Applied, error
 	return Applied{Entry: e, Res: res}, nil
 }
 
+// Remembers reports whether the log appended an attempt of write id in
+// the last WriteWindow (by this node's clock): another attempt of it is
+// applied as nothing.
+func (l *Log) Remembers(id string, now time.Time) (bool, error) {
+	var rec writeRecord
+	err := l.db.View(func(tx *store.Txn) error { return tx.GetJSON(writeKey(id), &rec) })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return now.UnixNano()-rec.At < int64(WriteWindow), nil
+}
+
 // rememberWrite records that write p was applied as seq with res,
 // replacing old, a record of the same id past its window.
 func rememberWrite(tx *store.Txn, p Pending, seq uint64, res any, old *writeRecord) error {

@@ -382,6 +382,16 @@ func TestAppendBatchAppliesAWriteOnce(t *testing.T) {
 	if !got[1].Repeat || got[1].Entry.Seq != 1 || string(got[1].Res.(json.RawMessage)) != `"first"` || got[2].Entry.Seq != 2 {
 		t.Fatalf("results: %+v", got)
 	}
+	// What the log remembers, as a leader asks it of a write sent again.
+	for _, c := range []struct {
+		id   string
+		at   int64
+		want bool
+	}{{"w1", 2 * sec, true}, {"w1", 1*sec + int64(WriteWindow), false}, {"w9", 2 * sec, false}} {
+		if got, err := l.Remembers(c.id, time.Unix(0, c.at)); err != nil || got != c.want {
+			t.Fatalf("Remembers(%s) at %v: %v %v, want %v", c.id, c.at, got, err, c.want)
+		}
+	}
 	// A refused attempt is not remembered: the next one applies.
 	if got, _ := l.AppendBatch([]Pending{kvPending(4*sec, 4, "", "", "w3"), kvPending(5*sec, 5, "z", "1", "w3")}); got[0].Err == nil || got[1].Repeat || got[1].Entry.Seq != 3 {
 		t.Fatalf("a write refused, then tried again: %+v", got)

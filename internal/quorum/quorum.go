@@ -454,7 +454,13 @@ func (q *Quorum) RemoveServer(ctx context.Context, p peer.ID) error {
 	return q.change(ctx, q.r.RemoveServer(raft.ServerID(p.String()), 0, enqueueTimeout))
 }
 
-func (q *Quorum) change(ctx context.Context, f raft.IndexFuture) error {
+// Barrier returns once this member (the leader) applied every entry
+// committed before the call: its log then holds what the quorum took.
+func (q *Quorum) Barrier(ctx context.Context) error {
+	return q.change(ctx, q.r.Barrier(enqueueTimeout))
+}
+
+func (q *Quorum) change(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	var err error

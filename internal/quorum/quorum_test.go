@@ -73,16 +73,6 @@ type member struct {
 	q   *Quorum
 }
 
-func fastConfig() Config {
-	c := DefaultConfig()
-	// Short, but not so short that a loaded machine (tests run side by
-	// side) loses leaders all the time.
-	c.HeartbeatTimeout, c.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
-	c.LeaderLeaseTimeout, c.CommitTimeout = 250*time.Millisecond, 5*time.Millisecond
-	c.RPCTimeout = 2 * time.Second
-	return c
-}
-
 // newQuorum starts n members on loopback that know each other.
 func newQuorum(t *testing.T, n int) []*member {
 	t.Helper()
@@ -115,7 +105,10 @@ func newMembers(t *testing.T, n int) ([]*member, []peer.ID) {
 
 func start(t *testing.T, m *member, voters []peer.ID, tweak func(*Config)) *Quorum {
 	t.Helper()
-	cfg := fastConfig()
+	// Raft's own timings: with 300 ms timeouts (a 250 ms lease), a leader
+	// under -race on a loaded machine lost its lead in the middle of
+	// TestConcurrentProposalsApplyInOrderOnceEverywhere.
+	cfg := DefaultConfig()
 	cfg.Host, cfg.Log, cfg.InMemory, cfg.Voters = m.h, m.log, true, voters
 	if tweak != nil {
 		tweak(&cfg)
@@ -225,7 +218,7 @@ func TestRestartSkipsWhatWasApplied(t *testing.T) {
 	l, _ := cmdlog.Open(db)
 	l.Handle("kv", kv{})
 	run := func() *Quorum {
-		cfg := fastConfig()
+		cfg := DefaultConfig()
 		cfg.Host, cfg.Log, cfg.Dir, cfg.Voters = h, l, dir, []peer.ID{h.ID()}
 		q, err := New(cfg)
 		if err != nil {
@@ -287,7 +280,7 @@ func TestMigrationNeedsAQuorumOfOne(t *testing.T) {
 	if _, err := cmdlog.NewLocal(l).Propose(context.Background(), "kv", 1, kvOp{"a", "1"}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fastConfig()
+	cfg := DefaultConfig()
 	cfg.Host, cfg.Log, cfg.InMemory, cfg.Voters = h, l, true, []peer.ID{h.ID(), other.ID()}
 	q, _ := New(cfg)
 	if err := q.Start(); !errors.Is(err, ErrMigrate) {
