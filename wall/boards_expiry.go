@@ -135,9 +135,14 @@ func (c *Catalog) duePosts(now time.Time, limit int) ([]PostRef, error) {
 			if string(k) >= string(end) {
 				return false, nil
 			}
-			parts := strings.SplitN(string(k[len("w/bx/"):]), "/", 3)
-			until, _ := store.ParseU64(parts[0])
-			refs = append(refs, PostRef{C: parts[1], Post: parts[2], Until: int64(until), Board: string(v)})
+			// w/bx/<until: 8 bytes, which may hold a '/'>/<cluster>/<post>
+			rest := string(k[len("w/bx/"):])
+			if len(rest) < 9 {
+				return true, nil
+			}
+			until, _ := store.ParseU64(rest[:8])
+			c, post, _ := strings.Cut(rest[9:], "/")
+			refs = append(refs, PostRef{C: c, Post: post, Until: int64(until), Board: string(v)})
 			return len(refs) < limit, nil
 		})
 	})
