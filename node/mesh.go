@@ -159,7 +159,10 @@ func (n *Node) serveDirectory(ctx context.Context) {
 	n.host.HandleRequests(presenceProto, maxPresenceReq, n.servePresence)
 	n.host.HandleRequests(quorumProto, maxQuorumReq, n.serveQuorum)
 	n.host.HandleDownloads(snapshotProto, maxQuorumReq, n.serveSnapshot)
-	n.goroutine(func() { n.publisher.run(ctx, n.dirTopics) })
+	// Set before the goroutine starts: gossip reads them (a test calls it
+	// at once; set in run, -race saw that read race the write).
+	n.publisher.topics = n.dirTopics
+	n.goroutine(func() { n.publisher.run(ctx) })
 	n.goroutine(func() { n.flushPresence(ctx) })
 }
 

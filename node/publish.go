@@ -158,8 +158,7 @@ func signal(c chan struct{}) {
 // run publishes the entries committed on the directory's topics, as
 // many at once as committed while the last were published (gossip), and
 // the DHT records (runRecords).
-func (p *publisher) run(ctx context.Context, topics dirTopics) {
-	p.topics = topics
+func (p *publisher) run(ctx context.Context) {
 	p.n.goroutine(func() { p.runRecords(ctx) })
 	for {
 		select {
