@@ -427,7 +427,7 @@ func (c *Config) Validate() error {
 		return errors.New("node: BoardIndexPosts must not be negative (zero is unlimited)")
 	}
 	if c.ReadCacheBytes < 0 {
-		return errors.New("node: ReadCacheBytes must not be negative (zero is unlimited)")
+		return errors.New("node: ReadCacheBytes must not be negative (zero bounds the read cache in rows alone)")
 	}
 	if c.AgentActivationWindow < 0 || c.ClusterJoinWindow < 0 || c.ClusterSlugRedirect < 0 {
 		return errors.New("node: AgentActivationWindow, ClusterJoinWindow and ClusterSlugRedirect must not be negative (zero never expires)")

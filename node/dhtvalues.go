@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"path"
 	"path/filepath"
 
@@ -22,9 +24,15 @@ import (
 // restart; the DHT drops those received more than a day before (p2p).
 type diskValues struct{ db *store.DB }
 
-// openDHTValues opens the store of DHT values in dataDir.
-func openDHTValues(dataDir string) (*store.DB, error) {
-	return store.Open(store.Options{Dir: filepath.Join(dataDir, "dht"), MemTableSize: dhtMemTable})
+// openDHTValues opens the store of DHT values in dataDir; Badger's
+// warnings and errors go to log.
+func openDHTValues(dataDir string, log *slog.Logger) (*store.DB, error) {
+	dir := filepath.Join(dataDir, "dht")
+	db, err := store.Open(store.Options{Dir: dir, MemTableSize: dhtMemTable, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("node: DHT values (%s may be deleted while the node is stopped: the directory puts them again): %w", dir, err)
+	}
+	return db, nil
 }
 
 // dhtValues is where the host keeps DHT values: the node's store of them,

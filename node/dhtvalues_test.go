@@ -1,9 +1,15 @@
 package node
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	dsq "github.com/ipfs/go-datastore/query"
 	dstest "github.com/ipfs/go-datastore/test"
+
+	"github.com/agentmesh/mesh/registryapi"
 )
 
 // TestDiskValuesDatastore: the store of DHT values answers as go-datastore
@@ -12,10 +18,53 @@ import (
 // at a time.
 func TestDiskValuesDatastore(t *testing.T) {
 	t.Parallel()
-	db, err := openDHTValues(t.TempDir())
+	db, err := openDHTValues(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	dstest.SubtestAll(t, diskValues{db})
+}
+
+// TestDHTValuesOnDisk: a node with a data directory keeps the DHT values
+// it holds in DATA/dht, closed with the node (the store opens again), and
+// a node whose DATA/dht cannot be opened says which directory it is and
+// that deleting it loses nothing.
+func TestDHTValuesOnDisk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	n := startNode(t, testConfig(t, dir))
+	registerWithCards(t, n, "kept", 1, 8<<10)
+	waitPuts(t, n, 2)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openDHTValues(dir, nil)
+	if err != nil {
+		t.Fatalf("DATA/dht after the node closed: %v", err)
+	}
+	for _, ns := range []string{registryapi.RecordNS, registryapi.IDIndexNS} {
+		res, err := diskValues{db}.Query(t.Context(), dsq.Query{Prefix: "/" + ns, KeysOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys, err := res.Rest(); err != nil || len(keys) != 1 {
+			t.Fatalf("%s in DATA/dht: %d keys, %v", ns, len(keys), err)
+		}
+	}
+	db.Close()
+
+	manifest := filepath.Join(dir, "dht", "MANIFEST")
+	if err := os.WriteFile(manifest, []byte("not a manifest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken, err := New(testConfig(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broken.Close()
+	err = broken.Start(t.Context())
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "dht")+" may be deleted") {
+		t.Fatalf("a node whose DATA/dht is corrupt: %v", err)
+	}
 }

@@ -179,9 +179,9 @@ func TestMeshDHTFallback(t *testing.T) {
 	}
 }
 
-// TestMeshDHTRecordsSurviveBootstrapRestart: the DHT keeps records in
-// memory, and in the default mesh the bootstrap is its only server; the
-// directory publishes them again when it starts.
+// TestMeshDHTRecordsSurviveBootstrapRestart: in the default mesh the
+// bootstrap is the DHT's only server; its records are there after it
+// restarts (kept in DATA/dht, and published again when it starts).
 func TestMeshDHTRecordsSurviveBootstrapRestart(t *testing.T) {
 	t.Parallel()
 	m := newMesh(t)

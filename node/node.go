@@ -241,7 +241,7 @@ func (n *Node) openState() error {
 	}
 	n.db = db
 	if !n.cfg.InMemory {
-		if n.dht, err = openDHTValues(n.cfg.DataDir); err != nil {
+		if n.dht, err = openDHTValues(n.cfg.DataDir, n.log.With("component", "dht-values")); err != nil {
 			return err
 		}
 	}

@@ -175,9 +175,9 @@ func (p *publisher) run(ctx context.Context) {
 }
 
 // runRecords publishes the DHT values of changed agents as they come, and
-// all of them at start (the DHT keeps records in memory: if this node was
-// the only DHT server, they went with it), on request and every
-// RepublishInterval, well inside their RecordTTL.
+// all of them at start (a DHT server that lost its values, one in memory
+// or without its DATA/dht, gets them back, and the others' are renewed),
+// on request and every RepublishInterval, well inside their RecordTTL.
 func (p *publisher) runRecords(ctx context.Context) {
 	tick := time.NewTicker(registryapi.RepublishInterval)
 	defer tick.Stop()

@@ -3,10 +3,13 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"time"
 
 	"github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
 	"github.com/klauspost/compress/zstd"
+	recpb "github.com/libp2p/go-libp2p-record/pb"
+	"google.golang.org/protobuf/proto"
 )
 
 // compressedValues keeps the DHT values this node holds compressed
@@ -15,7 +18,17 @@ import (
 // JSON, which compresses some threefold), and a DHT server holds one
 // under every key it is close to. Values are compressed as they are
 // stored and read back whole; the DHT sees the bytes it put.
+//
+// A record put again unchanged is not written again unless the one held
+// came more than renewAfter before: kad-dht stores what a peer puts unless
+// the validator prefers the record held, which it does not over the same
+// record, so any peer could otherwise have a DHT server write one valid
+// record to disk as fast as it sends it.
 type compressedValues struct{ datastore.Batching }
+
+// renewAfter: a record put again unchanged is taken as received anew (its
+// 24 h, maxRecordAge, start again) once the one held is this old.
+const renewAfter = maxRecordAge / 2
 
 var (
 	valueEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
@@ -23,8 +36,31 @@ var (
 )
 
 func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []byte) error {
+	if c.holds(ctx, key, value) {
+		return nil
+	}
 	// A copy of its own size: the encoder's buffer is as large as value.
 	return c.Batching.Put(ctx, key, bytes.Clone(valueEncoder.EncodeAll(value, nil)))
+}
+
+// holds reports whether key holds the DHT record value (kad-dht's stored
+// form: the record and when it was received), received less than
+// renewAfter ago.
+func (c compressedValues) holds(ctx context.Context, key datastore.Key, value []byte) bool {
+	var put, held recpb.Record
+	if proto.Unmarshal(value, &put) != nil || len(put.Key) == 0 {
+		return false
+	}
+	stored, err := c.Get(ctx, key)
+	if err != nil || proto.Unmarshal(stored, &held) != nil {
+		return false
+	}
+	came, err := time.Parse(time.RFC3339Nano, held.TimeReceived)
+	if err != nil || time.Since(came) >= renewAfter {
+		return false
+	}
+	put.TimeReceived, held.TimeReceived = "", ""
+	return proto.Equal(&put, &held)
 }
 
 func (c compressedValues) Get(ctx context.Context, key datastore.Key) ([]byte, error) {

@@ -65,7 +65,7 @@ func (e *cachedAgent) texts() (name, desc string) { return e.name, e.desc }
 
 const (
 	// maxCachedAgents bounds the read cache in rows; DefaultReadCacheBytes
-	// is its bound in bytes unless configured (DirectoryOptions).
+	// is its bound in bytes unless configured (SetReadCacheBytes).
 	maxCachedAgents       = 100_000
 	DefaultReadCacheBytes = 32 << 20
 	// rowOverhead is what a decoded row costs beyond its bytes: its

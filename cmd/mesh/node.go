@@ -105,10 +105,10 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.IntVar(&cfg.BoardQuota.ClusterPosts, "cluster-max-posts", cfg.BoardQuota.ClusterPosts, "directory only: live posts one cluster's boards may hold")
 	f.Int64Var(&cfg.BoardQuota.ClusterBytes, "cluster-max-bytes", cfg.BoardQuota.ClusterBytes, "directory only: bytes of live posts one cluster's boards may hold")
 	f.IntVar(&cfg.BoardIndexPosts, "board-index-posts", cfg.BoardIndexPosts, "posts this node's in-memory board indexes hold in all (the least recently read boards' go past it)")
-	f.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of agents' rows (without their full cards) this node keeps decoded for reads; the rest are read from the store")
+	f.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of agents' rows (without their full cards) this node keeps decoded for reads, and at most 100,000 rows whatever this is; the rest are read from the store; 0 bounds them in rows alone")
 	zeroUnlimited(f, "wall-socket-rate", "wall-room-rate", "wall-control-rate", "search-rate",
 		"budget-client", "budget-credential", "budget-node", "budget-directory",
-		"board-max-boards", "board-max-posts", "board-max-bytes", "cluster-max-posts", "cluster-max-bytes", "board-index-posts", "read-cache-bytes")
+		"board-max-boards", "board-max-posts", "board-max-bytes", "cluster-max-posts", "cluster-max-bytes", "board-index-posts")
 	bindEnv(f, "MESH_")
 	return c
 }
