@@ -149,6 +149,38 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsCountAnswersAsSent: the route metrics count each request
+// under the status its client got: a route's answer, the mux's own 404
+// and 405, and a WebSocket upgrade (101), whose connection the wall takes
+// over before net/http writes any status.
+func TestMetricsCountAnswersAsSent(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, testConfig(t, t.TempDir()))
+	mustCall(t, n, 201, "POST", "/v1/agents/register", `{"agent_id":"a1"}`)
+	mustCall(t, n, 200, "GET", "/v1/agents/a1", "")
+	mustCall(t, n, 404, "GET", "/v1/agents/nobody", "")
+	mustCall(t, n, 404, "GET", "/v1/nowhere", "")
+	mustCall(t, n, 405, "PUT", "/v1/agents/a1", "")
+	id := createCluster(t, n, `{"visibility":"public"}`)["cluster_id"].(string)
+	mustCall(t, n, 426, "GET", "/v1/clusters/"+id+"/ws?agent=alice", "")
+	enterWall(t, n, id, q("agent", "alice"))
+	ws := `mesh_http_requests_total{code="101",route="GET /v1/clusters/{id}/ws"}`
+	waitFor(t, func() bool { return metric(t, n, ws) == 1 }, ws) // counted once the handler is done
+	for series, want := range map[string]float64{
+		`mesh_http_requests_total{code="201",route="POST /v1/agents/register"}`: 1,
+		`mesh_http_requests_total{code="200",route="GET /v1/agents/{id}"}`:      1,
+		`mesh_http_requests_total{code="404",route="GET /v1/agents/{id}"}`:      1,
+		`mesh_http_requests_total{code="404",route="unmatched"}`:                1,
+		`mesh_http_requests_total{code="405",route="unmatched"}`:                1,
+		`mesh_http_requests_total{code="426",route="GET /v1/clusters/{id}/ws"}`: 1,
+		`mesh_http_requests_total{code="200",route="GET /v1/clusters/{id}/ws"}`: 0,
+	} {
+		if got := metric(t, n, series); got != want {
+			t.Errorf("%s %v, want %v", series, got, want)
+		}
+	}
+}
+
 func TestStartFailureCleansUp(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

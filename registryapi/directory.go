@@ -138,6 +138,9 @@ func (d *Directory) State() [][]byte {
 func (d *Directory) Restored() {
 	d.cache.reset()
 	_ = d.BuildIndex(context.Background())
+	// Rows read while the index was built took from the old one whether
+	// they have reports (rollup), and would keep it: they go too.
+	d.cache.reset()
 }
 
 // apply runs one command against state; delta is the change in the number

@@ -1,10 +1,16 @@
 package registryapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/agentmesh/mesh/identity"
 )
 
 func rep(success bool, latency int64, quality int, paid, disputed bool) Report {
@@ -109,5 +115,51 @@ func TestDefaulterScoreFalls(t *testing.T) {
 	}
 	if got := score(`{"success":false,"paid":true,"disputed":true,"capability":"echo"}`); got >= before {
 		t.Fatalf("a defaulter's score went from %v to %v", before, got)
+	}
+}
+
+// TestReputationAfterASnapshotReadMeanwhile: a node that installs a
+// snapshot in which an agent it knew without reports has some answers
+// them once the snapshot is in, though it was read all along: the rows
+// read while the index was built (which said, as it was before, that the
+// agent has none) do not keep that.
+func TestReputationAfterASnapshotReadMeanwhile(t *testing.T) {
+	src := newHarness(t)
+	src.registerPlain("target")
+	src.want(src.signed(identity.GenerateKey(), "POST", "/v1/agents/target/feedback", goodReport), 200, "")
+	for i := range 2000 { // an index that takes a while to build
+		src.do("POST", "/v1/agents/register", fmt.Sprintf(`{"agent_id":"other-%d","capabilities":["x","y"]}`, i))
+	}
+	snap, err := src.log.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, err = snap.WriteTo(&buf)
+	snap.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dst := newHarness(t)
+	dst.registerPlain("target") // the same registration (the log's first entry), without its report yet
+	if r := dst.do("GET", "/v1/agents/target", ""); r.body["reputation"].(map[string]any)["n"] != 0.0 {
+		t.Fatalf("before the snapshot: %s", r.raw)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			getBody(dst, "/v1/agents/target") // whatever it answers while the state is replaced
+		}
+	})
+	_, err = dst.log.Restore(&buf)
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := dst.do("GET", "/v1/agents/target", ""); r.body["reputation"].(map[string]any)["n"] != 1.0 {
+		t.Fatalf("after the snapshot: %s", r.raw)
 	}
 }

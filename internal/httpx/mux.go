@@ -1,6 +1,8 @@
 package httpx
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"path"
 	"slices"
@@ -140,6 +142,17 @@ func (a *Answer) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (a *Answer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// Hijack hands the connection to the handler (a WebSocket upgrade), which
+// answers on it itself, 101 Switching Protocols: the status recorded,
+// though net/http never writes it (gobwas/ws takes the connection first).
+func (a *Answer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(a.ResponseWriter).Hijack()
+	if err == nil {
+		a.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
+}
 
 // isClean reports whether p is in canonical form (cleanPath(p) == p)
 // without making the canonical form: the path of most requests is.
