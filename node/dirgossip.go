@@ -171,18 +171,29 @@ func (p *publisher) publishGossip(ctx context.Context, t *p2p.Topic, b batch) {
 
 // legacyPeers reports whether a peer subscribes to the directory's
 // entries one a message and not to its batches: a node of an earlier
-// release.
+// release. It says so in the log, naming the peer, when that starts and
+// ends: any peer that subscribes so keeps it going (at the cost, for
+// every node, of the gossip of that release), and the operator learns
+// who.
 func (p *publisher) legacyPeers() bool {
 	batches := map[peer.ID]bool{}
 	for _, id := range p.topics.batches.Peers() {
 		batches[id] = true
 	}
+	var older peer.ID
 	for _, id := range p.topics.legacy.Peers() {
 		if !batches[id] {
-			return true
+			older = id
+			break
 		}
 	}
-	return false
+	switch was := p.legacy.Swap(older != ""); {
+	case older != "" && !was:
+		p.n.log.Info("publishing the directory's entries on "+legacyDirectoryTopic+" too, one a message: a peer reads that topic and not "+directoryTopic+" (a node of an earlier release)", "peer", older)
+	case older == "" && was:
+		p.n.log.Info("no peer reads " + legacyDirectoryTopic + " alone any more: the directory's entries go in batches only")
+	}
+	return older != ""
 }
 
 // batch is one message of a directory topic: the seq of its first entry

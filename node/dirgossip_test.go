@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -163,10 +164,12 @@ func (tp *tap) messages(t *testing.T, topic string, count int) [][]byte {
 // TestDirectoryGossip: the directory publishes what commits together in
 // one message of mesh/directory/2; while a peer listens only to
 // mesh/directory/1 (a node of an earlier release), it publishes there
-// too, one entry a message, and not otherwise.
+// too, one entry a message, and not otherwise, and its log names that
+// peer.
 func TestDirectoryGossip(t *testing.T) {
 	t.Parallel()
-	m := newMesh(t)
+	var log testkit.Buffer
+	m := newMeshWith(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	gossiped := func(topic, unit string) float64 {
 		return metric(t, m.boot, fmt.Sprintf(`mesh_directory_gossip_total{topic=%q,unit=%q}`, topic, unit))
 	}
@@ -198,6 +201,9 @@ func TestDirectoryGossip(t *testing.T) {
 		t.Fatalf("the older node got seqs %v, want 1021..1040", seqs)
 	}
 	newer.messages(t, directoryTopic, 2)
+	if !strings.Contains(log.String(), "peer="+older.id.String()) {
+		t.Errorf("the log does not name the peer that reads %s alone:\n%s", legacyDirectoryTopic, log.String())
+	}
 	for series, want := range map[[2]string]float64{
 		{directoryTopic, "messages"}: 2, {directoryTopic, "entries"}: 40,
 		{legacyDirectoryTopic, "messages"}: 20, {legacyDirectoryTopic, "entries"}: 20,

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -66,8 +67,10 @@ type publisher struct {
 	limit *rate.Limiter
 	puts  *prometheus.CounterVec
 	// gossiped counts the messages and entries published on each
-	// directory topic.
+	// directory topic; legacy is whether the last entries went to
+	// legacyDirectoryTopic too.
 	gossiped *prometheus.CounterVec
+	legacy   atomic.Bool
 	// putValue stores a DHT value (the host's PutValue); retryAfter is the
 	// first wait before failed puts are tried again (putRetry). Both are
 	// guarded by mu, so that a test can change them.

@@ -5,50 +5,26 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os"
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
 
 // wireVectors reads the test vectors of docs/wire.md's section heading
-// (12. Test vectors): the indented lines "name  value" of its blocks, with
-// \n in a value standing for a line feed.
+// (12. Test vectors).
 func wireVectors(t *testing.T, heading string) map[string]string {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/wire.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "\n### "+heading+"\n")
-	if !ok {
-		t.Fatalf("docs/wire.md has no section %q", heading)
-	}
-	section, _, _ = strings.Cut(section, "\n#")
-	line := regexp.MustCompile(`(?m)^    (\S+(?: \S+)*)  +(\S.*)$`)
-	v := map[string]string{}
-	for _, m := range line.FindAllStringSubmatch(section, -1) {
-		v[m[1]] = strings.ReplaceAll(m[2], `\n`, "\n")
-	}
-	return v
+	return testkit.WireVectors(t, "../docs/wire.md", heading)
 }
 
 // vector is the value of name in vectors, which must be there.
-func vector(t *testing.T, vectors map[string]string, name string) string {
-	t.Helper()
-	s, ok := vectors[name]
-	if !ok {
-		t.Fatalf("no vector %q in %v", name, vectors)
-	}
-	return s
-}
+var vector = testkit.Vector
 
 func unhex(t *testing.T, s string) []byte {
 	t.Helper()

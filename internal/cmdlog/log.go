@@ -133,8 +133,9 @@ func (l *Log) Commit(e *Entry) (any, error) {
 // transaction: one fsync for the lot where Commit takes one each (a
 // replica applies so what gossip and the change feed bring). When the
 // transaction cannot take them all (a machine refuses one, or they are
-// too large together), they are committed one at a time, as by Commit.
-// It returns how many it committed.
+// too large together for the store), each half is committed so, down to
+// one entry at a time, committed by Commit. It returns how many it
+// committed.
 func (l *Log) CommitBatch(es []Entry) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -143,8 +144,19 @@ func (l *Log) CommitBatch(es []Entry) (int, error) {
 			return 0, fmt.Errorf("%w: seq %d, want %d", ErrOutOfOrder, es[i].Seq, want)
 		}
 	}
-	if len(es) < 2 {
-		return l.commitEach(es)
+	return l.commitRun(es)
+}
+
+// commitRun is CommitBatch under l.mu, its entries checked.
+func (l *Log) commitRun(es []Entry) (int, error) {
+	switch len(es) {
+	case 0:
+		return 0, nil
+	case 1:
+		if _, err := l.commit(&es[0]); err != nil {
+			return 0, err
+		}
+		return 1, nil
 	}
 	err := l.db.Update(func(tx *store.Txn) error {
 		for i := range es {
@@ -155,23 +167,19 @@ func (l *Log) CommitBatch(es []Entry) (int, error) {
 		return tx.Set(seqKey, []byte(store.U64(es[len(es)-1].Seq)))
 	})
 	if err != nil {
-		return l.commitEach(es)
+		half := len(es) / 2
+		n, err := l.commitRun(es[:half])
+		if err != nil {
+			return n, err
+		}
+		m, err := l.commitRun(es[half:])
+		return n + m, err
 	}
 	for i := range es {
 		l.machines[es[i].Kind].Committed(&es[i])
 	}
 	l.seq.Store(es[len(es)-1].Seq)
 	l.signal()
-	return len(es), nil
-}
-
-// commitEach commits es one at a time, under l.mu.
-func (l *Log) commitEach(es []Entry) (int, error) {
-	for i := range es {
-		if _, err := l.commit(&es[i]); err != nil {
-			return i, err
-		}
-	}
 	return len(es), nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,6 +227,39 @@ func TestCommitBatch(t *testing.T) {
 		if v := dm.get(t, dst, fmt.Sprintf("b%d", i)); v != fmt.Sprint(i) {
 			t.Fatalf("b%d = %q", i, v)
 		}
+	}
+}
+
+// seqAtCommit is kv noting, as it learns of each entry committed, the
+// log's seq then: the seq before the entry's transaction.
+type seqAtCommit struct {
+	*kv
+	l      *Log
+	before map[uint64]bool
+}
+
+func (m seqAtCommit) Committed(e *Entry) { m.before[m.l.Seq()] = true }
+
+// TestCommitBatchLargerThanATransaction: entries too large together for
+// one of the store's transactions (a memtable of 8 MiB takes 1.2 MiB)
+// commit in a few transactions, not one each.
+func TestCommitBatchLargerThanATransaction(t *testing.T) {
+	l, m := openLog(t, store.Options{Dir: t.TempDir()})
+	txns := seqAtCommit{kv: m, l: l, before: map[uint64]bool{}}
+	l.Handle("kv", txns)
+	var es []Entry
+	for i := range maxApplied {
+		op, _ := json.Marshal(kvOp{fmt.Sprint("k", i), strings.Repeat("v", 3900)})
+		es = append(es, Entry{Seq: uint64(i + 1), At: 1, Kind: "kv", Op: op})
+	}
+	if n, err := l.CommitBatch(es); n != len(es) || err != nil || l.Seq() != uint64(len(es)) {
+		t.Fatalf("%d committed, %v, seq %d", n, err, l.Seq())
+	}
+	if len(txns.before) > 8 {
+		t.Fatalf("%d entries committed in %d transactions", len(es), len(txns.before))
+	}
+	if v := m.get(t, l, fmt.Sprint("k", len(es)-1)); len(v) != 3900 {
+		t.Fatalf("the last entry's value: %d bytes", len(v))
 	}
 }
 

@@ -69,7 +69,8 @@ func (r *Replica) Offer(es []Entry) {
 
 // maxOffered bounds the entries the replica takes from its offers at
 // once; maxApplied, those it commits in one transaction (and their ops'
-// bytes, maxAppliedBytes), well inside what a store's transaction holds.
+// bytes, maxAppliedBytes). A store's transaction may hold fewer (it
+// counts what the machines write too): CommitBatch splits them then.
 const (
 	maxOffered      = 4096
 	maxApplied      = 256

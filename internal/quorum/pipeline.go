@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -32,10 +33,14 @@ type pipeline struct {
 	mu       sync.Mutex // sends in the order of inflight
 	sent     sentState  // what the follower was told last (under mu)
 	inflight chan *appendFuture
-	done     chan raft.AppendFuture
-	stop     chan struct{}
-	once     sync.Once
-	wg       sync.WaitGroup
+	// commit is the last index the leader committed, and noticeDue is
+	// signalled when it moves: notices sends the follower a commit notice.
+	commit    atomic.Uint64
+	noticeDue chan struct{}
+	done      chan raft.AppendFuture
+	stop      chan struct{}
+	once      sync.Once
+	wg        sync.WaitGroup
 }
 
 var _ raft.AppendPipeline = (*pipeline)(nil)
@@ -50,12 +55,9 @@ func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		return nil, raft.ErrPipelineReplicationNotSupported
 	}
 	p := &pipeline{t: t, s: s, inflight: make(chan *appendFuture, maxInFlight),
-		done: make(chan raft.AppendFuture, maxInFlight), stop: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.receive()
-	}()
+		done: make(chan raft.AppendFuture, maxInFlight), stop: make(chan struct{}), noticeDue: make(chan struct{}, 1)}
+	p.wg.Go(p.receive)
+	p.wg.Go(p.notices)
 	t.mu.Lock()
 	t.pipelines[p] = true
 	t.mu.Unlock()
@@ -213,15 +215,31 @@ func (s *sentState) notice(index uint64) *raft.AppendEntriesRequest {
 }
 
 // committed has every pipeline tell its follower that index committed.
+// It never waits: it is called by the leader's FSM, which a follower that
+// answers nothing must not hold up (a pipeline full, or a stream that
+// takes no more bytes, holds p.mu until the RPC timeout).
 func (t *transport) committed(index uint64) {
 	t.mu.Lock()
-	ps := make([]*pipeline, 0, len(t.pipelines))
+	defer t.mu.Unlock()
 	for p := range t.pipelines {
-		ps = append(ps, p)
+		p.commit.Store(index) // the FSM is handed batches in order
+		select {
+		case p.noticeDue <- struct{}{}:
+		default: // one is due already: it reads commit then
+		}
 	}
-	t.mu.Unlock()
-	for _, p := range ps {
-		p.notify(index)
+}
+
+// notices sends the follower a commit notice each time the leader commits,
+// for the last index committed, until the pipeline stops.
+func (p *pipeline) notices() {
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.noticeDue:
+			p.notify(p.commit.Load())
+		}
 	}
 }
 

@@ -442,3 +442,58 @@ func TestFollowersLearnCommitsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// stuck is kv on a member whose machine stops at its first entry until
+// released: its Raft stops taking AppendEntries once its queue to the
+// machine is full, as a follower frozen (or cut off) would.
+type stuck struct {
+	kv
+	release chan struct{}
+}
+
+func (s stuck) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
+	<-s.release
+	return s.kv.Apply(tx, e)
+}
+
+// TestAStuckFollowerHoldsNoWrite: with one follower that answers nothing
+// (and an RPC timeout of an hour, so that its pipeline is never given
+// up), the leader and the other follower go on committing and applying,
+// one write after another, far past what the stuck follower's pipeline
+// holds on its way: the leader's commit notices never wait for it.
+func TestAStuckFollowerHoldsNoWrite(t *testing.T) {
+	ms, voters := newMembers(t, 3)
+	for _, m := range ms {
+		m.q = start(t, m, voters, func(c *Config) { c.RPCTimeout = time.Hour })
+	}
+	l := leader(t, ms)
+	if _, err := l.q.Propose(context.Background(), "kv", 0, kvOp{"k", "v"}); err != nil {
+		t.Fatal(err)
+	}
+	var slow *member
+	for _, m := range ms {
+		if m != l {
+			slow = m
+			break
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return slow.log.Seq() == 1 }, "the follower did not apply the first entry")
+	release := make(chan struct{})
+	slow.log.Handle("kv", stuck{release: release})
+	t.Cleanup(func() { close(release) }) // before the members close
+	// A stuck Raft takes ~130 AppendEntries before it stops reading; a
+	// pipeline holds 64 more on their way.
+	const writes = 600
+	for i := range writes {
+		var err error
+		testkit.Eventually(t, 30*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = leader(t, ms).q.Propose(ctx, "kv", int64(i+1), kvOp{fmt.Sprint("k", i), "v"})
+			return !errors.Is(err, ErrNotLeader)
+		}, "no leader took write %d", i)
+		if err != nil {
+			t.Fatalf("write %d of %d with a follower stuck: %v", i, writes, err)
+		}
+	}
+}
