@@ -115,6 +115,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	if sig != nil {
 		op.Signed = signedRequest(r, body)
+		op.signCard()
 	}
 	res, err := a.propose(r.Context(), Command{At: now.UnixNano(), Sig: sig, Register: op})
 	if err != nil {
