@@ -16,8 +16,9 @@ import (
 // the directory's heap in use grows by at most 2 times the cards' bytes,
 // and the pages of its stores' files that it maps (Badger writes its
 // value logs through memory maps: what ps counts in its resident set
-// besides the heap) by at most 2 times (4.8 times before values were
-// stored compressed and a log entry kept its card once); a
+// besides the heap) by at most 1.5 times (4.8 times before values were
+// stored compressed, a log entry kept its card once and the DHT's values
+// a record's value once for its two keys); a
 // node that joins afterwards never takes more than 4 times while it
 // catches up. Full cards are kept once, as stored: not decoded into the
 // read cache, nor held again in the DHT's values (on disk), nor in
@@ -45,7 +46,7 @@ func TestCardMemoryInProportion(t *testing.T) {
 	}
 	mapped := mappedResident(t, cfg.DataDir) - files
 	t.Logf("its stores' files mapped and resident grew by %d (%.1fx)", mapped, float64(mapped)/float64(cards))
-	if mapped > 2*cards {
+	if 2*mapped > 3*cards {
 		t.Fatalf("the directory's stores' files take %.1f times the cards' bytes of its resident set", float64(mapped)/float64(cards))
 	}
 
