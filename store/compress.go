@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -20,6 +21,10 @@ const compressFrom = 4 << 10
 // metaZstd is the UserMeta bit of a value stored compressed.
 const metaZstd byte = 1
 
+// zstdMagic begins a value compressed already (the DHT's values), which
+// is not compressed again.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
 var (
 	// The fastest level: the log's commits compress under its lock.
 	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
@@ -30,7 +35,7 @@ var (
 // pays.
 func entry(key, val []byte) *badger.Entry {
 	e := badger.NewEntry(key, val)
-	if len(val) >= compressFrom {
+	if len(val) >= compressFrom && !bytes.HasPrefix(val, zstdMagic) {
 		if z := encoder.EncodeAll(val, make([]byte, 0, len(val)/2)); len(z) <= len(val)-len(val)/8 {
 			e.Value, e.UserMeta = z, metaZstd
 		}
