@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/node"
@@ -77,4 +79,19 @@ func (s *sink) Write(b []byte) (int, error) {
 	s.WriteHeader(http.StatusOK)
 	s.n += len(b)
 	return len(b), nil
+}
+
+// TestPidCPU: the CPU time read for a process from /proc is what it has
+// used (this process's own, as getrusage gives it, to a few of /proc's
+// ticks).
+func TestPidCPU(t *testing.T) {
+	for start := loadgen.ProcessCPU(); loadgen.ProcessCPU()-start < 50*time.Millisecond; {
+	}
+	got, want := pidCPU(os.Getpid()), loadgen.ProcessCPU()
+	if got <= 0 || got-want > 50*time.Millisecond || want-got > 50*time.Millisecond {
+		t.Fatalf("pidCPU %s, getrusage %s", got, want)
+	}
+	if pidCPU(0) != 0 {
+		t.Fatal("CPU read for no process")
+	}
 }
