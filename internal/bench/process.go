@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -134,6 +135,27 @@ func mapped(smaps []byte, dir string) float64 {
 		}
 	}
 	return total
+}
+
+// pidCPU is the CPU time (user and system) process pid has used, from
+// /proc (in the kernel's ticks of 10 ms); 0 when it cannot be read.
+func pidCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name, which ends with ')': utime
+	// and stime are the 12th and 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // Mem is a node's memory, in bytes: Store and DHT are the resident pages
