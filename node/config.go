@@ -111,6 +111,11 @@ type Config struct {
 	// the embedded agent's), and for the gossip queued for peers (a wall's
 	// goodbye among it). 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
+	// HeaderTimeout bounds how long a client may take to send a request's
+	// header; IdleTimeout closes a keep-alive connection without a request
+	// for that long. Zero means the defaults (10 s, 2 min).
+	HeaderTimeout time.Duration `json:"header_timeout"`
+	IdleTimeout   time.Duration `json:"idle_timeout"`
 	// Gater, if set, vets libp2p connections (tests simulate NATs with it).
 	Gater connmgr.ConnectionGater `json:"-"`
 	// Key is the node's identity key. Nil means load or create
@@ -310,6 +315,8 @@ func DefaultConfig() Config {
 		ForwardRetry:     DefaultForwardRetry,
 		ChangesKept:      DefaultChangesKept,
 		ShutdownGrace:    DefaultShutdownGrace,
+		HeaderTimeout:    DefaultHeaderTimeout,
+		IdleTimeout:      DefaultIdleTimeout,
 		SearchRate:       registryapi.DefaultSearchRate,
 		SearchBurst:      registryapi.DefaultSearchBurst,
 		SearchWait:       registryapi.DefaultSearchWait,
@@ -329,6 +336,12 @@ func DefaultConfig() Config {
 
 // DefaultShutdownGrace is Config.ShutdownGrace's default.
 const DefaultShutdownGrace = 5 * time.Second
+
+// Defaults of the bridge's connection timeouts.
+const (
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout   = 2 * time.Minute
+)
 
 // Roles of a node.
 const (
@@ -410,6 +423,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) {
 		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, 0 for the defaults (+Inf: no control rate)", c.Wall.SendMemory, c.Wall.ControlRate)
+	}
+	if c.HeaderTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("node: header and idle timeouts must not be negative")
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("node: ShutdownGrace must not be negative")

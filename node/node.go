@@ -189,8 +189,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	ln := httpx.SweepDeadlines(n.ln, deadlineSweep)
 	n.srv = &http.Server{
 		Handler:           n.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: orDefault(n.cfg.HeaderTimeout, DefaultHeaderTimeout),
+		IdleTimeout:       orDefault(n.cfg.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 		ConnState:         ln.ConnState,
@@ -328,11 +328,14 @@ func everyOrWoken(ctx context.Context, d time.Duration, wake <-chan struct{}, fn
 }
 
 // grace is Config.ShutdownGrace, or its default when unset.
-func (n *Node) grace() time.Duration {
-	if n.cfg.ShutdownGrace == 0 {
-		return DefaultShutdownGrace
+func (n *Node) grace() time.Duration { return orDefault(n.cfg.ShutdownGrace, DefaultShutdownGrace) }
+
+// orDefault is d, or def when d is unset.
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
 	}
-	return n.cfg.ShutdownGrace
+	return d
 }
 
 // Close stops the node: the HTTP server first (in-flight requests get up

@@ -11,13 +11,22 @@ import (
 	"time"
 )
 
-// TestSlowClientsAreCut: the bridge still cuts a client that sends
-// nothing, or half a header, at its header timeout (10 s), its deadlines
-// swept rather than timed connection by connection.
+// TestSlowClientsAreCut: the bridge cuts a client that sends nothing, or
+// half a header, at its header timeout, and a keep-alive connection idle
+// past its idle timeout, its deadlines swept rather than timed connection
+// by connection. The timeouts are the node's configuration (--header-timeout,
+// --idle-timeout): with the defaults (10 s, 2 min) no connection would be
+// cut before the client gives up.
 func TestSlowClientsAreCut(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, t.TempDir()))
-	for name, send := range map[string]string{"nothing": "", "half a header": "GET /v1/agents/a1 HTTP/1.1\r\nHost: x\r\nX-Slow: "} {
+	cfg := testConfig(t, t.TempDir())
+	cfg.HeaderTimeout, cfg.IdleTimeout = 200*time.Millisecond, 300*time.Millisecond
+	n := startNode(t, cfg)
+	for name, send := range map[string]string{
+		"nothing":       "",
+		"half a header": "GET /v1/agents/a1 HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+		"idle":          "GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c, err := net.Dial("tcp", n.Addr())
@@ -26,7 +35,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 			}
 			defer c.Close()
 			io.WriteString(c, send)
-			c.SetReadDeadline(time.Now().Add(time.Minute))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if _, err := io.Copy(io.Discard, c); errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatal("the node never closed the connection")
 			}

@@ -58,6 +58,8 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.IntVar(&cfg.BrowserLimits.PeerStreams, "browser-peer-streams", p2p.DefaultBrowserPeerStreams, "streams one browser peer may have open at once, both ways (half of them inbound at most)")
 	f.Int64Var(&cfg.BrowserLimits.PeerMemory, "browser-peer-memory", p2p.DefaultBrowserPeerMemory, "bytes one browser peer's connections and streams may reserve (a WebRTC-direct connection reserves 2.5 MiB)")
 	f.IntVar(&cfg.GossipQueueBytes, "gossip-queue-bytes", cfg.GossipQueueBytes, "bytes of gossip that may wait for one peer; past it its oldest messages are dropped")
+	f.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "how long an HTTP client may take to send a request's header before its connection is cut (checked 4 times a second)")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "an HTTP keep-alive connection without a request for this long is closed")
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "on SIGTERM, how long the requests under way and the gossip queued for peers each get to finish")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.BoolVar(&noSync, "no-sync", false, "do not fsync each write: faster, but a power loss may drop the last writes")
