@@ -200,8 +200,13 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(cont
 				return false, err
 			}
 		}
-		raw, err := n.host.Request(ctx, dir, forwardProto, buf.Bytes(), maxForwardResp)
+		raw, err := n.host.SessionRequest(ctx, dir, forwardSessionProto, forwardProto, buf.Bytes(), maxForwardResp)
 		if err != nil {
+			if ctx.Err() != nil && n.view.directory() != dir {
+				// A leader this node no longer believes in: the writes on
+				// their way to it are sent to the next (whileLeads).
+				n.host.DropSession(dir, forwardSessionProto)
+			}
 			return n.view.several(), errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))
 		}
 		resp, err = http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
