@@ -215,11 +215,12 @@ func benchQuorumCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "quorum",
 		Short: "Compare registrations through a lone directory and through a quorum, fsync on",
-		Long: `Starts a lone directory and a quorum of --size bootstrap nodes, in this
-process on this machine's disk (--dir, a temporary directory by default) with
-fsync on and no write budgets, and registers new agents from --concurrency
-clients for --duration through the lone directory, the quorum's leader and one
-of its followers in turn, --rounds times. Reports each one's registrations a
+		Long: `Starts a lone directory and two quorums of --size bootstrap nodes, in
+this process on this machine's disk (--dir, a temporary directory by default)
+with fsync on and no write budgets, and registers new agents from --concurrency
+clients for --duration through the lone directory, the leader of one quorum and
+a follower of the other in turn (each setup's stores hold only what it wrote),
+--rounds times. Reports each one's registrations a
 second, p50 and p99 and the CPU this process spent a registration, the
 quorum's rate and p99 as shares of the lone directory's in each round, and
 the median share and CPU over the rounds.`,
@@ -267,11 +268,15 @@ the median share and CPU over the rounds.`,
 	return c
 }
 
-// setup is a setup's line of bench quorum: its rate and latencies, and the
-// CPU a registration took, when it was read.
+// setup is a setup's line of bench quorum: its rate and latencies, the
+// CPU a registration took and the agents its node held after, when read.
 func setup(s bench.QuorumSetup) string {
-	if s.CPU == 0 {
-		return s.Result.String()
+	line := s.Result.String()
+	if s.CPU > 0 {
+		line += fmt.Sprintf(", CPU %.2f ms a registration", float64(s.CPU)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("%s, CPU %.2f ms a registration", s.Result, float64(s.CPU)/float64(time.Millisecond))
+	if s.Agents >= 0 {
+		line += fmt.Sprintf(", %d agents held", s.Agents)
+	}
+	return line
 }

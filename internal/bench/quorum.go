@@ -47,12 +47,19 @@ type QuorumSetup struct {
 	// a registration meanwhile (0: not read): unlike the rate,
 	// it hardly moves with the machine's load.
 	CPU time.Duration
+	// Agents is how many agents the node written to held after the round
+	// (-1: not read): the setup's registrations of this round and the
+	// rounds before, and no other's.
+	Agents int64
 }
 
 // Quorum measures registrations (unsigned, each a new agent) through a
 // lone directory, and through a quorum of o.Size members sent to its
 // leader and to a follower, on this machine's disk with fsync on: what a
-// quorum costs a directory's writes. Both run at once, idle when not
+// quorum costs a directory's writes. The writes to the leader and those
+// through a follower go to two quorums of their own, so that each
+// setup's stores hold what it wrote, as the lone directory's do (a write
+// costs more as the stores grow). All run at once, idle when not
 // measured; the setups take turns, o.Rounds times, so that a machine
 // whose load changes meanwhile weighs on each alike.
 func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumRound, error) {
@@ -69,15 +76,16 @@ func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumRound, error) {
 		return nil, err
 	}
 	defer lone.Close()
-	members, err := startDiskNodes(ctx, filepath.Join(o.Dir, "quorum"), o.Size, true)
+	leader, stop, err := startQuorum(ctx, filepath.Join(o.Dir, "quorum"), o.Size, true)
 	if err != nil {
 		return nil, err
 	}
-	defer members.Close()
-	leader, follower, err := roles(ctx, members.Nodes)
+	defer stop()
+	follower, stop, err := startQuorum(ctx, filepath.Join(o.Dir, "quorum-follower"), o.Size, false)
 	if err != nil {
 		return nil, err
 	}
+	defer stop()
 	var out []QuorumRound
 	for range o.Rounds {
 		out = append(out, QuorumRound{
@@ -104,9 +112,17 @@ func registrations(ctx context.Context, base string, o QuorumOptions) QuorumSetu
 			return req, err
 		},
 	})
-	s := QuorumSetup{Result: r}
+	s := QuorumSetup{Result: r, Agents: -1}
 	if used := loadgen.ProcessCPU() - cpu; cpu > 0 && r.Requests > 0 {
 		s.CPU = used / time.Duration(r.Requests)
+	}
+	var h struct {
+		Directory struct {
+			Agents int64 `json:"agents"`
+		} `json:"directory"`
+	}
+	if getJSON(ctx, base+"/health", &h) == nil {
+		s.Agents = h.Directory.Agents
 	}
 	return s
 }
@@ -142,6 +158,24 @@ func startDiskNodes(ctx context.Context, dir string, n int, quorum bool) (*Mesh,
 		}
 	}
 	return m, nil
+}
+
+// startQuorum starts a quorum of size members with stores under dir, and
+// names its leader (or a follower, !leader) once elected.
+func startQuorum(ctx context.Context, dir string, size int, leader bool) (*node.Node, func(), error) {
+	members, err := startDiskNodes(ctx, dir, size, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, f, err := roles(ctx, members.Nodes)
+	if err != nil {
+		members.Close()
+		return nil, nil, err
+	}
+	if leader {
+		return l, members.Close, nil
+	}
+	return f, members.Close, nil
 }
 
 // roles waits for members to elect a leader, and names it and a follower.
