@@ -36,8 +36,10 @@ const (
 	maxForwardReq  = 2 << 20
 	maxForwardResp = 2 << 20
 	// seqHeader tells the forwarding node which directory seq the answer
-	// reflects; it waits until its replica has applied that much, so a
-	// client reads its own writes on the node it talks to.
+	// reflects: the entry the request landed in (cmdlog.WithSeqNote), or
+	// the directory's head for one that proposed nothing. The node waits
+	// until its replica has applied that much, so a client reads its own
+	// writes on the node it talks to.
 	seqHeader = "X-Mesh-Seq"
 	// originHeader carries the forwarding node's public URL, so that the
 	// directory's answer names the node the client called.
@@ -306,6 +308,7 @@ func parseWrite(origin peer.ID, s string) (cmdlog.Write, bool, error) {
 // an upgrade.
 func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	ctx, noted := cmdlog.WithSeqNote(ctx)
 	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
 	switch {
 	case err != nil:
@@ -319,7 +322,11 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 			rec.header.Set(notLeaderHeader, n.view.directory().String())
 		}
 	}
-	rec.header.Set(seqHeader, strconv.FormatUint(n.clog.Seq(), 10))
+	seq := noted() // the entry the request landed in
+	if seq == 0 {  // none: it answered from the state as it is now
+		seq = n.clog.Seq()
+	}
+	rec.header.Set(seqHeader, strconv.FormatUint(seq, 10))
 	var out bytes.Buffer
 	err = rec.response().Write(&out)
 	return out.Bytes(), err

@@ -2,6 +2,9 @@ package node
 
 import (
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -70,5 +73,38 @@ func TestForwardingToADirectoryOfTheReleaseBefore(t *testing.T) {
 	registerAll(t, b, "old", 8)
 	if n := forwardStreams(m, b, forwardSessionProto); n != 0 {
 		t.Errorf("%d forward sessions to a directory that does not serve them", n)
+	}
+}
+
+// TestForwardedAnswerNamesItsOwnEntry: the directory's answer to a
+// forwarded write names the entry the write landed in (X-Mesh-Seq), which
+// the forwarding node waits for, not the head of the log as it answers:
+// a write sent again after others were applied is answered with its first
+// entry's seq. A request that proposes nothing names the head.
+func TestForwardedAnswerNamesItsOwnEntry(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
+	q := newQuorumMesh(t, 1, nil)
+	p := q.join(0)
+	secret := strings.Repeat("ab", 32)
+	seqOf := func(resp *http.Response, want int) uint64 {
+		t.Helper()
+		defer resp.Body.Close()
+		seq, err := strconv.ParseUint(resp.Header.Get(seqHeader), 10, 64)
+		if resp.StatusCode != want || err != nil {
+			t.Fatalf("answer %d, %s %q: want %d and a seq", resp.StatusCode, seqHeader, resp.Header.Get(seqHeader), want)
+		}
+		return seq
+	}
+	first := seqOf(forwardFrom(t, p, "POST", "/v1/agents/register", anonymous("first"), writeHeader, secret), 201)
+	if head := q.boot.clog.Seq(); first != head {
+		t.Fatalf("the first write's answer names seq %d, the log's head is %d", first, head)
+	}
+	for i := range 3 {
+		seqOf(forwardFrom(t, p, "POST", "/v1/agents/register", anonymous(fmt.Sprint("other-", i))), 201)
+	}
+	if again := seqOf(forwardFrom(t, p, "POST", "/v1/agents/register", anonymous("first"), writeHeader, secret), 201); again != first {
+		t.Errorf("the write sent again names seq %d, want its entry's %d (head %d)", again, first, q.boot.clog.Seq())
+	}
+	if read, head := seqOf(forwardFrom(t, p, "GET", "/v1/agents/first", ""), 200), q.boot.clog.Seq(); read != head {
+		t.Errorf("a lookup names seq %d, want the head %d", read, head)
 	}
 }
