@@ -177,6 +177,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 	return err
 }
 
+// frameReader reads raw, a whole request or answer held in memory, with a
+// buffer no larger than it (bufio's default is 4 KiB a request).
+func frameReader(raw []byte) *bufio.Reader {
+	return bufio.NewReaderSize(bytes.NewReader(raw), min(len(raw), 4096))
+}
+
 // errorCode is the code of a JSON error answer; "" for anything else.
 func errorCode(body []byte) string {
 	var e httpx.Error
@@ -211,7 +217,7 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(cont
 			}
 			return n.view.several(), errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))
 		}
-		resp, err = http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
+		resp, err = http.ReadResponse(frameReader(raw), req)
 		if err != nil {
 			return false, fmt.Errorf("directory response: %w", err)
 		}
@@ -309,7 +315,7 @@ func parseWrite(origin peer.ID, s string) (cmdlog.Write, bool, error) {
 func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	ctx, noted := cmdlog.WithSeqNote(ctx)
-	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+	r, err := http.ReadRequest(frameReader(raw))
 	switch {
 	case err != nil:
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
@@ -375,7 +381,8 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 		httpx.WriteError(n.log, w, r, err)
 		return
 	}
-	node := admission.Key{Budget: admission.Node, ID: from.String()}
+	peerID := from.String()
+	node := admission.Key{Budget: admission.Node, ID: peerID}
 	if err := n.admission.Admit(surface, node); err != nil {
 		httpx.WriteError(n.log, w, r, err)
 		return
@@ -386,8 +393,8 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 			hdr[h] = v
 		}
 	}
-	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+from.String()
-	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: from.String(), Client: client})
+	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+peerID
+	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: peerID, Client: client})
 	ctx = n.admission.Charged(ctx, node)
 	if origin != "" {
 		ctx = httpx.WithBaseURL(ctx, origin)
