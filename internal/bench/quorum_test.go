@@ -15,12 +15,15 @@ import (
 func TestQuorumSetupsHoldOnlyTheirOwnWrites(t *testing.T) {
 	testkit.Slow(t, "seven nodes on disk")
 	const clients = 2
-	rounds, err := Quorum(context.Background(), QuorumOptions{Size: 3, Concurrency: clients, Duration: 300 * time.Millisecond, Rounds: 2, Dir: t.TempDir()})
+	run, err := Quorum(context.Background(), QuorumOptions{Size: 3, Concurrency: clients, Duration: 300 * time.Millisecond, Rounds: 2, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	made := make([]int64, 3) // lone, to the leader, through a follower
-	for i, r := range rounds {
+	if run.Idle <= 0 {
+		t.Errorf("idle CPU %v", run.Idle)
+	}
+	for i, r := range run.Rounds {
 		for j, s := range []QuorumSetup{r.Lone, r.Leader, r.Follower} {
 			if s.Requests == 0 || s.Errors > 0 {
 				t.Fatalf("round %d, setup %d: %d registrations, %d failed", i+1, j, s.Requests, s.Errors)
