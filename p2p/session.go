@@ -211,9 +211,6 @@ func (h *Host) session(ctx context.Context, p peer.ID, proto string, maxResp int
 	if s != nil && s.reusable() {
 		return s, false, nil
 	}
-	if s != nil {
-		s.fail(errors.New("p2p: session idle"))
-	}
 	h.addRelayAddrs(p)
 	st, err := h.h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
@@ -235,11 +232,17 @@ func (h *Host) session(ctx context.Context, p peer.ID, proto string, maxResp int
 	if h.sessions == nil {
 		h.sessions = map[sessionKey]*clientSession{}
 	}
-	if old := h.sessions[key]; old != nil && old != s {
-		defer old.fail(errors.New("p2p: session replaced"))
+	cur := h.sessions[key]
+	if cur != nil && cur.reusable() { // another request opened one meanwhile
+		h.mu.Unlock()
+		st.Reset()
+		return cur, false, nil
 	}
 	h.sessions[key] = s
 	h.mu.Unlock()
+	if cur != nil {
+		cur.fail(errors.New("p2p: session idle"))
+	}
 	stop := context.AfterFunc(h.ctx, func() { s.fail(errors.New("p2p: host closed")) })
 	h.goroutine(func() {
 		defer stop()

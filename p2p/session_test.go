@@ -97,6 +97,31 @@ func TestSessionRequests(t *testing.T) {
 	}
 }
 
+// TestSessionOpenedOnce: requests sent at once before there is a session
+// all go on the one the first opened (another request's session is never
+// failed under it).
+func TestSessionOpenedOnce(t *testing.T) {
+	t.Parallel()
+	const proto = "/mesh/test/session-once/1.0.0"
+	a, b := sessionPair(t, proto, 64, func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) { return req, nil })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			<-start
+			req := fmt.Sprint("r", i)
+			if resp, err := a.SessionRequest(ctx, b.ID(), proto, "", []byte(req), 64); err != nil || string(resp) != req {
+				t.Errorf("%s: %q, %v", req, resp, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	testkit.Eventually(t, 10*time.Second, func() bool { return streamsOf(a, b, proto) == 1 }, "one session left")
+}
+
 // TestSessionFailures: a request its handler refuses fails alone; one
 // larger than the handler takes ends the session, and the next request
 // opens another; an answer larger than asked for fails; dropping a

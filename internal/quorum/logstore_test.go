@@ -11,19 +11,23 @@ import (
 	"github.com/agentmesh/mesh/store"
 )
 
+// openTestLogStore opens a store with o and Raft's log on it.
+func openTestLogStore(t *testing.T, o store.Options) (*store.DB, *logStore) {
+	t.Helper()
+	db, err := store.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openLogStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, s
+}
+
 func TestLogStore(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*store.DB, *logStore) {
-		db, err := store.Open(store.Options{Dir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := openLogStore(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db, s
-	}
+	open := func() (*store.DB, *logStore) { return openTestLogStore(t, store.Options{Dir: dir}) }
 	db, s := open()
 	if f, _ := s.FirstIndex(); f != 0 {
 		t.Fatalf("empty store: first %d", f)
@@ -105,14 +109,8 @@ func FuzzDecodeLog(f *testing.F) {
 // recentCount of them and recentBytes in all; a deletion from the log
 // forgets them, and a replaced entry reads as its replacement.
 func TestLogStoreReadsRecentEntriesFromMemory(t *testing.T) {
-	db, err := store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := openLogStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	open := func() (*store.DB, *logStore) { return openTestLogStore(t, store.Options{InMemory: true}) }
+	db, s := open()
 	entry := func(i uint64, data []byte) *raft.Log {
 		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: data}
 	}
@@ -143,14 +141,8 @@ func TestLogStoreReadsRecentEntriesFromMemory(t *testing.T) {
 		t.Fatalf("entry 10, past the last %d stored, read from memory", recentCount)
 	}
 
-	db, err = store.Open(store.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, s = open()
 	defer db.Close()
-	if s, err = openLogStore(db); err != nil {
-		t.Fatal(err)
-	}
 	big := bytes.Repeat([]byte("x"), recentBytes/5) // an in-memory store takes 1 MiB a value
 	for i := uint64(1); i <= 8; i++ {
 		if err := s.StoreLogs([]*raft.Log{entry(i, big)}); err != nil {
