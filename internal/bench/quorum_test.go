@@ -15,7 +15,7 @@ import (
 func TestQuorumSetupsHoldOnlyTheirOwnWrites(t *testing.T) {
 	testkit.Slow(t, "seven nodes on disk")
 	const clients = 2
-	run, err := Quorum(context.Background(), QuorumOptions{Size: 3, Concurrency: clients, Duration: 300 * time.Millisecond, Rounds: 2, Dir: t.TempDir()})
+	run, err := Quorum(context.Background(), QuorumOptions{Size: 3, Concurrency: clients, Duration: time.Second, Rounds: 2, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
