@@ -1,7 +1,11 @@
 package node
 
 import (
+	"bufio"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +72,37 @@ func peakHeap() (stop func() uint64) {
 		}
 	}()
 	return func() uint64 { close(done); return <-peak }
+}
+
+// mappedResident is the resident bytes of the files under dir that this
+// process maps (a node's stores: Badger writes and reads its value logs
+// and tables through memory maps), from /proc/self/smaps: what ps counts
+// of them in the node's resident set.
+func mappedResident(t testing.TB, dir string) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatalf("the resident set of mapped files: %v", err)
+	}
+	defer f.Close()
+	var total int64
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		switch {
+		case len(fields) > 0 && !strings.HasSuffix(fields[0], ":"): // a mapping
+			in = len(fields) >= 6 && strings.HasPrefix(fields[5], dir+"/")
+		case in && len(fields) == 3 && fields[0] == "Rss:":
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				t.Fatalf("smaps: %q", sc.Text())
+			}
+			total += kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return total
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -207,20 +208,27 @@ func (n *Node) health(w http.ResponseWriter, r *http.Request) error {
 // httpMetrics counts requests by route pattern, so that cardinality stays
 // bounded whatever paths clients send. Each route's series are looked up
 // once and kept: every request records two, and the registry's own lookup
-// hashes the labels under a lock. The maps that keep them are replaced,
-// never changed (a new route or status is rare), so that a request reads
-// them without a lock.
+// hashes the labels under a lock. What keeps them is replaced, never
+// changed (a new route or status is rare), so that a request reads it
+// without a lock: a map of routes, and each route's few statuses in a
+// list (comparing a few numbers is cheaper than a map's hash).
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	mu       sync.Mutex // orders the maps' replacements
+	mu       sync.Mutex // orders the replacements
 	routes   atomic.Pointer[map[string]*routeMetrics]
 }
 
 // routeMetrics are one route's series.
 type routeMetrics struct {
 	duration prometheus.Observer
-	codes    atomic.Pointer[map[int]prometheus.Counter]
+	codes    atomic.Pointer[[]codeCounter]
+}
+
+// codeCounter is a route's counter of one status.
+type codeCounter struct {
+	code int
+	c    prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -238,45 +246,69 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return m
 }
 
-// kept returns what m keeps under k, adding add's when none: maps are
-// copied with the new entry, under m.mu.
-func kept[K comparable, V any](m *httpMetrics, p *atomic.Pointer[map[K]V], k K, add func() V) V {
-	if v, ok := (*p.Load())[k]; ok {
-		return v
+// route returns the series of route, looked up the first time.
+func (m *httpMetrics) route(route string) *routeMetrics {
+	if rm, ok := (*m.routes.Load())[route]; ok {
+		return rm
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	old := *p.Load()
-	if v, ok := old[k]; ok {
-		return v
+	old := *m.routes.Load()
+	if rm, ok := old[route]; ok {
+		return rm
 	}
-	v := add()
+	rm := &routeMetrics{duration: m.duration.WithLabelValues(route)}
+	rm.codes.Store(&[]codeCounter{})
 	next := maps.Clone(old)
-	next[k] = v
-	p.Store(&next)
-	return v
+	next[route] = rm
+	m.routes.Store(&next)
+	return rm
+}
+
+// counter returns route's counter of code, looked up the first time.
+func (m *httpMetrics) counter(rm *routeMetrics, route string, code int) prometheus.Counter {
+	find := func() prometheus.Counter {
+		for _, cc := range *rm.codes.Load() {
+			if cc.code == code {
+				return cc.c
+			}
+		}
+		return nil
+	}
+	if c := find(); c != nil {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := find(); c != nil {
+		return c
+	}
+	c := m.requests.WithLabelValues(route, strconv.Itoa(code))
+	next := append(slices.Clip(*rm.codes.Load()), codeCounter{code, c})
+	rm.codes.Store(&next)
+	return c
 }
 
 func (m *httpMetrics) count(route string, code int, took time.Duration) {
-	rm := kept(m, &m.routes, route, func() *routeMetrics {
-		rm := &routeMetrics{duration: m.duration.WithLabelValues(route)}
-		rm.codes.Store(&map[int]prometheus.Counter{})
-		return rm
-	})
-	kept(m, &rm.codes, code, func() prometheus.Counter { return m.requests.WithLabelValues(route, strconv.Itoa(code)) }).Inc()
+	rm := m.route(route)
+	m.counter(rm, route, code).Inc()
 	rm.duration.Observe(took.Seconds())
 }
 
+// epoch is what the route metrics read the monotonic clock against:
+// time.Since(epoch) reads it alone, time.Now the wall clock too.
+var epoch = time.Now()
+
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := time.Since(epoch)
 		a := httpx.Record(w) // the mux answers through it too: one wrapper a request
 		next.ServeHTTP(a, r)
 		route := r.Pattern
 		if route == "" {
 			route = "unmatched"
 		}
-		m.count(route, a.Status(), time.Since(start))
+		m.count(route, a.Status(), time.Since(epoch)-start)
 	})
 }
 

@@ -183,12 +183,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.started = n.cfg.Now()
+	// The header and idle timeouts are swept, not a timer each connection
+	// re-arms at every request (httpx.SweptListener): a client that sends
+	// nothing, or half a header, is cut at most a sweep late.
+	ln := httpx.SweepDeadlines(n.ln, deadlineSweep)
 	n.srv = &http.Server{
 		Handler:           n.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+		ConnState:         ln.ConnState,
 	}
 	// The agent starts before anything is served: its deposit poller
 	// takes its first checkpoint before a top-up can be made.
@@ -196,7 +201,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.goroutine(func() {
-		if err := n.srv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
@@ -212,6 +217,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.log.Info("node started", "role", n.role, "http", n.URL(), "peer", n.host.ID(), "data", n.cfg.DataDir)
 	return nil
 }
+
+// deadlineSweep is how often the bridge's connections are checked for a
+// passed read deadline (the header timeout, 10 s, and the idle one, 2 min).
+const deadlineSweep = 250 * time.Millisecond
 
 // openState loads the identity key and opens the store and directory.
 func (n *Node) openState() error {

@@ -199,10 +199,11 @@ func (h *Host) newDHT() (*dht.IpfsDHT, error) {
 	// Without a store of the node's, values live in memory: the directory
 	// republishes every record when it starts and when a DHT server joins
 	// a small DHT, and records held for others are theirs to republish.
-	var values compressedValues
-	if values.Batching = h.cfg.Values; values.Batching == nil {
-		values.Batching = dssync.MutexWrap(datastore.NewMapDatastore())
+	store := h.cfg.Values
+	if store == nil {
+		store = dssync.MutexWrap(datastore.NewMapDatastore())
 	}
+	values := newValues(store)
 	h.values = records.NewValueStore(values, nsv, maxRecordAge)
 	d, err := dht.New(h.h,
 		dht.ValueDatastore(values),

@@ -3,6 +3,9 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ipfs/go-datastore"
@@ -17,14 +20,26 @@ import (
 // registration, with the full card it may hand over (up to 64 KiB of
 // JSON, which compresses some threefold), and a DHT server holds one
 // under every key it is close to. Values are compressed as they are
-// stored and read back whole; the DHT sees the bytes it put.
+// stored and read back whole; the DHT sees the bytes it put. A record's
+// value held under several keys (the mesh publishes an agent's record
+// under its did and under its agent id) is stored once (shared.go).
 //
 // A record put again unchanged is not written again unless the one held
 // came more than renewAfter before: kad-dht stores what a peer puts unless
 // the validator prefers the record held, which it does not over the same
 // record, so any peer could otherwise have a DHT server write one valid
 // record to disk as fast as it sends it.
-type compressedValues struct{ datastore.Batching }
+type compressedValues struct {
+	datastore.Batching
+	// mu orders the writes of shared values (Put, Delete) before the
+	// reads of them.
+	mu *sync.RWMutex
+}
+
+// newValues keeps the DHT's values in store.
+func newValues(store datastore.Batching) compressedValues {
+	return compressedValues{Batching: store, mu: new(sync.RWMutex)}
+}
 
 // renewAfter: a record put again unchanged is taken as received anew (its
 // 24 h, maxRecordAge, start again) once the one held is this old.
@@ -36,11 +51,34 @@ var (
 )
 
 func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.holds(ctx, key, value) {
 		return nil
 	}
-	// A copy of its own size: the encoder's buffer is as large as value.
-	return c.Batching.Put(ctx, key, bytes.Clone(valueEncoder.EncodeAll(value, nil)))
+	old := c.sharedOf(ctx, key)
+	stored, err := c.share(ctx, key, value)
+	if err != nil {
+		return err
+	}
+	if stored == nil {
+		// A copy of its own size: the encoder's buffer is as large as value.
+		stored = bytes.Clone(valueEncoder.EncodeAll(value, nil))
+	}
+	if err := c.Batching.Put(ctx, key, stored); err != nil {
+		return err
+	}
+	return c.release(ctx, key, old, stored)
+}
+
+func (c compressedValues) Delete(ctx context.Context, key datastore.Key) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.sharedOf(ctx, key)
+	if err := c.Batching.Delete(ctx, key); err != nil {
+		return err
+	}
+	return c.release(ctx, key, old, nil)
 }
 
 // holds reports whether key holds the DHT record value (kad-dht's stored
@@ -51,7 +89,7 @@ func (c compressedValues) holds(ctx context.Context, key datastore.Key, value []
 	if proto.Unmarshal(value, &put) != nil || len(put.Key) == 0 {
 		return false
 	}
-	stored, err := c.Get(ctx, key)
+	stored, err := c.get(ctx, key)
 	if err != nil || proto.Unmarshal(stored, &held) != nil {
 		return false
 	}
@@ -64,9 +102,24 @@ func (c compressedValues) holds(ctx context.Context, key datastore.Key, value []
 }
 
 func (c compressedValues) Get(ctx context.Context, key datastore.Key) ([]byte, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.get(ctx, key)
+}
+
+// get is Get under c.mu.
+func (c compressedValues) get(ctx context.Context, key datastore.Key) ([]byte, error) {
 	stored, err := c.Batching.Get(ctx, key)
 	if err != nil {
 		return nil, err
+	}
+	return c.expand(ctx, stored)
+}
+
+// expand is the value put of what the store holds.
+func (c compressedValues) expand(ctx context.Context, stored []byte) ([]byte, error) {
+	if h, stub, ok := sharedRef(stored); ok {
+		return c.unshare(ctx, h, stub)
 	}
 	return valueDecoder.DecodeAll(stored, nil)
 }
@@ -85,12 +138,22 @@ func (c compressedValues) Query(ctx context.Context, q dsq.Query) (dsq.Results, 
 		return nil, err
 	}
 	next := func() (dsq.Result, bool) {
-		r, ok := res.NextSync()
-		if ok && r.Error == nil && !q.KeysOnly {
-			r.Value, r.Error = valueDecoder.DecodeAll(r.Value, nil)
-			r.Size = len(r.Value)
+		for {
+			r, ok := res.NextSync()
+			if ok && r.Error == nil && strings.HasPrefix(r.Key, sharedNS+"/") {
+				continue // a value shared by keys: read with them
+			}
+			if ok && r.Error == nil && !q.KeysOnly {
+				c.mu.RLock()
+				r.Value, r.Error = c.expand(ctx, r.Value)
+				c.mu.RUnlock()
+				if errors.Is(r.Error, datastore.ErrNotFound) {
+					continue // deleted meanwhile
+				}
+				r.Size = len(r.Value)
+			}
+			return r, ok
 		}
-		return r, ok
 	}
 	return dsq.NaiveQueryApply(q, dsq.ResultsFromIterator(q, dsq.Iterator{Next: next, Close: res.Close})), nil
 }

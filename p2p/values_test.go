@@ -23,7 +23,7 @@ import (
 func TestCompressedValues(t *testing.T) {
 	ctx := context.Background()
 	inner := dssync.MutexWrap(datastore.NewMapDatastore())
-	c := compressedValues{inner}
+	c := newValues(inner)
 	value := bytes.Repeat([]byte(`{"name":"echo","description":"says it again"}`), 500)
 	for _, k := range []string{"/mesh-agent/a", "/mesh-aid/a", "/other/b"} {
 		if err := c.Put(ctx, datastore.NewKey(k), value); err != nil {
@@ -60,7 +60,7 @@ func TestCompressedValues(t *testing.T) {
 // asks of any datastore (its own suite), queries decompressing a value
 // at a time.
 func TestCompressedValuesDatastore(t *testing.T) {
-	dstest.SubtestAll(t, compressedValues{dssync.MutexWrap(datastore.NewMapDatastore())})
+	dstest.SubtestAll(t, newValues(dssync.MutexWrap(datastore.NewMapDatastore())))
 }
 
 // writeCounter counts the values written to the datastore it wraps.
@@ -109,7 +109,7 @@ func TestDHTServerWritesARecordOnce(t *testing.T) {
 func TestRecordPutAgainRenewed(t *testing.T) {
 	ctx := t.Context()
 	values := &writeCounter{Batching: dssync.MutexWrap(datastore.NewMapDatastore())}
-	c := compressedValues{values}
+	c := newValues(values)
 	key := datastore.NewKey("/t/k")
 	stored := func(came time.Time) []byte {
 		b, _ := proto.Marshal(&recpb.Record{Key: []byte("/t/k"), Value: []byte("ok1"), TimeReceived: came.UTC().Format(time.RFC3339Nano)})

@@ -127,11 +127,20 @@ func NewAPI(cfg Config) (*API, error) {
 // hub paths.
 func (a *API) Routes(mux httpx.Router) {
 	h := func(pattern string, fn httpx.HandlerFunc) { mux.Handle(pattern, httpx.Handle(a.log, fn)) }
+	// An agent's record, most of what a directory serves, is routed by its
+	// path alone (httpx.HandleSegment).
+	byID := func(pattern string, fn func(w http.ResponseWriter, r *http.Request, id string) error) {
+		httpx.HandleSegment(mux, pattern, func(w http.ResponseWriter, r *http.Request, id string) {
+			if err := fn(w, r, id); err != nil {
+				httpx.WriteError(a.log, w, r, err)
+			}
+		})
+	}
 	h("POST /v1/agents/register", a.register)
 	h("POST /v1/agents/token", a.token)
 	h("DELETE /v1/agents/me", a.deleteMe)
 	h("POST /v1/agents/me/heartbeat", a.heartbeat)
-	h("GET /v1/agents/{id}", a.getAgent)
+	byID("GET /v1/agents/{id}", a.getAgent)
 	h("GET /v1/agents/{id}/identity", a.identity)
 	h("POST /v1/agents/{id}/feedback", a.feedback)
 	h("GET /v1/agents/{id}/reputation", a.reputation)
@@ -140,7 +149,7 @@ func (a *API) Routes(mux httpx.Router) {
 	// The retired hub's paths, same behaviour.
 	h("POST /agents/register", a.register)
 	h("POST /agents/token", a.token)
-	h("GET /agents/{id}", a.getAgent)
+	byID("GET /agents/{id}", a.getAgent)
 	a.pageRoutes(mux)
 }
 
@@ -239,9 +248,13 @@ func (a *API) baseURL(r *http.Request) string { return httpx.BaseURL(r, a.cfg.Pu
 // pathID reads and checks the {id} path value: an agent id, or a
 // did:mesh alias, which it resolves to the id of its agent (alias.go).
 func (a *API) pathID(r *http.Request) (string, error) {
-	id := r.PathValue("id")
+	return a.checkID(r.Context(), r.PathValue("id"))
+}
+
+// checkID checks id, an {id} path value, as pathID does.
+func (a *API) checkID(ctx context.Context, id string) (string, error) {
 	if isAlias(id) {
-		return a.resolveAlias(r.Context(), id)
+		return a.resolveAlias(ctx, id)
 	}
 	if len(id) > maxIDLen { // not echoed: the answer stays small
 		return "", ErrAgentNotFound.With("agent not found: ids are at most %d characters", maxIDLen)

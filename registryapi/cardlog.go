@@ -26,12 +26,47 @@ var errCardUnchanged = errors.New("registry: card unchanged")
 // op's endpoint is): the card op carries; else a fetched card stays while
 // the same owner keeps the same endpoint, and goes otherwise.
 func keepFullCard(a *Agent, op *RegisterOp, created bool, now time.Time) {
-	switch {
-	case op.FullCard != nil:
-		a.FullCard, a.CardFrom, a.CardAt = op.FullCard, cardFromRegistration, now
+	switch card := op.fullCard(); {
+	case card != nil:
+		a.FullCard, a.CardFrom, a.CardAt = card, cardFromRegistration, now
 	case created || a.Endpoint != op.Endpoint || a.CardFrom != cardFromFetch:
 		a.FullCard, a.CardFrom, a.CardAt = nil, "", time.Time{}
 	}
+}
+
+// signCard leaves out of op the full card its signed request carries:
+// the log entry keeps the card once, in the request as its agent signed
+// it (CardSigned). A card that the request does not carry as such stays.
+func (op *RegisterOp) signCard() {
+	if op.FullCard != nil && op.Signed != nil && bytes.Equal(signedFullCard(op.Signed), op.FullCard) {
+		op.FullCard, op.CardSigned = nil, true
+	}
+}
+
+// fullCard is the full card of registration op: its own, or the one its
+// signed request carries (CardSigned); nil for none.
+func (op *RegisterOp) fullCard() json.RawMessage {
+	if op.CardSigned && op.Signed != nil {
+		return signedFullCard(op.Signed)
+	}
+	return op.FullCard
+}
+
+// signedFullCard is the full card that the register request s carries,
+// compacted as the directory keeps it; nil for none (or one that no
+// longer parses). Apply runs it: it is deterministic.
+func signedFullCard(s *Signed) json.RawMessage {
+	var body struct {
+		FullCard json.RawMessage `json:"full_card"`
+	}
+	if json.Unmarshal([]byte(s.Body), &body) != nil || len(body.FullCard) == 0 || string(bytes.TrimSpace(body.FullCard)) == "null" {
+		return nil
+	}
+	card, _, err := parseFullCard(body.FullCard)
+	if err != nil {
+		return nil
+	}
+	return card
 }
 
 func applyCard(tx *store.Txn, cmd *Command, op *CardOp) (Result, error) {

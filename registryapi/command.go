@@ -80,8 +80,13 @@ type RegisterOp struct {
 	Signed *Signed `json:"signed,omitempty"`
 	// Card is the registration's discovery card, if it sent one.
 	Card *DiscoveryCard `json:"card,omitempty"`
-	// FullCard is the registration's full card (compacted), if it sent one.
+	// FullCard is the registration's full card (compacted), if it sent one
+	// and it is not the one in Signed's body (CardSigned).
 	FullCard json.RawMessage `json:"full_card,omitempty"`
+	// CardSigned: the full card is the one Signed's body carries (its
+	// full_card, compacted), and FullCard is left out, so that the entry
+	// carries the card once (entries logged before carry both).
+	CardSigned bool `json:"card_signed,omitempty"`
 	// ActivateBy (Unix ns), when set, is when a new registration that
 	// never took a token expires (see ExpireOp). It travels in the command,
 	// set by the directory's handler, so that every node applies the same

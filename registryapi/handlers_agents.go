@@ -115,6 +115,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	if sig != nil {
 		op.Signed = signedRequest(r, body)
+		op.signCard()
 	}
 	res, err := a.propose(r.Context(), Command{At: now.UnixNano(), Sig: sig, Register: op})
 	if err != nil {
@@ -270,8 +271,8 @@ func tailOf(ag *Agent) viewTail {
 	return viewTail{RegisteredAt: ag.RegisteredAt, UpdatedAt: ag.UpdatedAt, Card: ag.Card}
 }
 
-func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
-	id, err := a.pathID(r)
+func (a *API) getAgent(w http.ResponseWriter, r *http.Request, pathID string) error {
+	id, err := a.checkID(r.Context(), pathID)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 )
@@ -17,6 +18,7 @@ import (
 // each with its lock, so that reads on every core do not meet on one
 // lock; changes take mu first.
 type rowCache struct {
+	seed   maphash.Seed // of the shards' hash
 	shards [rowShards]rowShard
 	// mu orders changes, and fills against commits (see fill): gen
 	// counts commits.
@@ -33,6 +35,7 @@ const rowShards = 64
 type rowShard struct {
 	mu   sync.RWMutex
 	rows map[string]*cachedAgent
+	_    [32]byte // 64 bytes in all: shards do not share a cache line
 }
 
 // cachedAgent is a row, and what reads derived from it once (its answer's
@@ -74,7 +77,7 @@ const (
 )
 
 func newRowCache(maxBytes int64) *rowCache {
-	c := &rowCache{maxBytes: maxBytes}
+	c := &rowCache{maxBytes: maxBytes, seed: maphash.MakeSeed()}
 	for i := range c.shards {
 		c.shards[i].rows = map[string]*cachedAgent{}
 	}
@@ -88,11 +91,7 @@ func rowCost(rest int, e *cachedAgent) int64 {
 }
 
 func (c *rowCache) shard(id string) *rowShard {
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint32(id[i])) * 16777619
-	}
-	return &c.shards[h%rowShards]
+	return &c.shards[maphash.String(c.seed, id)%rowShards]
 }
 
 func (c *rowCache) get(id string) (*cachedAgent, bool) {

@@ -243,11 +243,23 @@ func (x *searchIndex) put(dr draft) {
 		if e == nil {
 			e = x.newTermLocked(t)
 		}
-		e.ps = append(e.ps, posting{num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
+		e.ps = append(growPostings(e.ps), posting{num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
 		e.df++
 		x.live++
 		d.terms = append(d.terms, e.id)
 	}
+}
+
+// growPostings makes room for one more posting in ps: a full list grows
+// by a quarter, where append would double one of up to 256 (most lists
+// are that short): their slack took as much as the postings.
+func growPostings(ps []posting) []posting {
+	if len(ps) < cap(ps) {
+		return ps
+	}
+	grown := make([]posting, len(ps), len(ps)+1+len(ps)/4)
+	copy(grown, ps)
+	return grown
 }
 
 // newTermLocked indexes term t, with an id of its own (a dropped term's,

@@ -126,7 +126,7 @@ func (db *DB) NewBatch() *Batch { return &Batch{wb: db.bdb.NewWriteBatch()} }
 
 // Set stores val at key; expiresAt (Unix seconds) 0 keeps it for ever.
 func (b *Batch) Set(key, val []byte, expiresAt uint64) error {
-	e := badger.NewEntry(key, val)
+	e := entry(key, val)
 	e.ExpiresAt = expiresAt
 	return b.wb.SetEntry(e)
 }
@@ -166,7 +166,7 @@ func (tx *Txn) Get(key []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return it.ValueCopy(nil)
+	return valueCopy(it)
 }
 
 // GetJSON decodes the JSON value at key into v, or returns ErrNotFound.
@@ -178,7 +178,8 @@ func (tx *Txn) GetJSON(key []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	return it.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+	_, err = value(it, nil, func(b []byte) error { return json.Unmarshal(b, v) })
+	return err
 }
 
 // Has reports whether key exists.
@@ -191,7 +192,7 @@ func (tx *Txn) Has(key []byte) (bool, error) {
 }
 
 // Set stores val at key.
-func (tx *Txn) Set(key, val []byte) error { return tx.t.Set(key, val) }
+func (tx *Txn) Set(key, val []byte) error { return tx.t.SetEntry(entry(key, val)) }
 
 // SetJSON stores the JSON encoding of v at key.
 func (tx *Txn) SetJSON(key []byte, v any) error {
@@ -199,13 +200,13 @@ func (tx *Txn) SetJSON(key []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	return tx.t.Set(key, b)
+	return tx.Set(key, b)
 }
 
 // SetTTL stores val at key; the key disappears after ttl. Expiry follows
 // the local clock, so it suits garbage collection, not replicated decisions.
 func (tx *Txn) SetTTL(key, val []byte, ttl time.Duration) error {
-	return tx.t.SetEntry(badger.NewEntry(key, val).WithTTL(ttl))
+	return tx.t.SetEntry(entry(key, val).WithTTL(ttl))
 }
 
 // Delete removes key.
@@ -222,10 +223,12 @@ func (tx *Txn) Scan(prefix, start []byte, fn func(key, val []byte) (bool, error)
 	if bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
+	var buf []byte
 	for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
 		var more bool
-		err := item.Value(func(v []byte) error {
+		var err error
+		buf, err = value(item, buf, func(v []byte) error {
 			var err error
 			more, err = fn(item.Key(), v)
 			return err
@@ -252,7 +255,7 @@ func (tx *Txn) Last(prefix []byte) (key, val []byte, err error) {
 		return nil, nil, ErrNotFound
 	}
 	item := it.Item()
-	val, err = item.ValueCopy(nil)
+	val, err = valueCopy(item)
 	return item.KeyCopy(nil), val, err
 }
 
@@ -262,9 +265,11 @@ func (tx *Txn) ScanExpiry(prefix []byte, fn func(key, val []byte, expiresAt uint
 	opts.Prefix = prefix
 	it := tx.t.NewIterator(opts)
 	defer it.Close()
+	var buf []byte
 	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
-		err := item.Value(func(v []byte) error { return fn(item.Key(), v, item.ExpiresAt()) })
+		var err error
+		buf, err = value(item, buf, func(v []byte) error { return fn(item.Key(), v, item.ExpiresAt()) })
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package admission
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentmesh/mesh/internal/httpx"
@@ -17,22 +18,24 @@ type CredentialFunc func(w http.ResponseWriter, r *http.Request) (string, error)
 type Surfaces struct {
 	mux   *http.ServeMux
 	names map[string]string
-	// methods are those of the patterns: a request of another method (a
-	// read: GET, HEAD) is no write without a lookup in mux.
-	methods map[string]bool
+	// methods are those of the patterns, each once: a request of another
+	// method (a read: GET, HEAD) is no write without a lookup in mux (a
+	// few comparisons, cheaper than a map's hash).
+	methods []string
 }
 
 // NewSurfaces returns the surfaces of routes, each a map from a ServeMux
 // pattern ("POST /v1/agents/register") to a surface name ("register").
 // Every pattern names its method.
 func NewSurfaces(routes ...map[string]string) *Surfaces {
-	s := &Surfaces{mux: http.NewServeMux(), names: map[string]string{}, methods: map[string]bool{}}
+	s := &Surfaces{mux: http.NewServeMux(), names: map[string]string{}}
 	for _, m := range routes {
 		for pattern, name := range m {
 			s.mux.Handle(pattern, http.NotFoundHandler())
 			s.names[pattern] = name
-			method, _, _ := strings.Cut(pattern, " ")
-			s.methods[method] = true
+			if method, _, _ := strings.Cut(pattern, " "); !slices.Contains(s.methods, method) {
+				s.methods = append(s.methods, method)
+			}
 		}
 	}
 	return s
@@ -41,7 +44,7 @@ func NewSurfaces(routes ...map[string]string) *Surfaces {
 // Match returns the surface of r and its route pattern; "" when r is not
 // a write.
 func (s *Surfaces) Match(r *http.Request) (name, pattern string) {
-	if !s.methods[r.Method] {
+	if !slices.Contains(s.methods, r.Method) {
 		return "", ""
 	}
 	_, pattern = s.mux.Handler(r)

@@ -33,7 +33,8 @@ type CardMemoryResult struct {
 func (r CardMemoryResult) String() string {
 	x := func(v float64) string { return fmt.Sprintf("%.0f MiB (%.1fx)", v/(1<<20), v/float64(r.Bytes)) }
 	m := func(m Mem) string {
-		return fmt.Sprintf("live heap %s, heap in use %s, anonymous resident %s, resident with mapped files %s", x(m.Live), x(m.Heap), x(m.Anon), x(m.RSS))
+		return fmt.Sprintf("live heap %s, heap in use %s, anonymous resident %s, resident with mapped files %s (the store's files %s, the DHT values' %s)",
+			x(m.Live), x(m.Heap), x(m.Anon), x(m.RSS), x(m.Store), x(m.DHT))
 	}
 	return fmt.Sprintf("%d cards, %.1f MiB.\n  the directory grew by: %s\n  a node joining afterwards caught up in %s, at most (over an idle node): %s",
 		r.Cards, float64(r.Bytes)/(1<<20), m(r.Dir), r.CatchUp.Round(time.Millisecond), m(r.Join))

@@ -30,9 +30,13 @@ type GetAgentOptions struct {
 	Progress    io.Writer
 }
 
-// GetAgentResult is the node's runs and the baseline's, in the order run.
+// GetAgentResult is the node's runs and the baseline's, in the order run,
+// and the CPU time each process spent a request in each run (when read:
+// not for a node at --url), which other work on the machine moves far
+// less than the rates and latencies.
 type GetAgentResult struct {
-	Node, Baseline []loadgen.Result
+	Node, Baseline       []loadgen.Result
+	NodeCPU, BaselineCPU []time.Duration
 }
 
 func (r GetAgentResult) String() string {
@@ -49,7 +53,23 @@ func (r GetAgentResult) String() string {
 	fmt.Fprintf(&b, "node %.0f req/s, p99 %s; net/http writing the same bytes %.0f req/s, p99 %s: throughput %.2fx, p99 %.2fx "+
 		"(median of the rounds' ratios: %.2fx, %.2fx)",
 		n.PerSecond, n.P99, base.PerSecond, base.P99, n.PerSecond/base.PerSecond, float64(n.P99)/float64(base.P99), Median(rate), Median(p99))
+	if len(r.NodeCPU) == len(r.Node) && len(r.BaselineCPU) == len(r.Baseline) && len(r.Node) > 0 {
+		var cpu []float64
+		for i := range r.NodeCPU {
+			cpu = append(cpu, float64(r.NodeCPU[i])/float64(r.BaselineCPU[i]))
+		}
+		fmt.Fprintf(&b, "; CPU a request: node %s, baseline %s (medians of the runs): %.2fx (median of the rounds' ratios)",
+			medianDuration(r.NodeCPU), medianDuration(r.BaselineCPU), Median(cpu))
+	}
 	return b.String()
+}
+
+func medianDuration(d []time.Duration) time.Duration {
+	v := make([]float64, len(d))
+	for i := range d {
+		v[i] = float64(d[i])
+	}
+	return time.Duration(Median(v)).Round(10 * time.Nanosecond)
 }
 
 // Median is the median of v (the upper one of an even count).
@@ -81,7 +101,7 @@ func total(rs []loadgen.Result) loadgen.Result {
 // in even ones, after a warm-up of each that is not counted.
 func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	var res GetAgentResult
-	url := o.URL
+	url, nodePID := o.URL, 0
 	if url == "" {
 		n, err := StartProc(ctx, o.Exe, filepath.Join(o.Dir, "node"), "--role", "bootstrap", "--card-refresh", "0",
 			"--budget-client", "0", "--budget-credential", "0", "--budget-directory", "0")
@@ -89,7 +109,7 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 			return res, err
 		}
 		defer n.Stop()
-		url = n.URL
+		url, nodePID = n.URL, n.cmd.Process.Pid
 	}
 	prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano()) // runs against one node do not collide
 	fmt.Fprintf(o.Progress, "registering %d agents at %s\n", o.Agents, url)
@@ -97,7 +117,7 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	if err != nil {
 		return res, err
 	}
-	base, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
+	base, basePID, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
 	if err != nil {
 		return res, err
 	}
@@ -112,15 +132,21 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	}
 	runs := []struct {
 		target string
+		pid    int
 		into   *[]loadgen.Result
-	}{{url, &res.Node}, {base, &res.Baseline}}
+		cpu    *[]time.Duration
+	}{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}}
 	for _, run := range runs {
 		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", run.target, drive(run.target, warmUp(o.Duration)))
 	}
 	for round := range o.Rounds {
 		for i := range runs {
 			run := runs[(i+round)%2]
+			cpu := pidCPU(run.pid)
 			r := drive(run.target, o.Duration)
+			if used := pidCPU(run.pid) - cpu; cpu > 0 && r.Requests > 0 {
+				*run.cpu = append(*run.cpu, used/time.Duration(r.Requests))
+			}
 			fmt.Fprintf(o.Progress, "  %s: %s\n", run.target, r)
 			if r.Errors > 0 {
 				return res, fmt.Errorf("%s: %d requests failed", run.target, r.Errors)
@@ -166,11 +192,12 @@ func registerAgents(ctx context.Context, url, prefix string, n int) ([]storedAns
 }
 
 // startBaseline runs `exe bench serve-bytes` on a free port, handing it
-// stored (a file of one answer a line); it returns its base URL.
-func startBaseline(ctx context.Context, exe, dir string, stored []storedAnswer) (string, func(), error) {
+// stored (a file of one answer a line); it returns its base URL and its
+// process id.
+func startBaseline(ctx context.Context, exe, dir string, stored []storedAnswer) (string, int, func(), error) {
 	f, err := os.Create(filepath.Join(dir, "stored.jsonl"))
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
@@ -179,27 +206,27 @@ func startBaseline(ctx context.Context, exe, dir string, stored []storedAnswer) 
 		enc.Encode(a)
 	}
 	if err := w.Flush(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	port, err := freePort()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.CommandContext(ctx, exe, "bench", "serve-bytes", "--http", addr, "--file", f.Name())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop := func() { cmd.Process.Kill(); cmd.Wait() }
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return "http://" + addr, stop, nil
+			return "http://" + addr, cmd.Process.Pid, stop, nil
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("the baseline never listened on %s", addr)
+			return "", 0, nil, fmt.Errorf("the baseline never listened on %s", addr)
 		}
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
+	"time"
 
+	"github.com/agentmesh/mesh/internal/loadgen"
 	"github.com/agentmesh/mesh/node"
 )
 
@@ -15,7 +18,9 @@ import (
 // baseline, net/http's ServeMux answering the node's stored answers
 // (net-http). Both take the same requests and write into the same writer,
 // so that the difference in ns/op and allocs/op is what the node's read
-// path adds to what net/http's server pays in both.
+// path adds to what net/http's server pays in both. cpu-ns/op is the
+// process's CPU time a read (its every goroutine, the collector's too),
+// which other work on a shared machine moves far less than ns/op.
 func BenchmarkReadPath(b *testing.B) {
 	ctx := context.Background()
 	m, err := StartMesh(ctx, 1, func(cfg *node.Config) { Unmetered(cfg); cfg.Cards.Refresh = 0 }) // as get-agent starts it
@@ -33,6 +38,8 @@ func BenchmarkReadPath(b *testing.B) {
 	}{{"node", m.Nodes[0].Handler()}, {"net-http", serveStored(stored)}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := loadgen.ProcessCPU()
+			defer func() { b.ReportMetric(float64(loadgen.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
 			b.RunParallel(func(pb *testing.PB) {
 				reqs := make([]*http.Request, len(stored))
 				for i, a := range stored {
@@ -72,4 +79,19 @@ func (s *sink) Write(b []byte) (int, error) {
 	s.WriteHeader(http.StatusOK)
 	s.n += len(b)
 	return len(b), nil
+}
+
+// TestPidCPU: the CPU time read for a process from /proc is what it has
+// used (this process's own, as getrusage gives it, to a few of /proc's
+// ticks).
+func TestPidCPU(t *testing.T) {
+	for start := loadgen.ProcessCPU(); loadgen.ProcessCPU()-start < 50*time.Millisecond; {
+	}
+	got, want := pidCPU(os.Getpid()), loadgen.ProcessCPU()
+	if got <= 0 || got-want > 50*time.Millisecond || want-got > 50*time.Millisecond {
+		t.Fatalf("pidCPU %s, getrusage %s", got, want)
+	}
+	if pidCPU(0) != 0 {
+		t.Fatal("CPU read for no process")
+	}
 }

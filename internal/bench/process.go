@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ type Proc struct {
 	// P2P is its full multiaddr, for --bootstrap.
 	P2P    string
 	cmd    *exec.Cmd
+	dir    string        // its data directory
 	exited chan struct{} // closed once the process ended
 }
 
@@ -49,7 +51,7 @@ func StartProc(ctx context.Context, exe, dir string, args ...string) (*Proc, err
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), cmd: cmd, exited: make(chan struct{})}
+	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), cmd: cmd, dir: dir, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.exited) }()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		var h struct {
@@ -107,18 +109,66 @@ func (p *Proc) Memory(ctx context.Context) (Mem, error) {
 			out.Anon = kb * 1024
 		}
 	}
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.cmd.Process.Pid))
+	if err != nil {
+		return Mem{}, err
+	}
+	out.Store = mapped(smaps, filepath.Join(p.dir, "store"))
+	out.DHT = mapped(smaps, filepath.Join(p.dir, "dht"))
 	return out, nil
 }
 
-// Mem is a node's memory, in bytes.
-type Mem struct{ Live, Heap, RSS, Anon float64 }
+// mapped is the resident bytes of the files under dir that smaps (a
+// process's /proc/<pid>/smaps) maps: Badger's value logs, tables and
+// write-ahead logs, which it writes and reads through memory maps.
+func mapped(smaps []byte, dir string) float64 {
+	var total float64
+	in := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && !strings.HasSuffix(f[0], ":"): // a mapping
+			in = len(f) >= 6 && strings.HasPrefix(f[5], dir+"/")
+		case in && len(f) == 3 && f[0] == "Rss:":
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			total += kb * 1024
+		}
+	}
+	return total
+}
+
+// pidCPU is the CPU time (user and system) process pid has used, from
+// /proc (in the kernel's ticks of 10 ms); 0 when it cannot be read.
+func pidCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name, which ends with ')': utime
+	// and stime are the 12th and 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// Mem is a node's memory, in bytes: Store and DHT are the resident pages
+// of the files of its data directory's store/ and dht/ (in RSS, not in
+// Anon).
+type Mem struct{ Live, Heap, RSS, Anon, Store, DHT float64 }
 
 // Sub is m less o.
 func (m Mem) Sub(o Mem) Mem {
-	return Mem{m.Live - o.Live, m.Heap - o.Heap, m.RSS - o.RSS, m.Anon - o.Anon}
+	return Mem{m.Live - o.Live, m.Heap - o.Heap, m.RSS - o.RSS, m.Anon - o.Anon, m.Store - o.Store, m.DHT - o.DHT}
 }
 
 // Max is the larger of m and o, field by field.
 func (m Mem) Max(o Mem) Mem {
-	return Mem{max(m.Live, o.Live), max(m.Heap, o.Heap), max(m.RSS, o.RSS), max(m.Anon, o.Anon)}
+	return Mem{max(m.Live, o.Live), max(m.Heap, o.Heap), max(m.RSS, o.RSS), max(m.Anon, o.Anon), max(m.Store, o.Store), max(m.DHT, o.DHT)}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Router is where a surface registers its routes: an *http.ServeMux, or a
@@ -22,9 +23,11 @@ type Router interface {
 // checked against what its API document describes; its ServeMux is
 // unexported, so no route can be added past the record.
 type Mux struct {
-	mux      *http.ServeMux
-	mu       sync.Mutex
-	patterns []string
+	mux         *http.ServeMux
+	mu          sync.Mutex
+	patterns    []string
+	segmentList []segmentRoute // HandleSegment's routes, under mu
+	segments    atomic.Pointer[segmentRoutes]
 }
 
 // NewMux returns an empty Mux.
@@ -36,6 +39,7 @@ func (m *Mux) Handle(pattern string, handler http.Handler) {
 	m.mux.Handle(pattern, handler)
 	m.mu.Lock()
 	m.patterns = append(m.patterns, pattern)
+	m.rebuildSegmentsLocked()
 	m.mu.Unlock()
 }
 
@@ -65,6 +69,9 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteJSON(w, http.StatusTemporaryRedirect, E(http.StatusTemporaryRedirect, "moved", "the canonical path is %s", clean))
 			return
 		}
+	}
+	if m.serveSegment(w, r) {
+		return
 	}
 	// The mux routes once: it sets r.Pattern before it calls the handler
 	// it found, so an answer written while r.Pattern is empty is its own

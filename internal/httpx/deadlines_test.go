@@ -1,0 +1,172 @@
+package httpx
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sweptServer serves ok on a SweptListener with short timeouts; it
+// returns the address.
+func sweptServer(t *testing.T, tick time.Duration, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := SweepDeadlines(ln, tick)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 400 * time.Millisecond, ConnState: sl.ConnState}
+	go srv.Serve(sl)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+
+// cutOff reports whether the server closes c, reading what it sends
+// meanwhile; false if it is still open after a minute.
+func cutOff(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	_, err := io.Copy(io.Discard, c)
+	return !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// TestSweptDeadlinesCutSlowClients: with deadlines swept, a client that
+// sends nothing, half a header, or nothing after an answer is still cut
+// off by the server's header and idle timeouts.
+func TestSweptDeadlinesCutSlowClients(t *testing.T) {
+	addr := sweptServer(t, 20*time.Millisecond, ok)
+	for name, send := range map[string]string{
+		"nothing":     "",
+		"half header": "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+		"idle after":  "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, send)
+			if !cutOff(t, c) {
+				t.Fatal("the server never closed the connection")
+			}
+		})
+	}
+}
+
+// TestSweptDeadlinesKeepAlive: a keep-alive client whose requests come
+// further apart than the header timeout, and take longer than the sweep's
+// tick, is never cut while it is within its deadlines.
+func TestSweptDeadlinesKeepAlive(t *testing.T) {
+	addr := sweptServer(t, 20*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond)
+		io.WriteString(w, "ok")
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range 6 {
+		if i > 0 {
+			time.Sleep(250 * time.Millisecond) // past the header timeout, within the idle one
+		}
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestSweptReadCutTooSoonGoesOn: a read the sweep ends just as a later
+// deadline is set (the sweep saw the earlier one pass) goes on, and gets
+// what the peer sends; a read past its deadline ends, at the sweep.
+func TestSweptReadCutTooSoonGoesOn(t *testing.T) {
+	ours, peer := net.Pipe()
+	defer peer.Close()
+	c := &sweptConn{Conn: ours, l: SweepDeadlines(nil, time.Hour)}
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	c.mu.Lock()
+	c.set = true // the sweep's cut, of the deadline before
+	c.Conn.SetReadDeadline(longAgo)
+	c.mu.Unlock()
+	go io.WriteString(peer, "hi")
+	b := make([]byte, 2)
+	if n, err := c.Read(b); err != nil || string(b[:n]) != "hi" {
+		t.Fatalf("read %q, %v", b[:n], err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	time.Sleep(2 * time.Millisecond)
+	c.cutIfPast(time.Now())
+	if _, err := c.Read(b); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read past its deadline: %v", err)
+	}
+}
+
+// TestSweptHijackedConnExact: a connection a handler takes over has its
+// deadlines as it sets them, though no sweep would come for an hour.
+func TestSweptHijackedConnExact(t *testing.T) {
+	got := make(chan error, 1)
+	addr := sweptServer(t, time.Hour, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			got <- err
+			return
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err = c.Read(make([]byte, 1))
+		got <- err
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the hijacked read ended with %v, not its deadline", err)
+	}
+}
+
+// TestSweptBodyTimeout: ReadBody's deadline holds on a swept connection.
+func TestSweptBodyTimeout(t *testing.T) {
+	old := BodyTimeout
+	BodyTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { BodyTimeout = old })
+	addr := sweptServer(t, 20*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := ReadBody(w, r, 1<<10); err != nil {
+			WriteError(nil, w, r, err)
+		}
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "body_timeout") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
