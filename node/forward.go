@@ -36,8 +36,10 @@ const (
 	maxForwardReq  = 2 << 20
 	maxForwardResp = 2 << 20
 	// seqHeader tells the forwarding node which directory seq the answer
-	// reflects; it waits until its replica has applied that much, so a
-	// client reads its own writes on the node it talks to.
+	// reflects: the entry the request landed in (cmdlog.WithSeqNote), or
+	// the directory's head for one that proposed nothing. The node waits
+	// until its replica has applied that much, so a client reads its own
+	// writes on the node it talks to.
 	seqHeader = "X-Mesh-Seq"
 	// originHeader carries the forwarding node's public URL, so that the
 	// directory's answer names the node the client called.
@@ -175,6 +177,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 	return err
 }
 
+// frameReader reads raw, a whole request or answer held in memory, with a
+// buffer no larger than it (bufio's default is 4 KiB a request).
+func frameReader(raw []byte) *bufio.Reader {
+	return bufio.NewReaderSize(bytes.NewReader(raw), min(len(raw), 4096))
+}
+
 // errorCode is the code of a JSON error answer; "" for anything else.
 func errorCode(body []byte) string {
 	var e httpx.Error
@@ -200,11 +208,16 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(cont
 				return false, err
 			}
 		}
-		raw, err := n.host.Request(ctx, dir, forwardProto, buf.Bytes(), maxForwardResp)
+		raw, err := n.host.SessionRequest(ctx, dir, forwardSessionProto, forwardProto, buf.Bytes(), maxForwardResp)
 		if err != nil {
+			if ctx.Err() != nil && n.view.directory() != dir {
+				// A leader this node no longer believes in: the writes on
+				// their way to it are sent to the next (whileLeads).
+				n.host.DropSession(dir, forwardSessionProto)
+			}
 			return n.view.several(), errNoDirectory.Because(fmt.Errorf("forwarding to the directory %s: %w", dir, err))
 		}
-		resp, err = http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), req)
+		resp, err = http.ReadResponse(frameReader(raw), req)
 		if err != nil {
 			return false, fmt.Errorf("directory response: %w", err)
 		}
@@ -301,7 +314,8 @@ func parseWrite(origin peer.ID, s string) (cmdlog.Write, bool, error) {
 // an upgrade.
 func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]byte, error) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+	ctx, noted := cmdlog.WithSeqNote(ctx)
+	r, err := http.ReadRequest(frameReader(raw))
 	switch {
 	case err != nil:
 		httpx.WriteJSON(rec, http.StatusBadRequest, httpx.ErrInvalid.With("malformed forwarded request: %v", err))
@@ -314,7 +328,11 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 			rec.header.Set(notLeaderHeader, n.view.directory().String())
 		}
 	}
-	rec.header.Set(seqHeader, strconv.FormatUint(n.clog.Seq(), 10))
+	seq := noted() // the entry the request landed in
+	if seq == 0 {  // none: it answered from the state as it is now
+		seq = n.clog.Seq()
+	}
+	rec.header.Set(seqHeader, strconv.FormatUint(seq, 10))
 	var out bytes.Buffer
 	err = rec.response().Write(&out)
 	return out.Bytes(), err
@@ -363,7 +381,8 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 		httpx.WriteError(n.log, w, r, err)
 		return
 	}
-	node := admission.Key{Budget: admission.Node, ID: from.String()}
+	peerID := from.String()
+	node := admission.Key{Budget: admission.Node, ID: peerID}
 	if err := n.admission.Admit(surface, node); err != nil {
 		httpx.WriteError(n.log, w, r, err)
 		return
@@ -374,8 +393,8 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, from peer.
 			hdr[h] = v
 		}
 	}
-	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+from.String()
-	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: from.String(), Client: client})
+	r.Header, r.Host, r.RemoteAddr = hdr, "", "p2p/"+peerID
+	ctx := admission.WithOrigin(r.Context(), admission.Origin{Peer: peerID, Client: client})
 	ctx = n.admission.Charged(ctx, node)
 	if origin != "" {
 		ctx = httpx.WithBaseURL(ctx, origin)

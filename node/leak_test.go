@@ -55,6 +55,7 @@ func TestNoUpstreamCauseInAnswers(t *testing.T) {
 
 	// A write forwarded to the directory (registry) and a proposal (wall).
 	refuseProto(m.boot, forwardProto)
+	refuseProto(m.boot, forwardSessionProto)
 	resp, raw := send(t, b, "POST", "/v1/agents/register", `{"agent_id":"lost","capabilities":[],"endpoint":"https://l.example"}`)
 	assertNoCause(t, "forwarded write", resp.StatusCode, raw, errNoDirectory.Detail, secrets...)
 	refuseProto(m.boot, proposeProto)

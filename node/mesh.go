@@ -26,12 +26,16 @@ const (
 	changesProto = p2p.ProtocolPrefix + "/directory/changes/1.0.0"
 	// forwardProto carries an HTTP/1.1 request to the directory node and
 	// its HTTP/1.1 response back, byte for byte.
-	forwardProto    = ForwardProtocol
-	maxChangesReq   = 1 << 10
-	maxChangesResp  = 8 << 20
-	changesBatch    = 1000
-	changesMaxBytes = 4 << 20
-	maxCommandSize  = 256 << 10
+	forwardProto = ForwardProtocol
+	// forwardSessionProto carries the same, many requests on one stream
+	// (p2p.HandleSessions): a node sends its writes on it to a directory
+	// that serves it, on forwardProto to one of a release before.
+	forwardSessionProto = p2p.ProtocolPrefix + "/directory/forward/2.0.0"
+	maxChangesReq       = 1 << 10
+	maxChangesResp      = 8 << 20
+	changesBatch        = 1000
+	changesMaxBytes     = 4 << 20
+	maxCommandSize      = 256 << 10
 )
 
 // ForwardProtocol is the protocol id of the forward stream (forward.go),
@@ -170,6 +174,7 @@ func (n *Node) serveDirectory(ctx context.Context) {
 // and the operations they propose: through the bridge, which must be built.
 func (n *Node) acceptWrites() {
 	n.host.HandleRequests(forwardProto, maxForwardReq, n.serveForward)
+	n.host.HandleSessions(forwardSessionProto, maxForwardReq, n.serveForward)
 	n.host.HandleRequests(proposeProto, maxProposal, n.serveProposal)
 }
 

@@ -52,6 +52,7 @@ type Host struct {
 	rendezvous *registry     // nil unless this node is a rendezvous node
 	browsers   *browserPeers // the browser connections (browser.go)
 	streams    *streamLimits
+	sessions   map[sessionKey]*clientSession // this node's sessions (session.go)
 	drops      *prometheus.CounterVec
 	out        *outbound           // the peers' gossip queues
 	values     *records.ValueStore // reads this node's own DHT values

@@ -126,9 +126,15 @@ func (h *Host) Request(ctx context.Context, p peer.ID, proto string, req []byte,
 }
 
 func readFrame(r io.Reader, max int) ([]byte, error) {
-	b, err := msgio.NewVarintReaderSize(r, max).ReadMsg()
+	return readMsg(msgio.NewVarintReaderSize(r, max), max)
+}
+
+// readMsg reads the next frame of r, whose frames hold at most max bytes
+// beyond what the caller adds (limit, ErrTooLarge past it).
+func readMsg(r msgio.Reader, limit int) ([]byte, error) {
+	b, err := r.ReadMsg()
 	if err == msgio.ErrMsgTooLarge {
-		return nil, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)
+		return nil, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, limit)
 	}
 	return b, err
 }

@@ -215,24 +215,28 @@ func benchQuorumCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "quorum",
 		Short: "Compare registrations through a lone directory and through a quorum, fsync on",
-		Long: `Starts a lone directory and a quorum of --size bootstrap nodes, in this
-process on this machine's disk (--dir, a temporary directory by default) with
-fsync on and no write budgets, and registers new agents from --concurrency
-clients for --duration through the lone directory, the quorum's leader and one
-of its followers in turn, --rounds times. Reports each one's registrations a
-second, p50 and p99 and the CPU this process spent a registration, the
-quorum's rate and p99 as shares of the lone directory's in each round, and
+		Long: `Starts a lone directory and two quorums of --size bootstrap nodes, in
+this process on this machine's disk (--dir, a temporary directory by default)
+with fsync on and no write budgets, and registers new agents from --concurrency
+clients for --duration through the lone directory, the leader of one quorum and
+a follower of the other in turn (each setup's stores hold only what it wrote),
+--rounds times. Reports the CPU this process spends a second with every node
+idle, then each setup's registrations a second, p50 and p99, the CPU this
+process spent a registration beyond its idle CPU and the agents the node held,
+the quorum's rate and p99 as shares of the lone directory's in each round, and
 the median share and CPU over the rounds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Size < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
 				return fmt.Errorf("--size, --concurrency and --rounds must be at least 1 and --duration positive")
 			}
-			rounds, err := bench.Quorum(cmd.Context(), o)
+			run, err := bench.Quorum(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
+			rounds := run.Rounds
 			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "idle: every node started, this process spends %.1f ms of CPU a second; the CPU a registration below leaves it out\n", float64(run.Idle)/float64(time.Millisecond))
 			var leader, follower []float64
 			cpu := make([][]float64, 3) // ms a registration: lone, to the leader, through a follower
 			for i, r := range rounds {
@@ -252,7 +256,7 @@ the median share and CPU over the rounds.`,
 			fmt.Fprintf(w, "median of %d rounds: to the leader %.2f of the lone directory's rate, through a follower %.2f\n",
 				len(rounds), bench.Median(leader), bench.Median(follower))
 			if bench.Median(cpu[0]) > 0 {
-				fmt.Fprintf(w, "median CPU a registration (every node and client in this process): lone %.2f ms, to the leader %.2f ms, through a follower %.2f ms\n",
+				fmt.Fprintf(w, "median CPU a registration (every node and client in this process, beyond its idle CPU): lone %.2f ms, to the leader %.2f ms, through a follower %.2f ms\n",
 					bench.Median(cpu[0]), bench.Median(cpu[1]), bench.Median(cpu[2]))
 			}
 			return nil
@@ -267,11 +271,15 @@ the median share and CPU over the rounds.`,
 	return c
 }
 
-// setup is a setup's line of bench quorum: its rate and latencies, and the
-// CPU a registration took, when it was read.
+// setup is a setup's line of bench quorum: its rate and latencies, the
+// CPU a registration took and the agents its node held after, when read.
 func setup(s bench.QuorumSetup) string {
-	if s.CPU == 0 {
-		return s.Result.String()
+	line := s.Result.String()
+	if s.CPU > 0 {
+		line += fmt.Sprintf(", CPU %.2f ms a registration", float64(s.CPU)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("%s, CPU %.2f ms a registration", s.Result, float64(s.CPU)/float64(time.Millisecond))
+	if s.Agents >= 0 {
+		line += fmt.Sprintf(", %d agents held", s.Agents)
+	}
+	return line
 }

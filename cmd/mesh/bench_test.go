@@ -134,7 +134,7 @@ func TestBenchQuorum(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatalf("bench quorum: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"round 2\n", "lone directory: ", "quorum of 3, to the leader: ", "quorum of 3, through a follower: ", "median of 2 rounds: to the leader ", "median CPU a registration (every node and client in this process): lone "} {
+	for _, want := range []string{"round 2\n", "lone directory: ", "quorum of 3, to the leader: ", "quorum of 3, through a follower: ", "median of 2 rounds: to the leader ", "idle: every node started, this process spends ", "median CPU a registration (every node and client in this process, beyond its idle CPU): lone "} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("bench quorum printed no %q:\n%s", want, out.String())
 		}

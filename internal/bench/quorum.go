@@ -34,6 +34,16 @@ type QuorumOptions struct {
 	Dir string
 }
 
+// QuorumRun is what Quorum measured.
+type QuorumRun struct {
+	// Idle is the CPU this process spent a second with every node idle,
+	// before the rounds: the Raft heartbeats, probes and timers of the
+	// nodes not measured, which go on while a setup is, and which
+	// QuorumSetup.CPU leaves out.
+	Idle   time.Duration
+	Rounds []QuorumRound
+}
+
 // QuorumRound is one round of Quorum: the registrations through each
 // setup, measured one after the other.
 type QuorumRound struct {
@@ -44,54 +54,84 @@ type QuorumRound struct {
 type QuorumSetup struct {
 	loadgen.Result
 	// CPU is the CPU time this process (every node and the clients) spent
-	// a registration meanwhile (0: not read): unlike the rate,
-	// it hardly moves with the machine's load.
+	// a registration meanwhile beyond its idle CPU (QuorumRun.Idle; 0: not
+	// read): unlike the rate, it hardly moves with the machine's load.
 	CPU time.Duration
+	// Agents is how many agents the node written to held after the round
+	// (-1: not read): the setup's registrations of this round and the
+	// rounds before, and no other's.
+	Agents int64
 }
 
 // Quorum measures registrations (unsigned, each a new agent) through a
 // lone directory, and through a quorum of o.Size members sent to its
 // leader and to a follower, on this machine's disk with fsync on: what a
-// quorum costs a directory's writes. Both run at once, idle when not
+// quorum costs a directory's writes. The writes to the leader and those
+// through a follower go to two quorums of their own, so that each
+// setup's stores hold what it wrote, as the lone directory's do (a write
+// costs more as the stores grow). All run at once, idle when not
 // measured; the setups take turns, o.Rounds times, so that a machine
 // whose load changes meanwhile weighs on each alike.
-func Quorum(ctx context.Context, o QuorumOptions) ([]QuorumRound, error) {
+func Quorum(ctx context.Context, o QuorumOptions) (QuorumRun, error) {
+	var run QuorumRun
 	if o.Dir == "" {
 		dir, err := os.MkdirTemp("", "mesh-bench-quorum-")
 		if err != nil {
-			return nil, err
+			return run, err
 		}
 		defer os.RemoveAll(dir)
 		o.Dir = dir
 	}
 	lone, err := startDiskNodes(ctx, filepath.Join(o.Dir, "lone"), 1, false)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
 	defer lone.Close()
-	members, err := startDiskNodes(ctx, filepath.Join(o.Dir, "quorum"), o.Size, true)
+	leader, stop, err := startQuorum(ctx, filepath.Join(o.Dir, "quorum"), o.Size, true)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
-	defer members.Close()
-	leader, follower, err := roles(ctx, members.Nodes)
+	defer stop()
+	follower, stop, err := startQuorum(ctx, filepath.Join(o.Dir, "quorum-follower"), o.Size, false)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
-	var out []QuorumRound
+	defer stop()
+	run.Idle = idleCPU(ctx)
 	for range o.Rounds {
-		out = append(out, QuorumRound{
-			Lone:     registrations(ctx, lone.Nodes[0].URL(), o),
-			Leader:   registrations(ctx, leader.URL(), o),
-			Follower: registrations(ctx, follower.URL(), o),
+		run.Rounds = append(run.Rounds, QuorumRound{
+			Lone:     registrations(ctx, lone.Nodes[0].URL(), o, run.Idle),
+			Leader:   registrations(ctx, leader.URL(), o, run.Idle),
+			Follower: registrations(ctx, follower.URL(), o, run.Idle),
 		})
 	}
-	return out, nil
+	return run, nil
+}
+
+// idleCPU is the CPU this process spends a second while nothing is
+// asked of it, once the nodes it started settled (0: not read).
+func idleCPU(ctx context.Context) time.Duration {
+	const settle, measure = time.Second, 3 * time.Second
+	select {
+	case <-time.After(settle):
+	case <-ctx.Done():
+		return 0
+	}
+	cpu := loadgen.ProcessCPU()
+	select {
+	case <-time.After(measure):
+	case <-ctx.Done():
+		return 0
+	}
+	if cpu == 0 {
+		return 0
+	}
+	return (loadgen.ProcessCPU() - cpu) * time.Second / measure
 }
 
 // registrations registers new agents through base from o.Concurrency
-// clients for o.Duration.
-func registrations(ctx context.Context, base string, o QuorumOptions) QuorumSetup {
+// clients for o.Duration; idle is the process's idle CPU a second.
+func registrations(ctx context.Context, base string, o QuorumOptions, idle time.Duration) QuorumSetup {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	cpu := loadgen.ProcessCPU()
 	r := loadgen.Run(ctx, loadgen.Options{
@@ -104,9 +144,18 @@ func registrations(ctx context.Context, base string, o QuorumOptions) QuorumSetu
 			return req, err
 		},
 	})
-	s := QuorumSetup{Result: r}
+	s := QuorumSetup{Result: r, Agents: -1}
 	if used := loadgen.ProcessCPU() - cpu; cpu > 0 && r.Requests > 0 {
-		s.CPU = used / time.Duration(r.Requests)
+		used -= time.Duration(float64(idle) * r.Elapsed.Seconds())
+		s.CPU = max(used/time.Duration(r.Requests), time.Microsecond)
+	}
+	var h struct {
+		Directory struct {
+			Agents int64 `json:"agents"`
+		} `json:"directory"`
+	}
+	if getJSON(ctx, base+"/health", &h) == nil {
+		s.Agents = h.Directory.Agents
 	}
 	return s
 }
@@ -142,6 +191,24 @@ func startDiskNodes(ctx context.Context, dir string, n int, quorum bool) (*Mesh,
 		}
 	}
 	return m, nil
+}
+
+// startQuorum starts a quorum of size members with stores under dir, and
+// names its leader (or a follower, !leader) once elected.
+func startQuorum(ctx context.Context, dir string, size int, leader bool) (*node.Node, func(), error) {
+	members, err := startDiskNodes(ctx, dir, size, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, f, err := roles(ctx, members.Nodes)
+	if err != nil {
+		members.Close()
+		return nil, nil, err
+	}
+	if leader {
+		return l, members.Close, nil
+	}
+	return f, members.Close, nil
 }
 
 // roles waits for members to elect a leader, and names it and a follower.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Proposer orders writes: it gives an operation its place in the log,
@@ -46,10 +47,35 @@ func (p *Local) Propose(ctx context.Context, kind string, at int64, op any) (any
 	defer p.mu.Unlock()
 	e := Entry{Seq: p.log.Seq() + 1, At: at, Kind: kind, Op: raw}
 	res, err := p.log.Commit(&e)
-	if err == nil && p.OnCommit != nil {
-		p.OnCommit(e)
+	if err == nil {
+		NoteSeq(ctx, e.Seq)
+		if p.OnCommit != nil {
+			p.OnCommit(e)
+		}
 	}
 	return res, err
+}
+
+type seqNoteKey struct{}
+
+// WithSeqNote returns a ctx in which proposals note the entries they
+// land in (NoteSeq), and what they noted: the highest seq, 0 while none
+// did. A request served for another node tells it that seq, which it
+// waits to hold before it answers its client (read your writes), rather
+// than whatever the log holds by the time the answer is written.
+func WithSeqNote(ctx context.Context) (context.Context, func() uint64) {
+	n := new(atomic.Uint64)
+	return context.WithValue(ctx, seqNoteKey{}, n), n.Load
+}
+
+// NoteSeq notes, in ctx's seq note if it has one, that a proposal made in
+// ctx landed in (or, sent again, was found in) entry seq.
+func NoteSeq(ctx context.Context, seq uint64) {
+	n, ok := ctx.Value(seqNoteKey{}).(*atomic.Uint64)
+	for ok {
+		old := n.Load()
+		ok = seq > old && !n.CompareAndSwap(old, seq)
+	}
 }
 
 // ResultAs returns what a proposal produced as a T: the value a local log

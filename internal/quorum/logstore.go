@@ -25,6 +25,7 @@ type logStore struct {
 
 	mu          sync.Mutex // orders writes, and guards first and last
 	first, last uint64     // 0, 0 when empty
+	recent      recentLogs // the entries stored last, read back from memory
 }
 
 var (
@@ -87,6 +88,10 @@ func (s *logStore) LastIndex() (uint64, error) {
 
 // GetLog implements raft.LogStore.
 func (s *logStore) GetLog(index uint64, l *raft.Log) error {
+	if held, ok := s.recent.get(index); ok {
+		*l = *held
+		return nil
+	}
 	var v []byte
 	err := s.db.View(func(tx *store.Txn) error {
 		var err error
@@ -135,6 +140,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			}
 			s.last = max(s.last, l.Index)
 		}
+		s.recent.add(batch)
 		logs = logs[n:]
 	}
 	return nil
@@ -146,6 +152,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 func (s *logStore) DeleteRange(lo, hi uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recent.clear()
 	for i := lo; i <= hi; {
 		end := min(hi, i+deleteBatch-1)
 		err := s.db.Update(func(tx *store.Txn) error {

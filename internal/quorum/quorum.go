@@ -427,6 +427,9 @@ func (q *Quorum) Propose(ctx context.Context, kind string, at int64, op any) (an
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 	}
 	a, _ := f.Response().(applied)
+	if a.seq > 0 {
+		cmdlog.NoteSeq(ctx, a.seq)
+	}
 	return a.res, a.err
 }
 
