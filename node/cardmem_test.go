@@ -30,25 +30,35 @@ import (
 // about twice what is in use after a collection; the joiner's catch-up,
 // in this process, also counts the directory serving it the log (pages of
 // entries with their cards, encoded: some 0.7 times).
+//
+// Built with -race the test registers 150 cards and asserts no bound: the
+// race detector's instrumentation (of zstd above all) made 1,000 cards
+// take over five minutes and the catch-up more than one, and the bounds
+// are asserted by the plain go test ./... that CI runs first; the paths
+// still run under the detector.
 func TestCardMemoryInProportion(t *testing.T) {
 	testkit.Slow(t, "1,000 cards of 30 KB registered, read and caught up with")
+	n, bound := 1000, func(over bool, format string, args ...any) {
+		if over {
+			t.Fatalf(format, args...)
+		}
+	}
+	if testkit.Race {
+		n, bound = 150, func(bool, string, ...any) {}
+	}
 	cfg := testConfig(t, t.TempDir())
 	cfg.Role = RoleBootstrap
 	cfg.Budgets = admission.Config{}
 	dir := startNode(t, cfg)
 	base, files := heapInUse(), mappedResident(t, cfg.DataDir)
-	cards := registerWithCards(t, dir, "mem", 1000, 30<<10)
-	readAgents(t, dir, "mem", 1000)
+	cards := registerWithCards(t, dir, "mem", n, 30<<10)
+	readAgents(t, dir, "mem", n)
 	grown := int64(heapInUse()) - int64(base)
 	t.Logf("%d bytes of cards: the directory's heap grew by %d (%.1fx)", cards, grown, float64(grown)/float64(cards))
-	if grown > 2*cards {
-		t.Fatalf("the directory holds %.1f times the cards' bytes", float64(grown)/float64(cards))
-	}
+	bound(grown > 2*cards, "the directory holds %.1f times the cards' bytes", float64(grown)/float64(cards))
 	mapped := mappedResident(t, cfg.DataDir) - files
 	t.Logf("its stores' files mapped and resident grew by %d (%.1fx)", mapped, float64(mapped)/float64(cards))
-	if 2*mapped > 3*cards {
-		t.Fatalf("the directory's stores' files take %.1f times the cards' bytes of its resident set", float64(mapped)/float64(cards))
-	}
+	bound(2*mapped > 3*cards, "the directory's stores' files take %.1f times the cards' bytes of its resident set", float64(mapped)/float64(cards))
 
 	base = heapInUse()
 	stop := peakHeap()
@@ -56,12 +66,10 @@ func TestCardMemoryInProportion(t *testing.T) {
 	jc.Role, jc.Bootstrap = RoleNode, dir.P2PAddrs()
 	j := startNode(t, jc)
 	testkit.Eventually(t, time.Minute, func() bool { return j.clog.Seq() >= dir.clog.Seq() }, "the late joiner never caught up")
-	readAgents(t, j, "mem", 1000)
+	readAgents(t, j, "mem", n)
 	peak := int64(stop()) - int64(base)
 	t.Logf("the late joiner's catch-up took at most %d bytes of live heap (%.1fx)", peak, float64(peak)/float64(cards))
-	if peak > 4*cards {
-		t.Fatalf("catching up took %.1f times the cards' bytes", float64(peak)/float64(cards))
-	}
+	bound(peak > 4*cards, "catching up took %.1f times the cards' bytes", float64(peak)/float64(cards))
 }
 
 // TestCardReadsAfterItsRowIsCached: the read cache keeps an agent's row
