@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
@@ -112,6 +114,9 @@ func stopWhileBeating(t *testing.T, m *mesh, relay *p2p.Host, toks []string) []t
 	}
 
 	at, _ := p2p.ParseAddrs(n.P2PAddrs())
+	// The round before dialled this node as it stopped: the swarm backs its
+	// address off, and the node restarted at it is to be dialled now.
+	relay.Libp2p().Network().(*swarm.Swarm).Backoff().Clear(n.PeerID())
 	if err := relay.Connect(context.Background(), at[0]); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ func TestAReplayedAdminRequestIsRefusedByTheNextLeader(t *testing.T) { // not pa
 	cfg.Role, cfg.Quorum, cfg.Now = RoleBootstrap, q.addrs, q.clock.Now
 	joiner := startNode(t, cfg)
 	leader := q.leader()
+	q.members = append(q.members, joiner) // a voter once added: it may lead next
 	body, sig := q.signedAdd(leader.key, joiner.P2PAddrs()[0])
 	if st, v := call(t, q.follower(), "POST", "/v1/admin/quorum/members", body, identity.SigHeaderName, sig); st != http.StatusOK {
 		t.Fatalf("adding a member: %d %v", st, v)
