@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -87,23 +88,15 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 	r := msgio.NewVarintReaderSize(s, maxReq+binary.MaxVarintLen64)
 	for {
 		s.SetReadDeadline(time.Now().Add(sessionIdle))
-		frame, err := readMsg(r, maxReq)
+		id, req, err := h.readSessionRequest(r, maxReq)
 		var ne net.Error
 		switch {
 		case errors.Is(err, io.EOF) || errors.As(err, &ne) && ne.Timeout():
 			return // the peer is done, or idle
 		case err != nil: // the requests still served fail with it
-			h.countStreamDrop(err)
 			cancel()
 			return
 		}
-		id, n := binary.Uvarint(frame)
-		if n <= 0 || len(frame)-n > maxReq {
-			h.dropped(SurfaceStream, DropMalformed)
-			cancel()
-			return
-		}
-		req := frame[n:]
 		if !h.streams.request(from, proto) {
 			h.dropped(SurfaceStream, DropRate)
 			out.answer(id, sessionRefused, nil)
@@ -122,6 +115,31 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 			}
 		})
 	}
+}
+
+// readSessionRequest reads the next request frame of a session: its id
+// and request. A frame too large, cut short or without an id is counted
+// as the peer's fault; a stream that broke (the peer reset it, ending a
+// session it no longer uses, or its connection closed) is not.
+func (h *Host) readSessionRequest(r msgio.Reader, maxReq int) (uint64, []byte, error) {
+	frame, err := readMsg(r, maxReq)
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, io.ErrUnexpectedEOF) {
+		h.countStreamDrop(err)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	id, n := binary.Uvarint(frame)
+	switch {
+	case n <= 0:
+		h.dropped(SurfaceStream, DropMalformed)
+		return 0, nil, errors.New("p2p: a session's frame without an id")
+	case len(frame)-n > maxReq:
+		err := fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, maxReq)
+		h.countStreamDrop(err)
+		return 0, nil, err
+	}
+	return id, frame[n:], nil
 }
 
 // peerSlots are the requests of one peer served at once on a session

@@ -265,3 +265,66 @@ func TestSessionsShareThePeersInFlight(t *testing.T) {
 		t.Errorf("at most %d requests served at once, want %d", p, sessionInFlight)
 	}
 }
+
+// TestSessionEndsAreNotMalformed: a session its asker ends (dropped with
+// a request on it, or idle and replaced, its stream reset) or whose
+// connection closes is no malformed input; a frame without an id, or cut
+// short, is.
+func TestSessionEndsAreNotMalformed(t *testing.T) {
+	t.Parallel()
+	const proto = "/mesh/test/session-end/1.0.0"
+	hanging := make(chan struct{}, 1)
+	a, b := sessionPair(t, proto, 64, func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		if string(req) == "hang" {
+			hanging <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return req, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	call := func(req string) error {
+		_, err := a.SessionRequest(ctx, b.ID(), proto, "", []byte(req), 64)
+		return err
+	}
+	ended := func(what string) {
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, func() bool { return streamsOf(a, b, proto) == 0 }, "the session %s ended", what)
+	}
+
+	go call("hang")
+	<-hanging
+	a.DropSession(b.ID(), proto)
+	ended("dropped")
+	if err := call("idle"); err != nil {
+		t.Fatal(err)
+	}
+	a.DropSession(b.ID(), proto)
+	ended("dropped idle")
+	if err := call("closed"); err != nil {
+		t.Fatal(err)
+	}
+	a.Libp2p().Network().ClosePeer(b.ID())
+	ended("whose connection closed")
+	if n := dropCount(b, SurfaceStream, DropMalformed); n != 0 {
+		t.Errorf("%d sessions that ended counted malformed", n)
+	}
+
+	connect(t, a, b)
+	for i, frame := range [][]byte{{}, bytes.Repeat([]byte{0xff}, 11), {5, 'x'}} {
+		s, err := a.Libp2p().NewStream(ctx, b.ID(), protocol.ID(proto))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := msgio.NewVarintWriter(s)
+		if i < 2 {
+			w.WriteMsg(frame) // no id: 0 bytes, a varint past 64 bits
+		} else {
+			s.Write(frame) // a frame of 5 bytes, cut after 1
+			s.CloseWrite()
+		}
+		testkit.Eventually(t, 10*time.Second, func() bool { return dropCount(b, SurfaceStream, DropMalformed) == i+1 }, "bad frame %d counted", i)
+		s.Reset()
+	}
+}
