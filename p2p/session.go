@@ -99,7 +99,10 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 		}
 		if !h.streams.request(from, proto) {
 			h.dropped(SurfaceStream, DropRate)
-			out.answer(id, sessionRefused, nil)
+			if !out.answer(id, sessionRefused, nil) {
+				cancel() // a frame written in part: the stream is reset
+				return
+			}
 			continue
 		}
 		select {
