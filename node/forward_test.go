@@ -1,13 +1,19 @@
 package node
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
@@ -106,5 +112,43 @@ func TestForwardedAnswerNamesItsOwnEntry(t *testing.T) { // not parallel: its Ra
 	}
 	if read, head := seqOf(forwardFrom(t, p, "GET", "/v1/agents/first", ""), 200), q.boot.clog.Seq(); read != head {
 		t.Errorf("a lookup names seq %d, want the head %d", read, head)
+	}
+}
+
+// TestAWriteLandsOnceAcrossASessionBreak: the leader applies a write
+// forwarded on a session, and the connection under the session breaks
+// before the answer goes out. The forwarding node sends the write again
+// on a new session; its client gets the first attempt's answer, and the
+// write was applied once.
+func TestAWriteLandsOnceAcrossASessionBreak(t *testing.T) { // not parallel: its Raft elections run in real time, and its members' ports fixed
+	q := newQuorumMesh(t, 3, nil)
+	ord := q.join(0, 1, 2)
+	l := q.leader()
+	var attempts atomic.Int32
+	first := make(chan []byte, 1)
+	l.host.HandleSessions(forwardSessionProto, maxForwardReq, func(ctx context.Context, from peer.ID, req []byte) ([]byte, error) {
+		resp, err := l.serveForward(ctx, from, req)
+		if attempts.Add(1) == 1 {
+			first <- resp
+			l.host.Libp2p().Network().ClosePeer(from) // the answer is lost
+		}
+		return resp, err
+	})
+	seq := l.clog.Seq()
+	st, v := call(t, ord, "POST", "/v1/agents/register", anonymous("once"))
+	if st != 201 {
+		t.Fatalf("register across a session break: %d %v", st, v)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(<-first)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost map[string]any
+	json.NewDecoder(resp.Body).Decode(&lost)
+	if n := attempts.Load(); n != 2 || v["api_key"] != lost["api_key"] {
+		t.Errorf("%d attempts, the client's api key %v, the lost answer's %v: want 2 attempts answered alike", n, v["api_key"], lost["api_key"])
+	}
+	if now := l.clog.Seq(); now != seq+1 || l.dir.AgentCount() != 1 {
+		t.Errorf("the write sent again was applied again: seq %d (was %d), %d agents", now, seq, l.dir.AgentCount())
 	}
 }

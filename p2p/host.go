@@ -53,6 +53,7 @@ type Host struct {
 	browsers   *browserPeers // the browser connections (browser.go)
 	streams    *streamLimits
 	sessions   map[sessionKey]*clientSession // this node's sessions (session.go)
+	served     map[sessionKey]*peerSlots     // the peers' requests served in sessions
 	drops      *prometheus.CounterVec
 	out        *outbound           // the peers' gossip queues
 	values     *records.ValueStore // reads this node's own DHT values

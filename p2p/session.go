@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -27,13 +28,15 @@ import (
 // request; an answer frame the request's id, a status byte (sessionOK, or
 // sessionRefused: the handler failed or the peer is over a budget, as a
 // reset stream says of a request of its own) then the answer. Requests
-// are served at once, up to sessionInFlight of a session at a time, so
-// answers come in any order.
+// are served at once, up to sessionInFlight of a peer's at a time over
+// all its sessions of the protocol, so answers come in any order.
 const (
 	sessionOK      = 0
 	sessionRefused = 1
-	// sessionInFlight bounds the requests of one session served at once;
-	// past it the session's next requests wait in the stream.
+	// sessionInFlight bounds the requests of one peer served at once on
+	// a protocol, over all its sessions (it may open as many as the
+	// resource manager lets it: 64 streams of a protocol and more); past
+	// it the sessions' next requests wait in their streams.
 	sessionInFlight = 256
 	// sessionIdle closes a session that carried no request for this long
 	// (the server's side); a client opens a new one for a session idle
@@ -64,13 +67,16 @@ func (h *Host) HandleSessions(proto string, maxReq int, fn RequestHandler) {
 }
 
 // serveSession reads requests from s until it ends, serving each in a
-// goroutine of its own (sessionInFlight at once), then waits for them.
+// goroutine of its own (sessionInFlight at once of the peer's), then
+// waits for them.
 func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn RequestHandler) {
 	from := s.Conn().RemotePeer()
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
 	// Closing the host unblocks reads and writes.
 	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	slots, release := h.servedSlots(sessionKey{from, proto})
+	defer release() // once the requests served are done
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
@@ -80,29 +86,23 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 	}()
 	out := &sessionWriter{s: s, w: msgio.NewVarintWriter(s)}
 	r := msgio.NewVarintReaderSize(s, maxReq+binary.MaxVarintLen64)
-	slots := make(chan struct{}, sessionInFlight)
 	for {
 		s.SetReadDeadline(time.Now().Add(sessionIdle))
-		frame, err := readMsg(r, maxReq)
+		id, req, err := h.readSessionRequest(r, maxReq)
 		var ne net.Error
 		switch {
 		case errors.Is(err, io.EOF) || errors.As(err, &ne) && ne.Timeout():
 			return // the peer is done, or idle
 		case err != nil: // the requests still served fail with it
-			h.countStreamDrop(err)
 			cancel()
 			return
 		}
-		id, n := binary.Uvarint(frame)
-		if n <= 0 || len(frame)-n > maxReq {
-			h.dropped(SurfaceStream, DropMalformed)
-			cancel()
-			return
-		}
-		req := frame[n:]
 		if !h.streams.request(from, proto) {
 			h.dropped(SurfaceStream, DropRate)
-			out.answer(id, sessionRefused, nil)
+			if !out.answer(id, sessionRefused, nil) {
+				cancel() // a frame written in part: the stream is reset
+				return
+			}
 			continue
 		}
 		select {
@@ -117,6 +117,61 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 				s.Reset()
 			}
 		})
+	}
+}
+
+// readSessionRequest reads the next request frame of a session: its id
+// and request. A frame too large, cut short or without an id is counted
+// as the peer's fault; a stream that broke (the peer reset it, ending a
+// session it no longer uses, or its connection closed) is not.
+func (h *Host) readSessionRequest(r msgio.Reader, maxReq int) (uint64, []byte, error) {
+	frame, err := readMsg(r, maxReq)
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, io.ErrUnexpectedEOF) {
+		h.countStreamDrop(err)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	id, n := binary.Uvarint(frame)
+	switch {
+	case n <= 0:
+		h.dropped(SurfaceStream, DropMalformed)
+		return 0, nil, errors.New("p2p: a session's frame without an id")
+	case len(frame)-n > maxReq:
+		err := fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, maxReq)
+		h.countStreamDrop(err)
+		return 0, nil, err
+	}
+	return id, frame[n:], nil
+}
+
+// peerSlots are the requests of one peer served at once on a session
+// protocol (a token each in ch), shared by its sessions open (refs).
+type peerSlots struct {
+	ch   chan struct{}
+	refs int
+}
+
+// servedSlots are the slots of key's peer on its protocol, for one more
+// session of it; release gives them back when that session is done.
+func (h *Host) servedSlots(key sessionKey) (slots chan struct{}, release func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.served == nil {
+		h.served = map[sessionKey]*peerSlots{}
+	}
+	p := h.served[key]
+	if p == nil {
+		p = &peerSlots{ch: make(chan struct{}, sessionInFlight)}
+		h.served[key] = p
+	}
+	p.refs++
+	return p.ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if p.refs--; p.refs == 0 {
+			delete(h.served, key)
+		}
 	}
 }
 

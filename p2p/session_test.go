@@ -3,14 +3,18 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
 
 	"github.com/agentmesh/mesh/internal/testkit"
 )
@@ -200,5 +204,127 @@ func TestSessionFallback(t *testing.T) {
 	defer cancel()
 	if resp, err := a.SessionRequest(ctx, b.ID(), proto, old, []byte("q"), 64); err != nil || string(resp) != "old:q" {
 		t.Errorf("fallback: %q, %v", resp, err)
+	}
+}
+
+// TestSessionsShareThePeersInFlight: a peer that opens several sessions
+// (as a hostile one may: the resource manager lets it open 64 streams of
+// a protocol) has at most sessionInFlight of its requests served at once
+// over all of them, not that many a session; the others wait in their
+// streams, and every one is answered once slots free.
+func TestSessionsShareThePeersInFlight(t *testing.T) {
+	t.Parallel()
+	const proto = "/mesh/test/session-peer/1.0.0"
+	release := make(chan struct{})
+	var running, peak atomic.Int64
+	a, b := sessionPair(t, proto, 64, func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return req, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	const sessions = 3
+	var streams []network.Stream
+	for range sessions {
+		s, err := a.Libp2p().NewStream(ctx, b.ID(), protocol.ID(proto))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Reset()
+		w := msgio.NewVarintWriter(s)
+		for i := range sessionInFlight {
+			if err := w.WriteMsg(append(binary.AppendUvarint(nil, uint64(i)), 'q')); err != nil {
+				t.Fatal(err)
+			}
+		}
+		streams = append(streams, s)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return running.Load() >= sessionInFlight }, "%d of the peer's requests served at once", sessionInFlight)
+	if testkit.Until(time.Second, func() bool { return running.Load() > sessionInFlight }) {
+		t.Fatalf("%d requests of one peer served at once over %d sessions, at most %d", running.Load(), sessions, sessionInFlight)
+	}
+	close(release)
+	for i, s := range streams {
+		r := msgio.NewVarintReaderSize(s, 64)
+		for range sessionInFlight {
+			frame, err := r.ReadMsg()
+			if _, n := binary.Uvarint(frame); err != nil || n <= 0 || len(frame) != n+2 || frame[n] != sessionOK || frame[n+1] != 'q' {
+				t.Fatalf("session %d: answer %x, %v", i, frame, err)
+			}
+		}
+	}
+	if p := peak.Load(); p > sessionInFlight {
+		t.Errorf("at most %d requests served at once, want %d", p, sessionInFlight)
+	}
+}
+
+// TestSessionEndsAreNotMalformed: a session its asker ends (dropped with
+// a request on it, or idle and replaced, its stream reset) or whose
+// connection closes is no malformed input; a frame without an id, or cut
+// short, is.
+func TestSessionEndsAreNotMalformed(t *testing.T) {
+	t.Parallel()
+	const proto = "/mesh/test/session-end/1.0.0"
+	hanging := make(chan struct{}, 1)
+	a, b := sessionPair(t, proto, 64, func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		if string(req) == "hang" {
+			hanging <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return req, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	call := func(req string) error {
+		_, err := a.SessionRequest(ctx, b.ID(), proto, "", []byte(req), 64)
+		return err
+	}
+	ended := func(what string) {
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, func() bool { return streamsOf(a, b, proto) == 0 }, "the session %s ended", what)
+	}
+
+	go call("hang")
+	<-hanging
+	a.DropSession(b.ID(), proto)
+	ended("dropped")
+	if err := call("idle"); err != nil {
+		t.Fatal(err)
+	}
+	a.DropSession(b.ID(), proto)
+	ended("dropped idle")
+	if err := call("closed"); err != nil {
+		t.Fatal(err)
+	}
+	a.Libp2p().Network().ClosePeer(b.ID())
+	ended("whose connection closed")
+	if n := dropCount(b, SurfaceStream, DropMalformed); n != 0 {
+		t.Errorf("%d sessions that ended counted malformed", n)
+	}
+
+	connect(t, a, b)
+	for i, frame := range [][]byte{{}, bytes.Repeat([]byte{0xff}, 11), {5, 'x'}} {
+		s, err := a.Libp2p().NewStream(ctx, b.ID(), protocol.ID(proto))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := msgio.NewVarintWriter(s)
+		if i < 2 {
+			w.WriteMsg(frame) // no id: 0 bytes, a varint past 64 bits
+		} else {
+			s.Write(frame) // a frame of 5 bytes, cut after 1
+			s.CloseWrite()
+		}
+		testkit.Eventually(t, 10*time.Second, func() bool { return dropCount(b, SurfaceStream, DropMalformed) == i+1 }, "bad frame %d counted", i)
+		s.Reset()
 	}
 }
