@@ -93,28 +93,35 @@ func TestSweptDeadlinesKeepAlive(t *testing.T) {
 	}
 }
 
-// TestSweptReadCutTooSoonGoesOn: a read the sweep ends just as a later
-// deadline is set (the sweep saw the earlier one pass) goes on, and gets
-// what the peer sends; a read past its deadline ends, at the sweep.
-func TestSweptReadCutTooSoonGoesOn(t *testing.T) {
+// TestSweptReadEndsAtTheSweep: a pending read ends at the first sweep
+// past its deadline, not before, and not when a later deadline replaced
+// it before the sweep; lifting the deadline lets reads go on.
+func TestSweptReadEndsAtTheSweep(t *testing.T) {
 	ours, peer := net.Pipe()
 	defer peer.Close()
 	c := &sweptConn{Conn: ours, l: SweepDeadlines(nil, time.Hour)}
-	c.SetReadDeadline(time.Now().Add(time.Minute))
-	c.mu.Lock()
-	c.set = true // the sweep's cut, of the deadline before
-	c.Conn.SetReadDeadline(longAgo)
-	c.mu.Unlock()
-	go io.WriteString(peer, "hi")
-	b := make([]byte, 2)
-	if n, err := c.Read(b); err != nil || string(b[:n]) != "hi" {
-		t.Fatalf("read %q, %v", b[:n], err)
+	c.l.last.Store(time.Now().Add(-time.Hour).UnixNano()) // the last sweep
+	read := func() (string, error) {
+		b := make([]byte, 2)
+		n, err := c.Read(b)
+		return string(b[:n]), err
 	}
-	c.SetReadDeadline(time.Now().Add(time.Millisecond))
-	time.Sleep(2 * time.Millisecond)
+	c.SetReadDeadline(time.Now().Add(-time.Millisecond)) // passed, but after the last sweep
+	c.SetReadDeadline(time.Now().Add(time.Minute))       // replaced before the sweep
 	c.cutIfPast(time.Now())
-	if _, err := c.Read(b); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("a read past its deadline: %v", err)
+	go io.WriteString(peer, "hi")
+	if got, err := read(); err != nil || got != "hi" {
+		t.Fatalf("a read within its deadline: %q, %v", got, err)
+	}
+	c.SetReadDeadline(time.Now().Add(-time.Millisecond))
+	c.cutIfPast(time.Now())
+	if _, err := read(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read past its deadline, after the sweep: %v", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	go io.WriteString(peer, "on")
+	if got, err := read(); err != nil || got != "on" {
+		t.Fatalf("a read once the deadline is lifted: %q, %v", got, err)
 	}
 }
 
