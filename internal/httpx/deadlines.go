@@ -82,9 +82,16 @@ func (l *SweptListener) stopIfDoneLocked() {
 }
 
 // ConnState is for http.Server.ConnState: a hijacked connection has its
-// deadlines exactly as set from then on.
+// deadlines exactly as set from then on, served over TLS too (a
+// tls.Conn's NetConn is the swept connection).
 func (l *SweptListener) ConnState(c net.Conn, s http.ConnState) {
-	if sc, ok := c.(*sweptConn); ok && s == http.StateHijacked {
+	if s != http.StateHijacked {
+		return
+	}
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn()
+	}
+	if sc, ok := c.(*sweptConn); ok {
 		sc.exactly()
 	}
 }

@@ -2,10 +2,12 @@ package httpx
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -16,13 +18,23 @@ import (
 // returns the address.
 func sweptServer(t *testing.T, tick time.Duration, h http.Handler) string {
 	t.Helper()
+	return sweptServerTLS(t, tick, h, nil)
+}
+
+// sweptServerTLS is sweptServer, over TLS with cfg unless nil.
+func sweptServerTLS(t *testing.T, tick time.Duration, h http.Handler, cfg *tls.Config) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sl := SweepDeadlines(ln, tick)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 400 * time.Millisecond, ConnState: sl.ConnState}
-	go srv.Serve(sl)
+	if cfg != nil {
+		go srv.Serve(tls.NewListener(sl, cfg))
+	} else {
+		go srv.Serve(sl)
+	}
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
 }
@@ -126,28 +138,46 @@ func TestSweptReadEndsAtTheSweep(t *testing.T) {
 }
 
 // TestSweptHijackedConnExact: a connection a handler takes over has its
-// deadlines as it sets them, though no sweep would come for an hour.
+// deadlines as it sets them, though no sweep would come for an hour,
+// served over TLS too.
 func TestSweptHijackedConnExact(t *testing.T) {
-	got := make(chan error, 1)
-	addr := sweptServer(t, time.Hour, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			got <- err
-			return
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		_, err = c.Read(make([]byte, 1))
-		got <- err
-	}))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the hijacked read ended with %v, not its deadline", err)
+	certs := httptest.NewTLSServer(nil) // for its certificate
+	certs.Close()
+	for name, cfg := range map[string]*tls.Config{"plain": nil, "tls": certs.TLS} {
+		t.Run(name, func(t *testing.T) {
+			got := make(chan error, 1)
+			addr := sweptServerTLS(t, time.Hour, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					got <- err
+					return
+				}
+				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+				_, err = c.Read(make([]byte, 1))
+				got <- err
+			}), cfg)
+			var c net.Conn
+			var err error
+			if cfg != nil {
+				c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+			} else {
+				c, err = net.Dial("tcp", addr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			select {
+			case err := <-got:
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("the hijacked read ended with %v, not its deadline", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the hijacked read never ended: its deadline waits for the sweep")
+			}
+		})
 	}
 }
 
