@@ -360,8 +360,9 @@ func (n *Node) Close() error {
 				n.srv.Close() // the requests still running lose their connections
 			}
 			cancel()
-		} else if n.ln != nil {
-			n.ln.Close()
+		}
+		if n.ln != nil {
+			n.ln.Close() // closed already if it was served; not if Start failed before
 		}
 		if n.wall != nil {
 			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown
