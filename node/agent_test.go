@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,6 +160,12 @@ func TestAgentConfigRefusedByNode(t *testing.T) {
 		t.Fatal("started against a mainnet RPC with a devnet wallet")
 	}
 	n.Close()
+	// Everything Start opened is closed: the bridge's address is free.
+	ln, err := net.Listen("tcp", n.Addr())
+	if err != nil {
+		t.Fatalf("the failed node still holds its HTTP address: %v", err)
+	}
+	ln.Close()
 }
 
 // TestAgentCloseLeavesNoGoroutines: the agent's registration loop, poller

@@ -187,13 +187,19 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// re-arms at every request (httpx.SweptListener): a client that sends
 	// nothing, or half a header, is cut at most a sweep late.
 	ln := httpx.SweepDeadlines(n.ln, deadlineSweep)
+	header := orDefault(n.cfg.HeaderTimeout, DefaultHeaderTimeout)
 	n.srv = &http.Server{
 		Handler:           n.handler,
-		ReadHeaderTimeout: orDefault(n.cfg.HeaderTimeout, DefaultHeaderTimeout),
-		IdleTimeout:       orDefault(n.cfg.IdleTimeout, DefaultIdleTimeout),
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
-		ConnState:         ln.ConnState,
+		ReadHeaderTimeout: header,
+		// A body its route does not read (a GET's) is drained by the
+		// server after the answer, before the client gets it: bounded as
+		// httpx.ReadBody bounds one a route reads, else a client that
+		// trickles it holds its connection for ever.
+		ReadTimeout:    header + httpx.BodyTimeout,
+		IdleTimeout:    orDefault(n.cfg.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+		ConnState:      ln.ConnState,
 	}
 	// The agent starts before anything is served: its deposit poller
 	// takes its first checkpoint before a top-up can be made.
@@ -354,8 +360,9 @@ func (n *Node) Close() error {
 				n.srv.Close() // the requests still running lose their connections
 			}
 			cancel()
-		} else if n.ln != nil {
-			n.ln.Close()
+		}
+		if n.ln != nil {
+			n.ln.Close() // closed already if it was served; not if Start failed before
 		}
 		if n.wall != nil {
 			n.wall.Close() // hijacked sockets outlive the HTTP server's shutdown

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -40,6 +41,31 @@ func TestSlowClientsAreCut(t *testing.T) {
 				t.Fatal("the node never closed the connection")
 			}
 		})
+	}
+}
+
+// TestUnreadBodyIsBounded: a read sent with a body that never comes (a
+// route that reads none: net/http drains it before the answer goes) gets
+// its answer, and its connection is closed, once the header timeout and
+// the body's (30 s) have passed, as a body a route reads would be cut.
+func TestUnreadBodyIsBounded(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir())
+	cfg.HeaderTimeout = 200 * time.Millisecond
+	n := startNode(t, cfg)
+	c, err := net.Dial("tcp", n.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /v1/agents/nobody HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusNotFound || !resp.Close {
+		t.Fatalf("%d, connection closed after it: %v", resp.StatusCode, resp.Close)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,9 +82,16 @@ func (l *SweptListener) stopIfDoneLocked() {
 }
 
 // ConnState is for http.Server.ConnState: a hijacked connection has its
-// deadlines exactly as set from then on.
+// deadlines exactly as set from then on, served over TLS too (a
+// tls.Conn's NetConn is the swept connection).
 func (l *SweptListener) ConnState(c net.Conn, s http.ConnState) {
-	if sc, ok := c.(*sweptConn); ok && s == http.StateHijacked {
+	if s != http.StateHijacked {
+		return
+	}
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn()
+	}
+	if sc, ok := c.(*sweptConn); ok {
 		sc.exactly()
 	}
 }
@@ -125,7 +131,7 @@ type sweptConn struct {
 	l     *SweptListener
 	mu    sync.Mutex
 	want  time.Time // the read deadline set; zero: none
-	set   bool      // Conn has a read deadline (one in the past) that want may not have
+	set   bool      // Conn has a read deadline, in the past: want, or longAgo once the sweep saw want pass
 	exact bool      // deadlines go to Conn as they are set
 }
 
@@ -148,32 +154,6 @@ func (c *sweptConn) SetReadDeadline(t time.Time) error {
 
 func (c *sweptConn) SetDeadline(t time.Time) error {
 	return errors.Join(c.SetReadDeadline(t), c.Conn.SetWriteDeadline(t))
-}
-
-// Read reads from Conn; a read cut by a deadline that has not passed (the
-// sweep cut it as a later one was set) goes on.
-func (c *sweptConn) Read(p []byte) (int, error) {
-	for {
-		n, err := c.Conn.Read(p)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || !c.cutTooSoon() {
-			return n, err
-		}
-	}
-}
-
-// cutTooSoon reports whether a read that Conn's deadline ended was ended
-// before the deadline set, and then lifts Conn's deadline.
-func (c *sweptConn) cutTooSoon() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// The clock is read only for a deadline past since the last sweep:
-	// most reads ended so are net/http's, by a deadline long past.
-	if c.exact || !c.set || !c.want.IsZero() && (c.want.UnixNano() <= c.l.last.Load() || !c.want.After(time.Now())) {
-		return false
-	}
-	c.set = false
-	c.Conn.SetReadDeadline(time.Time{})
-	return true
 }
 
 // cutIfPast ends c's pending read if its deadline has passed at now.

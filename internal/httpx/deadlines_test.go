@@ -2,10 +2,12 @@ package httpx
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -16,13 +18,23 @@ import (
 // returns the address.
 func sweptServer(t *testing.T, tick time.Duration, h http.Handler) string {
 	t.Helper()
+	return sweptServerTLS(t, tick, h, nil)
+}
+
+// sweptServerTLS is sweptServer, over TLS with cfg unless nil.
+func sweptServerTLS(t *testing.T, tick time.Duration, h http.Handler, cfg *tls.Config) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sl := SweepDeadlines(ln, tick)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 400 * time.Millisecond, ConnState: sl.ConnState}
-	go srv.Serve(sl)
+	if cfg != nil {
+		go srv.Serve(tls.NewListener(sl, cfg))
+	} else {
+		go srv.Serve(sl)
+	}
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
 }
@@ -93,54 +105,79 @@ func TestSweptDeadlinesKeepAlive(t *testing.T) {
 	}
 }
 
-// TestSweptReadCutTooSoonGoesOn: a read the sweep ends just as a later
-// deadline is set (the sweep saw the earlier one pass) goes on, and gets
-// what the peer sends; a read past its deadline ends, at the sweep.
-func TestSweptReadCutTooSoonGoesOn(t *testing.T) {
+// TestSweptReadEndsAtTheSweep: a pending read ends at the first sweep
+// past its deadline, not before, and not when a later deadline replaced
+// it before the sweep; lifting the deadline lets reads go on.
+func TestSweptReadEndsAtTheSweep(t *testing.T) {
 	ours, peer := net.Pipe()
 	defer peer.Close()
 	c := &sweptConn{Conn: ours, l: SweepDeadlines(nil, time.Hour)}
-	c.SetReadDeadline(time.Now().Add(time.Minute))
-	c.mu.Lock()
-	c.set = true // the sweep's cut, of the deadline before
-	c.Conn.SetReadDeadline(longAgo)
-	c.mu.Unlock()
-	go io.WriteString(peer, "hi")
-	b := make([]byte, 2)
-	if n, err := c.Read(b); err != nil || string(b[:n]) != "hi" {
-		t.Fatalf("read %q, %v", b[:n], err)
+	c.l.last.Store(time.Now().Add(-time.Hour).UnixNano()) // the last sweep
+	read := func() (string, error) {
+		b := make([]byte, 2)
+		n, err := c.Read(b)
+		return string(b[:n]), err
 	}
-	c.SetReadDeadline(time.Now().Add(time.Millisecond))
-	time.Sleep(2 * time.Millisecond)
+	c.SetReadDeadline(time.Now().Add(-time.Millisecond)) // passed, but after the last sweep
+	c.SetReadDeadline(time.Now().Add(time.Minute))       // replaced before the sweep
 	c.cutIfPast(time.Now())
-	if _, err := c.Read(b); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("a read past its deadline: %v", err)
+	go io.WriteString(peer, "hi")
+	if got, err := read(); err != nil || got != "hi" {
+		t.Fatalf("a read within its deadline: %q, %v", got, err)
+	}
+	c.SetReadDeadline(time.Now().Add(-time.Millisecond))
+	c.cutIfPast(time.Now())
+	if _, err := read(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read past its deadline, after the sweep: %v", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	go io.WriteString(peer, "on")
+	if got, err := read(); err != nil || got != "on" {
+		t.Fatalf("a read once the deadline is lifted: %q, %v", got, err)
 	}
 }
 
 // TestSweptHijackedConnExact: a connection a handler takes over has its
-// deadlines as it sets them, though no sweep would come for an hour.
+// deadlines as it sets them, though no sweep would come for an hour,
+// served over TLS too.
 func TestSweptHijackedConnExact(t *testing.T) {
-	got := make(chan error, 1)
-	addr := sweptServer(t, time.Hour, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			got <- err
-			return
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		_, err = c.Read(make([]byte, 1))
-		got <- err
-	}))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the hijacked read ended with %v, not its deadline", err)
+	certs := httptest.NewTLSServer(nil) // for its certificate
+	certs.Close()
+	for name, cfg := range map[string]*tls.Config{"plain": nil, "tls": certs.TLS} {
+		t.Run(name, func(t *testing.T) {
+			got := make(chan error, 1)
+			addr := sweptServerTLS(t, time.Hour, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					got <- err
+					return
+				}
+				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+				_, err = c.Read(make([]byte, 1))
+				got <- err
+			}), cfg)
+			var c net.Conn
+			var err error
+			if cfg != nil {
+				c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+			} else {
+				c, err = net.Dial("tcp", addr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			select {
+			case err := <-got:
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("the hijacked read ended with %v, not its deadline", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the hijacked read never ended: its deadline waits for the sweep")
+			}
+		})
 	}
 }
 
