@@ -56,8 +56,12 @@ func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []by
 	if c.holds(ctx, key, value) {
 		return nil
 	}
+	b, err := c.Batching.Batch(ctx)
+	if err != nil {
+		return err
+	}
 	old := c.sharedOf(ctx, key)
-	stored, err := c.share(ctx, key, value)
+	stored, err := c.share(ctx, b, key, value)
 	if err != nil {
 		return err
 	}
@@ -65,20 +69,29 @@ func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []by
 		// A copy of its own size: the encoder's buffer is as large as value.
 		stored = bytes.Clone(valueEncoder.EncodeAll(value, nil))
 	}
-	if err := c.Batching.Put(ctx, key, stored); err != nil {
+	if err := b.Put(ctx, key, stored); err != nil {
 		return err
 	}
-	return c.release(ctx, key, old, stored)
+	if err := c.release(ctx, b, key, old, stored); err != nil {
+		return err
+	}
+	return b.Commit(ctx)
 }
 
 func (c compressedValues) Delete(ctx context.Context, key datastore.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.sharedOf(ctx, key)
-	if err := c.Batching.Delete(ctx, key); err != nil {
+	b, err := c.Batching.Batch(ctx)
+	if err != nil {
 		return err
 	}
-	return c.release(ctx, key, old, nil)
+	if err := b.Delete(ctx, key); err != nil {
+		return err
+	}
+	if err := c.release(ctx, b, key, c.sharedOf(ctx, key), nil); err != nil {
+		return err
+	}
+	return b.Commit(ctx)
 }
 
 // holds reports whether key holds the DHT record value (kad-dht's stored

@@ -74,6 +74,11 @@ func (w *writeCounter) Put(ctx context.Context, key datastore.Key, value []byte)
 	return w.Batching.Put(ctx, key, value)
 }
 
+// Batch counts the values its batches write.
+func (w *writeCounter) Batch(context.Context) (datastore.Batch, error) {
+	return datastore.NewBasicBatch(w), nil
+}
+
 // TestDHTServerWritesARecordOnce: a peer that puts the same record to a
 // DHT server again and again has it written once to the server's store
 // of values (kad-dht takes a record the validator does not rank below
