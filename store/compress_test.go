@@ -175,3 +175,32 @@ func errorsOf(errs ...error) error {
 	}
 	return nil
 }
+
+// TestCorruptCompressedValue: a compressed value whose bytes changed on
+// disk (zstd's frames carry a checksum) is an error naming its key, for
+// Get, GetJSON and Scan alike, never a panic nor other bytes.
+func TestCorruptCompressedValue(t *testing.T) {
+	db := openMem(t)
+	big := card(30 << 10)
+	z := entry([]byte("v/bad"), big).Value
+	z[len(z)/2] ^= 0xff
+	err := db.bdb.Update(func(tx *badger.Txn) error {
+		return tx.SetEntry(badger.NewEntry([]byte("v/bad"), z).WithMeta(metaZstd))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v json.RawMessage
+	for name, read := range map[string]func(*Txn) error{
+		"Get":     func(tx *Txn) error { _, err := tx.Get([]byte("v/bad")); return err },
+		"GetJSON": func(tx *Txn) error { return tx.GetJSON([]byte("v/bad"), &v) },
+		"Scan": func(tx *Txn) error {
+			return tx.Scan([]byte("v/"), nil, func(_, _ []byte) (bool, error) { return true, nil })
+		},
+	} {
+		err := db.View(read)
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(`"v/bad"`)) {
+			t.Fatalf("%s of a corrupt value: %v", name, err)
+		}
+	}
+}
