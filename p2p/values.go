@@ -45,9 +45,14 @@ func newValues(store datastore.Batching) compressedValues {
 // 24 h, maxRecordAge, start again) once the one held is this old.
 const renewAfter = maxRecordAge / 2
 
+// maxValue is kad-dht's largest message, which no value put is larger
+// than: a stored value whose frame names more (its header changed on
+// disk) is refused rather than decompressed into as many bytes.
+const maxValue = 4 << 20
+
 var (
 	valueEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-	valueDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+	valueDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxValue))
 )
 
 func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []byte) error {
