@@ -1,7 +1,6 @@
 package registryapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
 )
 
 func rep(success bool, latency int64, quality int, paid, disputed bool) Report {
@@ -130,16 +130,7 @@ func TestReputationAfterASnapshotReadMeanwhile(t *testing.T) {
 	for i := range 2000 { // an index that takes a while to build
 		src.do("POST", "/v1/agents/register", fmt.Sprintf(`{"agent_id":"other-%d","capabilities":["x","y"]}`, i))
 	}
-	snap, err := src.log.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = snap.WriteTo(&buf)
-	snap.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	buf := storetest.Snapshot(t, src.log)
 
 	dst := newHarness(t)
 	dst.registerPlain("target") // the same registration (the log's first entry), without its report yet
@@ -153,7 +144,7 @@ func TestReputationAfterASnapshotReadMeanwhile(t *testing.T) {
 			getBody(dst, "/v1/agents/target") // whatever it answers while the state is replaced
 		}
 	})
-	_, err = dst.log.Restore(&buf)
+	_, err := dst.log.Restore(buf)
 	stop.Store(true)
 	wg.Wait()
 	if err != nil {

@@ -1,7 +1,6 @@
 package wall
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/url"
@@ -285,17 +284,8 @@ func TestSnapshotClosesRoomsOfChangedClusters(t *testing.T) {
 	if _, _, err := u.patch(&signer{cl: cl, admin: created["admin_token"].(string)}, clusterPatch{vis: Private}, 0); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := dir.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = snap.WriteTo(&buf)
-	snap.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.log.Restore(&buf); err != nil {
+	buf := storetest.Snapshot(t, dir)
+	if _, err := h.log.Restore(buf); err != nil {
 		t.Fatal(err)
 	}
 	if f := member.next(KindClosed); f["reason"] != causePrivate.reason {

@@ -3,6 +3,7 @@
 package storetest
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
@@ -28,4 +29,20 @@ func Log(t testing.TB) *cmdlog.Log {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// Snapshot is an image of l's directory as a snapshot writes it, for a
+// Restore.
+func Snapshot(t testing.TB, l *cmdlog.Log) *bytes.Buffer {
+	t.Helper()
+	snap, err := l.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
 }
