@@ -88,8 +88,38 @@ func (v diskValues) Sync(context.Context, datastore.Key) error { return nil }
 // Close leaves the store open: the node closes it after its host.
 func (v diskValues) Close() error { return nil }
 
+// Batch writes its puts and deletes in one transaction when committed:
+// the writes of one DHT value (its record, and the value and marks it
+// shares with other keys: p2p) land together or not at all.
 func (v diskValues) Batch(context.Context) (datastore.Batch, error) {
-	return datastore.NewBasicBatch(v), nil
+	return &valuesBatch{db: v.db}, nil
+}
+
+// valuesBatch is a batch of diskValues.
+type valuesBatch struct {
+	db  *store.DB
+	ops []func(*store.Txn) error
+}
+
+func (b *valuesBatch) Put(_ context.Context, key datastore.Key, value []byte) error {
+	b.ops = append(b.ops, func(tx *store.Txn) error { return tx.Set(key.Bytes(), value) })
+	return nil
+}
+
+func (b *valuesBatch) Delete(_ context.Context, key datastore.Key) error {
+	b.ops = append(b.ops, func(tx *store.Txn) error { return tx.Delete(key.Bytes()) })
+	return nil
+}
+
+func (b *valuesBatch) Commit(context.Context) error {
+	return b.db.Update(func(tx *store.Txn) error {
+		for _, op := range b.ops {
+			if err := op(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // queryPage is how many values a query reads from the store at a time.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
 	dstest "github.com/ipfs/go-datastore/test"
 
@@ -66,5 +67,30 @@ func TestDHTValuesOnDisk(t *testing.T) {
 	err = broken.Start(t.Context())
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "dht")+" may be deleted") {
 		t.Fatalf("a node whose DATA/dht is corrupt: %v", err)
+	}
+}
+
+// TestDiskValuesBatchIsAtomic: a batch of DHT values lands whole or not at
+// all: a batch whose last write Badger refuses (a key over its 65,000
+// bytes) leaves the writes before it unwritten too.
+func TestDiskValuesBatchIsAtomic(t *testing.T) {
+	t.Parallel()
+	db, err := openDHTValues(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	v := diskValues{db}
+	b, err := v.Batch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Put(t.Context(), datastore.NewKey("/first"), []byte("value"))
+	b.Put(t.Context(), datastore.NewKey("/"+strings.Repeat("k", 70_000)), []byte("value"))
+	if err := b.Commit(t.Context()); err == nil {
+		t.Fatal("a batch with a key Badger refuses was committed")
+	}
+	if has, err := v.Has(t.Context(), datastore.NewKey("/first")); has || err != nil {
+		t.Fatalf("the write before the refused one: held %v, %v", has, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 
 	"github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
@@ -18,8 +17,10 @@ import (
 // it: at sharedKey(h) the value compressed (h is its SHA-256), at
 // sharedKey(h)/<key> a mark for each key that holds it, and at the key
 // sharedMark, h and the record without its value. The value goes with
-// the last key that holds it. A value stored before (compressed whole)
-// reads as it was.
+// the last key that holds it. The writes of one Put or Delete go in one
+// batch (the node's store of values commits a batch in one transaction),
+// so that a crash leaves no value without a mark nor a mark without its
+// record. A value stored before (compressed whole) reads as it was.
 const sharedFrom = 1 << 10
 
 // sharedNS is where shared values are kept; queries of the DHT's values
@@ -59,10 +60,10 @@ func (c compressedValues) sharedOf(ctx context.Context, key datastore.Key) []byt
 	return h
 }
 
-// share stores the value of the DHT record put at key as a shared value,
-// marked as held by key, and returns what to store at key; nil when the
-// value is no record or too small to share.
-func (c compressedValues) share(ctx context.Context, key datastore.Key, value []byte) ([]byte, error) {
+// share stores (in b) the value of the DHT record put at key as a shared
+// value, marked as held by key, and returns what to store at key; nil
+// when the value is no record or too small to share.
+func (c compressedValues) share(ctx context.Context, b datastore.Batch, key datastore.Key, value []byte) ([]byte, error) {
 	var rec recpb.Record
 	if len(value) < sharedFrom || proto.Unmarshal(value, &rec) != nil || len(rec.Value) < sharedFrom {
 		return nil, nil
@@ -71,10 +72,10 @@ func (c compressedValues) share(ctx context.Context, key datastore.Key, value []
 	h := sum[:]
 	has, err := c.Batching.Has(ctx, sharedKey(h))
 	if err == nil && !has {
-		err = c.Batching.Put(ctx, sharedKey(h), valueEncoder.EncodeAll(rec.Value, nil))
+		err = b.Put(ctx, sharedKey(h), valueEncoder.EncodeAll(rec.Value, nil))
 	}
 	if err == nil {
-		err = c.Batching.Put(ctx, markKey(h, key), nil)
+		err = b.Put(ctx, markKey(h, key), nil)
 	}
 	if err != nil {
 		return nil, err
@@ -100,29 +101,32 @@ func (c compressedValues) unshare(ctx context.Context, h, stub []byte) ([]byte, 
 	return proto.Marshal(&rec)
 }
 
-// release drops key's mark on shared value h (nil for none), unless key
-// still holds it (stored is what key holds now), and the value once no
-// key holds it.
-func (c compressedValues) release(ctx context.Context, key datastore.Key, h, stored []byte) error {
+// release drops (in b) key's mark on shared value h (nil for none),
+// unless key still holds it (stored is what key holds now), and the value
+// once no other key holds it.
+func (c compressedValues) release(ctx context.Context, b datastore.Batch, key datastore.Key, h, stored []byte) error {
 	if h == nil {
 		return nil
 	}
 	if now, _, ok := sharedRef(stored); ok && bytes.Equal(now, h) {
 		return nil
 	}
-	if err := c.Batching.Delete(ctx, markKey(h, key)); err != nil {
+	mark := markKey(h, key)
+	if err := b.Delete(ctx, mark); err != nil {
 		return err
 	}
-	res, err := c.Batching.Query(ctx, dsq.Query{Prefix: sharedKey(h).String(), KeysOnly: true, Limit: 1})
+	res, err := c.Batching.Query(ctx, dsq.Query{Prefix: sharedKey(h).String(), KeysOnly: true, Limit: 2})
 	if err != nil {
 		return err
 	}
 	marks, err := res.Rest()
-	if err != nil || len(marks) > 0 {
+	if err != nil {
 		return err
 	}
-	if err := c.Batching.Delete(ctx, sharedKey(h)); err != nil && !errors.Is(err, datastore.ErrNotFound) {
-		return err
+	for _, m := range marks {
+		if m.Key != mark.String() {
+			return nil // another key holds it
+		}
 	}
-	return nil
+	return b.Delete(ctx, sharedKey(h))
 }

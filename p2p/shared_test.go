@@ -3,6 +3,7 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -122,4 +123,127 @@ func unmarshalRecord(t *testing.T, b []byte) *recpb.Record {
 		t.Fatal(err)
 	}
 	return &r
+}
+
+// faultyValues fails its write number failAt (a put, a delete or a
+// batch's commit), as a crash would end a node's writes there; its
+// batches land whole or not at all, as the node's store of values does.
+type faultyValues struct {
+	datastore.Batching
+	n, failAt int
+}
+
+func (f *faultyValues) fail() error {
+	if f.n++; f.n == f.failAt {
+		return errors.New("crashed")
+	}
+	return nil
+}
+
+func (f *faultyValues) Put(ctx context.Context, key datastore.Key, value []byte) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.Batching.Put(ctx, key, value)
+}
+
+func (f *faultyValues) Delete(ctx context.Context, key datastore.Key) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.Batching.Delete(ctx, key)
+}
+
+func (f *faultyValues) Batch(ctx context.Context) (datastore.Batch, error) {
+	return &faultyBatch{f: f, b: datastore.NewBasicBatch(f.Batching)}, nil
+}
+
+type faultyBatch struct {
+	f *faultyValues
+	b datastore.Batch
+}
+
+func (b *faultyBatch) Put(ctx context.Context, key datastore.Key, value []byte) error {
+	return b.b.Put(ctx, key, value)
+}
+
+func (b *faultyBatch) Delete(ctx context.Context, key datastore.Key) error {
+	return b.b.Delete(ctx, key)
+}
+
+func (b *faultyBatch) Commit(ctx context.Context) error {
+	if err := b.f.fail(); err != nil {
+		return err
+	}
+	return b.b.Commit(ctx)
+}
+
+// TestSharedValuesSurviveACrash: whichever write of a DHT server's puts
+// and deletes of shared values fails (a crash there), the store holds no
+// shared value without a mark, no mark whose key does not hold that value
+// and no record whose value is gone.
+func TestSharedValuesSurviveACrash(t *testing.T) {
+	ctx := context.Background()
+	card := bytes.Repeat([]byte(`{"name":"echo","description":"says it again and again"},`), 400)
+	did, id := datastore.NewKey("/did-key"), datastore.NewKey("/id-key")
+	steps := []func(c compressedValues) error{
+		func(c compressedValues) error { return c.Put(ctx, did, dhtRecord(t, "/mesh-agent/did", card)) },
+		func(c compressedValues) error { return c.Put(ctx, id, dhtRecord(t, "/mesh-aid/id", card)) },
+		func(c compressedValues) error {
+			return c.Put(ctx, did, dhtRecord(t, "/mesh-agent/did", append(bytes.Clone(card), ' ')))
+		},
+		func(c compressedValues) error { return c.Delete(ctx, id) },
+		func(c compressedValues) error { return c.Delete(ctx, did) },
+	}
+	for failAt := 1; failAt <= 12; failAt++ {
+		inner := dssync.MutexWrap(datastore.NewMapDatastore())
+		c := newValues(&faultyValues{Batching: inner, failAt: failAt})
+		for _, step := range steps {
+			step(c)
+		}
+		if bad := strayShares(t, inner); bad != "" {
+			t.Fatalf("a crash at write %d: %s", failAt, bad)
+		}
+	}
+}
+
+// strayShares names what store holds of shared values that no record
+// holds, or a record whose shared value is gone; "" when none.
+func strayShares(t *testing.T, store datastore.Datastore) string {
+	t.Helper()
+	held := keysIn(t, store)
+	refs := map[string]bool{} // "<hash>/<key>"
+	for k := range held {
+		if strings.HasPrefix(k, sharedNS+"/") {
+			continue
+		}
+		v, _ := store.Get(context.Background(), datastore.NewKey(k))
+		if h, _, ok := sharedRef(v); ok {
+			if _, ok := held[sharedKey(h).String()]; !ok {
+				return k + " holds a shared value that is gone"
+			}
+			refs[sharedKey(h).String()+k] = true
+		}
+	}
+	for k := range held {
+		rest, ok := strings.CutPrefix(k, sharedNS+"/")
+		if !ok {
+			continue
+		}
+		if hash, key, isMark := strings.Cut(rest, "/"); isMark && !refs[k] {
+			return "a mark of " + hash[:8] + " for /" + key + ", which does not hold it"
+		} else if !isMark && !hasMark(held, k) {
+			return "a shared value " + hash[:8] + " with no mark"
+		}
+	}
+	return ""
+}
+
+func hasMark(held map[string]int, value string) bool {
+	for k := range held {
+		if strings.HasPrefix(k, value+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -45,9 +45,14 @@ func newValues(store datastore.Batching) compressedValues {
 // 24 h, maxRecordAge, start again) once the one held is this old.
 const renewAfter = maxRecordAge / 2
 
+// maxValue is kad-dht's largest message, which no value put is larger
+// than: a stored value whose frame names more (its header changed on
+// disk) is refused rather than decompressed into as many bytes.
+const maxValue = 4 << 20
+
 var (
 	valueEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-	valueDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true))
+	valueDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxValue))
 )
 
 func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []byte) error {
@@ -56,8 +61,12 @@ func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []by
 	if c.holds(ctx, key, value) {
 		return nil
 	}
+	b, err := c.Batching.Batch(ctx)
+	if err != nil {
+		return err
+	}
 	old := c.sharedOf(ctx, key)
-	stored, err := c.share(ctx, key, value)
+	stored, err := c.share(ctx, b, key, value)
 	if err != nil {
 		return err
 	}
@@ -65,20 +74,29 @@ func (c compressedValues) Put(ctx context.Context, key datastore.Key, value []by
 		// A copy of its own size: the encoder's buffer is as large as value.
 		stored = bytes.Clone(valueEncoder.EncodeAll(value, nil))
 	}
-	if err := c.Batching.Put(ctx, key, stored); err != nil {
+	if err := b.Put(ctx, key, stored); err != nil {
 		return err
 	}
-	return c.release(ctx, key, old, stored)
+	if err := c.release(ctx, b, key, old, stored); err != nil {
+		return err
+	}
+	return b.Commit(ctx)
 }
 
 func (c compressedValues) Delete(ctx context.Context, key datastore.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.sharedOf(ctx, key)
-	if err := c.Batching.Delete(ctx, key); err != nil {
+	b, err := c.Batching.Batch(ctx)
+	if err != nil {
 		return err
 	}
-	return c.release(ctx, key, old, nil)
+	if err := b.Delete(ctx, key); err != nil {
+		return err
+	}
+	if err := c.release(ctx, b, key, c.sharedOf(ctx, key), nil); err != nil {
+		return err
+	}
+	return b.Commit(ctx)
 }
 
 // holds reports whether key holds the DHT record value (kad-dht's stored

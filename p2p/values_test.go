@@ -3,6 +3,7 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	dsq "github.com/ipfs/go-datastore/query"
 	dssync "github.com/ipfs/go-datastore/sync"
 	dstest "github.com/ipfs/go-datastore/test"
+	"github.com/klauspost/compress/zstd"
 	record "github.com/libp2p/go-libp2p-record"
 	recpb "github.com/libp2p/go-libp2p-record/pb"
 	"google.golang.org/protobuf/proto"
@@ -54,6 +56,11 @@ func TestCompressedValues(t *testing.T) {
 	if got, err := c.Get(ctx, datastore.NewKey("/batch/x")); err != nil || !bytes.Equal(got, value) {
 		t.Fatalf("a batch's value: %d bytes, %v", len(got), err)
 	}
+	// A frame naming 1 GiB (a header changed on disk): refused for it.
+	inner.Put(ctx, key, []byte{0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00, 0, 0, 0, 0x40, 0, 0, 0, 0, 0x09, 0x00, 0x00, 'x'})
+	if _, err := c.Get(ctx, key); !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		t.Fatalf("a frame naming 1 GiB: %v", err)
+	}
 }
 
 // TestCompressedValuesDatastore: compressed values answer as go-datastore
@@ -72,6 +79,11 @@ type writeCounter struct {
 func (w *writeCounter) Put(ctx context.Context, key datastore.Key, value []byte) error {
 	w.puts.Add(1)
 	return w.Batching.Put(ctx, key, value)
+}
+
+// Batch counts the values its batches write.
+func (w *writeCounter) Batch(context.Context) (datastore.Batch, error) {
+	return datastore.NewBasicBatch(w), nil
 }
 
 // TestDHTServerWritesARecordOnce: a peer that puts the same record to a

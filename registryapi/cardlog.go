@@ -53,8 +53,11 @@ func (op *RegisterOp) fullCard() json.RawMessage {
 }
 
 // signedFullCard is the full card that the register request s carries,
-// compacted as the directory keeps it; nil for none (or one that no
-// longer parses). Apply runs it: it is deterministic.
+// compacted as the directory keeps it; nil for none. Apply runs it, on
+// entries logged by any release: it only compacts the card, which the
+// handler admitted (signCard), and checks nothing of it, so that a
+// card's rules (its size, its skills) may change without changing what
+// an entry logged before them applies to.
 func signedFullCard(s *Signed) json.RawMessage {
 	var body struct {
 		FullCard json.RawMessage `json:"full_card"`
@@ -62,11 +65,11 @@ func signedFullCard(s *Signed) json.RawMessage {
 	if json.Unmarshal([]byte(s.Body), &body) != nil || len(body.FullCard) == 0 || string(bytes.TrimSpace(body.FullCard)) == "null" {
 		return nil
 	}
-	card, _, err := parseFullCard(body.FullCard)
-	if err != nil {
+	var card bytes.Buffer
+	if json.Compact(&card, body.FullCard) != nil {
 		return nil
 	}
-	return card
+	return card.Bytes()
 }
 
 func applyCard(tx *store.Txn, cmd *Command, op *CardOp) (Result, error) {

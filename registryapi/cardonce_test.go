@@ -82,3 +82,36 @@ func TestSignedCardLoggedOnce(t *testing.T) {
 		t.Fatalf("the row of the release before's entry: %+v, %v", row, err)
 	}
 }
+
+// TestSignedCardAppliesWhateverItsRules: an entry with card_signed applies
+// the card its signed request carries, compacted, whatever the rules of a
+// card are when it is applied: a replica, or a node replaying its log
+// after an upgrade, keeps the card the directory admitted, though today's
+// rules (here a skill without an id) would refuse it.
+func TestSignedCardAppliesWhateverItsRules(t *testing.T) {
+	h := newHarness(t)
+	key := identity.GenerateKey()
+	body := fmt.Sprintf(`{"agent_id":"rules","capabilities":[],"pubkey":%q,"full_card":%s}`,
+		identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
+	h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	e, _ := entryOf(t, h, h.seq())
+	const admittedOnce = `{ "name": "Older Rules", "skills": [ { "name": "no id" } ] }`
+	var cmd map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(e.Op, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	var signed Signed
+	json.Unmarshal(cmd["register"]["signed"], &signed)
+	signed.Body = strings.Replace(signed.Body, spacedCard, admittedOnce, 1)
+	cmd["register"]["signed"], _ = json.Marshal(signed)
+	e.Op, _ = json.Marshal(cmd)
+	replica := newHarnessOn(t, storetest.DB(t))
+	if _, err := replica.log.Commit(&e); err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	json.Compact(&compact, []byte(admittedOnce))
+	if row, err := replica.dir.Lookup("rules"); err != nil || !bytes.Equal(row.FullCard, compact.Bytes()) {
+		t.Fatalf("the row's card: %s, %v", row.FullCard, err)
+	}
+}

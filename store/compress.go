@@ -18,6 +18,14 @@ import (
 // read as they are.
 const compressFrom = 4 << 10
 
+// compressTo bounds the values stored compressed (the mesh's largest, a
+// Raft entry or a log entry of a catalog import, are some 2 MiB); larger
+// ones are stored as they are. A compressed value's frame names its size,
+// which decompressing allocates at once: one that names more than this
+// (its header changed on disk) is refused, rather than tried in as many
+// bytes as it names (up to zstd's 64 GiB).
+const compressTo = 16 << 20
+
 // metaZstd is the UserMeta bit of a value stored compressed.
 const metaZstd byte = 1
 
@@ -28,14 +36,14 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 var (
 	// The fastest level: the log's commits compress under its lock.
 	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
-	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(4), zstd.WithDecoderLowmem(true))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(4), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(compressTo))
 )
 
 // entry is the Badger entry that stores val at key, compressed when that
 // pays.
 func entry(key, val []byte) *badger.Entry {
 	e := badger.NewEntry(key, val)
-	if len(val) >= compressFrom && !bytes.HasPrefix(val, zstdMagic) {
+	if len(val) >= compressFrom && len(val) <= compressTo && !bytes.HasPrefix(val, zstdMagic) {
 		if z := encoder.EncodeAll(val, make([]byte, 0, len(val)/2)); len(z) <= len(val)-len(val)/8 {
 			e.Value, e.UserMeta = z, metaZstd
 		}

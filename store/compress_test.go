@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/zstd"
 )
 
 // card is a value as the registry writes one: JSON of words, many times
@@ -174,4 +177,68 @@ func errorsOf(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// TestCorruptCompressedValue: a compressed value whose bytes changed on
+// disk (zstd's frames carry a checksum) is an error naming its key, for
+// Get, GetJSON and Scan alike, never a panic nor other bytes.
+func TestCorruptCompressedValue(t *testing.T) {
+	db := openMem(t)
+	big := card(30 << 10)
+	z := entry([]byte("v/bad"), big).Value
+	z[len(z)/2] ^= 0xff
+	err := db.bdb.Update(func(tx *badger.Txn) error {
+		return tx.SetEntry(badger.NewEntry([]byte("v/bad"), z).WithMeta(metaZstd))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v json.RawMessage
+	for name, read := range map[string]func(*Txn) error{
+		"Get":     func(tx *Txn) error { _, err := tx.Get([]byte("v/bad")); return err },
+		"GetJSON": func(tx *Txn) error { return tx.GetJSON([]byte("v/bad"), &v) },
+		"Scan": func(tx *Txn) error {
+			return tx.Scan([]byte("v/"), nil, func(_, _ []byte) (bool, error) { return true, nil })
+		},
+	} {
+		err := db.View(read)
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(`"v/bad"`)) {
+			t.Fatalf("%s of a corrupt value: %v", name, err)
+		}
+	}
+}
+
+// TestCompressedValueOfAnUntrueSize: a compressed value whose frame names
+// a size no stored value has (its header changed on disk) is refused for
+// it, naming its key, rather than decompressed into as many bytes as it
+// names; a value larger than compressTo is stored as it is, so every
+// value stored compressed reads back.
+func TestCompressedValueOfAnUntrueSize(t *testing.T) {
+	db := openMem(t)
+	// A frame: magic, a header naming an 8-byte content size and a 1 KiB
+	// window, the size (1 GiB), and a last raw block of one byte.
+	frame := append(bytes.Clone(zstdMagic), 0xc0, 0x00, 0, 0, 0, 0x40, 0, 0, 0, 0, 0x09, 0x00, 0x00, 'x')
+	err := db.bdb.Update(func(tx *badger.Txn) error {
+		return tx.SetEntry(badger.NewEntry([]byte("v/huge"), frame).WithMeta(metaZstd))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(t, db, "v/huge"); !errors.Is(err, zstd.ErrDecoderSizeExceeded) || !strings.Contains(err.Error(), `"v/huge"`) {
+		t.Fatalf("a frame naming 1 GiB: %v", err)
+	}
+
+	disk, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	large := card(compressTo + 1)
+	set(t, disk, map[string]string{"v/large": string(large)})
+	if size, z := stored(t, disk, "v/large"); z || size < int64(len(large)) {
+		t.Fatalf("a value over compressTo: %d bytes, compressed %v", size, z)
+	}
+	if got, err := get(t, disk, "v/large"); err != nil || !bytes.Equal(got, large) {
+		t.Fatalf("a value over compressTo: %d bytes, %v", len(got), err)
+	}
 }
