@@ -3,12 +3,15 @@ package registryapi
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/storetest"
+	"github.com/agentmesh/mesh/store"
 )
 
 // TestRegistrationsExpireOnlyByTheirOwnDeadline: a registration expires
@@ -63,5 +66,33 @@ func TestRegistrationsExpireOnlyByTheirOwnDeadline(t *testing.T) {
 	_, err := p.Propose(context.Background(), Kind, h.clock.Now().UnixNano(), Command{Expire: &ExpireOp{Agents: []AgentReg{{AgentID: "veteran", Reg: a.Reg}, {AgentID: "busy", Reg: 1}}}})
 	if err == nil {
 		t.Fatal("an expiry of registrations in use was applied")
+	}
+}
+
+// TestAFullExpirySweepFitsADiskStore: an expiry of the most
+// registrations one command drops (sweepBatch), each bound to a key
+// (their DHT records tombstoned) and of the longest id, commits in one transaction of a store on
+// disk with the default memtable, which Badger refuses past 15% of it.
+func TestAFullExpirySweepFitsADiskStore(t *testing.T) {
+	db, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	const window = time.Hour
+	h := newHarnessOn(t, db, func(c *Config) { c.ActivationWindow = window })
+	for i := range sweepBatch {
+		key := identity.GenerateKey()
+		id := fmt.Sprintf("idle-%03d-", i)
+		id += strings.Repeat("x", maxIDLen-len(id)) // keys as long as they come
+		body := jsonBody(map[string]any{"agent_id": id, "capabilities": []string{"echo"},
+			"endpoint": fmt.Sprintf("https://idle-%03d.example/%s", i, strings.Repeat("p", 200)), "pubkey": identity.EncodePublicKey(key.Public().(ed25519.PublicKey))})
+		h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	}
+	h.clock.Advance(window)
+	seq := h.seq()
+	n, err := h.dir.SweepExpired(context.Background(), cmdlog.NewLocal(h.log), h.clock.Now())
+	if err != nil || n != sweepBatch || h.seq() != seq+1 {
+		t.Fatalf("%d of %d expired in %d entries (%v), want all in one", n, sweepBatch, h.seq()-seq, err)
 	}
 }

@@ -2,6 +2,7 @@ package registryapi
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,8 +84,8 @@ func TestSearchIndexBoundsTermsPerRow(t *testing.T) {
 	x := newSearchIndex()
 	x.put(docOf(&Agent{ID: "big", Reg: 1, Capabilities: []string{}, Listing: &Listing{Description: strings.Join(words, " ")}}, Weighted{}))
 	d := x.docs["big"]
-	if len(d.terms) != maxDocTerms || d.len != len(words)+1 {
-		t.Fatalf("%d terms, length %d", len(d.terms), d.len)
+	if n := len(slices.Collect(d.terms.all)); n != maxDocTerms || d.len != len(words)+1 {
+		t.Fatalf("%d terms, length %d", n, d.len)
 	}
 	for _, w := range []string{"big", "w0", words[maxDocTerms-3]} {
 		if hits, _ := x.search(searchQuery{terms: []string{w}}, 0, 10); len(hits) != 1 {

@@ -26,12 +26,23 @@ type Options struct {
 	// Logger receives Badger's warnings and errors. Nil discards them.
 	Logger *slog.Logger
 	// MemTableSize is the size of a memtable (Badger allocates it at
-	// once); 0 is 8 MiB (16 MiB with InMemory).
+	// once); 0 is DefaultMemTable (16 MiB with InMemory).
 	MemTableSize int64
 }
 
 // valueThreshold is the size from which a value goes to the value log.
 const valueThreshold = 4 << 10
+
+// DefaultMemTable is the memtable of a store on disk. Badger allocates it
+// at once, in the heap, with room for a transaction besides (30% more),
+// and the collector lets the heap grow to twice what is live: each MiB
+// of it costs a node some two of resident memory, however little it
+// stores. Values of valueThreshold and more go to the value log, so it
+// holds keys, value pointers and small values; a transaction may take
+// 15% of it (Badger's ErrTxnTooBig past that): 600 KiB, which the
+// largest of the log's entries fits twice (an expiry of sweepBatch
+// registrations, some 300 KiB: TestAFullExpirySweepFitsADiskStore).
+const DefaultMemTable = 4 << 20
 
 // DB is an open store. It is safe for concurrent use.
 type DB struct {
@@ -47,7 +58,7 @@ func Open(opts Options) (*DB, error) {
 		// The registry holds small records (larger values go to the value
 		// log, below): modest tables keep a node's footprint low enough to
 		// run many nodes on one machine.
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(DefaultMemTable).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithNumVersionsToKeep(1)
