@@ -445,7 +445,10 @@ func TestAPingRightAfterAHeldReadKeepsTheSocket(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Clock = clock.NewManual(time.Now()) })
 	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
-	h.dial(id, vals("agent", "mute")) // never reads, so never answers
+	mute := h.dial(id, vals("agent", "mute")) // reads its welcome, then nothing: it never answers
+	if _, _, err := mute.conn.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	sk := socketOf(h, "mute")
 	sk.ping()
 	lim := rate.NewLimiter(rate.Every(50*time.Millisecond), 1)
