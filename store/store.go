@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -81,11 +83,31 @@ func Open(opts Options) (*DB, error) {
 	if opts.MemTableSize > 0 {
 		bo = bo.WithMemTableSize(opts.MemTableSize)
 	}
+	if !opts.InMemory {
+		bo = bo.WithMemTableSize(max(bo.MemTableSize, walMemTable(opts.Dir)))
+	}
 	bdb, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
 	return &DB{bdb: bdb}, nil
+}
+
+// walMemTable is the memtable the write-ahead logs in dir were written
+// for (Badger makes each twice its memtable), 0 for none. Badger replays
+// a log left by a crash into a memtable of the size it opens with, and
+// exits the process when it does not fit: a store whose logs a larger
+// memtable wrote (a release before, 8 MiB) opens with memtables of their
+// size, until it is opened again (a closed store leaves no log).
+func walMemTable(dir string) int64 {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
+	var most int64
+	for _, f := range logs {
+		if fi, err := os.Stat(f); err == nil {
+			most = max(most, fi.Size()/2)
+		}
+	}
+	return most
 }
 
 // Close flushes and closes the store. It is safe to call more than once.

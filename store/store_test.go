@@ -598,3 +598,59 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
 }
+
+// TestAStoreLeftByACrashWithLargerMemtables: a store that a crash left
+// with a write-ahead log fuller than this release's memtable (written by
+// the release before, whose memtables were 8 MiB) opens, and holds what
+// was committed: Badger replays the log into a memtable, and exits the
+// process when it does not fit.
+func TestAStoreLeftByACrashWithLargerMemtables(t *testing.T) {
+	dir := t.TempDir()
+	old, err := Open(Options{Dir: dir, MemTableSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	val := bytes.Repeat([]byte("v"), 1000) // in the memtable, not the value log
+	const n = 6000                         // some 6.5 MiB of it: more than 4 MiB's, less than 8's
+	for i := 0; i < n; i += 500 {
+		err := old.Update(func(tx *Txn) error {
+			for j := i; j < i+500; j++ {
+				if err := tx.Set(fmt.Appendf(nil, "k%05d", j), val); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := t.TempDir() // the files as they are while it runs
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if filepath.Ext(f.Name()) == ".vlog" {
+			continue // empty: the values are small (and the file 2 GiB, sparse)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, f.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := Open(Options{Dir: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, k := range []string{"k00000", fmt.Sprintf("k%05d", n-1)} {
+		if got, err := get(t, db, k); err != nil || !bytes.Equal(got, val) {
+			t.Fatalf("%s after the crash: %d bytes, %v", k, len(got), err)
+		}
+	}
+}
