@@ -49,10 +49,13 @@ func BenchmarkReadPath(b *testing.B) {
 // them), and times the read alone. cold-ns/op is the median read: what
 // the node pays beyond net/http here is the lines of memory its read path
 // touches, which BenchmarkReadPath's warm caches do not show. Run it with
-// -cpu 1.
+// -cpu 1, and compare node and net-http within a run: on the development
+// machine a run's reads all come out some five times slower in one run of
+// three or so (as the buffer's pages happen to be mapped, it seems), both
+// alike.
 func BenchmarkReadPathCold(b *testing.B) {
 	stored, targets := readPathTargets(b)
-	evict := make([]byte, 6<<20) // 1.5 times a core's L2 on the development machine; more drains its TLB too
+	evict := make([]byte, 6<<20) // 1.5 times a core's L2 on the development machine
 	var sum byte
 	for _, c := range targets {
 		b.Run(c.name, func(b *testing.B) {
