@@ -288,7 +288,7 @@ func forgetWrites(tx *store.Txn, until int64, limit int) (kept int64, err error)
 func (l *Log) committed(r run) {
 	for _, a := range r.done {
 		if !a.Repeat {
-			l.machines[a.Entry.Kind].Committed(&a.Entry)
+			l.machines[a.Entry.Kind].Committed(&a.Entry, a.Res)
 		}
 	}
 	if r.index != 0 {
