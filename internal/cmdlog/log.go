@@ -64,6 +64,9 @@ type Log struct {
 	// until a batch scanned them): AppendBatch skips looking for writes to
 	// forget while none can be past the window.
 	writesFrom int64
+	// writes are the writes the state remembers (guarded by mu; nil until
+	// a batch read them, after a start or a snapshot installed).
+	writes *writeFilter
 
 	// advanced is closed, and replaced, each time seq moves: Wait's signal.
 	waitMu   sync.Mutex

@@ -532,6 +532,28 @@ func TestAppendBatchForgetsWritesAcrossBatches(t *testing.T) {
 	}
 }
 
+// TestAppendBatchFindsAWriteAfterARestart: the writes a log remembers
+// are known to it again once opened anew, before any write is appended:
+// a second attempt of one sent before the restart applies nothing, a new
+// write applies.
+func TestAppendBatchFindsAWriteAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, store.Options{Dir: dir})
+	sec := int64(time.Second)
+	if _, err := l.AppendBatch([]Pending{kvPending(sec, 1, "x", "first", "w1"), kvPending(2*sec, 2, "y", "1", "w2")}); err != nil {
+		t.Fatal(err)
+	}
+	l.DB().Close()
+	l, m := openLog(t, store.Options{Dir: dir})
+	got, err := l.AppendBatch([]Pending{kvPending(3*sec, 3, "z", "1", "w3"), kvPending(4*sec, 4, "x", "second", "w1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Repeat || got[0].Entry.Seq != 3 || !got[1].Repeat || got[1].Entry.Seq != 1 || m.get(t, l, "x") != "first" {
+		t.Fatalf("after a restart: %+v, x=%s", got, m.get(t, l, "x"))
+	}
+}
+
 func countKeys(t *testing.T, l *Log, prefix []byte) int {
 	t.Helper()
 	n := 0
