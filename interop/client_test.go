@@ -155,7 +155,7 @@ func TestPayEndsWhenTheBlockhashExpires(t *testing.T) {
 // retried with that proof is served without paying again.
 func TestClientRetriesWithProof(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(pc *PaymentConfig) { pc.RPCTimeout = 300 * time.Millisecond })
+	h := newHarness(t, func(pc *PaymentConfig) { pc.RPCTimeout = rpcTimeoutShort })
 	c := payingClient(t, h, h.chain)
 	c.ProofWait = 300 * time.Millisecond
 	ctx := context.Background()

@@ -128,6 +128,11 @@ type clock struct {
 func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
+// rpcTimeoutShort bounds the RPC calls of tests that wait for a chain
+// that hangs: short, yet long enough for every other call to be answered
+// on a loaded machine (300 ms was not, under CI's -race pass).
+const rpcTimeoutShort = time.Second
+
 func testPayment(chain *soltest.Chain, wallet string) *PaymentConfig {
 	return &PaymentConfig{Network: NetworkDevnet, Wallet: wallet, RPCURL: chain.URL, RPCTimeout: 2 * time.Second,
 		Modes: []string{ModeX402, ModeDeposit}, DepositMinLamports: 100_000}

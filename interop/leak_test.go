@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/interop/soltest"
@@ -46,7 +45,7 @@ func TestNoRPCCauseInAnswers(t *testing.T) {
 				rpc = httptest.NewServer(proxy)
 				t.Cleanup(rpc.Close)
 				rpcURL = strings.Replace(rpc.URL, "://", "://operator:"+password+"@", 1) + "/?api-key=" + key
-				pc.RPCURL, pc.RPCTimeout = rpcURL, 300*time.Millisecond
+				pc.RPCURL, pc.RPCTimeout = rpcURL, rpcTimeoutShort
 			})
 			var log testkit.Buffer
 			h.agent.paywall.log = slog.New(slog.NewTextHandler(&log, nil))

@@ -177,7 +177,7 @@ func TestX402Refusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, func(pc *PaymentConfig) { pc.RPCTimeout = 300 * time.Millisecond })
+			h := newHarness(t, func(pc *PaymentConfig) { pc.RPCTimeout = rpcTimeoutShort })
 			sig, nonce := c.setup(h)
 			hdr := []string{HeaderPaymentProof, sig}
 			if nonce != "" {

@@ -431,7 +431,7 @@ func (s *socket) pace(lim *rate.Limiter, stop <-chan struct{}, which string) boo
 	}
 	s.svc.metrics.paced.WithLabelValues(which).Inc()
 	s.held.Store(true)
-	defer s.held.Store(false)
+	defer s.unhold()
 	t := time.NewTimer(wait) // the rate's delay, in real time (doc.go, One clock)
 	defer t.Stop()
 	select {
@@ -442,6 +442,14 @@ func (s *socket) pace(lim *rate.Limiter, stop <-chan struct{}, which string) boo
 	}
 	res.Cancel()
 	return false
+}
+
+// unhold ends a wait of the reader. The wait counts as hearing from the
+// client, set before held is cleared: a ping between the wait and the
+// frames read after it (the pong among them) finds the one or the other.
+func (s *socket) unhold() {
+	s.heard.Store(true)
+	s.held.Store(false)
 }
 
 // sendPong answers a ping with payload p. A pong still unwritten is

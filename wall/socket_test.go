@@ -15,7 +15,9 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/time/rate"
 
+	"github.com/agentmesh/mesh/internal/clock"
 	"github.com/agentmesh/mesh/internal/testkit"
 	"github.com/agentmesh/mesh/p2p"
 )
@@ -432,5 +434,30 @@ func TestSlowSenderIsDismissed(t *testing.T) {
 		case <-timeout:
 			t.Fatal("the slow sender, closed, is still online")
 		}
+	}
+}
+
+// TestAPingRightAfterAHeldReadKeepsTheSocket: a keepalive ping that comes
+// after the node held a socket's reader back for a rate, before the
+// reader took its next frame, does not close the socket: its pong may be
+// among the frames the node did not read.
+func TestAPingRightAfterAHeldReadKeepsTheSocket(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.Clock = clock.NewManual(time.Now()) })
+	id := h.create(`{"visibility":"public"}`)["cluster_id"].(string)
+	mute := h.dial(id, vals("agent", "mute")) // reads its welcome, then nothing: it never answers
+	if _, _, err := mute.conn.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sk := socketOf(h, "mute")
+	sk.ping()
+	lim := rate.NewLimiter(rate.Every(50*time.Millisecond), 1)
+	lim.Allow()
+	if !sk.pace(lim, nil, paceSocket) {
+		t.Fatal("the socket closed while its reader was held")
+	}
+	sk.ping()
+	if n := closedFor(h, "keepalive"); n != 0 {
+		t.Fatalf("%v sockets closed for an unanswered ping right after their reader was held", n)
 	}
 }
