@@ -37,10 +37,10 @@ type viewParts struct {
 
 func (p *viewParts) head() string { return p.text[:p.seen] }
 
-func encodeParts(ag *Agent) *viewParts {
+func encodeParts(ag *Agent) viewParts {
 	head, tail := encodeJSON(headOf(ag)), encodeJSON(tailOf(ag))
 	b := append([]byte(nil), head[:len(head)-1]...)
-	p := &viewParts{seen: len(b), lastSeen: ag.LastSeen, reg: ag.Reg, id: ag.ID}
+	p := viewParts{seen: len(b), lastSeen: ag.LastSeen, reg: ag.Reg, id: ag.ID}
 	b = appendTime(b, ag.LastSeen)
 	p.tail = len(b)
 	b = append(b, tail[1:len(tail)-1]...)
@@ -55,15 +55,8 @@ func encodeParts(ag *Agent) *viewParts {
 	return p
 }
 
-// partsOf are e's parts, encoded on first use.
-func partsOf(e *cachedAgent) *viewParts {
-	if p := e.parts.Load(); p != nil {
-		return p
-	}
-	p := encodeParts(e.a)
-	e.parts.Store(p)
-	return p
-}
+// partsOf are e's parts.
+func partsOf(e *cachedAgent) *viewParts { return &e.view }
 
 // noReputation is the reputation of an agent without reports, encoded.
 var noReputation = reputationJSON(noReports)

@@ -286,7 +286,7 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request, pathID string) er
 	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
 		var ag *Agent
 		if ag, err = a.cfg.Fallback(r.Context(), id); err == nil {
-			e = &cachedAgent{a: ag}
+			e = rowOf(ag)
 			p = partsOf(e)
 		}
 	}

@@ -34,18 +34,24 @@ const rowShards = 64
 
 type rowShard struct {
 	mu   sync.RWMutex
-	rows map[string]*cachedAgent
-	_    [32]byte // 64 bytes in all: shards do not share a cache line
+	rows rowTable
+	_    [8]byte // 64 bytes in all: shards do not share a cache line
 }
 
 // cachedAgent is a row, and what reads derived from it once (its answer's
 // parts, see agentjson.go): rows are immutable, a change makes a new one.
 type cachedAgent struct {
-	a     *Agent // without its full card
-	parts atomic.Pointer[viewParts]
+	// view is what a read of the row answers from, encoded as the row
+	// enters the cache and kept in it, first: a read touches it and
+	// reportless, lines that follow one another, and not the row (a
+	// pointer more to follow is a cold line more). The shard's map is
+	// keyed by view.id, which lies in view.text: the key a lookup compares
+	// is on the line the answer then begins with.
+	view viewParts
 	// reportless: the row's registration has no report (a feedback drops
 	// the row from the cache).
 	reportless atomic.Bool
+	a          *Agent // without its full card
 	// name and desc are the row's Agent.texts, read from its full card
 	// before it was left out; card tells that it has one.
 	name, desc string
@@ -53,12 +59,17 @@ type cachedAgent struct {
 	cost       int64 // what the cache counts it for (rowCost)
 }
 
+// rowOf is a with what reads derive from it.
+func rowOf(a *Agent) *cachedAgent { return &cachedAgent{a: a, view: encodeParts(a)} }
+
 // cachedOf is row a as the cache keeps it: a loses its full card. rest is
 // the bytes of the stored row that a keeps (all but its record and card).
 func cachedOf(a *Agent, rest int) *cachedAgent {
-	e := &cachedAgent{a: a, card: a.FullCard != nil}
-	e.name, e.desc = a.texts()
+	card := a.FullCard != nil
+	name, desc := a.texts()
 	a.FullCard = nil
+	e := rowOf(a)
+	e.card, e.name, e.desc = card, name, desc
 	e.cost = rowCost(rest, e)
 	return e
 }
@@ -77,11 +88,7 @@ const (
 )
 
 func newRowCache(maxBytes int64) *rowCache {
-	c := &rowCache{maxBytes: maxBytes, seed: maphash.MakeSeed()}
-	for i := range c.shards {
-		c.shards[i].rows = map[string]*cachedAgent{}
-	}
-	return c
+	return &rowCache{maxBytes: maxBytes, seed: maphash.MakeSeed()}
 }
 
 // rowCost is what a row costs the cache: its stored bytes but its record
@@ -90,16 +97,18 @@ func rowCost(rest int, e *cachedAgent) int64 {
 	return int64(2*rest+len(e.name)+len(e.desc)) + rowOverhead
 }
 
-func (c *rowCache) shard(id string) *rowShard {
-	return &c.shards[maphash.String(c.seed, id)%rowShards]
+// shard is the shard of id and id's hash in its rowTable (never 0).
+func (c *rowCache) shard(id string) (*rowShard, uint64) {
+	h := maphash.String(c.seed, id)
+	return &c.shards[h%rowShards], max(h/rowShards, 1)
 }
 
 func (c *rowCache) get(id string) (*cachedAgent, bool) {
-	sh := c.shard(id)
+	sh, h := c.shard(id)
 	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	e, ok := sh.rows[id]
-	return e, ok
+	e := sh.rows.get(h, id)
+	sh.mu.RUnlock()
+	return e, e != nil
 }
 
 // fill keeps e, read when the cache's generation was gen, unless a commit
@@ -116,9 +125,9 @@ func (c *rowCache) fill(gen uint64, e *cachedAgent) {
 	for c.n > 0 && c.over(cost) {
 		c.evictLocked()
 	}
-	sh := c.shard(e.a.ID)
+	sh, h := c.shard(e.a.ID)
 	sh.mu.Lock()
-	sh.rows[e.a.ID] = e
+	sh.rows.put(h, e)
 	sh.mu.Unlock()
 	c.n++
 	c.bytes += cost
@@ -130,8 +139,8 @@ func (c *rowCache) evictLocked() {
 		sh := &c.shards[c.next]
 		c.next = (c.next + 1) % rowShards
 		sh.mu.Lock()
-		for id, e := range sh.rows {
-			delete(sh.rows, id)
+		if i, ok := sh.rows.any(); ok {
+			e := sh.rows.removeAt(i)
 			sh.mu.Unlock()
 			c.n--
 			c.bytes -= e.cost
@@ -142,12 +151,11 @@ func (c *rowCache) evictLocked() {
 }
 
 func (c *rowCache) removeLocked(id string) {
-	sh := c.shard(id)
+	sh, h := c.shard(id)
 	sh.mu.Lock()
-	e, ok := sh.rows[id]
-	delete(sh.rows, id)
+	e := sh.rows.remove(h, id)
 	sh.mu.Unlock()
-	if ok {
+	if e != nil {
 		c.n--
 		c.bytes -= e.cost
 	}
@@ -174,7 +182,7 @@ func (c *rowCache) reset() {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		clear(sh.rows)
+		sh.rows = rowTable{}
 		sh.mu.Unlock()
 	}
 	c.n, c.bytes = 0, 0

@@ -22,7 +22,11 @@ func TestRowCacheBoundedInBytes(t *testing.T) {
 	var sum int64
 	held := 0
 	for i := range c.shards {
-		for _, e := range c.shards[i].rows {
+		for _, s := range c.shards[i].rows.slots {
+			e := s.e
+			if s.hash == 0 {
+				continue
+			}
 			if e.a.FullCard != nil || !e.card || e.name != "Big" {
 				t.Fatalf("row %s kept as %+v", e.a.ID, e)
 			}

@@ -30,6 +30,9 @@ type Options struct {
 	MemTableSize int64
 }
 
+// compactors is how many compaction workers a store runs.
+const compactors = 2
+
 // valueThreshold is the size from which a value goes to the value log.
 const valueThreshold = 4 << 10
 
@@ -50,7 +53,14 @@ func Open(opts Options) (*DB, error) {
 		WithMemTableSize(8 << 20).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
-		WithNumVersionsToKeep(1)
+		WithNumVersionsToKeep(1).
+		// Each compaction worker wakes 20 times a second to look for work
+		// (Badger's fixed tick), whether or not there is any: Badger's 4
+		// were most of an idle node's CPU (a node opens two stores, a
+		// quorum member three). Two, the fewest Badger runs, compact
+		// L0 (one of them always picks it first) and the levels below
+		// together, which a registry's writes keep up with.
+		WithNumCompactors(compactors)
 	if opts.InMemory {
 		// No value log: Badger keeps every value in its tables, and
 		// refuses one over the threshold (left at its 1 MiB); a
