@@ -173,6 +173,8 @@ type Result struct {
 	Removed  bool `json:"removed,omitempty"`
 	Imported int  `json:"imported,omitempty"`
 	Expired  int  `json:"expired,omitempty"`
+	// cmd is the command applied, for Directory.Committed; not sent.
+	cmd *Command
 }
 
 // Receipt implements cmdlog.Receipter: what a handler reads of a result,

@@ -85,14 +85,15 @@ func (d *Directory) AgentCount() int64 {
 }
 
 // Apply implements cmdlog.Machine: it decodes the command of e and applies
-// it to state.
+// it to state. Its Result carries the command to Committed.
 func (d *Directory) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
-	var cmd Command
-	if err := json.Unmarshal(e.Op, &cmd); err != nil {
+	cmd := new(Command)
+	if err := json.Unmarshal(e.Op, cmd); err != nil {
 		return nil, fmt.Errorf("registry: decode command %d: %w", e.Seq, err)
 	}
 	cmd.Seq, cmd.At = e.Seq, e.At
-	res, delta, err := d.apply(tx, &cmd)
+	res, delta, err := d.apply(tx, cmd)
+	res.cmd = cmd
 	if err != nil || delta == 0 {
 		return res, err
 	}
@@ -105,11 +106,15 @@ func (d *Directory) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 
 // Committed implements cmdlog.Machine: it indexes again, and drops from
 // the cache, the rows the command may have changed (a feedback's target
-// among them), and drops the heartbeats of an agent it deleted.
-func (d *Directory) Committed(e *cmdlog.Entry) {
-	var cmd Command
-	if json.Unmarshal(e.Op, &cmd) != nil {
-		return
+// among them), and drops the heartbeats of an agent it deleted. The
+// command is the one Apply decoded (res, the Result it returned); a
+// registration that made a new agent is indexed from the row Apply wrote,
+// which nothing read back.
+func (d *Directory) Committed(_ *cmdlog.Entry, res any) {
+	r, _ := res.(Result)
+	cmd := r.cmd
+	if cmd == nil {
+		return // not a result of Apply: nothing it applied
 	}
 	ids := cmd.agentIDs()
 	if cmd.Delete != nil {
@@ -118,7 +123,11 @@ func (d *Directory) Committed(e *cmdlog.Entry) {
 	if cmd.Feedback != nil {
 		ids = append(ids, cmd.Feedback.Target)
 	}
-	d.reindex(ids)
+	if cmd.Register != nil && r.Created {
+		d.indexNew(r.Agent)
+	} else {
+		d.reindex(ids)
+	}
 	// After the index: what a read derives from a row it caches (whether
 	// it has reports) is read from the index as it is now.
 	d.cache.drop(ids)

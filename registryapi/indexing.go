@@ -68,23 +68,38 @@ func (d *Directory) BuildIndex(ctx context.Context) error {
 // reindex indexes the rows of ids again, or, while no index is in use,
 // leaves them to the build.
 func (d *Directory) reindex(ids []string) {
-	d.ix.mu.Lock()
-	if !d.ix.ready {
-		if d.ix.pending == nil {
-			d.ix.pending = map[string]bool{}
-		}
-		for _, id := range ids {
-			d.ix.pending[id] = true
-		}
-		d.ix.mu.Unlock()
-		return
-	}
-	d.ix.mu.Unlock()
-	if x := d.index.Load(); x.reindex(d.db, ids) != nil {
+	if x := d.liveIndex(ids); x != nil && x.reindex(d.db, ids) != nil {
 		for _, id := range ids {
 			x.remove(id)
 		}
 	}
+}
+
+// indexNew indexes a, the row of an agent a registration made, as Apply
+// wrote it, or, while no index is in use, leaves it to the build. A new
+// registration has no reports: a report that a later entry of the same
+// batch makes indexes the row again when that entry is committed.
+func (d *Directory) indexNew(a *Agent) {
+	if x := d.liveIndex([]string{a.ID}); x != nil {
+		x.put(docOf(a, Weighted{}))
+	}
+}
+
+// liveIndex is the index the commits keep current, or nil while none is
+// in use: the build then indexes the rows of ids again when it is done.
+func (d *Directory) liveIndex(ids []string) *searchIndex {
+	d.ix.mu.Lock()
+	defer d.ix.mu.Unlock()
+	if d.ix.ready {
+		return d.index.Load()
+	}
+	if d.ix.pending == nil {
+		d.ix.pending = map[string]bool{}
+	}
+	for _, id := range ids {
+		d.ix.pending[id] = true
+	}
+	return nil
 }
 
 // searchIndex is the index in use, or ErrIndexBuilding (with the time the

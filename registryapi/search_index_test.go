@@ -1,11 +1,17 @@
 package registryapi
 
 import (
+	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 )
 
 // TestSearchIndexIncrementalEqualsFresh: after many changes and removals
@@ -134,4 +140,56 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
+}
+
+// TestBatchIndexedAsItsRowsAre: a batch of entries applied in one
+// transaction, where a registration's own row is indexed as Apply wrote
+// it and the entries after it change that row (a report, a new
+// registration of the same agent, which keeps its reports) or remove
+// another, leaves the index
+// ranking as one built from the rows the batch left.
+func TestBatchIndexedAsItsRowsAre(t *testing.T) {
+	h := newHarness(t)
+	at := h.clock.Now().UnixNano()
+	yes := true
+	reporter := identity.GenerateKey()
+	pub := identity.EncodePublicKey(reporter.Public().(ed25519.PublicKey))
+	seq := h.seq()
+	cmds := []Command{
+		{Register: &RegisterOp{AgentID: "x", Capabilities: []string{"alpha"}}},
+		{Register: &RegisterOp{AgentID: "y", Capabilities: []string{"alpha"}}},
+		{Register: &RegisterOp{AgentID: "z", Capabilities: []string{"alpha", "gamma"}}},
+		{Sig: &SigClaim{Pubkey: pub, Nonce: "n1"}, Feedback: &FeedbackOp{Target: "x", Report: Report{Success: &yes}}},
+		{Register: &RegisterOp{AgentID: "x", Capabilities: []string{"alpha", "beta"}, OwnerReg: seq + 1}},
+		{Delete: &DeleteOp{AgentID: "z", Reg: seq + 3}},
+	}
+	var ps []cmdlog.Pending
+	for i, c := range cmds {
+		op, _ := json.Marshal(c)
+		ps = append(ps, cmdlog.Pending{At: at + int64(i), Kind: Kind, Op: op, Index: uint64(i + 1)})
+	}
+	res, err := h.log.AppendBatch(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range res {
+		if a.Err != nil {
+			t.Fatalf("entry %d refused: %v", i, a.Err)
+		}
+	}
+	fresh := newSearchIndex()
+	if err := fresh.rebuild(t.Context(), h.dir.db, new(atomic.Int64)); err != nil {
+		t.Fatal(err)
+	}
+	x := h.dir.index.Load()
+	for _, q := range [][]string{{"alpha"}, {"beta"}, {"gamma"}, {"z"}, nil} {
+		got, _ := x.search(searchQuery{terms: q}, 0, 10)
+		want, _ := fresh.search(searchQuery{terms: q}, 0, 10)
+		if fmt.Sprint(summary(got)) != fmt.Sprint(summary(want)) {
+			t.Errorf("%v: %v, want %v", q, summary(got), summary(want))
+		}
+	}
+	if got, _ := x.search(searchQuery{}, 0, 10); len(got) != 2 || got[0].doc.id != "x" || got[0].doc.rep == 0 {
+		t.Errorf("without words: %v, want x (reported, then registered again) first, then y", summary(got))
+	}
 }

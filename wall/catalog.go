@@ -208,7 +208,7 @@ func (c *Catalog) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 
 // Committed implements cmdlog.Machine: deletions and expiries reach
 // OnDelete listeners.
-func (c *Catalog) Committed(e *cmdlog.Entry) {
+func (c *Catalog) Committed(e *cmdlog.Entry, _ any) {
 	var op Op
 	if json.Unmarshal(e.Op, &op) != nil {
 		return

@@ -113,6 +113,10 @@ type run struct {
 	refused error
 	// writesFrom is Log.writesFrom once the run committed.
 	writesFrom int64
+	// filter is Log.writes once the run committed (built in its
+	// transaction when the log had none), writes the run's changes to it.
+	filter *writeFilter
+	writes writeChanges
 }
 
 // appendRun applies a prefix of ps in one transaction: all of them, or
@@ -142,11 +146,17 @@ func (l *Log) appendRun(ps []Pending) ([]Applied, error) {
 // refused.
 func (l *Log) tryRun(ps []Pending) (r run, err error) {
 	err = l.db.Update(func(tx *store.Txn) error {
-		r = run{seq: l.seq.Load(), writesFrom: l.writesFrom}
+		r = run{seq: l.seq.Load(), writesFrom: l.writesFrom, filter: l.writes, writes: writeChanges{}}
+		if r.filter == nil {
+			var err error
+			if r.filter, err = loadWriteFilter(tx); err != nil {
+				return err
+			}
+		}
 		var last int64
 		newest := int64(noWrites) // the clock of the oldest write this run remembers
 		for i, p := range ps {
-			a, err := l.applyPending(tx, p, r.seq+1)
+			a, err := l.applyPending(tx, p, r.seq+1, &r)
 			if err != nil {
 				r.stop, r.refused = i, err
 				return errStop
@@ -164,7 +174,7 @@ func (l *Log) tryRun(ps []Pending) (r run, err error) {
 		// would find none otherwise: the state is the same either way).
 		r.writesFrom = min(r.writesFrom, newest)
 		if until := last - int64(WriteWindow); r.writesFrom < until {
-			kept, err := forgetWrites(tx, until, 2*len(ps)+16)
+			kept, err := forgetWrites(tx, until, 2*len(ps)+16, r.forgot)
 			if err != nil {
 				return err
 			}
@@ -183,10 +193,11 @@ func (l *Log) tryRun(ps []Pending) (r run, err error) {
 	return r, err
 }
 
-// applyPending applies p inside tx as entry seq, or finds it a repeat.
-func (l *Log) applyPending(tx *store.Txn, p Pending, seq uint64) (Applied, error) {
+// applyPending applies p inside tx as entry seq, or finds it a repeat;
+// r is the run it is part of.
+func (l *Log) applyPending(tx *store.Txn, p Pending, seq uint64, r *run) (Applied, error) {
 	var old *writeRecord
-	if p.Write != "" {
+	if p.Write != "" && r.filter.mayHold(r.writes, p.Write) {
 		var rec writeRecord
 		switch err := tx.GetJSON(writeKey(p.Write), &rec); {
 		case err == nil && p.At-rec.At < int64(WriteWindow):
@@ -212,6 +223,9 @@ func (l *Log) applyPending(tx *store.Txn, p Pending, seq uint64) (Applied, error
 	if p.Write != "" {
 		if err := rememberWrite(tx, p, e.Seq, res, old); err != nil {
 			return Applied{}, err
+		}
+		if old == nil {
+			r.writes[r.filter.hash(p.Write)]++
 		}
 	}
 	return Applied{Entry: e, Res: res}, nil
@@ -254,9 +268,10 @@ func rememberWrite(tx *store.Txn, p Pending, seq uint64, res any, old *writeReco
 }
 
 // forgetWrites drops at most limit records of writes made before until,
-// the oldest first, as every member does at the same entries. It returns
-// the clock of the oldest record it kept (noWrites when it kept none).
-func forgetWrites(tx *store.Txn, until int64, limit int) (kept int64, err error) {
+// the oldest first, as every member does at the same entries, and tells
+// forgot the id of each. It returns the clock of the oldest record it
+// kept (noWrites when it kept none).
+func forgetWrites(tx *store.Txn, until int64, limit int, forgot func(id string)) (kept int64, err error) {
 	var old [][]byte
 	kept = noWrites
 	err = tx.Scan(writeAgePrefix, nil, func(k, _ []byte) (bool, error) {
@@ -276,6 +291,7 @@ func forgetWrites(tx *store.Txn, until int64, limit int) (kept int64, err error)
 		if err := tx.Delete(writeKey(id)); err != nil {
 			return 0, err
 		}
+		forgot(id)
 		if err := tx.Delete(k); err != nil {
 			return 0, err
 		}
@@ -288,13 +304,18 @@ func forgetWrites(tx *store.Txn, until int64, limit int) (kept int64, err error)
 func (l *Log) committed(r run) {
 	for _, a := range r.done {
 		if !a.Repeat {
-			l.machines[a.Entry.Kind].Committed(&a.Entry)
+			l.machines[a.Entry.Kind].Committed(&a.Entry, a.Res)
 		}
 	}
 	if r.index != 0 {
 		l.index.Store(r.index)
 	}
 	l.writesFrom = r.writesFrom
+	r.filter.apply(r.writes)
+	l.writes = r.filter
 	l.seq.Store(r.seq)
 	l.signal()
 }
+
+// forgot notes that the run dropped the record of write id.
+func (r *run) forgot(id string) { r.writes[r.filter.hash(id)]-- }

@@ -36,9 +36,12 @@ type Machine interface {
 	Apply(tx *store.Txn, e *Entry) (any, error)
 	// Committed runs once the entry's transaction has committed, before the
 	// entries of the next transaction are applied (to drop cached state,
-	// for example). A transaction may hold several entries (AppendBatch):
-	// Apply reads the state through tx, never through caches.
-	Committed(e *Entry)
+	// for example), with res, what Apply returned for e in that
+	// transaction. A transaction may hold several entries (AppendBatch):
+	// Apply reads the state through tx, never through caches, and res is
+	// the state as of e, which a later entry of the same transaction may
+	// have changed (its own Committed follows).
+	Committed(e *Entry, res any)
 	// State lists the key prefixes that hold the machine's state: what a
 	// snapshot of the log carries and installing one replaces. Keys the
 	// machine keeps for this node alone must be outside them.
@@ -61,6 +64,9 @@ type Log struct {
 	// until a batch scanned them): AppendBatch skips looking for writes to
 	// forget while none can be past the window.
 	writesFrom int64
+	// writes are the writes the state remembers (guarded by mu; nil until
+	// a batch read them, after a start or a snapshot installed).
+	writes *writeFilter
 
 	// advanced is closed, and replaced, each time seq moves: Wait's signal.
 	waitMu   sync.Mutex
@@ -158,9 +164,11 @@ func (l *Log) commitRun(es []Entry) (int, error) {
 		}
 		return 1, nil
 	}
+	res := make([]any, len(es))
 	err := l.db.Update(func(tx *store.Txn) error {
 		for i := range es {
-			if _, refused, err := l.applyEntry(tx, &es[i]); refused != nil || err != nil {
+			var refused, err error
+			if res[i], refused, err = l.applyEntry(tx, &es[i]); refused != nil || err != nil {
 				return errors.Join(refused, err)
 			}
 		}
@@ -176,7 +184,7 @@ func (l *Log) commitRun(es []Entry) (int, error) {
 		return n + m, err
 	}
 	for i := range es {
-		l.machines[es[i].Kind].Committed(&es[i])
+		l.machines[es[i].Kind].Committed(&es[i], res[i])
 	}
 	l.seq.Store(es[len(es)-1].Seq)
 	l.signal()
@@ -218,7 +226,7 @@ func (l *Log) commit(e *Entry) (any, error) {
 	if err != nil {
 		return nil, &StoreError{err}
 	}
-	l.machines[e.Kind].Committed(e)
+	l.machines[e.Kind].Committed(e, res)
 	l.seq.Store(e.Seq)
 	l.signal()
 	return res, nil

@@ -18,7 +18,10 @@ import (
 )
 
 // kv is a toy Machine: an op {"k","v"} sets k to v; an empty k is refused.
-type kv struct{ committed []uint64 }
+type kv struct {
+	committed []uint64
+	results   []any // what Committed was told Apply returned
+}
 
 type kvOp struct{ K, V string }
 
@@ -35,9 +38,11 @@ func (m *kv) Apply(tx *store.Txn, e *Entry) (any, error) {
 	return op.V, tx.Set(store.Key("kv", op.K), []byte(op.V))
 }
 
-func (m *kv) Committed(e *Entry) { m.committed = append(m.committed, e.Seq) }
-func (m *kv) State() [][]byte    { return [][]byte{[]byte("kv/")} }
-func (m *kv) Restored()          {}
+func (m *kv) Committed(e *Entry, res any) {
+	m.committed, m.results = append(m.committed, e.Seq), append(m.results, res)
+}
+func (m *kv) State() [][]byte { return [][]byte{[]byte("kv/")} }
+func (m *kv) Restored()       {}
 
 func (m *kv) get(t *testing.T, l *Log, k string) string {
 	t.Helper()
@@ -108,8 +113,8 @@ func TestLocalProposeCommitAndRefuse(t *testing.T) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 	propose(t, p, "b", "2")
-	if l.Seq() != 2 || len(seen) != 2 || seen[1].Seq != 2 || !reflect.DeepEqual(m.committed, []uint64{1, 2}) {
-		t.Fatalf("seq %d, published %v, committed %v", l.Seq(), seen, m.committed)
+	if l.Seq() != 2 || len(seen) != 2 || seen[1].Seq != 2 || !reflect.DeepEqual(m.committed, []uint64{1, 2}) || !reflect.DeepEqual(m.results, []any{"1", "2"}) {
+		t.Fatalf("seq %d, published %v, committed %v with %v", l.Seq(), seen, m.committed, m.results)
 	}
 	if seen[0].At != 7 || seen[0].Time() != time.Unix(0, 7).UTC() {
 		t.Fatalf("entry clock: %+v", seen[0])
@@ -214,6 +219,13 @@ func TestCommitBatch(t *testing.T) {
 	if !slices.Equal(dm.committed, []uint64{1, 2, 3}) {
 		t.Fatalf("the machine learnt of %v", dm.committed)
 	}
+	for i, e := range es[:3] {
+		var op kvOp
+		json.Unmarshal(e.Op, &op)
+		if dm.results[i] != op.V {
+			t.Fatalf("entry %d committed with %v, Apply returned %q", e.Seq, dm.results[i], op.V)
+		}
+	}
 	bad := es[3]
 	bad.Op = json.RawMessage(`{"K":""}`) // refused by the machine
 	next := Entry{Seq: 5, At: 5, Kind: "kv", Op: json.RawMessage(`{"K":"b9","V":"9"}`)}
@@ -238,7 +250,7 @@ type seqAtCommit struct {
 	before map[uint64]bool
 }
 
-func (m seqAtCommit) Committed(e *Entry) { m.before[m.l.Seq()] = true }
+func (m seqAtCommit) Committed(e *Entry, _ any) { m.before[m.l.Seq()] = true }
 
 // TestCommitBatchLargerThanATransaction: entries too large together for
 // one of the store's transactions (a memtable of 8 MiB takes 1.2 MiB)
@@ -337,7 +349,8 @@ func kvPending(at int64, index uint64, k, v, write string) Pending {
 // order, each entry with the next seq, one refused in the middle taking
 // none and changing nothing (though it wrote before it refused), the
 // consensus index of the last one recorded; the machine learns of each
-// in order, and the whole survives a restart.
+// in order, with what its Apply returned, and the whole survives a
+// restart.
 func TestAppendBatchAppliesInOrderAroundRefusals(t *testing.T) {
 	dir := t.TempDir()
 	l, m := openLog(t, store.Options{Dir: dir})
@@ -365,8 +378,8 @@ func TestAppendBatchAppliesInOrderAroundRefusals(t *testing.T) {
 	if !errors.Is(got[2].Err, errEmptyKey) || got[3].Res != "3" || got[3].Entry.At != 4 {
 		t.Fatalf("results: %+v", got)
 	}
-	if l.Seq() != 3 || l.Index() != 10 || !reflect.DeepEqual(m.committed, []uint64{1, 2, 3}) {
-		t.Fatalf("seq %d index %d committed %v", l.Seq(), l.Index(), m.committed)
+	if l.Seq() != 3 || l.Index() != 10 || !reflect.DeepEqual(m.committed, []uint64{1, 2, 3}) || !reflect.DeepEqual(m.results, []any{"1", "2", "3"}) {
+		t.Fatalf("seq %d index %d committed %v with %v", l.Seq(), l.Index(), m.committed, m.results)
 	}
 	if _, err := l.AppendBatch([]Pending{kvPending(6, 12, "d", "4", "")}); err != nil {
 		t.Fatal(err)
@@ -516,6 +529,28 @@ func TestAppendBatchForgetsWritesAcrossBatches(t *testing.T) {
 	}
 	if n, w := countKeys(t, l, writeAgePrefix), countKeys(t, l, writePrefix); n != 0 || w != 0 {
 		t.Fatalf("%d writes remembered (%d by age) past their window, want none", w, n)
+	}
+}
+
+// TestAppendBatchFindsAWriteAfterARestart: the writes a log remembers
+// are known to it again once opened anew, before any write is appended:
+// a second attempt of one sent before the restart applies nothing, a new
+// write applies.
+func TestAppendBatchFindsAWriteAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, store.Options{Dir: dir})
+	sec := int64(time.Second)
+	if _, err := l.AppendBatch([]Pending{kvPending(sec, 1, "x", "first", "w1"), kvPending(2*sec, 2, "y", "1", "w2")}); err != nil {
+		t.Fatal(err)
+	}
+	l.DB().Close()
+	l, m := openLog(t, store.Options{Dir: dir})
+	got, err := l.AppendBatch([]Pending{kvPending(3*sec, 3, "z", "1", "w3"), kvPending(4*sec, 4, "x", "second", "w1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Repeat || got[0].Entry.Seq != 3 || !got[1].Repeat || got[1].Entry.Seq != 1 || m.get(t, l, "x") != "first" {
+		t.Fatalf("after a restart: %+v, x=%s", got, m.get(t, l, "x"))
 	}
 }
 

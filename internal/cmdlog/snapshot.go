@@ -179,7 +179,7 @@ func readHeader(br *bufio.Reader) (SnapshotHeader, error) {
 func (l *Log) Restore(r io.Reader) (SnapshotHeader, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.writesFrom = unknownAt // the snapshot's writes replace these
+	l.writesFrom, l.writes = unknownAt, nil // the snapshot's writes replace these
 	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return SnapshotHeader{}, err

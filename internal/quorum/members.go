@@ -146,7 +146,7 @@ func load(tx *store.Txn) (map[string]signer, error) {
 }
 
 // Committed implements cmdlog.Machine.
-func (s *Signers) Committed(*cmdlog.Entry) { s.Restored() }
+func (s *Signers) Committed(*cmdlog.Entry, any) { s.Restored() }
 
 // State implements cmdlog.Machine.
 func (s *Signers) State() [][]byte { return [][]byte{signersPrefix} }

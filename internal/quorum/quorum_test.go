@@ -39,9 +39,9 @@ func (kv) Apply(tx *store.Txn, e *cmdlog.Entry) (any, error) {
 	}
 	return op.V, tx.Set(store.Key("kv", op.K), []byte(op.V))
 }
-func (kv) Committed(*cmdlog.Entry) {}
-func (kv) State() [][]byte         { return [][]byte{[]byte("kv/")} }
-func (kv) Restored()               {}
+func (kv) Committed(*cmdlog.Entry, any) {}
+func (kv) State() [][]byte              { return [][]byte{[]byte("kv/")} }
+func (kv) Restored()                    {}
 
 func get(t *testing.T, l *cmdlog.Log, k string) string {
 	t.Helper()
