@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestSearchIndexIncrementalEqualsFresh: after many changes and removals
@@ -123,23 +124,15 @@ func TestSearchIndexHeapPerRow(t *testing.T) {
 		rows[r] = &Agent{ID: fmt.Sprintf("row-%d", r), Reg: 1, Capabilities: []string{}, Listing: &Listing{Description: strings.Join(words, " ")}}
 	}
 	x := newSearchIndex()
-	base := heapInUse()
+	base := testkit.HeapInUse()
 	for _, a := range rows {
 		x.put(docOf(a, Weighted{}))
 	}
 	rows = nil // their texts are not the index's
-	if per := (heapInUse() - base) / n; per > 13<<10 {
+	if per := (testkit.HeapInUse() - base) / n; per > 13<<10 {
 		t.Fatalf("a row of %d words took %d bytes of the index", maxDocTerms, per)
 	}
 	runtime.KeepAlive(x)
-}
-
-// heapInUse is the heap in use after a collection.
-func heapInUse() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
 }
 
 // TestBatchIndexedAsItsRowsAre: a batch of entries applied in one

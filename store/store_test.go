@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -580,23 +579,15 @@ func TestLargeValues(t *testing.T) {
 // resident heap grow to twice what is live, so that every node paid some
 // two times it however little it stored.
 func TestAStoreOnDiskOpensInLittleHeap(t *testing.T) {
-	base := heapInUse()
+	base := testkit.HeapInUse()
 	db, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if grown := heapInUse() - base; grown > 8<<20 {
+	if grown := testkit.HeapInUse() - base; grown > 8<<20 {
 		t.Fatalf("opening a store on disk took %.1f MiB of heap", float64(grown)/(1<<20))
 	}
-}
-
-// heapInUse is the heap in use after a collection.
-func heapInUse() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
 }
 
 // TestAStoreLeftByACrashWithLargerMemtables: a store that a crash left

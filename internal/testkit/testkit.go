@@ -8,7 +8,8 @@
 // (go test -short); Waiting lets a package whose tests mostly wait run
 // more of them at once; Buffer collects output that goroutines write
 // while the test reads it; Port gives a listener a port it can take again
-// after a restart; WireVectors reads the test vectors of docs/wire.md, so
+// after a restart; HeapInUse measures the heap a structure holds;
+// WireVectors reads the test vectors of docs/wire.md, so
 // that tests check the code against the document. A deadline is a bound
 // on a loaded machine, never a figure under test: what a duration should
 // be is measured by benchmarks.
