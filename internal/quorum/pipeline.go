@@ -81,6 +81,12 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, err
 	}
 	p.sent.record(args)
+	if p.commit.Load() > p.sent.commit {
+		// The leader committed entries this one carries before Raft built
+		// it (another follower answered first): its commit index is behind,
+		// and the notice of that commit found them unsent.
+		p.noticeNow()
+	}
 	return f, nil
 }
 
@@ -223,10 +229,15 @@ func (t *transport) committed(index uint64) {
 	defer t.mu.Unlock()
 	for p := range t.pipelines {
 		p.commit.Store(index) // the FSM is handed batches in order
-		select {
-		case p.noticeDue <- struct{}{}:
-		default: // one is due already: it reads commit then
-		}
+		p.noticeNow()
+	}
+}
+
+// noticeNow has notices send a commit notice, without waiting.
+func (p *pipeline) noticeNow() {
+	select {
+	case p.noticeDue <- struct{}{}:
+	default: // one is due already: it reads commit then
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+
+	"github.com/agentmesh/mesh/internal/testkit"
 )
 
 // TestDecodeRPC: each RPC type decodes into its own request, as sent; an
@@ -120,4 +123,52 @@ func TestPipelineAnswersInOrder(t *testing.T) {
 		}
 	}
 	p.Close()
+}
+
+// TestACommitBeforeItsEntriesWereSentIsNoticed: the leader commits an
+// entry (another follower answered first) before its pipeline sent the
+// entry to this follower, with the commit index of before: the follower
+// is told of the commit at once, not at Raft's next AppendEntries
+// (CommitTimeout, or the next write).
+func TestACommitBeforeItsEntriesWereSentIsNoticed(t *testing.T) {
+	leader, follower := newHost(t), newHost(t)
+	leader.Peerstore().AddAddrs(follower.ID(), follower.Addrs(), peerstore.PermanentAddrTTL)
+	log := slog.New(slog.DiscardHandler)
+	ft := newTransport(follower, func(p peer.ID) bool { return p == leader.ID() }, 2*time.Second, log)
+	defer ft.Close()
+	lt := newTransport(leader, func(peer.ID) bool { return true }, 2*time.Second, log)
+	defer lt.Close()
+	var told atomic.Uint64 // the commit index the follower was told last
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case rpc := <-ft.Consumer():
+				req := rpc.Command.(*raft.AppendEntriesRequest)
+				told.Store(req.LeaderCommitIndex)
+				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	p, err := lt.AppendEntriesPipeline("", raft.ServerAddress(follower.ID().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	hdr := raft.RPCHeader{Addr: []byte(leader.ID().String())}
+	send := func(index, commit uint64) {
+		req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 1, PrevLogEntry: index - 1, PrevLogTerm: 1, LeaderCommitIndex: commit,
+			Entries: []*raft.Log{{Index: index, Term: 1, Data: []byte("x")}}}
+		if _, err := p.AppendEntries(req, new(raft.AppendEntriesResponse)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, 0)
+	lt.committed(2) // entry 2 committed, not yet sent here: the notice says 1
+	testkit.Eventually(t, 10*time.Second, func() bool { return told.Load() == 1 }, "the follower was not told of commit 1")
+	send(2, 1) // built before the commit
+	testkit.Eventually(t, 10*time.Second, func() bool { return told.Load() == 2 }, "the follower was told commit %d, not 2", told.Load())
 }
