@@ -68,20 +68,7 @@ func TestPipelineAnswersInOrder(t *testing.T) {
 	lt := newTransport(leader, func(peer.ID) bool { return true }, 2*time.Second, log)
 	defer lt.Close()
 	var seen []uint64
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() { // the follower's Raft: answers each with its term
-		for {
-			select {
-			case rpc := <-ft.Consumer():
-				req := rpc.Command.(*raft.AppendEntriesRequest)
-				seen = append(seen, req.Term)
-				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
-			case <-stop:
-				return
-			}
-		}
-	}()
+	defer answerAppends(ft, func(req *raft.AppendEntriesRequest) { seen = append(seen, req.Term) })()
 	p, err := lt.AppendEntriesPipeline("", raft.ServerAddress(follower.ID().String()))
 	if err != nil {
 		t.Fatal(err)
@@ -139,20 +126,7 @@ func TestACommitBeforeItsEntriesWereSentIsNoticed(t *testing.T) {
 	lt := newTransport(leader, func(peer.ID) bool { return true }, 2*time.Second, log)
 	defer lt.Close()
 	var told atomic.Uint64 // the commit index the follower was told last
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case rpc := <-ft.Consumer():
-				req := rpc.Command.(*raft.AppendEntriesRequest)
-				told.Store(req.LeaderCommitIndex)
-				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
-			case <-stop:
-				return
-			}
-		}
-	}()
+	defer answerAppends(ft, func(req *raft.AppendEntriesRequest) { told.Store(req.LeaderCommitIndex) })()
 	p, err := lt.AppendEntriesPipeline("", raft.ServerAddress(follower.ID().String()))
 	if err != nil {
 		t.Fatal(err)
@@ -171,4 +145,23 @@ func TestACommitBeforeItsEntriesWereSentIsNoticed(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool { return told.Load() == 1 }, "the follower was not told of commit 1")
 	send(2, 1) // built before the commit
 	testkit.Eventually(t, 10*time.Second, func() bool { return told.Load() == 2 }, "the follower was told commit %d, not 2", told.Load())
+}
+
+// answerAppends is a follower's Raft on ft: it shows each AppendEntries
+// to see and answers it with success, until the returned stop is called.
+func answerAppends(ft *transport, see func(*raft.AppendEntriesRequest)) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case rpc := <-ft.Consumer():
+				req := rpc.Command.(*raft.AppendEntriesRequest)
+				see(req)
+				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
