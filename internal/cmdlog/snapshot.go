@@ -51,6 +51,7 @@ type SnapshotHeader struct {
 type Snapshot struct {
 	Header SnapshotHeader
 	tx     *store.Txn
+	log    *Log // its machines inline what the state refers to in the change log
 }
 
 // Keys of the snapshot machinery.
@@ -88,7 +89,8 @@ func (l *Log) Snapshot() (*Snapshot, error) {
 	return &Snapshot{
 		Header: SnapshotHeader{Seq: l.Seq(), Index: l.Index(), Origin: origin,
 			Prefixes: l.statePrefixes(), Created: time.Now().UnixNano()},
-		tx: l.db.ReadTxn(),
+		tx:  l.db.ReadTxn(),
+		log: l,
 	}, nil
 }
 
@@ -109,9 +111,13 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	var buf [binary.MaxVarintLen64]byte
 	for _, p := range s.Header.Prefixes {
 		err := s.tx.ScanExpiry([]byte(p), func(k, v []byte, exp uint64) error {
+			v, err := s.log.inline(s.tx, k, v)
+			if err != nil {
+				return err
+			}
 			writeField(bw, k)
 			writeField(bw, v)
-			_, err := bw.Write(buf[:binary.PutUvarint(buf[:], exp)])
+			_, err = bw.Write(buf[:binary.PutUvarint(buf[:], exp)])
 			return err
 		})
 		if err != nil {
@@ -329,7 +335,10 @@ func (l *Log) First() uint64 {
 }
 
 // Compact drops the change log's entries older than the last keep, which
-// a node further behind gets as a snapshot instead.
+// a node further behind gets as a snapshot instead. The machines that
+// refer to an entry take what they refer to in it first, in the
+// transaction that drops it (Referrer), under the commits' lock: a crash
+// leaves either the entry or the state holding its contents.
 func (l *Log) Compact(keep uint64) error {
 	seq := l.Seq()
 	if seq <= keep {
@@ -337,21 +346,47 @@ func (l *Log) Compact(keep uint64) error {
 	}
 	first, until := l.First(), seq-keep // drop [first, until]
 	for first <= until {
-		end := min(until, first+999)
-		err := l.db.Update(func(tx *store.Txn) error {
-			for s := first; s <= end; s++ {
-				if err := tx.Delete(logKey(s)); err != nil {
-					return err
-				}
-			}
-			return tx.Set(firstKey, []byte(store.U64(end+1)))
-		})
+		end, err := l.compactRun(first, until)
 		if err != nil {
 			return err
 		}
 		first = end + 1
 	}
 	return nil
+}
+
+// compactMaxEntries and compactMaxBytes bound one transaction of Compact:
+// entries dropped, and bytes the machines wrote for them (rows taking
+// back their cards), well within what a store's transaction takes.
+const (
+	compactMaxEntries = 1000
+	compactMaxBytes   = 256 << 10
+)
+
+// compactRun drops the entries from first on, at most to until, in one
+// transaction, and returns the last it dropped.
+func (l *Log) compactRun(first, until uint64) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var end uint64
+	err := l.db.Update(func(tx *store.Txn) error {
+		written := 0
+		for end = first; ; end++ {
+			n, err := l.unlog(tx, end)
+			if err != nil {
+				return err
+			}
+			if err := tx.Delete(logKey(end)); err != nil {
+				return err
+			}
+			written += n
+			if end == until || end-first+1 >= compactMaxEntries || written >= compactMaxBytes {
+				break
+			}
+		}
+		return tx.Set(firstKey, []byte(store.U64(end+1)))
+	})
+	return end, err
 }
 
 // recoverRestore finishes, at Open, a restore cut short: the log is empty

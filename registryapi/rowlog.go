@@ -1,0 +1,137 @@
+package registryapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentmesh/mesh/internal/cmdlog"
+	"github.com/agentmesh/mesh/store"
+)
+
+// A row refers to its registration's log entry for the agent's signed
+// request (Agent.Record) and, when the request carried it, the full card
+// (Agent.FullCard), instead of holding them beside the entry that does
+// (RecordLogged, CardLogged): the store keeps a card once, in the entry.
+// The entry is the one that set the record (RecordSeq). What refers to it
+// is kept whole where the change log is not (cmdlog.Referrer): a snapshot
+// carries the row with its record and card (Inline), and before the log
+// is compacted past the entry the row takes them back (Unlog), in the
+// transaction that drops it. A row written before (with its record and
+// card) reads as it is.
+
+var _ cmdlog.Referrer = (*Directory)(nil)
+
+// referLog makes a, which registration cmd has just written, refer to
+// cmd's entry for what the entry carries: the record, if cmd set it, and
+// the full card, if cmd's signed request carried it (CardSigned).
+func referLog(a *Agent, cmd *Command) {
+	if a.RecordSeq != cmd.Seq || a.Record == nil {
+		// A card of an earlier entry stays while cmd kept it.
+		a.CardLogged = a.CardLogged && a.CardFrom == cardFromRegistration && a.FullCard == nil
+		return
+	}
+	a.RecordLogged = true
+	a.CardLogged = cmd.Register.CardSigned && a.CardFrom == cardFromRegistration && a.FullCard != nil
+}
+
+// putAgent stores row a, without what it refers to in the log.
+func putAgent(tx *store.Txn, a *Agent) error {
+	if a.RecordLogged || a.CardLogged {
+		row := *a
+		if row.RecordLogged {
+			row.Record = nil
+		}
+		if row.CardLogged {
+			row.FullCard = nil
+		}
+		a = &row
+	}
+	return tx.SetJSON(agentKey(a.ID), a)
+}
+
+// fromLog fills in row a what it refers to in the log, as tx reads it:
+// its full card, and its record too when record is set.
+func fromLog(tx *store.Txn, a *Agent, record bool) error {
+	needCard, needRecord := a.CardLogged && a.FullCard == nil, record && a.RecordLogged && a.Record == nil
+	if !needCard && !needRecord {
+		return nil
+	}
+	e, err := cmdlog.EntryAt(tx, a.RecordSeq)
+	if err != nil {
+		return fmt.Errorf("registry: the record of %q at log entry %d: %w", a.ID, a.RecordSeq, err)
+	}
+	s, err := loggedRecord(e)
+	if err != nil {
+		return fmt.Errorf("registry: the record of %q: %w", a.ID, err)
+	}
+	if needRecord {
+		a.Record = s
+	}
+	if needCard {
+		a.FullCard = signedFullCard(s)
+	}
+	return nil
+}
+
+// loggedRecord is the signed request that registration entry e carries.
+func loggedRecord(e *cmdlog.Entry) (*Signed, error) {
+	var cmd Command
+	if err := json.Unmarshal(e.Op, &cmd); err != nil {
+		return nil, err
+	}
+	if cmd.Register == nil || cmd.Register.Signed == nil {
+		return nil, fmt.Errorf("log entry %d is no signed registration", e.Seq)
+	}
+	return cmd.Register.Signed, nil
+}
+
+// hasRecord reports whether a has a DHT record, held or in the log.
+func (a *Agent) hasRecord() bool { return a.Record != nil || a.RecordLogged }
+
+// Inline implements cmdlog.Referrer: a row with its record and card.
+func (d *Directory) Inline(tx *store.Txn, key, val []byte) ([]byte, error) {
+	if !bytes.HasPrefix(key, []byte("a/")) || !bytes.Contains(val, []byte(`"record_logged":true`)) && !bytes.Contains(val, []byte(`"card_logged":true`)) {
+		return val, nil
+	}
+	var a Agent
+	if err := json.Unmarshal(val, &a); err != nil {
+		return nil, err
+	}
+	if err := fromLog(tx, &a, true); err != nil {
+		return nil, err
+	}
+	a.RecordLogged, a.CardLogged = false, false
+	return json.Marshal(&a)
+}
+
+// Unlog implements cmdlog.Referrer: the row that refers to registration
+// entry e takes its record and card back.
+func (d *Directory) Unlog(tx *store.Txn, e *cmdlog.Entry) (int, error) {
+	ids := RegisteredAgents(e)
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	a, err := getAgent(tx, ids[0])
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil || a.RecordSeq != e.Seq || !a.RecordLogged && !a.CardLogged {
+		return 0, err
+	}
+	s, err := loggedRecord(e)
+	if err != nil {
+		return 0, err
+	}
+	a.Record = s
+	if a.CardLogged {
+		a.FullCard = signedFullCard(s)
+	}
+	a.RecordLogged, a.CardLogged = false, false
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return 0, err
+	}
+	return len(raw), tx.Set(agentKey(a.ID), raw)
+}
