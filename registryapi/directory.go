@@ -210,7 +210,7 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 		return Result{}, 0, err
 	}
 	var delta int64
-	created := !a.Registered()
+	created, was := !a.Registered(), a.loggedSeq()
 	switch {
 	case created:
 		a.Reg, a.RegisteredAt, delta = cmd.Seq, now, 1
@@ -237,6 +237,9 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 	referLog(a, cmd)
 	a.UpdatedAt, a.LastSeen = now, now
 	if err := putAgent(tx, a); err != nil {
+		return Result{}, 0, err
+	}
+	if err := releaseLog(tx, was, a); err != nil {
 		return Result{}, 0, err
 	}
 	return Result{Agent: a, Created: created}, delta, nil
@@ -312,6 +315,9 @@ func deregister(tx *store.Txn, cmd *Command, a *Agent) (Result, int64, error) {
 		if err := unbindPubkey(tx, cmd, a); err != nil {
 			return Result{}, 0, err
 		}
+	}
+	if err := releaseLog(tx, a.loggedSeq(), nil); err != nil {
+		return Result{}, 0, err
 	}
 	if a.Listing == nil {
 		return Result{Removed: true}, -1, tx.Delete(agentKey(a.ID))

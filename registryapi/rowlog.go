@@ -16,10 +16,10 @@ import (
 // (RecordLogged, CardLogged): the store keeps a card once, in the entry.
 // The entry is the one that set the record (RecordSeq). What refers to it
 // is kept whole where the change log is not (cmdlog.Referrer): a snapshot
-// carries the row with its record and card (Inline), and before the log
-// is compacted past the entry the row takes them back (Unlog), in the
-// transaction that drops it. A row written before (with its record and
-// card) reads as it is.
+// carries the row with its record and card (Inline), and the compaction
+// of the change log keeps the entry while the row refers to it (Refers),
+// until the row lets go of it (releaseLog: the agent registers again, or
+// goes). A row written before (with its record and card) reads as it is.
 
 var _ cmdlog.Referrer = (*Directory)(nil)
 
@@ -106,32 +106,34 @@ func (d *Directory) Inline(tx *store.Txn, key, val []byte) ([]byte, error) {
 	return json.Marshal(&a)
 }
 
-// Unlog implements cmdlog.Referrer: the row that refers to registration
-// entry e takes its record and card back.
-func (d *Directory) Unlog(tx *store.Txn, e *cmdlog.Entry) (int, error) {
+// Refers implements cmdlog.Referrer: whether the row of the agent that
+// registration entry e registered refers to it.
+func (d *Directory) Refers(tx *store.Txn, e *cmdlog.Entry) (bool, error) {
 	ids := RegisteredAgents(e)
 	if len(ids) == 0 {
-		return 0, nil
+		return false, nil
 	}
 	a, err := getAgent(tx, ids[0])
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
+		return false, nil
 	}
-	if err != nil || a.RecordSeq != e.Seq || !a.RecordLogged && !a.CardLogged {
-		return 0, err
+	return err == nil && a.loggedSeq() == e.Seq, err
+}
+
+// loggedSeq is the log entry that row a refers to, 0 for none.
+func (a *Agent) loggedSeq() uint64 {
+	if a.RecordLogged || a.CardLogged {
+		return a.RecordSeq
 	}
-	s, err := loggedRecord(e)
-	if err != nil {
-		return 0, err
+	return 0
+}
+
+// releaseLog lets go of the log entry that row a referred to as was (its
+// loggedSeq before a change), unless a still refers to it: an entry the
+// compacted change log kept for the row alone goes.
+func releaseLog(tx *store.Txn, was uint64, a *Agent) error {
+	if was == 0 || a != nil && a.loggedSeq() == was {
+		return nil
 	}
-	a.Record = s
-	if a.CardLogged {
-		a.FullCard = signedFullCard(s)
-	}
-	a.RecordLogged, a.CardLogged = false, false
-	raw, err := json.Marshal(a)
-	if err != nil {
-		return 0, err
-	}
-	return len(raw), tx.Set(agentKey(a.ID), raw)
+	return cmdlog.Release(tx, was)
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/store"
 )
@@ -49,19 +51,35 @@ func wantHeld(t *testing.T, db *store.DB, id string, held bool) {
 	}
 }
 
+// logHolds reports whether the store of h holds log entry seq.
+func logHolds(t *testing.T, h *harness, seq uint64) bool {
+	t.Helper()
+	err := h.log.DB().View(func(tx *store.Txn) error {
+		_, err := cmdlog.EntryAt(tx, seq)
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
 // TestRowsReferToTheirLogEntry: the row of a signed registration that
 // hands its card over leaves out the signed request and the card, which
 // its log entry carries, yet serves both as before; a snapshot carries
-// the row with them (the node installing it has no log to refer to), and
-// a compaction of the change log past the entry gives them back to the
-// row, which serves the same; the agent's next registration refers to its
-// own entry again.
+// the row with them (the node installing it has no log to refer to); a
+// compaction of the change log past the entry keeps it while the row
+// refers to it (the change feed no longer serves it), and the row serves
+// the same; the kept entry goes once the row lets go of it: the agent
+// registers again (its row refers to its new entry), or goes.
 func TestRowsReferToTheirLogEntry(t *testing.T) {
 	h := newHarness(t)
 	key := identity.GenerateKey()
 	body := fmt.Sprintf(`{"agent_id":"ref","capabilities":["echo"],"endpoint":"https://ref.example","pubkey":%q,"full_card":%s}`,
 		identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
-	h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	r := h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	tok := h.token("ref", r.str("api_key"))
+	first := h.seq()
 	wantHeld(t, h.log.DB(), "ref", false)
 	served := cardReads(t, h, "ref")
 
@@ -88,18 +106,29 @@ func TestRowsReferToTheirLogEntry(t *testing.T) {
 	if err := h.log.Compact(0); err != nil {
 		t.Fatal(err)
 	}
-	if h.log.First() != h.seq()+1 {
-		t.Fatalf("the change log starts at %d after %d", h.log.First(), h.seq())
+	if _, err := h.log.Changes(0, 10, 1<<20); !errors.Is(err, cmdlog.ErrCompacted) || h.log.First() != h.seq()+1 {
+		t.Fatalf("the change log after a compaction: first %d, seq %d, %v", h.log.First(), h.seq(), err)
 	}
-	wantHeld(t, h.log.DB(), "ref", true)
+	if !logHolds(t, h, first) || logHolds(t, h, h.seq()) {
+		t.Fatalf("the compaction kept entry %d %v (a row refers to it), entry %d %v (none does)", first, logHolds(t, h, first), h.seq(), logHolds(t, h, h.seq()))
+	}
+	wantHeld(t, h.log.DB(), "ref", false)
 	if got := cardReads(t, h, "ref"); got != served {
 		t.Fatalf("after the compaction:\n%s\nnot\n%s", got, served)
 	}
 
 	h.want(h.signed(key, "POST", "/v1/agents/register", body), 200, "")
+	again := h.seq()
 	wantHeld(t, h.log.DB(), "ref", false)
-	if row, err := h.dir.Lookup("ref"); err != nil || row.RecordSeq != h.seq() || row.FullCard == nil {
-		t.Fatalf("registered again: %+v, %v", row, err)
+	if row, err := h.dir.Lookup("ref"); err != nil || row.RecordSeq != again || row.FullCard == nil || logHolds(t, h, first) {
+		t.Fatalf("registered again: %+v, %v; the entry it referred to kept: %v", row, err, logHolds(t, h, first))
+	}
+	if err := h.log.Compact(0); err != nil {
+		t.Fatal(err)
+	}
+	h.want(h.do("DELETE", "/v1/agents/me", "", bearer(tok)...), 200, "")
+	if logHolds(t, h, again) {
+		t.Fatal("the entry of a deleted agent's row was kept")
 	}
 }
 

@@ -11,18 +11,17 @@ import (
 // instead of holding a copy of what they carry (the registry's rows,
 // their agent's signed request and card: registryapi/rowlog.go). The log
 // keeps such a state whole where the change log is not: a snapshot
-// carries each value with what it refers to (Inline), and an entry is
-// dropped from the change log (Compact) only once the state holds what it
-// referred to in it (Unlog), in the same transaction.
+// carries each value with what it refers to (Inline), and Compact keeps
+// the entries the state refers to (Refers), below the first entry the
+// change feed serves, until the machine lets go of them (Release).
 type Referrer interface {
 	Machine
 	// Inline returns val, the value at key of the machine's state as tx
 	// reads it, holding what it refers to in the change log itself; val
 	// when it refers to nothing.
 	Inline(tx *store.Txn, key, val []byte) ([]byte, error)
-	// Unlog makes the state in tx hold what it refers to in entry e, which
-	// the change log drops in tx; it returns the bytes it wrote.
-	Unlog(tx *store.Txn, e *Entry) (int, error)
+	// Refers reports whether the state in tx refers to entry e.
+	Refers(tx *store.Txn, e *Entry) (bool, error)
 }
 
 // EntryAt is the entry seq of the change log, as tx reads it
@@ -33,6 +32,16 @@ func EntryAt(tx *store.Txn, seq uint64) (*Entry, error) {
 		return nil, err
 	}
 	return &e, nil
+}
+
+// Release is for a Referrer's Apply whose state, in tx, no longer refers
+// to entry seq: an entry that Compact kept for it alone goes.
+func Release(tx *store.Txn, seq uint64) error {
+	first, err := GetU64(tx, firstKey)
+	if err != nil || seq >= first {
+		return err // the change log holds it still, or never was compacted
+	}
+	return tx.Delete(logKey(seq))
 }
 
 // inline is val with what it refers to in the change log (Referrer), as
@@ -48,27 +57,26 @@ func (l *Log) inline(tx *store.Txn, key, val []byte) ([]byte, error) {
 	return val, nil
 }
 
-// unlog has the machines that refer to the entry at seq hold what they
-// refer to in it (Referrer), before the change log drops it in tx; it
-// returns the bytes they wrote.
-func (l *Log) unlog(tx *store.Txn, seq uint64) (int, error) {
+// referred reports whether a machine's state in tx refers to the entry at
+// seq (Referrer), which Compact then keeps.
+func (l *Log) referred(tx *store.Txn, seq uint64) (bool, error) {
 	if len(l.referrers) == 0 {
-		return 0, nil
+		return false, nil
 	}
 	raw, err := tx.Get(logKey(seq))
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
+		return false, nil
 	}
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	var e Entry
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return 0, err
+		return false, err
 	}
 	m, ok := l.machines[e.Kind].(Referrer)
 	if !ok {
-		return 0, nil
+		return false, nil
 	}
-	return m.Unlog(tx, &e)
+	return m.Refers(tx, &e)
 }

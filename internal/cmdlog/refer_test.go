@@ -13,21 +13,29 @@ import (
 )
 
 // refKV is kv whose state refers to the log: an op {"k","v"} sets k to
-// "@<seq>", its entry, which carries v (a Referrer). Unlog fails for the
-// entry of the value failOn.
+// "@<seq>", its entry, which carries v (a Referrer); Apply lets go of
+// the entry k referred to before. Refers fails for the entry of the value
+// failOn.
 type refKV struct {
 	kv
 	failOn string
 }
 
-var errUnlog = errors.New("unlog failed")
+var errRefers = errors.New("refers failed")
 
 func (m *refKV) Apply(tx *store.Txn, e *Entry) (any, error) {
 	var op kvOp
 	if err := json.Unmarshal(e.Op, &op); err != nil {
 		return nil, err
 	}
-	return nil, tx.Set(store.Key("kv", op.K), []byte("@"+strconv.FormatUint(e.Seq, 10)))
+	key := store.Key("kv", op.K)
+	if v, err := tx.Get(key); err == nil {
+		was, _ := strconv.ParseUint(strings.TrimPrefix(string(v), "@"), 10, 64)
+		if err := Release(tx, was); err != nil {
+			return nil, err
+		}
+	}
+	return nil, tx.Set(key, []byte("@"+strconv.FormatUint(e.Seq, 10)))
 }
 
 func (m *refKV) Inline(tx *store.Txn, key, val []byte) ([]byte, error) {
@@ -47,27 +55,25 @@ func (m *refKV) Inline(tx *store.Txn, key, val []byte) ([]byte, error) {
 	return []byte(op.V), nil
 }
 
-func (m *refKV) Unlog(tx *store.Txn, e *Entry) (int, error) {
+func (m *refKV) Refers(tx *store.Txn, e *Entry) (bool, error) {
 	var op kvOp
 	if err := json.Unmarshal(e.Op, &op); err != nil {
-		return 0, err
+		return false, err
 	}
 	if op.V == m.failOn {
-		return 0, errUnlog
+		return false, errRefers
 	}
-	key := store.Key("kv", op.K)
-	if v, err := tx.Get(key); err != nil || string(v) != "@"+strconv.FormatUint(e.Seq, 10) {
-		return 0, nil // another entry's since
-	}
-	return len(op.V), tx.Set(key, []byte(op.V))
+	v, err := tx.Get(store.Key("kv", op.K))
+	return err == nil && string(v) == "@"+strconv.FormatUint(e.Seq, 10), nil
 }
 
 // TestStateReferringToTheLogStaysWhole: a machine whose state refers to
-// the change log's entries (Referrer) gets what they carry into its state
-// before the log drops them, in the transaction that does, so that a
-// compaction that cannot (here, an error) drops nothing; and a snapshot
-// carries the state with what it refers to, which the node installing it
-// reads without the log.
+// the change log's entries (Referrer) keeps them through compactions
+// while it refers to them, though the change feed no longer serves them,
+// and lets go of them when it no longer does (Release); a compaction that
+// cannot tell (here, an error) drops nothing; a snapshot carries the
+// state with what it refers to, which the node installing it reads
+// without the log.
 func TestStateReferringToTheLogStaysWhole(t *testing.T) {
 	db, err := store.Open(store.Options{InMemory: true})
 	if err != nil {
@@ -106,22 +112,34 @@ func TestStateReferringToTheLogStaysWhole(t *testing.T) {
 		t.Fatalf("the snapshot carried k3 %q, k0 %q", dm.get(t, dst, "k3"), dm.get(t, dst, "k0"))
 	}
 
-	if err := src.Compact(0); !errors.Is(err, errUnlog) {
+	held := func(seq uint64) bool {
+		err := db.View(func(tx *store.Txn) error { _, err := EntryAt(tx, seq); return err })
+		return err == nil
+	}
+	if err := src.Compact(0); !errors.Is(err, errRefers) {
 		t.Fatalf("a compaction whose machine failed: %v", err)
 	}
-	if src.First() != 1 || m.get(t, src, "k3") != "@4" {
-		t.Fatalf("a failed compaction changed the log (first %d) or the state (k3 %q)", src.First(), m.get(t, src, "k3"))
+	if src.First() != 1 || !held(1) || !held(2) {
+		t.Fatalf("a failed compaction dropped entries (first %d)", src.First())
 	}
 	m.failOn = ""
 	if err := src.Compact(0); err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]string{"k0": "v8", "k1": "v9", "k3": "v3", "k7": "v7"} {
-		if got := m.get(t, src, k); got != want {
-			t.Fatalf("after the compaction %s is %q, not %q", k, got, want)
-		}
-	}
 	if src.First() != 11 {
 		t.Fatalf("the change log starts at %d", src.First())
+	}
+	if _, err := src.Changes(0, 10, 1<<20); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("the changes of a compacted log: %v", err)
+	}
+	for seq := range uint64(11) {
+		// Entries 1 and 2 set k0 and k1 again at 9 and 10.
+		if want := seq >= 3; held(seq) != want {
+			t.Fatalf("after the compaction entry %d is kept: %v", seq, held(seq))
+		}
+	}
+	propose(t, p, "k3", "v10") // k3 lets go of entry 4
+	if held(4) || !held(11) || m.get(t, src, "k3") != "@11" {
+		t.Fatalf("k3 set again: entry 4 kept %v, k3 %q", held(4), m.get(t, src, "k3"))
 	}
 }

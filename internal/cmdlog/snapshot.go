@@ -335,10 +335,11 @@ func (l *Log) First() uint64 {
 }
 
 // Compact drops the change log's entries older than the last keep, which
-// a node further behind gets as a snapshot instead. The machines that
-// refer to an entry take what they refer to in it first, in the
-// transaction that drops it (Referrer), under the commits' lock: a crash
-// leaves either the entry or the state holding its contents.
+// a node further behind gets as a snapshot instead. It keeps, below the
+// first entry the change feed serves, those that a machine's state refers
+// to (Referrer), until the machine releases them (Release). It runs under
+// the commits' lock, a few entries at a time, so that no commit meets it
+// on the keys it reads.
 func (l *Log) Compact(keep uint64) error {
 	seq := l.Seq()
 	if seq <= keep {
@@ -346,8 +347,8 @@ func (l *Log) Compact(keep uint64) error {
 	}
 	first, until := l.First(), seq-keep // drop [first, until]
 	for first <= until {
-		end, err := l.compactRun(first, until)
-		if err != nil {
+		end := min(until, first+compactBatch-1)
+		if err := l.compactRun(first, end); err != nil {
 			return err
 		}
 		first = end + 1
@@ -355,38 +356,30 @@ func (l *Log) Compact(keep uint64) error {
 	return nil
 }
 
-// compactMaxEntries and compactMaxBytes bound one transaction of Compact:
-// entries dropped, and bytes the machines wrote for them (rows taking
-// back their cards), well within what a store's transaction takes.
-const (
-	compactMaxEntries = 1000
-	compactMaxBytes   = 256 << 10
-)
+// compactBatch is how many entries one transaction of Compact drops. It
+// reads each (for its Referrer) while commits wait: some 0.1–0.2 ms an
+// entry with a 30 KB card.
+const compactBatch = 64
 
-// compactRun drops the entries from first on, at most to until, in one
-// transaction, and returns the last it dropped.
-func (l *Log) compactRun(first, until uint64) (uint64, error) {
+// compactRun drops the entries from first to end that no machine refers
+// to, in one transaction.
+func (l *Log) compactRun(first, end uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var end uint64
-	err := l.db.Update(func(tx *store.Txn) error {
-		written := 0
-		for end = first; ; end++ {
-			n, err := l.unlog(tx, end)
+	return l.db.Update(func(tx *store.Txn) error {
+		for s := first; s <= end; s++ {
+			kept, err := l.referred(tx, s)
 			if err != nil {
 				return err
 			}
-			if err := tx.Delete(logKey(end)); err != nil {
-				return err
-			}
-			written += n
-			if end == until || end-first+1 >= compactMaxEntries || written >= compactMaxBytes {
-				break
+			if !kept {
+				if err := tx.Delete(logKey(s)); err != nil {
+					return err
+				}
 			}
 		}
 		return tx.Set(firstKey, []byte(store.U64(end+1)))
 	})
-	return end, err
 }
 
 // recoverRestore finishes, at Open, a restore cut short: the log is empty
