@@ -1,7 +1,6 @@
 package registryapi
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -83,18 +82,9 @@ func TestRowsReferToTheirLogEntry(t *testing.T) {
 	wantHeld(t, h.log.DB(), "ref", false)
 	served := cardReads(t, h, "ref")
 
-	snap, err := h.log.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = snap.WriteTo(&buf)
-	snap.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	buf := storetest.Snapshot(t, h.log)
 	replica := newHarnessOn(t, storetest.DB(t))
-	if _, err := replica.log.Restore(&buf); err != nil {
+	if _, err := replica.log.Restore(buf); err != nil {
 		t.Fatal(err)
 	}
 	wantHeld(t, replica.log.DB(), "ref", true)
