@@ -83,7 +83,7 @@ func (d *Directory) Publications(id string, dirKey ed25519.PrivateKey, now time.
 		}
 		live := err == nil && a.Registered() && a.hasRecord()
 		if live {
-			if err := fromLog(tx, a, true); err != nil {
+			if err := fromLog(tx, a, true, false); err != nil {
 				return err
 			}
 		}

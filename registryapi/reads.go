@@ -56,7 +56,7 @@ func (d *Directory) readRow(id string) (*Agent, int, error) {
 			return err
 		}
 		rest = len(raw) - int(row.Record) - len(row.FullCard)
-		return fromLog(tx, &row.Agent, false)
+		return fromLog(tx, &row.Agent, false, true)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, ErrAgentNotFound

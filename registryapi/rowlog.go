@@ -51,10 +51,10 @@ func putAgent(tx *store.Txn, a *Agent) error {
 	return tx.SetJSON(agentKey(a.ID), a)
 }
 
-// fromLog fills in row a what it refers to in the log, as tx reads it:
-// its full card, and its record too when record is set.
-func fromLog(tx *store.Txn, a *Agent, record bool) error {
-	needCard, needRecord := a.CardLogged && a.FullCard == nil, record && a.RecordLogged && a.Record == nil
+// fromLog fills in row a what it refers to in the log and the caller
+// reads, as tx reads it: its record, its full card.
+func fromLog(tx *store.Txn, a *Agent, record, card bool) error {
+	needRecord, needCard := record && a.RecordLogged && a.Record == nil, card && a.CardLogged && a.FullCard == nil
 	if !needCard && !needRecord {
 		return nil
 	}
@@ -99,7 +99,7 @@ func (d *Directory) Inline(tx *store.Txn, key, val []byte) ([]byte, error) {
 	if err := json.Unmarshal(val, &a); err != nil {
 		return nil, err
 	}
-	if err := fromLog(tx, &a, true); err != nil {
+	if err := fromLog(tx, &a, true, true); err != nil {
 		return nil, err
 	}
 	a.RecordLogged, a.CardLogged = false, false

@@ -399,7 +399,7 @@ func (x *searchIndex) rebuild(ctx context.Context, db *store.DB, rows *atomic.In
 			if err := json.Unmarshal(v, &a); err != nil {
 				return false, err
 			}
-			if err := fromLog(tx, &a.Agent, false); err != nil {
+			if err := fromLog(tx, &a.Agent, false, true); err != nil {
 				return false, err
 			}
 			rep, err := oracleReputation(tx, &a.Agent)
@@ -421,7 +421,7 @@ func (x *searchIndex) reindex(db *store.DB, ids []string) error {
 				x.remove(id)
 				continue
 			}
-			if err := fromLog(tx, a, false); err != nil {
+			if err := fromLog(tx, a, false, true); err != nil {
 				return err
 			}
 			rep, err := oracleReputation(tx, a)
