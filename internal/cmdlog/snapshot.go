@@ -357,8 +357,8 @@ func (l *Log) Compact(keep uint64) error {
 }
 
 // compactBatch is how many entries one transaction of Compact drops. It
-// reads each (for its Referrer) while commits wait: some 0.1–0.2 ms an
-// entry with a 30 KB card.
+// reads and decodes each (for its Referrer) while commits wait: an entry
+// with a 30 KB card took 1.5 ms on a machine at load 21 (2 cores).
 const compactBatch = 64
 
 // compactRun drops the entries from first to end that no machine refers
