@@ -28,13 +28,13 @@ func TestBenchGetAgent(t *testing.T) {
 	}
 	defer n.Close()
 	bin := buildMesh(t)
-	for range 2 {
-		out, err := exec.Command(bin, "bench", "get-agent", "--url", n.URL(), "--agents", "5", "--concurrency", "2", "--duration", "300ms", "--rounds", "1").Output()
+	for _, slice := range []string{"1s", "100ms"} { // each run whole, then in three turns
+		out, err := exec.Command(bin, "bench", "get-agent", "--url", n.URL(), "--agents", "5", "--concurrency", "2", "--duration", "300ms", "--rounds", "1", "--slice", slice).Output()
 		if err != nil || !strings.Contains(string(out), "net/http writing the same bytes") || strings.Count(string(out), "errors 0") != 2 {
 			t.Fatalf("bench get-agent: %v %q", err, out)
 		}
 	}
-	for _, bad := range [][]string{{"--agents", "0"}, {"--concurrency", "0"}, {"--duration", "0s"}, {"--rounds", "0"}} {
+	for _, bad := range [][]string{{"--agents", "0"}, {"--concurrency", "0"}, {"--duration", "0s"}, {"--rounds", "0"}, {"--slice", "-1s"}} {
 		root := rootCmd()
 		root.SetArgs(append([]string{"bench", "get-agent", "--url", n.URL()}, bad...))
 		root.SetOut(&bytes.Buffer{})

@@ -27,7 +27,12 @@ type GetAgentOptions struct {
 	Concurrency int
 	Duration    time.Duration // of each run
 	Rounds      int           // node and baseline runs, alternately
-	Progress    io.Writer
+	// Slice cuts each run into slices of at most this, the node's and
+	// the baseline's alternately (in the order node, baseline, baseline,
+	// node, ...), so that both meet the same seconds of a shared machine
+	// (0: each run whole, one after the other).
+	Slice    time.Duration
+	Progress io.Writer
 }
 
 // GetAgentResult is the node's runs and the baseline's, in the order run,
@@ -96,9 +101,11 @@ func total(rs []loadgen.Result) loadgen.Result {
 // it starts in a process of its own), reads each one's answer to GET
 // /v1/agents/<id> once, and starts the baseline in another process: plain
 // net/http answering each id with that same answer, header fields and
-// body. It then drives both alike, o.Rounds times each: a round runs the
-// two back to back, the node first in odd rounds and the baseline first
-// in even ones, after a warm-up of each that is not counted.
+// body. It then drives both alike, o.Rounds times each, after a warm-up
+// of each that is not counted: a round drives each for o.Duration, in
+// slices of o.Slice taken in turns (the node first in odd rounds and the
+// baseline first in even ones, and the order swapped from one pair of
+// slices to the next), each side's slices pooled into its run.
 func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	var res GetAgentResult
 	url, nodePID := o.URL, 0
@@ -130,31 +137,59 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 			},
 		})
 	}
-	runs := []struct {
-		target string
-		pid    int
-		into   *[]loadgen.Result
-		cpu    *[]time.Duration
-	}{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}}
-	for _, run := range runs {
-		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", run.target, drive(run.target, warmUp(o.Duration)))
+	sides := [2]side{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}}
+	for _, s := range sides {
+		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", s.target, drive(s.target, warmUp(o.Duration)))
 	}
 	for round := range o.Rounds {
-		for i := range runs {
-			run := runs[(i+round)%2]
-			cpu := pidCPU(run.pid)
-			r := drive(run.target, o.Duration)
-			if used := pidCPU(run.pid) - cpu; cpu > 0 && r.Requests > 0 {
-				*run.cpu = append(*run.cpu, used/time.Duration(r.Requests))
+		var parts [2][]loadgen.Result
+		var cpu [2]time.Duration
+		for k, d := range sliced(o.Duration, o.Slice) {
+			for i := range sides {
+				j := (i + k + round) % 2 // node first, then the baseline first: ABBA
+				before := pidCPU(sides[j].pid)
+				parts[j] = append(parts[j], drive(sides[j].target, d))
+				if before > 0 {
+					cpu[j] += pidCPU(sides[j].pid) - before
+				}
 			}
-			fmt.Fprintf(o.Progress, "  %s: %s\n", run.target, r)
+		}
+		for j, s := range sides {
+			r := loadgen.Merge(parts[j]...)
+			fmt.Fprintf(o.Progress, "  %s: %s\n", s.target, r)
 			if r.Errors > 0 {
-				return res, fmt.Errorf("%s: %d requests failed", run.target, r.Errors)
+				return res, fmt.Errorf("%s: %d requests failed", s.target, r.Errors)
 			}
-			*run.into = append(*run.into, r)
+			*s.into = append(*s.into, r)
+			if cpu[j] > 0 && r.Requests > 0 {
+				*s.cpu = append(*s.cpu, cpu[j]/time.Duration(r.Requests))
+			}
 		}
 	}
 	return res, nil
+}
+
+// side is one of the two servers GetAgent drives: where it listens, its
+// process (0: not known) and where its runs go.
+type side struct {
+	target string
+	pid    int
+	into   *[]loadgen.Result
+	cpu    *[]time.Duration
+}
+
+// sliced is d cut into equal slices of at most slice (d whole when slice
+// is 0 or longer).
+func sliced(d, slice time.Duration) []time.Duration {
+	n := 1
+	if slice > 0 && slice < d {
+		n = int((d + slice - 1) / slice)
+	}
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d / time.Duration(n)
+	}
+	return out
 }
 
 // warmUp is how long each target is driven, uncounted, before the rounds:
