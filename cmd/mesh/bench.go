@@ -19,7 +19,7 @@ func benchCmd() *cobra.Command {
 }
 
 func benchGetAgentCmd() *cobra.Command {
-	o := bench.GetAgentOptions{Agents: 1000, Concurrency: 16, Duration: 10 * time.Second, Rounds: 2, Slice: time.Second}
+	o := bench.GetAgentOptions{Agents: 1000, Concurrency: 16, Duration: 4 * time.Second, Rounds: 5, Slice: time.Second}
 	c := &cobra.Command{
 		Use:   "get-agent",
 		Short: "Drive GET /v1/agents/<id> over HTTP against plain net/http writing the same bytes",
@@ -29,7 +29,10 @@ answering each id with those same bytes. Then drives GET /v1/agents/<id>
 over real HTTP with --concurrency connections, against the node and the
 baseline, --rounds times each for --duration: a round drives the two in
 turns of --slice (node, baseline, baseline, node, ...), so that both meet
-the same seconds of a shared machine, and pools each one's turns. It
+the same seconds of a shared machine, and pools each one's turns; each
+round has processes of its own (the baseline started afresh, and the node
+run again on its data when the bench started it): on a shared machine two
+processes of one program can differ for their whole life. It
 prints requests/s, p50, p99 and max of each run and the node's
 throughput and p99 as multiples of the baseline's. Without --url it starts a node (mesh
 node, without write budgets) in a process of its own too. A running node

@@ -101,14 +101,18 @@ func total(rs []loadgen.Result) loadgen.Result {
 // it starts in a process of its own), reads each one's answer to GET
 // /v1/agents/<id> once, and starts the baseline in another process: plain
 // net/http answering each id with that same answer, header fields and
-// body. It then drives both alike, o.Rounds times each, after a warm-up
-// of each that is not counted: a round drives each for o.Duration, in
-// slices of o.Slice taken in turns (the node first in odd rounds and the
-// baseline first in even ones, and the order swapped from one pair of
-// slices to the next), each side's slices pooled into its run.
+// body. It then drives both alike, o.Rounds times each. Each round runs
+// on processes of its own (a baseline started afresh, and the node, when
+// GetAgent started it, run again on its data: on a shared machine two
+// processes of the same program differ for their whole life by more than
+// the node and the baseline do), after a warm-up of each that is not
+// counted: it drives each for o.Duration, in slices of o.Slice taken in
+// turns (the node first in odd rounds and the baseline first in even
+// ones, and the order swapped from one pair of slices to the next), each
+// side's slices pooled into its run.
 func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	var res GetAgentResult
-	url, nodePID := o.URL, 0
+	url, node := o.URL, (*Proc)(nil)
 	if url == "" {
 		n, err := StartProc(ctx, o.Exe, filepath.Join(o.Dir, "node"), "--role", "bootstrap", "--card-refresh", "0",
 			"--budget-client", "0", "--budget-credential", "0", "--budget-directory", "0")
@@ -116,7 +120,7 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 			return res, err
 		}
 		defer n.Stop()
-		url, nodePID = n.URL, n.cmd.Process.Pid
+		url, node = n.URL, n
 	}
 	prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano()) // runs against one node do not collide
 	fmt.Fprintf(o.Progress, "registering %d agents at %s\n", o.Agents, url)
@@ -124,11 +128,6 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	if err != nil {
 		return res, err
 	}
-	base, basePID, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
-	if err != nil {
-		return res, err
-	}
-	defer stop()
 	drive := func(target string, d time.Duration) loadgen.Result {
 		return loadgen.Run(ctx, loadgen.Options{
 			Concurrency: o.Concurrency, Duration: d,
@@ -137,36 +136,60 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 			},
 		})
 	}
-	sides := [2]side{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}}
-	for _, s := range sides {
-		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", s.target, drive(s.target, warmUp(o.Duration)))
-	}
 	for round := range o.Rounds {
-		var parts [2][]loadgen.Result
-		var cpu [2]time.Duration
-		for k, d := range sliced(o.Duration, o.Slice) {
-			for i := range sides {
-				j := (i + k + round) % 2 // node first, then the baseline first: ABBA
-				before := pidCPU(sides[j].pid)
-				parts[j] = append(parts[j], drive(sides[j].target, d))
-				if before > 0 {
-					cpu[j] += pidCPU(sides[j].pid) - before
+		nodePID := 0
+		if node != nil {
+			if round > 0 {
+				if err := node.Restart(ctx); err != nil {
+					return res, err
 				}
 			}
+			nodePID = node.cmd.Process.Pid
 		}
-		for j, s := range sides {
-			r := loadgen.Merge(parts[j]...)
-			fmt.Fprintf(o.Progress, "  %s: %s\n", s.target, r)
-			if r.Errors > 0 {
-				return res, fmt.Errorf("%s: %d requests failed", s.target, r.Errors)
-			}
-			*s.into = append(*s.into, r)
-			if cpu[j] > 0 && r.Requests > 0 {
-				*s.cpu = append(*s.cpu, cpu[j]/time.Duration(r.Requests))
-			}
+		base, basePID, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
+		if err != nil {
+			return res, err
+		}
+		err = measureRound(o, drive, round, [2]side{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}})
+		stop()
+		if err != nil {
+			return res, err
 		}
 	}
 	return res, nil
+}
+
+// measureRound warms both sides up, then drives each for o.Duration in
+// turns of o.Slice, and appends to each side its run and its CPU time a
+// request.
+func measureRound(o GetAgentOptions, drive func(string, time.Duration) loadgen.Result, round int, sides [2]side) error {
+	for _, s := range sides {
+		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", s.target, drive(s.target, warmUp(o.Duration)))
+	}
+	var parts [2][]loadgen.Result
+	var cpu [2]time.Duration
+	for k, d := range sliced(o.Duration, o.Slice) {
+		for i := range sides {
+			j := (i + k + round) % 2 // node first, then the baseline first: ABBA
+			before := pidCPU(sides[j].pid)
+			parts[j] = append(parts[j], drive(sides[j].target, d))
+			if before > 0 {
+				cpu[j] += pidCPU(sides[j].pid) - before
+			}
+		}
+	}
+	for j, s := range sides {
+		r := loadgen.Merge(parts[j]...)
+		fmt.Fprintf(o.Progress, "  %s: %s\n", s.target, r)
+		if r.Errors > 0 {
+			return fmt.Errorf("%s: %d requests failed", s.target, r.Errors)
+		}
+		*s.into = append(*s.into, r)
+		if cpu[j] > 0 && r.Requests > 0 {
+			*s.cpu = append(*s.cpu, cpu[j]/time.Duration(r.Requests))
+		}
+	}
+	return nil
 }
 
 // side is one of the two servers GetAgent drives: where it listens, its
@@ -192,8 +215,8 @@ func sliced(d, slice time.Duration) []time.Duration {
 	return out
 }
 
-// warmUp is how long each target is driven, uncounted, before the rounds:
-// both start with their connections made, code paged in and heaps grown.
+// warmUp is how long each target is driven, uncounted, before each round:
+// both start it with code paged in, caches filled and heaps grown.
 func warmUp(d time.Duration) time.Duration { return min(d/5, time.Second) }
 
 // storedAnswer is a node's answer to GET /v1/agents/<id>: its header
