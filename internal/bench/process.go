@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +22,7 @@ type Proc struct {
 	P2P    string
 	exe    string
 	args   []string // its command line after exe
+	listen string   // its libp2p address, without /p2p/
 	cmd    *exec.Cmd
 	dir    string        // its data directory
 	exited chan struct{} // closed once the process ended
@@ -43,9 +43,9 @@ func StartProc(ctx context.Context, exe, dir string, args ...string) (*Proc, err
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), exe: exe, dir: dir,
-		args: append([]string{"node", "--data", dir, "--http", "127.0.0.1:" + strconv.Itoa(httpPort),
-			"--listen", "/ip4/127.0.0.1/tcp/" + strconv.Itoa(p2pPort)}, args...)}
+	listen := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(p2pPort)
+	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), exe: exe, dir: dir, listen: listen,
+		args: append([]string{"node", "--data", dir, "--http", "127.0.0.1:" + strconv.Itoa(httpPort), "--listen", listen}, args...)}
 	if err := p.start(ctx); err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (p *Proc) start(ctx context.Context) error {
 			PeerID string `json:"peer_id"`
 		}
 		if getJSON(ctx, p.URL+"/health", &h) == nil {
-			p.P2P = fmt.Sprintf("%s/p2p/%s", p.args[slices.Index(p.args, "--listen")+1], h.PeerID)
+			p.P2P = p.listen + "/p2p/" + h.PeerID
 			return nil
 		}
 		select {
