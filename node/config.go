@@ -112,9 +112,11 @@ type Config struct {
 	// goodbye among it). 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
 	// HeaderTimeout bounds how long a client may take to send a request's
-	// header; IdleTimeout closes a keep-alive connection without a request
-	// for that long. Zero means the defaults (10 s, 2 min).
+	// header, BodyTimeout its body; IdleTimeout closes a keep-alive
+	// connection without a request for that long. Zero means the defaults
+	// (10 s, 30 s, 2 min).
 	HeaderTimeout time.Duration `json:"header_timeout"`
+	BodyTimeout   time.Duration `json:"body_timeout"`
 	IdleTimeout   time.Duration `json:"idle_timeout"`
 	// Gater, if set, vets libp2p connections (tests simulate NATs with it).
 	Gater connmgr.ConnectionGater `json:"-"`
@@ -316,6 +318,7 @@ func DefaultConfig() Config {
 		ChangesKept:      DefaultChangesKept,
 		ShutdownGrace:    DefaultShutdownGrace,
 		HeaderTimeout:    DefaultHeaderTimeout,
+		BodyTimeout:      httpx.DefaultBodyTimeout,
 		IdleTimeout:      DefaultIdleTimeout,
 		SearchRate:       registryapi.DefaultSearchRate,
 		SearchBurst:      registryapi.DefaultSearchBurst,
@@ -424,8 +427,8 @@ func (c *Config) Validate() error {
 	if c.Wall.SendMemory < 0 || !(c.Wall.ControlRate >= 0) {
 		return fmt.Errorf("node: Wall.SendMemory %d, Wall.ControlRate %v: want positive values, 0 for the defaults (+Inf: no control rate)", c.Wall.SendMemory, c.Wall.ControlRate)
 	}
-	if c.HeaderTimeout < 0 || c.IdleTimeout < 0 {
-		return errors.New("node: header and idle timeouts must not be negative")
+	if c.HeaderTimeout < 0 || c.BodyTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("node: header, body and idle timeouts must not be negative")
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("node: ShutdownGrace must not be negative")

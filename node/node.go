@@ -188,6 +188,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// nothing, or half a header, is cut at most a sweep late.
 	ln := httpx.SweepDeadlines(n.ln, deadlineSweep)
 	header := orDefault(n.cfg.HeaderTimeout, DefaultHeaderTimeout)
+	body := orDefault(n.cfg.BodyTimeout, httpx.DefaultBodyTimeout)
 	n.srv = &http.Server{
 		Handler:           n.handler,
 		ReadHeaderTimeout: header,
@@ -195,7 +196,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		// server after the answer, before the client gets it: bounded as
 		// httpx.ReadBody bounds one a route reads, else a client that
 		// trickles it holds its connection for ever.
-		ReadTimeout:    header + httpx.BodyTimeout,
+		ReadTimeout:    header + body,
+		BaseContext:    func(net.Listener) context.Context { return httpx.WithBodyTimeout(context.Background(), body) },
 		IdleTimeout:    orDefault(n.cfg.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),

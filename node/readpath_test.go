@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,11 +48,13 @@ func TestSlowClientsAreCut(t *testing.T) {
 // TestUnreadBodyIsBounded: a read sent with a body that never comes (a
 // route that reads none: net/http drains it before the answer goes) gets
 // its answer, and its connection is closed, once the header timeout and
-// the body's (30 s) have passed, as a body a route reads would be cut.
+// the body's (--body-timeout) have passed, as a body a route reads would
+// be cut.
 func TestUnreadBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.HeaderTimeout = 200 * time.Millisecond
+	cfg.BodyTimeout = time.Second
 	n := startNode(t, cfg)
 	c, err := net.Dial("tcp", n.Addr())
 	if err != nil {
@@ -59,13 +62,37 @@ func TestUnreadBodyIsBounded(t *testing.T) {
 	}
 	defer c.Close()
 	io.WriteString(c, "GET /v1/agents/nobody HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
-	c.SetReadDeadline(time.Now().Add(time.Minute))
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("no answer: %v", err)
 	}
 	if resp.StatusCode != http.StatusNotFound || !resp.Close {
 		t.Fatalf("%d, connection closed after it: %v", resp.StatusCode, resp.Close)
+	}
+}
+
+// TestStalledBodyTimesOut: a write whose body stalls is answered 408
+// body_timeout once the node's --body-timeout passes.
+func TestStalledBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir())
+	cfg.BodyTimeout = time.Second
+	n := startNode(t, cfg)
+	c, err := net.Dial("tcp", n.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "body_timeout") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
 

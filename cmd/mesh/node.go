@@ -59,6 +59,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.Int64Var(&cfg.BrowserLimits.PeerMemory, "browser-peer-memory", p2p.DefaultBrowserPeerMemory, "bytes one browser peer's connections and streams may reserve (a WebRTC-direct connection reserves 2.5 MiB)")
 	f.IntVar(&cfg.GossipQueueBytes, "gossip-queue-bytes", cfg.GossipQueueBytes, "bytes of gossip that may wait for one peer; past it its oldest messages are dropped")
 	f.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "how long an HTTP client may take to send a request's header before its connection is cut (checked 4 times a second); 0 takes the default")
+	f.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "how long an HTTP client may take to send a request's body: past it 408 body_timeout (a body its route does not read is drained within --header-timeout plus this of the request's start, else the connection is closed); 0 takes the default")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "an HTTP keep-alive connection without a request for this long is closed (checked 4 times a second); 0 takes the default")
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "on SIGTERM, how long the requests under way and the gossip queued for peers each get to finish")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

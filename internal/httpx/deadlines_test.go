@@ -183,10 +183,8 @@ func TestSweptHijackedConnExact(t *testing.T) {
 
 // TestSweptBodyTimeout: ReadBody's deadline holds on a swept connection.
 func TestSweptBodyTimeout(t *testing.T) {
-	old := BodyTimeout
-	BodyTimeout = 100 * time.Millisecond
-	t.Cleanup(func() { BodyTimeout = old })
 	addr := sweptServer(t, 20*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(WithBodyTimeout(r.Context(), 100*time.Millisecond))
 		if _, err := ReadBody(w, r, 1<<10); err != nil {
 			WriteError(nil, w, r, err)
 		}

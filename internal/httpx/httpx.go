@@ -94,15 +94,34 @@ func putJSONBuffer(buf *bytes.Buffer) {
 	}
 }
 
-// BodyTimeout bounds how long a client may take to send a request body,
-// so that a client that stalls mid-body does not hold a connection open.
-var BodyTimeout = 30 * time.Second
+// DefaultBodyTimeout bounds how long a client may take to send a request
+// body, so that a client that stalls mid-body does not hold a connection
+// open; a server bounds its own clients by another (WithBodyTimeout).
+const DefaultBodyTimeout = 30 * time.Second
+
+type bodyTimeoutKey struct{}
+
+// WithBodyTimeout returns ctx carrying d as the bound ReadBody puts on the
+// bodies of requests served under it: the BaseContext of a server whose
+// operator chose another than DefaultBodyTimeout. d <= 0 keeps the default.
+func WithBodyTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, bodyTimeoutKey{}, d)
+}
+
+// BodyTimeout is the bound on the bodies of requests served under ctx.
+func BodyTimeout(ctx context.Context) time.Duration {
+	if d, _ := ctx.Value(bodyTimeoutKey{}).(time.Duration); d > 0 {
+		return d
+	}
+	return DefaultBodyTimeout
+}
 
 // ReadBody reads the whole request body, refusing more than limit bytes
-// and a client that takes longer than BodyTimeout.
+// and a client that takes longer than its BodyTimeout.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	rc := http.NewResponseController(w)
-	deadline := rc.SetReadDeadline(time.Now().Add(BodyTimeout)) == nil
+	timeout := BodyTimeout(r.Context())
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil && deadline {
 		// Lift it again for the rest of the exchange; after a failure it
@@ -110,7 +129,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		rc.SetReadDeadline(time.Time{})
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil, ErrBodyTimeout.With("the request body did not arrive within %s", BodyTimeout)
+		return nil, ErrBodyTimeout.With("the request body did not arrive within %s", timeout)
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -552,14 +552,17 @@ func TestAsError(t *testing.T) {
 }
 
 // TestReadBodyTimeout: a client that announces a body and stalls is
-// answered 408 once BodyTimeout passes, and its connection is not held.
+// answered 408 once the server's body timeout passes, and its connection
+// is not held.
 func TestReadBodyTimeout(t *testing.T) {
-	defer func(d time.Duration) { BodyTimeout = d }(BodyTimeout)
-	BodyTimeout = 200 * time.Millisecond
-	srv := httptest.NewServer(Handle(nil, func(w http.ResponseWriter, r *http.Request) error {
+	srv := httptest.NewUnstartedServer(Handle(nil, func(w http.ResponseWriter, r *http.Request) error {
 		_, err := ReadBody(w, r, 1<<10)
 		return err
 	}))
+	srv.Config.BaseContext = func(net.Listener) context.Context {
+		return WithBodyTimeout(context.Background(), 200*time.Millisecond)
+	}
+	srv.Start()
 	defer srv.Close()
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
