@@ -135,7 +135,7 @@ func newSearchIndex() *searchIndex {
 
 // tokens splits s into lower-case runs of letters and digits.
 func tokens(s string, add func(string)) {
-	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+	for f := range strings.FieldsFuncSeq(strings.ToLower(s), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	}) {
 		if len(f) <= maxTermLen {
