@@ -32,6 +32,12 @@ type Agent struct {
 	// RecordSeq is the log sequence of the command that set Record: the
 	// seq of the DHT record.
 	RecordSeq uint64 `json:"record_seq,omitempty"`
+	// RecordLogged: the stored row leaves Record out, which is the signed
+	// request of log entry RecordSeq; CardLogged: it leaves FullCard out,
+	// which that request carries (rowlog.go). Readers of either fill them
+	// in (fromLog).
+	RecordLogged bool `json:"record_logged,omitempty"`
+	CardLogged   bool `json:"card_logged,omitempty"`
 	// Listing is catalog metadata imported from an existing directory; it
 	// survives deregistration (spec 3.1, catalog-only).
 	Listing *Listing `json:"listing,omitempty"`

@@ -88,7 +88,7 @@ func applyCard(tx *store.Txn, cmd *Command, op *CardOp) (Result, error) {
 		return Result{}, errCardUnchanged
 	}
 	a.FullCard, a.CardFrom, a.CardAt = card, cardFromFetch, cmd.Time()
-	return Result{Agent: a}, tx.SetJSON(agentKey(a.ID), a)
+	return Result{Agent: a}, putAgent(tx, a)
 }
 
 // ProbeTarget is a registered agent whose endpoint the directory probes.

@@ -187,6 +187,7 @@ func (r Result) Receipt() any {
 	if r.Agent != nil {
 		a := *r.Agent
 		a.Record, a.Listing, a.Card, a.FullCard = nil, nil, nil, nil
+		a.RecordLogged, a.CardLogged = false, false
 		r.Agent = &a
 	}
 	return r

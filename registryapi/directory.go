@@ -210,7 +210,7 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 		return Result{}, 0, err
 	}
 	var delta int64
-	created := !a.Registered()
+	created, was := !a.Registered(), a.loggedSeq()
 	switch {
 	case created:
 		a.Reg, a.RegisteredAt, delta = cmd.Seq, now, 1
@@ -234,8 +234,12 @@ func applyRegister(tx *store.Txn, cmd *Command, op *RegisterOp) (Result, int64, 
 	if op.Signed != nil && cmd.Sig != nil && cmd.Sig.Pubkey == a.Pubkey {
 		a.Record, a.RecordSeq = op.Signed, cmd.Seq
 	}
+	referLog(a, cmd)
 	a.UpdatedAt, a.LastSeen = now, now
-	if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
+	if err := putAgent(tx, a); err != nil {
+		return Result{}, 0, err
+	}
+	if err := releaseLog(tx, was, a); err != nil {
 		return Result{}, 0, err
 	}
 	return Result{Agent: a, Created: created}, delta, nil
@@ -284,7 +288,7 @@ func registeredAgent(tx *store.Txn, id string, reg uint64) (*Agent, error) {
 // unbindPubkey frees a's key for others and, if a has a DHT record,
 // leaves a tombstone for it.
 func unbindPubkey(tx *store.Txn, cmd *Command, a *Agent) error {
-	if a.Record != nil {
+	if a.hasRecord() {
 		if err := addTombstone(tx, cmd, a.ID, a.DID); err != nil {
 			return err
 		}
@@ -312,11 +316,14 @@ func deregister(tx *store.Txn, cmd *Command, a *Agent) (Result, int64, error) {
 			return Result{}, 0, err
 		}
 	}
+	if err := releaseLog(tx, a.loggedSeq(), nil); err != nil {
+		return Result{}, 0, err
+	}
 	if a.Listing == nil {
 		return Result{Removed: true}, -1, tx.Delete(agentKey(a.ID))
 	}
 	a.clearMesh()
-	return Result{Agent: a}, -1, tx.SetJSON(agentKey(a.ID), a)
+	return Result{Agent: a}, -1, putAgent(tx, a)
 }
 
 func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) {
@@ -371,7 +378,7 @@ func applyCatalog(tx *store.Txn, op *CatalogOp) (Result, error) {
 		}
 		listing := l.Listing
 		a.Listing = &listing
-		if err := tx.SetJSON(agentKey(a.ID), a); err != nil {
+		if err := putAgent(tx, a); err != nil {
 			return Result{}, err
 		}
 	}

@@ -64,7 +64,7 @@ func applyActivate(tx *store.Txn, op *ActivateOp) (Result, error) {
 	if err := activated(tx, a); err != nil {
 		return Result{}, err
 	}
-	return Result{Agent: a}, tx.SetJSON(agentKey(a.ID), a)
+	return Result{Agent: a}, putAgent(tx, a)
 }
 
 func applyExpire(tx *store.Txn, cmd *Command, op *ExpireOp) (Result, int64, error) {

@@ -81,7 +81,12 @@ func (d *Directory) Publications(id string, dirKey ed25519.PrivateKey, now time.
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		live := err == nil && a.Registered() && a.Record != nil
+		live := err == nil && a.Registered() && a.hasRecord()
+		if live {
+			if err := fromLog(tx, a, true, false); err != nil {
+				return err
+			}
+		}
 		if live {
 			_, val, err := NewRecord(*a.Record, a.recordSeq(), dirKey, now)
 			if err != nil {
@@ -137,7 +142,7 @@ func didHasRecord(tx *store.Txn, did string) bool {
 		return false
 	}
 	a, err := getAgent(tx, string(id))
-	return err == nil && a.Record != nil
+	return err == nil && a.hasRecord()
 }
 
 // PublishedIDs returns, in id order, up to limit ids after `after` that the
@@ -148,7 +153,7 @@ func (d *Directory) PublishedIDs(after string, limit int) ([]string, error) {
 	err := d.db.View(func(tx *store.Txn) error {
 		if err := scanIDs(tx, "a", after, limit, &withRecord, func(v []byte) bool {
 			var a Agent
-			return json.Unmarshal(v, &a) == nil && a.Registered() && a.Record != nil
+			return json.Unmarshal(v, &a) == nil && a.Registered() && a.hasRecord()
 		}); err != nil {
 			return err
 		}

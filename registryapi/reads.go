@@ -45,11 +45,18 @@ func (d *Directory) lookup(id string) (*cachedAgent, error) {
 // readRow reads the row of id from the store, without its DHT record;
 // rest is the bytes of the stored row but its record and full card.
 func (d *Directory) readRow(id string) (*Agent, int, error) {
-	var raw []byte
+	var row cachedRow
+	rest := 0
 	err := d.db.View(func(tx *store.Txn) error {
-		var err error
-		raw, err = tx.Get(agentKey(id))
-		return err
+		raw, err := tx.Get(agentKey(id))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, &row); err != nil {
+			return err
+		}
+		rest = len(raw) - int(row.Record) - len(row.FullCard)
+		return fromLog(tx, &row.Agent, false, true)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, ErrAgentNotFound
@@ -57,11 +64,7 @@ func (d *Directory) readRow(id string) (*Agent, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	var row cachedRow
-	if err := json.Unmarshal(raw, &row); err != nil {
-		return nil, 0, err
-	}
-	return &row.Agent, len(raw) - int(row.Record) - len(row.FullCard), nil
+	return &row.Agent, rest, nil
 }
 
 // cachedRow decodes a row without its DHT record.
@@ -146,7 +149,9 @@ var noReports = func() Rollup {
 }()
 
 // Agents calls fn for every registered agent, in id order, until fn
-// returns false. Rows are decoded fresh: fn may keep them.
+// returns false. Rows are decoded fresh: fn may keep them. They come
+// without what they refer to in the log (Record and FullCard are nil when
+// RecordLogged and CardLogged).
 func (d *Directory) Agents(fn func(*Agent) bool) error {
 	return d.db.View(func(tx *store.Txn) error {
 		return tx.Scan([]byte("a/"), nil, func(_, v []byte) (bool, error) {

@@ -384,6 +384,9 @@ func (x *searchIndex) rebuild(ctx context.Context, db *store.DB, rows *atomic.In
 			if err := json.Unmarshal(v, &a); err != nil {
 				return false, err
 			}
+			if err := fromLog(tx, &a.Agent, false, true); err != nil {
+				return false, err
+			}
 			rep, err := oracleReputation(tx, &a.Agent)
 			if err == nil {
 				x.put(docOf(&a.Agent, rep))
@@ -402,6 +405,9 @@ func (x *searchIndex) reindex(db *store.DB, ids []string) error {
 			if err != nil {
 				x.remove(id)
 				continue
+			}
+			if err := fromLog(tx, a, false, true); err != nil {
+				return err
 			}
 			rep, err := oracleReputation(tx, a)
 			if err != nil {

@@ -77,7 +77,7 @@ token, report and nonce in --data and serves the HTTP API on --http.`,
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "raft-snapshot-interval", cfg.Raft.SnapshotInterval, "quorum: how often a member checks whether to snapshot the directory and compact Raft's log")
 	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "raft-snapshot-threshold", cfg.Raft.SnapshotThreshold, "quorum: entries committed since the last snapshot that make a member take one")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "raft-trailing-logs", cfg.Raft.TrailingLogs, "quorum: entries of Raft's log kept behind a snapshot; a member less far behind catches up from the log")
-	f.Uint64Var(&cfg.ChangesKept, "changes-kept", cfg.ChangesKept, "latest entries of the directory's change log kept (compacted every minute); a node further behind installs a snapshot")
+	f.Uint64Var(&cfg.ChangesKept, "changes-kept", cfg.ChangesKept, "latest entries of the directory's change log served (compacted every minute; older ones an agent's row refers to stay in the store); a node further behind installs a snapshot")
 	f.DurationVar(&cfg.ForwardTimeout, "forward-timeout", cfg.ForwardTimeout, "bound of a write forwarded to the directory's leader, retries included; then 503 directory_unavailable")
 	f.DurationVar(&cfg.ForwardRetry, "forward-retry", cfg.ForwardRetry, "pause between tries of a forwarded write while the quorum elects a leader")
 	f.IntVar(&cfg.SearchRate, "search-rate", cfg.SearchRate, "searches (POST /v1/search) one client address may make a minute")

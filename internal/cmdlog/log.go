@@ -59,6 +59,8 @@ type Log struct {
 	seq      atomic.Uint64
 	index    atomic.Uint64
 	machines map[string]Machine
+	// referrers are the machines that refer to entries of the change log.
+	referrers []Referrer
 	// writesFrom is at most the clock (At) of the oldest write the state
 	// remembers (guarded by mu; noWrites when it remembers none, unknownAt
 	// until a batch scanned them): AppendBatch skips looking for writes to
@@ -116,6 +118,9 @@ func (l *Log) Handle(kind string, m Machine) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.machines[kind] = m
+	if r, ok := m.(Referrer); ok {
+		l.referrers = append(l.referrers, r)
+	}
 }
 
 // DB is the store the log and its machines live in.

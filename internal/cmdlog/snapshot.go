@@ -51,6 +51,7 @@ type SnapshotHeader struct {
 type Snapshot struct {
 	Header SnapshotHeader
 	tx     *store.Txn
+	log    *Log // its machines inline what the state refers to in the change log
 }
 
 // Keys of the snapshot machinery.
@@ -88,7 +89,8 @@ func (l *Log) Snapshot() (*Snapshot, error) {
 	return &Snapshot{
 		Header: SnapshotHeader{Seq: l.Seq(), Index: l.Index(), Origin: origin,
 			Prefixes: l.statePrefixes(), Created: time.Now().UnixNano()},
-		tx: l.db.ReadTxn(),
+		tx:  l.db.ReadTxn(),
+		log: l,
 	}, nil
 }
 
@@ -109,9 +111,13 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	var buf [binary.MaxVarintLen64]byte
 	for _, p := range s.Header.Prefixes {
 		err := s.tx.ScanExpiry([]byte(p), func(k, v []byte, exp uint64) error {
+			v, err := s.log.inline(s.tx, k, v)
+			if err != nil {
+				return err
+			}
 			writeField(bw, k)
 			writeField(bw, v)
-			_, err := bw.Write(buf[:binary.PutUvarint(buf[:], exp)])
+			_, err = bw.Write(buf[:binary.PutUvarint(buf[:], exp)])
 			return err
 		})
 		if err != nil {
@@ -329,7 +335,11 @@ func (l *Log) First() uint64 {
 }
 
 // Compact drops the change log's entries older than the last keep, which
-// a node further behind gets as a snapshot instead.
+// a node further behind gets as a snapshot instead. It keeps, below the
+// first entry the change feed serves, those that a machine's state refers
+// to (Referrer), until the machine releases them (Release). It runs under
+// the commits' lock, a few entries at a time, so that no commit meets it
+// on the keys it reads.
 func (l *Log) Compact(keep uint64) error {
 	seq := l.Seq()
 	if seq <= keep {
@@ -337,21 +347,39 @@ func (l *Log) Compact(keep uint64) error {
 	}
 	first, until := l.First(), seq-keep // drop [first, until]
 	for first <= until {
-		end := min(until, first+999)
-		err := l.db.Update(func(tx *store.Txn) error {
-			for s := first; s <= end; s++ {
-				if err := tx.Delete(logKey(s)); err != nil {
-					return err
-				}
-			}
-			return tx.Set(firstKey, []byte(store.U64(end+1)))
-		})
-		if err != nil {
+		end := min(until, first+compactBatch-1)
+		if err := l.compactRun(first, end); err != nil {
 			return err
 		}
 		first = end + 1
 	}
 	return nil
+}
+
+// compactBatch is how many entries one transaction of Compact drops. It
+// reads and decodes each (for its Referrer) while commits wait: an entry
+// with a 30 KB card took 1.5 ms on a machine at load 21 (2 cores).
+const compactBatch = 64
+
+// compactRun drops the entries from first to end that no machine refers
+// to, in one transaction.
+func (l *Log) compactRun(first, end uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.db.Update(func(tx *store.Txn) error {
+		for s := first; s <= end; s++ {
+			kept, err := l.referred(tx, s)
+			if err != nil {
+				return err
+			}
+			if !kept {
+				if err := tx.Delete(logKey(s)); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Set(firstKey, []byte(store.U64(end+1)))
+	})
 }
 
 // recoverRestore finishes, at Open, a restore cut short: the log is empty
