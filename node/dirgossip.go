@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,8 +228,20 @@ func batches(raws [][]byte, seqs []uint64) []batch {
 
 const batchOpen, batchClose = `{"entries":[`, `]}`
 
-// encodeBatch is the message of directoryTopic that carries raws.
+// encodeBatch is the message of directoryTopic that carries raws, in one
+// allocation of its size: gossipsub keeps a message for a few heartbeats
+// to serve IWANTs, and a directory's messages carry cards.
 func encodeBatch(raws [][]byte) []byte {
-	b := append([]byte(batchOpen), bytes.Join(raws, []byte(","))...)
+	size := len(batchOpen) + len(raws) - 1 + len(batchClose)
+	for _, raw := range raws {
+		size += len(raw)
+	}
+	b := append(make([]byte, 0, size), batchOpen...)
+	for i, raw := range raws {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, raw...)
+	}
 	return append(b, batchClose...)
 }

@@ -284,20 +284,25 @@ func (p *publisher) publish(ctx context.Context, ids []string) {
 			p.puts.WithLabelValues(putFailed).Inc()
 			continue
 		}
-		for _, pub := range pubs {
-			if p.limit.Wait(ctx) != nil {
-				return
-			}
-			inFlight <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-inFlight }()
+		// An agent's publications are put one after the other: they
+		// carry the same record (under its did and its agent id), which
+		// the DHT's validator decodes whole once and checks again from
+		// its head (registryapi.RecordValidator); put at once, each
+		// decoded it, request and card.
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			for _, pub := range pubs {
+				if p.limit.Wait(ctx) != nil {
+					return
+				}
 				if !p.put(ctx, pub) {
 					p.mu.Lock()
 					p.failed[id] = true
 					p.mu.Unlock()
 				}
-			})
-		}
+			}
+		})
 	}
 }
 

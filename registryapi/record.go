@@ -93,13 +93,21 @@ func (r *AgentRecord) attestation() []byte {
 // NewRecord builds the DHT record of a signed register request that the
 // directory log committed at seq, attested by the directory key until
 // now+RecordTTL. The request's signature was verified when it was
-// committed; the DHT verifies it again before storing the record.
+// committed, and the request checked; the DHT checks both again before
+// storing the record. NewRecord reads of the request only its key and agent
+// id, not the card it carries.
 func NewRecord(req Signed, seq uint64, dirKey ed25519.PrivateKey, now time.Time) (*AgentRecord, []byte, error) {
-	r := &AgentRecord{Request: &req, Seq: seq}
-	if _, err := r.decodeRequest(); err != nil {
-		return nil, nil, err
+	h, err := identity.ParseSigHeader(req.MeshSig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("record: %w", err)
 	}
-	r.DID, r.AgentID = identity.DIDFromPublicKey(r.pub), r.body.AgentID
+	var body struct {
+		AgentID string `json:"agent_id"`
+	}
+	if err := json.Unmarshal([]byte(req.Body), &body); err != nil {
+		return nil, nil, fmt.Errorf("record: %w", err)
+	}
+	r := &AgentRecord{Request: &req, Seq: seq, DID: identity.DIDFromPublicKey(h.Pubkey), AgentID: body.AgentID}
 	return r.attest(dirKey, now)
 }
 
@@ -201,7 +209,9 @@ type RecordValidator struct {
 // Trusted names and remembers the values whose signatures it verified: the
 // DHT checks a value several times (kad-dht validates a put, its store
 // validates it again and re-reads the stored value to select), and each
-// check would otherwise cost two Ed25519 verifications.
+// check would otherwise cost two Ed25519 verifications, and decoding the
+// request and the card it carries (Validate and Select check a value
+// verified before from its head: check).
 func NewRecordValidator(trusted func(did string) bool) RecordValidator {
 	return RecordValidator{Trusted: trusted, verified: newVerifiedValues(verifiedValuesKept)}
 }
@@ -225,6 +235,12 @@ func (v RecordValidator) Parse(key string, value []byte) (*AgentRecord, error) {
 	if len(value) > maxRecordSize {
 		return nil, errors.New("record: too large")
 	}
+	return v.parse(key, value, v.verified.has(value))
+}
+
+// parse is Parse of a value of at most maxRecordSize; verified says its
+// signatures verified before.
+func (v RecordValidator) parse(key string, value []byte, verified bool) (*AgentRecord, error) {
 	var r AgentRecord
 	if err := json.Unmarshal(value, &r); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
@@ -239,26 +255,80 @@ func (v RecordValidator) Parse(key string, value []byte) (*AgentRecord, error) {
 	if r.Seq == 0 {
 		return nil, errors.New("record: no seq")
 	}
-	if key != DIDRecordKey(r.DID) && key != IDRecordKey(r.AgentID) {
-		return nil, errors.New("record: stored under a key it does not name")
+	if err := v.admits(key, &r); err != nil {
+		return nil, err
 	}
-	if !v.trusts(&r) {
-		return nil, errors.New("record: not attested by a trusted directory")
-	}
-	if !v.verified.has(value) {
+	if !verified {
 		if err := r.verifySignatures(h); err != nil {
 			return nil, err
 		}
 		v.verified.add(value)
 	}
+	if err := v.live(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// admits checks what of a record depends on where it is and whom this
+// node trusts: the key it is stored under, and its attesting directory.
+func (v RecordValidator) admits(key string, r *AgentRecord) error {
+	if key != DIDRecordKey(r.DID) && key != IDRecordKey(r.AgentID) {
+		return errors.New("record: stored under a key it does not name")
+	}
+	if !v.trusts(r) {
+		return errors.New("record: not attested by a trusted directory")
+	}
+	return nil
+}
+
+// live checks that r has not expired.
+func (v RecordValidator) live(r *AgentRecord) error {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
 	if now().Unix() >= r.Expires {
-		return nil, errors.New("record: expired")
+		return errors.New("record: expired")
 	}
-	return &r, nil
+	return nil
+}
+
+// recordHead is what of a record admits, live and beats read: a value
+// that passed Parse once (its own bytes checked: version, subject, seq,
+// signatures) is checked again from these alone, without decoding its
+// request and the card it carries again (the DHT checks a value several
+// times per put: some 250 KB of garbage each for a 30 KB card).
+type recordHead struct {
+	DID       string `json:"did"`
+	AgentID   string `json:"agent_id"`
+	Seq       uint64 `json:"seq"`
+	Deleted   bool   `json:"deleted,omitempty"`
+	Expires   int64  `json:"expires"`
+	Directory string `json:"directory"`
+}
+
+// check is Parse for Validate and Select, which read no more of a
+// record than its head: a value verified before is checked from its head.
+func (v RecordValidator) check(key string, value []byte) (*AgentRecord, error) {
+	if len(value) > maxRecordSize {
+		return nil, errors.New("record: too large")
+	}
+	if !v.verified.has(value) {
+		return v.parse(key, value, false)
+	}
+	var h recordHead
+	if err := json.Unmarshal(value, &h); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	r := &AgentRecord{V: recordVersion, DID: h.DID, AgentID: h.AgentID, Seq: h.Seq, Deleted: h.Deleted, Expires: h.Expires, Directory: h.Directory}
+	if err := v.admits(key, r); err != nil {
+		return nil, err
+	}
+	if err := v.live(r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // checkSubject checks what the record is about: the agent's own signed
@@ -292,7 +362,7 @@ func (r *AgentRecord) checkSubject() (identity.SigHeader, error) {
 
 // Validate implements record.Validator.
 func (v RecordValidator) Validate(key string, value []byte) error {
-	_, err := v.Parse(key, value)
+	_, err := v.check(key, value)
 	return err
 }
 
@@ -303,7 +373,7 @@ func (v RecordValidator) Select(key string, values [][]byte) (int, error) {
 	best := -1
 	var b *AgentRecord
 	for i, val := range values {
-		r, err := v.Parse(key, val)
+		r, err := v.check(key, val)
 		if err != nil {
 			continue
 		}

@@ -4,11 +4,13 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/loadgen"
 )
 
 // signedRegister returns a register request signed by key, as a client sends it.
@@ -131,6 +133,45 @@ func TestVerifiedValuesBounded(t *testing.T) {
 	v.add([]byte("e"))
 	if v.has([]byte("b")) || !v.has([]byte("d")) || len(v.cur)+len(v.prev) > 4 {
 		t.Fatalf("not bounded: cur %d prev %d", len(v.cur), len(v.prev))
+	}
+}
+
+// TestCheckingAVerifiedRecordAgainDecodesNoCard: the DHT checks a record
+// four times as the directory puts it (kad-dht and its store, under each
+// key); once verified, a check reads the record's head, not the request
+// and card it carries (some eight times the card's bytes of garbage each
+// before).
+func TestCheckingAVerifiedRecordAgainDecodesNoCard(t *testing.T) {
+	now := time.Now()
+	agent, dirKey := identity.GenerateKey(), identity.GenerateKey()
+	dirDID := identity.DIDFromPublicKey(dirKey.Public().(ed25519.PublicKey))
+	body, sig := loadgen.Registration("a1", agent, loadgen.NewWords(1).Card("a1", 30000), now)
+	rec, val, err := NewRecord(Signed{Method: "POST", Path: loadgen.RegisterPath, Body: string(body), MeshSig: sig}, 7, dirKey, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewRecordValidator(func(did string) bool { return did == dirDID })
+	keys := RecordKeys(rec.DID, "a1")
+	if err := v.Validate(keys[0], val); err != nil {
+		t.Fatal(err)
+	}
+	const checks = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range checks {
+		if err := v.Validate(keys[i%2], val); err != nil {
+			t.Fatal(err)
+		}
+		if i, err := v.Select(keys[i%2], [][]byte{val}); err != nil || i != 0 {
+			t.Fatalf("select: %d %v", i, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / (2 * checks); per > uint64(len(val)/16) {
+		t.Fatalf("%d bytes allocated a check of a verified record of %d bytes", per, len(val))
+	}
+	if err := v.Validate(keys[0], val[:len(val)-1]); err == nil {
+		t.Fatal("a truncated record accepted")
 	}
 }
 

@@ -74,21 +74,9 @@ type draft struct {
 // term is one indexed word, held once however many rows have it.
 type term struct {
 	text string
-	id   uint32    // its place in searchIndex.byID
-	df   int       // live documents holding it
-	ps   []posting // may hold dead documents; compacted
-}
-
-// posting names a document holding a term by its number (searchIndex.
-// byNum has the document); a list is in num order (rows are appended as
-// numbered), which the ranking's merge relies on. It carries what
-// relevance needs (num, tf, the row's length), so that a document that
-// cannot rank is passed over without reading it. 8 bytes: an index holds
-// one per distinct word of every row.
-type posting struct {
-	num uint32
-	tf  uint16
-	len uint16
+	id   uint32   // its place in searchIndex.byID
+	df   int      // live documents holding it
+	ps   postings // may hold dead documents; compacted
 }
 
 // searchIndex is safe for concurrent use.
@@ -101,8 +89,11 @@ type searchIndex struct {
 	byID []*term
 	free []uint32
 	// byNum are the documents by number, removed ones among them until
-	// a compaction numbers the live ones again from 0.
+	// a compaction numbers the live ones again from 0; lens are their
+	// lengths (at most math.MaxUint16), which relevance reads of every
+	// document it scores, before it reads the document.
 	byNum    []*searchDoc
+	lens     []uint16
 	totalLen int
 	dead     int // dead postings, for compaction
 	live     int // live postings
@@ -135,7 +126,7 @@ func newSearchIndex() *searchIndex {
 
 // tokens splits s into lower-case runs of letters and digits.
 func tokens(s string, add func(string)) {
-	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+	for f := range strings.FieldsFuncSeq(strings.ToLower(s), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	}) {
 		if len(f) <= maxTermLen {
@@ -230,6 +221,7 @@ func (x *searchIndex) put(dr draft) {
 	x.removeLocked(d.id)
 	d.num = uint32(len(x.byNum))
 	x.byNum = append(x.byNum, d)
+	x.lens = append(x.lens, uint16(min(d.len, math.MaxUint16)))
 	x.docs[d.id] = d
 	x.totalLen += d.len
 	x.maxRep = max(x.maxRep, d.rep)
@@ -245,7 +237,7 @@ func (x *searchIndex) put(dr draft) {
 		if e == nil {
 			e = x.newTermLocked(t)
 		}
-		e.ps = append(growPostings(e.ps), posting{num: d.num, tf: tf, len: uint16(min(d.len, math.MaxUint16))})
+		e.ps.add(d.num, tf)
 		e.df++
 		x.live++
 		ids = append(ids, e.id)
@@ -280,18 +272,6 @@ func (ts termIDs) all(yield func(uint32) bool) {
 			return
 		}
 	}
-}
-
-// growPostings makes room for one more posting in ps: a full list grows
-// by a quarter, where append would double one of up to 256 (most lists
-// are that short): their slack took as much as the postings.
-func growPostings(ps []posting) []posting {
-	if len(ps) < cap(ps) {
-		return ps
-	}
-	grown := make([]posting, len(ps), len(ps)+1+len(ps)/4)
-	copy(grown, ps)
-	return grown
 }
 
 // newTermLocked indexes term t, with an id of its own (a dropped term's,
@@ -347,7 +327,7 @@ func (x *searchIndex) removeLocked(id string) {
 		e := x.byID[id]
 		x.live--
 		if e.df--; e.df == 0 {
-			x.dead -= len(e.ps) - 1 // the term's dead postings go with it
+			x.dead -= e.ps.n - 1 // the term's dead postings go with it
 			delete(x.terms, e.text)
 			x.byID[id], x.free = nil, append(x.free, id)
 			continue
@@ -373,12 +353,17 @@ func (x *searchIndex) compactLocked() {
 		}
 	}
 	for _, e := range x.terms {
-		e.ps = slices.DeleteFunc(e.ps, func(p posting) bool { return x.byNum[p.num].dead })
-		for i, p := range e.ps {
-			e.ps[i].num = x.byNum[p.num].num
+		e.ps.keep(func(num uint32) (uint32, bool) { d := x.byNum[num]; return d.num, !d.dead })
+	}
+	n = 0
+	for i, d := range x.byNum {
+		if !d.dead {
+			x.byNum[n], x.lens[n] = d, x.lens[i]
+			n++
 		}
 	}
-	x.byNum = slices.DeleteFunc(x.byNum, func(d *searchDoc) bool { return d.dead })
+	clear(x.byNum[n:])
+	x.byNum, x.lens = x.byNum[:n], x.lens[:n]
 	x.dead = 0
 }
 

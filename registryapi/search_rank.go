@@ -50,13 +50,13 @@ func (x *searchIndex) search(q searchQuery, offset, n int) ([]hit, bool) {
 	}
 	top := &hitHeap{}
 	k := offset + n + 1
-	x.relevance(q.terms, func(p posting, r float64) {
+	x.relevance(q.terms, func(num uint32, r float64) {
 		// A row whose relevance plus the largest boost cannot beat the
 		// worst kept hit is not read at all.
 		if top.Len() == k && r+ReputationBoost*x.maxRep < (*top)[0].score() {
 			return
 		}
-		d := x.byNum[p.num]
+		d := x.byNum[num]
 		if d.dead || !q.passes(d) {
 			return
 		}
@@ -104,16 +104,15 @@ func (x *searchIndex) browse(q searchQuery, offset, n int) ([]hit, bool) {
 
 // termCursor walks one query term's postings.
 type termCursor struct {
-	ps  []posting
-	i   int
+	postingCursor
 	idf float64
 }
 
 // relevance calls fn with the BM25 score of every document holding a
-// term (removed ones among them: fn checks), and one of its postings. It merges the terms' postings (each in num order) a document at
+// term (removed ones among them: fn checks), by its number. It merges the terms' postings (each in num order) a document at
 // a time, adding the terms in query order, so every node adds the same
 // floats alike and no table of scores is built.
-func (x *searchIndex) relevance(terms []string, fn func(posting, float64)) {
+func (x *searchIndex) relevance(terms []string, fn func(uint32, float64)) {
 	n := float64(len(x.docs))
 	if n == 0 {
 		return
@@ -123,30 +122,30 @@ func (x *searchIndex) relevance(terms []string, fn func(posting, float64)) {
 	for _, t := range terms {
 		if e := x.terms[t]; e != nil {
 			df := float64(e.df)
-			cs = append(cs, termCursor{ps: e.ps, idf: math.Log(1 + (n-df+0.5)/(df+0.5))})
+			cs = append(cs, termCursor{postingCursor: e.ps.cursor(), idf: math.Log(1 + (n-df+0.5)/(df+0.5))})
 		}
 	}
 	for {
-		var p posting
+		var num uint32
 		found := false
 		for i := range cs {
-			if c := &cs[i]; c.i < len(c.ps) && (!found || c.ps[c.i].num < p.num) {
-				p, found = c.ps[c.i], true
+			if c := &cs[i]; c.ok && (!found || c.num < num) {
+				num, found = c.num, true
 			}
 		}
 		if !found {
 			return
 		}
 		var r float64
-		norm := bm25K1 * (1 - bm25B + bm25B*float64(p.len)/avgdl)
+		norm := bm25K1 * (1 - bm25B + bm25B*float64(x.lens[num])/avgdl)
 		for i := range cs {
-			if c := &cs[i]; c.i < len(c.ps) && c.ps[c.i].num == p.num {
-				tf := float64(c.ps[c.i].tf)
+			if c := &cs[i]; c.ok && c.num == num {
+				tf := float64(c.tf)
 				r += c.idf * tf * (bm25K1 + 1) / (tf + norm)
-				c.i++
+				c.next()
 			}
 		}
-		fn(p, r)
+		fn(num, r)
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 const verifiedValuesKept = 8192
 
 // verifiedValues remembers, by SHA-256, byte strings whose signatures
-// verified. The signatures cover the whole value, so the same bytes verify
-// the same way again. It keeps two generations of at most max entries and
+// verified, after every other check of their own bytes (parse: version,
+// subject, seq). The signatures cover the whole value, so the same bytes
+// verify the same way again, and pass those checks again. It keeps two generations of at most max entries and
 // drops the older one when the newer fills: bounded, and what is in use
 // stays.
 type verifiedValues struct {
