@@ -21,10 +21,15 @@ type sessionWriter struct {
 
 	mu       sync.Mutex
 	queued   []byte        // frames not yet written
+	spare    []byte        // the buffer written last, for the next queue
 	deadline time.Time     // the latest of the queued frames' deadlines
 	next     *sessionFlush // the write the queued frames go in
 	writing  bool          // a writer is writing the queue out
 }
+
+// maxSpare bounds the buffer a session's writer keeps for its next
+// frames.
+const maxSpare = 64 << 10
 
 // sessionFlush is one write of queued frames: done closes once it was
 // written, or failed with err.
@@ -76,10 +81,15 @@ func (w *sessionWriter) flush() {
 			w.mu.Unlock()
 			return
 		}
-		w.next, w.queued, w.deadline = nil, nil, time.Time{}
+		w.next, w.queued, w.spare, w.deadline = nil, w.spare, nil, time.Time{}
 		w.mu.Unlock()
 		w.s.SetWriteDeadline(deadline)
-		_, f.err = w.s.Write(buf)
+		_, f.err = w.s.Write(buf) // yamux copies what it sends
 		close(f.done)
+		if cap(buf) <= maxSpare {
+			w.mu.Lock()
+			w.spare = buf[:0]
+			w.mu.Unlock()
+		}
 	}
 }
