@@ -84,7 +84,7 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 			s.Close()
 		}
 	}()
-	out := &sessionWriter{s: s}
+	out := &sessionWriter{s: s, w: msgio.NewVarintWriter(s)}
 	r := msgio.NewVarintReaderSize(s, maxReq+binary.MaxVarintLen64)
 	for {
 		s.SetReadDeadline(time.Now().Add(sessionIdle))
@@ -195,6 +195,29 @@ func (h *Host) serveInSession(ctx context.Context, from peer.ID, proto string, r
 	return sessionOK, resp
 }
 
+// sessionWriter writes whole frames to a session's stream, one at a time.
+type sessionWriter struct {
+	mu sync.Mutex
+	s  network.Stream
+	w  msgio.WriteCloser
+}
+
+// answer writes the answer frame of request id; false when the stream
+// broke.
+func (w *sessionWriter) answer(id uint64, status byte, resp []byte) bool {
+	frame := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+1+len(resp)), id)
+	return w.write(append(append(frame, status), resp...), time.Now().Add(streamTimeout)) == nil
+}
+
+// write writes frame by deadline. A frame written in part leaves the
+// stream unusable: the caller resets it.
+func (w *sessionWriter) write(frame []byte, deadline time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.s.SetWriteDeadline(deadline)
+	return w.w.WriteMsg(frame)
+}
+
 // SessionRequest sends req to p on session protocol proto and returns the
 // answer, at most maxResp bytes, as Request does; the requests of this
 // node to p share one stream while it lasts. A peer that does not name
@@ -254,7 +277,7 @@ func (h *Host) session(ctx context.Context, p peer.ID, proto string, maxResp int
 		st.Reset()
 		return nil, false, errors.New("p2p: host closed")
 	}
-	s = &clientSession{s: st, w: &sessionWriter{s: st}, pending: map[uint64]chan sessionAnswer{}, used: time.Now()}
+	s = &clientSession{s: st, w: &sessionWriter{s: st, w: msgio.NewVarintWriter(st)}, pending: map[uint64]chan sessionAnswer{}, used: time.Now()}
 	s.drop = func() {
 		h.mu.Lock()
 		if h.sessions[key] == s {
