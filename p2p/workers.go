@@ -6,9 +6,9 @@ import "time"
 // request when done with one, rather than on a goroutine a request. A new
 // goroutine starts with a small stack and grows it as a request goes down
 // its handler's calls, copying it at each doubling: for a write forwarded
-// to the directory (HTTP, JSON, the log) some 20 µs a request, a quarter
-// of what serving it costs besides the handler. A worker keeps the stack
-// it grew (the garbage collector halves an idle one at most once a cycle).
+// to the directory (HTTP, JSON, the log) some 20 µs a request, a third of
+// what serving it cost the leader. A worker keeps the stack it grew (the
+// garbage collector halves an idle one at most once a cycle).
 const workerIdle = 10 * time.Second
 
 // run runs job on an idle worker, or on a new one when none is idle. A
