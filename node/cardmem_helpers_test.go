@@ -9,41 +9,76 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agentmesh/mesh/identity"
 	"github.com/agentmesh/mesh/internal/loadgen"
 )
 
 // registerWithCards registers n agents through node, each signed by a key
-// of its own and handing over a full card of about size bytes; it returns
-// the cards' bytes.
+// of its own and handing over a full card of about size bytes, up to
+// cardRequests at once; it returns the cards' bytes.
 func registerWithCards(t testing.TB, node *Node, prefix string, n, size int) int64 {
 	t.Helper()
 	words := loadgen.NewWords(uint64(len(prefix)))
 	var total int64
-	for i := range n {
-		id := fmt.Sprintf("%s-%05d", prefix, i)
-		card := words.Card(id, size)
-		total += int64(len(card))
-		body, sig := loadgen.Registration(id, identity.GenerateKey(), card, node.cfg.Now())
-		if st, v := call(t, node, "POST", loadgen.RegisterPath, string(body), identity.SigHeaderName, sig); st != 201 {
-			t.Fatalf("register %s: %d %v", id, st, v)
-		}
+	cards := make([][]byte, n)
+	for i := range cards {
+		cards[i] = words.Card(agentName(prefix, i), size)
+		total += int64(len(cards[i]))
 	}
+	inParallel(t, n, cardRequests, func(i int) error {
+		id := agentName(prefix, i)
+		body, sig := loadgen.Registration(id, identity.GenerateKey(), cards[i], node.cfg.Now())
+		return wantStatus(node, "POST", loadgen.RegisterPath, string(body), 201, identity.SigHeaderName, sig)
+	})
 	return total
 }
 
 // readAgents reads each of the n agents registered under prefix from
-// node: its record and its public card, as clients and pages do.
-func readAgents(t testing.TB, node *Node, prefix string, n int) {
+// node, up to requests at once: its record and its public card, as
+// clients and pages do.
+func readAgents(t testing.TB, node *Node, prefix string, n, requests int) {
 	t.Helper()
-	for i := range n {
-		id := fmt.Sprintf("%s-%05d", prefix, i)
+	inParallel(t, n, requests, func(i int) error {
+		id := agentName(prefix, i)
 		for _, path := range []string{"/v1/agents/" + id, "/agent/" + id} {
-			if st, v := call(t, node, "GET", path, "", "Accept", "application/json"); st != 200 {
-				t.Fatalf("GET %s: %d %v", path, st, v)
+			if err := wantStatus(node, "GET", path, "", 200, "Accept", "application/json"); err != nil {
+				return err
 			}
 		}
+		return nil
+	})
+}
+
+func agentName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
+
+// cardRequests is how many requests registerWithCards has under way at
+// once: the node's work overlaps the client's round trips, on every core.
+const cardRequests = 8
+
+// inParallel calls do(i) for each i below n, at most limit at once, and
+// fails t with the first error.
+func inParallel(t testing.TB, n, limit int, do func(i int) error) {
+	t.Helper()
+	var g errgroup.Group
+	g.SetLimit(limit)
+	for i := range n {
+		g.Go(func() error { return do(i) })
 	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantStatus sends a request to node, from any goroutine, and returns an
+// error unless it is answered status.
+func wantStatus(node *Node, method, path, body string, status int, hdr ...string) error {
+	resp, raw, err := trySend(node, method, path, body, hdr...)
+	if err == nil && resp.StatusCode != status {
+		err = fmt.Errorf("%s %s: %d %s, want %d", method, path, resp.StatusCode, raw, status)
+	}
+	return err
 }
 
 // peakHeap samples the live heap (in use after a collection) every

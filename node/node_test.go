@@ -50,17 +50,27 @@ func startNode(t testing.TB, cfg Config) *Node {
 // returns the response and its body.
 func send(t testing.TB, n *Node, method, path, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
+	resp, raw, err := trySend(n, method, path, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, raw
+}
+
+// trySend is send for a goroutine other than the test's: it returns the
+// error that send fails the test with.
+func trySend(n *Node, method, path, body string, hdr ...string) (*http.Response, []byte, error) {
 	req, _ := http.NewRequestWithContext(context.Background(), method, n.URL()+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp, raw
+	raw, err := io.ReadAll(resp.Body)
+	return resp, raw, err
 }
 
 // call sends a request to n and decodes the JSON answer.

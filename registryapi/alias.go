@@ -95,23 +95,46 @@ func newAliases() *aliases {
 	return &aliases{slots: make(chan struct{}, aliasLookups), misses: map[string]time.Time{}}
 }
 
-// resolveAlias returns the id of the registered agent that alias names.
-func (a *API) resolveAlias(ctx context.Context, alias string) (string, error) {
+// agentRef is an agent a path names: by its id, or by a did:mesh alias
+// resolved to the id of the agent that held the alias's key then.
+type agentRef struct {
+	id    string
+	alias string // the alias, "" for an id
+	did   string // the did:key of alias
+}
+
+// check returns the agent read by r.id if it is the one r names: named by
+// an alias, the agent must hold the alias's key. The key's agent may have
+// changed since the alias was resolved (deregistered, its id registered
+// again by another key), and an id read from the DHT may give a newer
+// record than the did's: neither is served under the alias.
+func (r agentRef) check(ag *Agent, err error) (*Agent, error) {
+	if err == nil && r.alias != "" && ag.DID != r.did {
+		return nil, aliasNotFound(r.alias, ErrAgentNotFound)
+	}
+	return ag, err
+}
+
+// resolveAlias returns the registered agent that alias names.
+func (a *API) resolveAlias(ctx context.Context, alias string) (agentRef, error) {
 	did, pub, err := parseAlias(alias)
 	if err != nil {
-		return "", err
+		return agentRef{}, err
 	}
 	id, err := a.cfg.Directory.KeyHolder(pub)
-	if err == nil || !isNotFound(err) || a.cfg.KeyFallback == nil {
-		return id, aliasNotFound(alias, err)
+	if err != nil && isNotFound(err) && a.cfg.KeyFallback != nil {
+		id, err = a.aliases.fallback(ctx, alias, did, a.cfg.Now(), a.cfg.KeyFallback)
 	}
-	return a.aliases.fallback(ctx, alias, did, a.cfg.Now(), a.cfg.KeyFallback)
+	if err != nil {
+		return agentRef{}, aliasNotFound(alias, err)
+	}
+	return agentRef{id: id, alias: alias, did: did}, nil
 }
 
 // fallback asks lookup for the agent of did, as resolveAlias describes.
 func (x *aliases) fallback(ctx context.Context, alias, did string, now time.Time, lookup func(context.Context, string) (string, error)) (string, error) {
 	if x.missed(alias, now) {
-		return "", aliasNotFound(alias, ErrAgentNotFound)
+		return "", ErrAgentNotFound
 	}
 	v, err, _ := x.flight.Do(alias, func() (any, error) {
 		// Shared by every request for alias: no one request's end cuts it.
@@ -130,7 +153,7 @@ func (x *aliases) fallback(ctx context.Context, alias, did string, now time.Time
 		return id, err
 	})
 	if err != nil {
-		return "", aliasNotFound(alias, err)
+		return "", err
 	}
 	return v.(string), nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
+	"github.com/agentmesh/mesh/internal/storetest"
 	"github.com/agentmesh/mesh/internal/testkit"
 )
 
@@ -53,6 +54,33 @@ func TestAliasResolves(t *testing.T) {
 	h.want(h.do("DELETE", "/v1/agents/me", "", bearer(tok)...), 200, "")
 	h.want(h.do("GET", "/v1/agents/"+aliasOfKey(next), ""), 404, "agent_not_found")
 	h.want(h.do("GET", "/v1/agents/"+aliasOfKey(next)+"/identity", ""), 404, "agent_not_found")
+}
+
+// TestAliasServesOnlyItsKey: an alias resolved to an id (here by a
+// fallback as behind as a DHT server that missed a tombstone) whose agent
+// holds another key now answers 404 on every read, and feedback sent
+// through it is on nobody: never the id's new owner.
+func TestAliasServesOnlyItsKey(t *testing.T) {
+	former := identity.GenerateKey()
+	formerDID := identity.DIDFromPublicKey(former.Public().(ed25519.PublicKey))
+	h := newHarnessOn(t, storetest.DB(t), func(c *Config) {
+		c.KeyFallback = func(_ context.Context, did string) (string, error) {
+			if did == formerDID {
+				return "reused", nil // the former owner's record, under its did
+			}
+			return "", ErrAgentNotFound
+		}
+	})
+	h.registerKeyed("reused", identity.GenerateKey())
+	alias := aliasOfKey(former)
+	for _, p := range []string{"/v1/agents/%s", "/agents/%s", "/v1/agents/%s/identity", "/v1/agents/%s/reputation", "/agent/%s",
+		"/agent/%s/.well-known/agent.json"} {
+		h.want(h.do("GET", strings.Replace(p, "%s", alias, 1), "", "Accept", "application/json"), 404, "agent_not_found")
+	}
+	h.want(h.signed(identity.GenerateKey(), "POST", "/v1/agents/"+alias+"/feedback", goodReport), 404, "agent_not_found")
+	if r := h.want(h.do("GET", "/v1/agents/reused/reputation", ""), 200, ""); r.body["n"] != float64(0) {
+		t.Fatalf("the id's new owner got the feedback sent to the former owner's alias: %s", r.raw)
+	}
 }
 
 // TestAliasBadInput: a malformed alias is 400 invalid_alias, a key no

@@ -247,20 +247,20 @@ func (a *API) baseURL(r *http.Request) string { return httpx.BaseURL(r, a.cfg.Pu
 
 // pathID reads and checks the {id} path value: an agent id, or a
 // did:mesh alias, which it resolves to the id of its agent (alias.go).
-func (a *API) pathID(r *http.Request) (string, error) {
+func (a *API) pathID(r *http.Request) (agentRef, error) {
 	return a.checkID(r.Context(), r.PathValue("id"))
 }
 
 // checkID checks id, an {id} path value, as pathID does.
-func (a *API) checkID(ctx context.Context, id string) (string, error) {
+func (a *API) checkID(ctx context.Context, id string) (agentRef, error) {
 	if isAlias(id) {
 		return a.resolveAlias(ctx, id)
 	}
 	if len(id) > maxIDLen { // not echoed: the answer stays small
-		return "", ErrAgentNotFound.With("agent not found: ids are at most %d characters", maxIDLen)
+		return agentRef{}, ErrAgentNotFound.With("agent not found: ids are at most %d characters", maxIDLen)
 	}
 	if err := ValidateID(id); err != nil {
-		return "", ErrAgentNotFound.With("agent %q not found: %v", id, err)
+		return agentRef{}, ErrAgentNotFound.With("agent %q not found: %v", id, err)
 	}
-	return id, nil
+	return agentRef{id: id}, nil
 }

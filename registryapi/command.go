@@ -140,6 +140,10 @@ type DeleteOp struct {
 // that anyone can re-verify the report later.
 type FeedbackOp struct {
 	Target string `json:"target"`
+	// DID, when the feedback named its target by a did:mesh alias, is the
+	// alias's did:key: the feedback applies only if the target holds it
+	// then (the node that resolved the alias may have been behind).
+	DID    string `json:"did,omitempty"`
 	Report Report `json:"report"`
 	Signed Signed `json:"signed"`
 }

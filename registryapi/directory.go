@@ -324,7 +324,7 @@ func applyFeedback(tx *store.Txn, cmd *Command, op *FeedbackOp) (Result, error) 
 		return Result{}, errors.New("registry: feedback without signer")
 	}
 	a, err := getAgent(tx, op.Target)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !a.Registered()) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (!a.Registered() || op.DID != "" && a.DID != op.DID)) {
 		return Result{}, ErrAgentNotFound
 	}
 	if err != nil {

@@ -87,14 +87,15 @@ const (
 	LiveNoEndpoint  = "no_endpoint"
 )
 
-// publicAgent returns the row of id for its public address: registered
-// or catalog-only, from the fallback while this node catches up.
-func (a *API) publicAgent(r *http.Request, id string) (*Agent, error) {
-	ag, err := a.cfg.Directory.Lookup(id)
+// publicAgent returns the row of the agent ref names for its public
+// address: registered or catalog-only, from the fallback while this node
+// catches up.
+func (a *API) publicAgent(r *http.Request, ref agentRef) (*Agent, error) {
+	ag, err := a.cfg.Directory.Lookup(ref.id)
 	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
-		return a.cfg.Fallback(r.Context(), id)
+		ag, err = a.cfg.Fallback(r.Context(), ref.id)
 	}
-	return ag, err
+	return ref.check(ag, err)
 }
 
 // discovery builds the discovery card of ag at now.

@@ -272,11 +272,11 @@ func tailOf(ag *Agent) viewTail {
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request, pathID string) error {
-	id, err := a.checkID(r.Context(), pathID)
+	ref, err := a.checkID(r.Context(), pathID)
 	if err != nil {
 		return err
 	}
-	e, err := a.cfg.Directory.lookup(id)
+	e, err := a.cfg.Directory.lookup(ref.id)
 	var p *viewParts
 	if err == nil {
 		if p = partsOf(e); p.reg == 0 { // not registered (a catalog-only listing)
@@ -285,10 +285,13 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request, pathID string) er
 	}
 	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
 		var ag *Agent
-		if ag, err = a.cfg.Fallback(r.Context(), id); err == nil {
+		if ag, err = a.cfg.Fallback(r.Context(), ref.id); err == nil {
 			e = rowOf(ag)
 			p = partsOf(e)
 		}
+	}
+	if err == nil {
+		_, err = ref.check(e.a, nil)
 	}
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ type flatRollup struct {
 }
 
 func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
-	id, err := a.pathID(r)
+	ref, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (a *API) feedback(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := a.propose(r.Context(), Command{At: a.now().UnixNano(), Sig: sig, Feedback: &FeedbackOp{
-		Target: id, Report: rep, Signed: *signedRequest(r, body),
+		Target: ref.id, DID: ref.did, Report: rep, Signed: *signedRequest(r, body),
 	}})
 	if err != nil {
 		return err
@@ -61,12 +61,12 @@ type reputationView struct {
 }
 
 func (a *API) reputation(w http.ResponseWriter, r *http.Request) error {
-	id, err := a.pathID(r)
+	ref, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
-	ag, roll, err := a.cfg.Directory.Reputation(id, a.now())
-	if err != nil {
+	ag, roll, err := a.cfg.Directory.Reputation(ref.id, a.now())
+	if ag, err = ref.check(ag, err); err != nil {
 		return err
 	}
 	v := reputationView{Agent: ag.ID, N: roll.N, Score: roll.Score, Dims: roll.Dims, Weighted: roll.Weighted}
@@ -102,16 +102,16 @@ type specReputation struct {
 func specOf(r Rollup) specReputation { return specReputation{N: r.N, Score: r.Score, Dims: r.Dims} }
 
 func (a *API) identity(w http.ResponseWriter, r *http.Request) error {
-	id, err := a.pathID(r)
+	ref, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
 	now := a.now()
-	ag, roll, err := a.cfg.Directory.Reputation(id, now)
+	ag, roll, err := a.cfg.Directory.Reputation(ref.id, now)
 	if errors.Is(err, ErrAgentNotFound) && a.cfg.Fallback != nil {
-		ag, err = a.cfg.Fallback(r.Context(), id) // reputation unknown here: n = 0
+		ag, err = a.cfg.Fallback(r.Context(), ref.id) // reputation unknown here: n = 0
 	}
-	if err != nil {
+	if ag, err = ref.check(ag, err); err != nil {
 		return err
 	}
 	v := identityView{

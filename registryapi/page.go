@@ -60,11 +60,11 @@ func (a *API) agentPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) agentView(r *http.Request) (*Agent, *DiscoveryView, error) {
-	id, err := a.pathID(r)
+	ref, err := a.pathID(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	ag, err := a.publicAgent(r, id)
+	ag, err := a.publicAgent(r, ref)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,11 +74,11 @@ func (a *API) agentView(r *http.Request) (*Agent, *DiscoveryView, error) {
 
 // mirroredCard serves the full card of a registered agent (mirrorCard).
 func (a *API) mirroredCard(w http.ResponseWriter, r *http.Request) error {
-	id, err := a.pathID(r)
+	ref, err := a.pathID(r)
 	if err != nil {
 		return err
 	}
-	ag, err := a.publicAgent(r, id)
+	ag, err := a.publicAgent(r, ref)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func benchCmd() *cobra.Command {
 }
 
 func benchGetAgentCmd() *cobra.Command {
-	o := bench.GetAgentOptions{Agents: 1000, Concurrency: 16, Duration: 10 * time.Second, Rounds: 2}
+	o := bench.GetAgentOptions{Agents: 1000, Concurrency: 16, Duration: 4 * time.Second, Rounds: 5, Slice: time.Second}
 	c := &cobra.Command{
 		Use:   "get-agent",
 		Short: "Drive GET /v1/agents/<id> over HTTP against plain net/http writing the same bytes",
@@ -27,17 +27,22 @@ func benchGetAgentCmd() *cobra.Command {
 once, and starts the baseline in a process of its own: plain net/http
 answering each id with those same bytes. Then drives GET /v1/agents/<id>
 over real HTTP with --concurrency connections, against the node and the
-baseline alternately, --rounds times each for --duration, and prints
-requests/s, p50, p99 and max of each run and the node's throughput and
-p99 as multiples of the baseline's. Without --url it starts a node (mesh
+baseline, --rounds times each for --duration: a round drives the two in
+turns of --slice (node, baseline, baseline, node, ...), so that both meet
+the same seconds of a shared machine, and pools each one's turns; each
+round has processes of its own (the baseline started afresh, and the node
+run again on its data when the bench started it): on a shared machine two
+processes of one program can differ for their whole life. It
+prints requests/s, p50, p99 and max of each run and the node's
+throughput and p99 as multiples of the baseline's. Without --url it starts a node (mesh
 node, without write budgets) in a process of its own too. A running node
 takes 100 registrations at once from one address, then 5 a second (its
 --budget-client): the bench waits as told (Retry-After), so start the
 node with --budget-client 0 to register many agents quickly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Agents < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 {
-				return fmt.Errorf("--agents, --concurrency and --rounds must be at least 1 and --duration positive")
+			if o.Agents < 1 || o.Concurrency < 1 || o.Duration <= 0 || o.Rounds < 1 || o.Slice < 0 {
+				return fmt.Errorf("--agents, --concurrency and --rounds must be at least 1, --duration positive and --slice not negative")
 			}
 			return runInProcesses(cmd, "mesh-get-agent-", func(exe, dir string) (fmt.Stringer, error) {
 				o.Exe, o.Dir, o.Progress = exe, dir, os.Stderr
@@ -51,6 +56,7 @@ node with --budget-client 0 to register many agents quickly.`,
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "parallel connections")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "measured duration of each run")
 	f.IntVar(&o.Rounds, "rounds", o.Rounds, "runs of the node and of the baseline, alternately")
+	f.DurationVar(&o.Slice, "slice", o.Slice, "a run is driven in turns of this long, the node's and the baseline's alternately; 0 drives each run whole")
 	return c
 }
 

@@ -18,8 +18,8 @@ import (
 
 // TestBenchGetAgent runs the load command briefly, twice against the same
 // node (a second run must not trip over the first one's agents), beside
-// its baseline (the mesh binary serving the node's bytes), and refuses
-// flags that make no measurement.
+// its baseline (the mesh binary serving the node's bytes), then against a
+// node of its own, and refuses flags that make no measurement.
 func TestBenchGetAgent(t *testing.T) {
 	t.Parallel()
 	n, err := startBenchNode(context.Background())
@@ -28,13 +28,21 @@ func TestBenchGetAgent(t *testing.T) {
 	}
 	defer n.Close()
 	bin := buildMesh(t)
-	for range 2 {
-		out, err := exec.Command(bin, "bench", "get-agent", "--url", n.URL(), "--agents", "5", "--concurrency", "2", "--duration", "300ms", "--rounds", "1").Output()
+	for _, slice := range []string{"1s", "100ms"} { // each run whole, then in three turns
+		out, err := exec.Command(bin, "bench", "get-agent", "--url", n.URL(), "--agents", "5", "--concurrency", "2", "--duration", "300ms", "--rounds", "1", "--slice", slice).Output()
 		if err != nil || !strings.Contains(string(out), "net/http writing the same bytes") || strings.Count(string(out), "errors 0") != 2 {
 			t.Fatalf("bench get-agent: %v %q", err, out)
 		}
 	}
-	for _, bad := range [][]string{{"--agents", "0"}, {"--concurrency", "0"}, {"--duration", "0s"}, {"--rounds", "0"}} {
+	// Without --url it starts a node, and runs it again for the second
+	// round, on the same port and data: every read of the agents it
+	// registered before still answers 200 (and the same bytes: the
+	// baseline serves those).
+	out, err := exec.Command(bin, "bench", "get-agent", "--agents", "5", "--concurrency", "2", "--duration", "300ms", "--rounds", "2", "--slice", "100ms").Output()
+	if err != nil || strings.Count(string(out), "errors 0") != 4 || !strings.Contains(string(out), "CPU a request") {
+		t.Fatalf("bench get-agent starting its node: %v %q", err, out)
+	}
+	for _, bad := range [][]string{{"--agents", "0"}, {"--concurrency", "0"}, {"--duration", "0s"}, {"--rounds", "0"}, {"--slice", "-1s"}} {
 		root := rootCmd()
 		root.SetArgs(append([]string{"bench", "get-agent", "--url", n.URL()}, bad...))
 		root.SetOut(&bytes.Buffer{})

@@ -27,7 +27,12 @@ type GetAgentOptions struct {
 	Concurrency int
 	Duration    time.Duration // of each run
 	Rounds      int           // node and baseline runs, alternately
-	Progress    io.Writer
+	// Slice cuts each run into slices of at most this, the node's and
+	// the baseline's alternately (in the order node, baseline, baseline,
+	// node, ...), so that both meet the same seconds of a shared machine
+	// (0: each run whole, one after the other).
+	Slice    time.Duration
+	Progress io.Writer
 }
 
 // GetAgentResult is the node's runs and the baseline's, in the order run,
@@ -96,12 +101,18 @@ func total(rs []loadgen.Result) loadgen.Result {
 // it starts in a process of its own), reads each one's answer to GET
 // /v1/agents/<id> once, and starts the baseline in another process: plain
 // net/http answering each id with that same answer, header fields and
-// body. It then drives both alike, o.Rounds times each: a round runs the
-// two back to back, the node first in odd rounds and the baseline first
-// in even ones, after a warm-up of each that is not counted.
+// body. It then drives both alike, o.Rounds times each. Each round runs
+// on processes of its own (a baseline started afresh, and the node, when
+// GetAgent started it, run again on its data: on a shared machine two
+// processes of the same program differ for their whole life by more than
+// the node and the baseline do), after a warm-up of each that is not
+// counted: it drives each for o.Duration, in slices of o.Slice taken in
+// turns (the node first in odd rounds and the baseline first in even
+// ones, and the order swapped from one pair of slices to the next), each
+// side's slices pooled into its run.
 func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	var res GetAgentResult
-	url, nodePID := o.URL, 0
+	url, node := o.URL, (*Proc)(nil)
 	if url == "" {
 		n, err := StartProc(ctx, o.Exe, filepath.Join(o.Dir, "node"), "--role", "bootstrap", "--card-refresh", "0",
 			"--budget-client", "0", "--budget-credential", "0", "--budget-directory", "0")
@@ -109,7 +120,7 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 			return res, err
 		}
 		defer n.Stop()
-		url, nodePID = n.URL, n.cmd.Process.Pid
+		url, node = n.URL, n
 	}
 	prefix := fmt.Sprintf("bench-%x", time.Now().UnixNano()) // runs against one node do not collide
 	fmt.Fprintf(o.Progress, "registering %d agents at %s\n", o.Agents, url)
@@ -117,11 +128,6 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 	if err != nil {
 		return res, err
 	}
-	base, basePID, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
-	if err != nil {
-		return res, err
-	}
-	defer stop()
 	drive := func(target string, d time.Duration) loadgen.Result {
 		return loadgen.Run(ctx, loadgen.Options{
 			Concurrency: o.Concurrency, Duration: d,
@@ -130,35 +136,87 @@ func GetAgent(ctx context.Context, o GetAgentOptions) (GetAgentResult, error) {
 			},
 		})
 	}
-	runs := []struct {
-		target string
-		pid    int
-		into   *[]loadgen.Result
-		cpu    *[]time.Duration
-	}{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}}
-	for _, run := range runs {
-		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", run.target, drive(run.target, warmUp(o.Duration)))
-	}
 	for round := range o.Rounds {
-		for i := range runs {
-			run := runs[(i+round)%2]
-			cpu := pidCPU(run.pid)
-			r := drive(run.target, o.Duration)
-			if used := pidCPU(run.pid) - cpu; cpu > 0 && r.Requests > 0 {
-				*run.cpu = append(*run.cpu, used/time.Duration(r.Requests))
+		nodePID := 0
+		if node != nil {
+			if round > 0 {
+				if err := node.Restart(ctx); err != nil {
+					return res, err
+				}
 			}
-			fmt.Fprintf(o.Progress, "  %s: %s\n", run.target, r)
-			if r.Errors > 0 {
-				return res, fmt.Errorf("%s: %d requests failed", run.target, r.Errors)
-			}
-			*run.into = append(*run.into, r)
+			nodePID = node.cmd.Process.Pid
+		}
+		base, basePID, stop, err := startBaseline(ctx, o.Exe, o.Dir, stored)
+		if err != nil {
+			return res, err
+		}
+		err = measureRound(o, drive, round, [2]side{{url, nodePID, &res.Node, &res.NodeCPU}, {base, basePID, &res.Baseline, &res.BaselineCPU}})
+		stop()
+		if err != nil {
+			return res, err
 		}
 	}
 	return res, nil
 }
 
-// warmUp is how long each target is driven, uncounted, before the rounds:
-// both start with their connections made, code paged in and heaps grown.
+// measureRound warms both sides up, then drives each for o.Duration in
+// turns of o.Slice, and appends to each side its run and its CPU time a
+// request.
+func measureRound(o GetAgentOptions, drive func(string, time.Duration) loadgen.Result, round int, sides [2]side) error {
+	for _, s := range sides {
+		fmt.Fprintf(o.Progress, "  warm-up %s: %s\n", s.target, drive(s.target, warmUp(o.Duration)))
+	}
+	var parts [2][]loadgen.Result
+	var cpu [2]time.Duration
+	for k, d := range sliced(o.Duration, o.Slice) {
+		for i := range sides {
+			j := (i + k + round) % 2 // node first, then the baseline first: ABBA
+			before := pidCPU(sides[j].pid)
+			parts[j] = append(parts[j], drive(sides[j].target, d))
+			if before > 0 {
+				cpu[j] += pidCPU(sides[j].pid) - before
+			}
+		}
+	}
+	for j, s := range sides {
+		r := loadgen.Merge(parts[j]...)
+		fmt.Fprintf(o.Progress, "  %s: %s\n", s.target, r)
+		if r.Errors > 0 {
+			return fmt.Errorf("%s: %d requests failed", s.target, r.Errors)
+		}
+		*s.into = append(*s.into, r)
+		if cpu[j] > 0 && r.Requests > 0 {
+			*s.cpu = append(*s.cpu, cpu[j]/time.Duration(r.Requests))
+		}
+	}
+	return nil
+}
+
+// side is one of the two servers GetAgent drives: where it listens, its
+// process (0: not known) and where its runs go.
+type side struct {
+	target string
+	pid    int
+	into   *[]loadgen.Result
+	cpu    *[]time.Duration
+}
+
+// sliced is d cut into equal slices of at most slice (d whole when slice
+// is 0 or longer).
+func sliced(d, slice time.Duration) []time.Duration {
+	n := 1
+	if slice > 0 && slice < d {
+		n = int((d + slice - 1) / slice)
+	}
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d / time.Duration(n)
+	}
+	return out
+}
+
+// warmUp is how long each target is driven, uncounted, before each round:
+// both start it with code paged in, caches filled and heaps grown.
 func warmUp(d time.Duration) time.Duration { return min(d/5, time.Second) }
 
 // storedAnswer is a node's answer to GET /v1/agents/<id>: its header

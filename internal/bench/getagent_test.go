@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,5 +154,24 @@ func TestPidCPU(t *testing.T) {
 	}
 	if pidCPU(0) != 0 {
 		t.Fatal("CPU read for no process")
+	}
+}
+
+// TestSliced: a run is cut into equal turns of at most the slice, or kept
+// whole.
+func TestSliced(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		d, slice time.Duration
+		want     []time.Duration
+	}{
+		{10 * s, 0, []time.Duration{10 * s}},
+		{10 * s, 20 * s, []time.Duration{10 * s}},
+		{10 * s, s, []time.Duration{s, s, s, s, s, s, s, s, s, s}},
+		{10 * s, 3 * s, []time.Duration{2500 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond}},
+	} {
+		if got := sliced(c.d, c.slice); !slices.Equal(got, c.want) {
+			t.Errorf("sliced(%s, %s) = %v, want %v", c.d, c.slice, got, c.want)
+		}
 	}
 }

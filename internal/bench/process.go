@@ -20,6 +20,9 @@ type Proc struct {
 	URL string
 	// P2P is its full multiaddr, for --bootstrap.
 	P2P    string
+	exe    string
+	args   []string // its command line after exe
+	listen string   // its libp2p address, without /p2p/
 	cmd    *exec.Cmd
 	dir    string        // its data directory
 	exited chan struct{} // closed once the process ended
@@ -32,11 +35,6 @@ func StartProc(ctx context.Context, exe, dir string, args ...string) (*Proc, err
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "node.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
 	httpPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -45,30 +43,53 @@ func StartProc(ctx context.Context, exe, dir string, args ...string) (*Proc, err
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, append([]string{"node", "--data", dir,
-		"--http", "127.0.0.1:" + strconv.Itoa(httpPort), "--listen", "/ip4/127.0.0.1/tcp/" + strconv.Itoa(p2pPort)}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	listen := "/ip4/127.0.0.1/tcp/" + strconv.Itoa(p2pPort)
+	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), exe: exe, dir: dir, listen: listen,
+		args: append([]string{"node", "--data", dir, "--http", "127.0.0.1:" + strconv.Itoa(httpPort), "--listen", listen}, args...)}
+	if err := p.start(ctx); err != nil {
 		return nil, err
 	}
-	p := &Proc{URL: "http://127.0.0.1:" + strconv.Itoa(httpPort), cmd: cmd, dir: dir, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// Restart stops the node and runs it again, on the same ports with the
+// same data: a process of its own again, with what it stored.
+func (p *Proc) Restart(ctx context.Context) error {
+	p.Stop()
+	return p.start(ctx)
+}
+
+// start runs the node's command line and waits until it answers /health.
+func (p *Proc) start(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(p.dir, "node.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.exe, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	go func() { cmd.Wait(); close(exited) }()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		var h struct {
 			PeerID string `json:"peer_id"`
 		}
 		if getJSON(ctx, p.URL+"/health", &h) == nil {
-			p.P2P = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", p2pPort, h.PeerID)
-			return p, nil
+			p.P2P = p.listen + "/p2p/" + h.PeerID
+			return nil
 		}
 		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("the node exited: see %s", logf.Name())
+		case <-exited:
+			return fmt.Errorf("the node exited: see %s", logf.Name())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			p.Stop()
-			return nil, fmt.Errorf("the node never answered /health: see %s", logf.Name())
+			return fmt.Errorf("the node never answered /health: see %s", logf.Name())
 		}
 	}
 }

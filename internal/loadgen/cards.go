@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentmesh/mesh/identity"
@@ -13,27 +14,33 @@ import (
 
 // Words draws words of a synthetic vocabulary of 20,000 words, a few
 // common and most rare (Zipf), as agents' cards use words.
-type Words struct{ zipf *rand.Zipf }
+type Words struct {
+	zipf  *rand.Zipf
+	words []string
+}
 
-// vocabulary is the words, spelled once.
-var vocabulary = func() []string {
+// vocabulary is the words, spelled once, on first use: not at the start
+// of every process that links this package (every mesh command, a node
+// too), where its 20,001 strings would lie in the heap for good, to be
+// marked at every collection.
+var vocabulary = sync.OnceValue(func() []string {
 	out := make([]string, 20_001)
 	for i := range out {
 		out[i] = fmt.Sprintf("w%x", uint64(i)*2654435761%1_000_003)
 	}
 	return out
-}()
+})
 
 // NewWords returns the words of seed: the same seed draws the same words.
 func NewWords(seed uint64) *Words {
-	return &Words{rand.NewZipf(rand.New(rand.NewPCG(seed, 7)), 1.1, 1, uint64(len(vocabulary)-1))}
+	return &Words{rand.NewZipf(rand.New(rand.NewPCG(seed, 7)), 1.1, 1, uint64(len(vocabulary())-1)), vocabulary()}
 }
 
 // Text is n words, separated by spaces.
 func (w *Words) Text(n int) string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = vocabulary[w.zipf.Uint64()]
+		out[i] = w.words[w.zipf.Uint64()]
 	}
 	return strings.Join(out, " ")
 }

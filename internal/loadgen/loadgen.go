@@ -35,6 +35,36 @@ type Result struct {
 	PerSecond float64
 	P50, P99  time.Duration
 	Max       time.Duration
+	// latencies are the requests' latencies, sorted: what Merge pools.
+	latencies []time.Duration
+}
+
+// Merge is runs taken as one: their requests, errors and elapsed times
+// summed, and the percentiles of all their requests' latencies.
+func Merge(rs ...Result) Result {
+	var r Result
+	lat := make([][]time.Duration, len(rs))
+	for i, x := range rs {
+		r.Requests += x.Requests
+		r.Errors += x.Errors
+		r.Elapsed += x.Elapsed
+		lat[i] = x.latencies
+	}
+	r.summarise(slices.Concat(lat...))
+	return r
+}
+
+// summarise sets r's rate from its requests and elapsed time, and its
+// percentiles from all, the latencies of its requests.
+func (r *Result) summarise(all []time.Duration) {
+	slices.Sort(all)
+	r.latencies = all
+	if r.Elapsed > 0 {
+		r.PerSecond = float64(r.Requests) / r.Elapsed.Seconds()
+	}
+	if len(all) > 0 {
+		r.P50, r.P99, r.Max = all[len(all)*50/100], all[len(all)*99/100], all[len(all)-1]
+	}
 }
 
 func (r Result) String() string {
@@ -85,14 +115,8 @@ func Run(ctx context.Context, opts Options) Result {
 	stopProgress := progress(opts.Progress, &done)
 	wg.Wait()
 	stopProgress()
-	elapsed := time.Since(start)
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	r := Result{Requests: done.Load(), Errors: errs.Load(), Elapsed: elapsed}
-	r.PerSecond = float64(r.Requests) / elapsed.Seconds()
-	if len(all) > 0 {
-		r.P50, r.P99, r.Max = all[len(all)*50/100], all[len(all)*99/100], all[len(all)-1]
-	}
+	r := Result{Requests: done.Load(), Errors: errs.Load(), Elapsed: time.Since(start)}
+	r.summarise(slices.Concat(lat...))
 	return r
 }
 
