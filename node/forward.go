@@ -204,6 +204,7 @@ func (n *Node) roundTrip(ctx context.Context, req *http.Request, local func(cont
 		return errors.Is(err, errNotLeader), err
 	}, func(ctx context.Context, dir peer.ID) (again bool, err error) {
 		if buf.Len() == 0 {
+			buf.Grow(int(req.ContentLength) + 1<<10) // the headers, within
 			if err := req.Write(&buf); err != nil {
 				return false, err
 			}
@@ -334,6 +335,7 @@ func (n *Node) serveForward(ctx context.Context, from peer.ID, raw []byte) ([]by
 	}
 	rec.header.Set(seqHeader, strconv.FormatUint(seq, 10))
 	var out bytes.Buffer
+	out.Grow(rec.body.Len() + 1<<10) // the headers, within
 	err = rec.response().Write(&out)
 	return out.Bytes(), err
 }

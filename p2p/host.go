@@ -62,7 +62,8 @@ type Host struct {
 	ctx      context.Context // ends at Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	handlers gate.Gate // running stream handlers
+	handlers gate.Gate   // running stream handlers
+	jobs     chan func() // to an idle worker (workers.go)
 	once     sync.Once
 }
 
@@ -73,7 +74,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	drops := newDropCounter()
 	out := newOutbound(cfg.GossipQueueBytes, drops.WithLabelValues(SurfaceTopic, DropSlowPeer), cfg.Logger)
-	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: drops, out: out, streams: newStreamLimits()}, nil
+	return &Host{cfg: cfg, topics: map[string]*Topic{}, routing: map[peer.ID]bool{}, drops: drops, out: out, streams: newStreamLimits(), jobs: make(chan func())}, nil
 }
 
 // collectors are the layer's own metrics (libp2p registers its own).

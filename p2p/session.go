@@ -66,9 +66,9 @@ func (h *Host) HandleSessions(proto string, maxReq int, fn RequestHandler) {
 	})
 }
 
-// serveSession reads requests from s until it ends, serving each in a
-// goroutine of its own (sessionInFlight at once of the peer's), then
-// waits for them.
+// serveSession reads requests from s until it ends, serving each on a
+// worker (run; sessionInFlight at once of the peer's), then waits for
+// them.
 func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn RequestHandler) {
 	from := s.Conn().RemotePeer()
 	ctx, cancel := context.WithCancel(h.ctx)
@@ -110,7 +110,9 @@ func (h *Host) serveSession(s network.Stream, proto string, maxReq int, fn Reque
 		case <-ctx.Done():
 			return
 		}
-		wg.Go(func() {
+		wg.Add(1)
+		h.run(func() {
+			defer wg.Done()
 			defer func() { <-slots }()
 			status, resp := h.serveInSession(ctx, from, proto, req, fn)
 			if !out.answer(id, status, resp) {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -326,5 +327,34 @@ func TestSessionEndsAreNotMalformed(t *testing.T) {
 		}
 		testkit.Eventually(t, 10*time.Second, func() bool { return dropCount(b, SurfaceStream, DropMalformed) == i+1 }, "bad frame %d counted", i)
 		s.Reset()
+	}
+}
+
+// TestSessionRequestsReuseWorkers: requests sent one after another in a
+// session are served on one goroutine (a worker that outlives each
+// request, keeping the stack it grew), not on a new one each.
+func TestSessionRequestsReuseWorkers(t *testing.T) {
+	t.Parallel()
+	const proto = "/mesh/test/session-workers/1.0.0"
+	a, b := sessionPair(t, proto, 64, func(context.Context, peer.ID, []byte) ([]byte, error) {
+		buf := make([]byte, 64)
+		buf = buf[:runtime.Stack(buf, false)] // "goroutine <id> [running]:..."
+		return bytes.Fields(buf)[1], nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	served := map[string]bool{}
+	for range 20 {
+		id, err := a.SessionRequest(ctx, b.ID(), proto, "", []byte("which"), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served[string(id)] = true
+	}
+	// Requests one at a time: each finds the worker of the one before
+	// idle, but for a race of its answer with the worker's return to
+	// waiting for the next.
+	if len(served) > 5 {
+		t.Errorf("20 requests one after another served on %d goroutines, want a worker reused", len(served))
 	}
 }

@@ -356,7 +356,9 @@ func ParseU64(s string) (uint64, bool) {
 type badgerLogger struct{ l *slog.Logger }
 
 func (b badgerLogger) log(level slog.Level, f string, a ...any) {
-	if b.l != nil {
+	// Badger logs at debug four times a write batch: formatted only when
+	// someone reads it.
+	if b.l != nil && b.l.Enabled(context.Background(), level) {
 		b.l.Log(context.Background(), level, "badger: "+strings.TrimSpace(fmt.Sprintf(f, a...)))
 	}
 }

