@@ -54,19 +54,7 @@ func TestUnreadBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.HeaderTimeout = 200 * time.Millisecond
-	cfg.BodyTimeout = time.Second
-	n := startNode(t, cfg)
-	c, err := net.Dial("tcp", n.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "GET /v1/agents/nobody HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
+	resp := stallBody(t, cfg, "GET /v1/agents/nobody HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
 	if resp.StatusCode != http.StatusNotFound || !resp.Close {
 		t.Fatalf("%d, connection closed after it: %v", resp.StatusCode, resp.Close)
 	}
@@ -76,24 +64,31 @@ func TestUnreadBodyIsBounded(t *testing.T) {
 // body_timeout once the node's --body-timeout passes.
 func TestStalledBodyTimesOut(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, t.TempDir())
+	resp := stallBody(t, testConfig(t, t.TempDir()), "POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "body_timeout") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
+
+// stallBody starts a node of cfg with a body timeout of 1 s, sends it
+// head (a request whose body is announced and never comes) and returns its
+// answer, which must come within 20 s (the default body timeout is 30).
+func stallBody(t *testing.T, cfg Config, head string) *http.Response {
 	cfg.BodyTimeout = time.Second
 	n := startNode(t, cfg)
 	c, err := net.Dial("tcp", n.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	io.WriteString(c, "POST /v1/agents/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, head)
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("no answer: %v", err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "body_timeout") {
-		t.Fatalf("%d %s", resp.StatusCode, b)
-	}
+	return resp
 }
 
 // TestAgentReadAllocations: GET /v1/agents/<id> through the whole bridge
