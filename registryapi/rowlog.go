@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/agentmesh/mesh/internal/cmdlog"
 	"github.com/agentmesh/mesh/store"
@@ -75,6 +76,18 @@ func fromLog(tx *store.Txn, a *Agent, record, card bool) error {
 	return nil
 }
 
+// fromLogOrBare is fromLog for a pass over every row (a snapshot, the
+// search index's build): a row whose entry is gone (a store that the
+// release before this one compacted, or a damaged one) goes on without its
+// record and card, named in the log, rather than failing the whole pass:
+// every snapshot, or every search.
+func fromLogOrBare(tx *store.Txn, a *Agent, record, card bool) {
+	if err := fromLog(tx, a, record, card); err != nil {
+		slog.Warn("registry: an agent's row goes on without its signed registration", "agent", a.ID, "err", err)
+		a.RecordLogged, a.CardLogged = false, false
+	}
+}
+
 // loggedRecord is the signed request that registration entry e carries.
 func loggedRecord(e *cmdlog.Entry) (*Signed, error) {
 	var cmd Command
@@ -99,9 +112,7 @@ func (d *Directory) Inline(tx *store.Txn, key, val []byte) ([]byte, error) {
 	if err := json.Unmarshal(val, &a); err != nil {
 		return nil, err
 	}
-	if err := fromLog(tx, &a, true, true); err != nil {
-		return nil, err
-	}
+	fromLogOrBare(tx, &a, true, true)
 	a.RecordLogged, a.CardLogged = false, false
 	return json.Marshal(&a)
 }

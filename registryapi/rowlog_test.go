@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,3 +125,35 @@ func TestRowsReferToTheirLogEntry(t *testing.T) {
 
 // rowDirKey attests the records cardReads compares.
 var rowDirKey = identity.GenerateKey()
+
+// TestARowWhoseEntryIsGoneSpoilsNoPass: a row referring to a log entry
+// that is gone (the release before compacted the store, not knowing rows
+// refer to entries; or the store is damaged) leaves snapshots and the
+// search index's build to every other row, instead of failing them.
+func TestARowWhoseEntryIsGoneSpoilsNoPass(t *testing.T) {
+	h := newHarness(t)
+	key := identity.GenerateKey()
+	body := fmt.Sprintf(`{"agent_id":"lost","capabilities":["echo"],"endpoint":"https://lost.example","pubkey":%q,"full_card":%s}`,
+		identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
+	h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	lost := h.seq()
+	h.want(h.do("POST", "/v1/agents/register", `{"agent_id":"kept","capabilities":["echo"]}`), 201, "")
+	if err := h.log.DB().Update(func(tx *store.Txn) error { return tx.Delete(store.Key("l", store.U64(lost))) }); err != nil {
+		t.Fatal(err)
+	}
+	replica := newHarnessOn(t, storetest.DB(t))
+	if _, err := replica.log.Restore(storetest.Snapshot(t, h.log)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"lost", "kept"} {
+		if _, err := replica.dir.Lookup(id); err != nil {
+			t.Fatalf("%s from the snapshot: %v", id, err)
+		}
+	}
+	if err := h.dir.BuildIndex(t.Context()); err != nil {
+		t.Fatalf("the index's build: %v", err)
+	}
+	if got := h.want(h.do("POST", "/v1/search", `{"capabilities":["echo"]}`), 200, ""); !strings.Contains(got.raw, `"kept"`) {
+		t.Fatalf("search after the build: %s", got.raw)
+	}
+}

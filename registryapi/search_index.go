@@ -384,9 +384,7 @@ func (x *searchIndex) rebuild(ctx context.Context, db *store.DB, rows *atomic.In
 			if err := json.Unmarshal(v, &a); err != nil {
 				return false, err
 			}
-			if err := fromLog(tx, &a.Agent, false, true); err != nil {
-				return false, err
-			}
+			fromLogOrBare(tx, &a.Agent, false, true)
 			rep, err := oracleReputation(tx, &a.Agent)
 			if err == nil {
 				x.put(docOf(&a.Agent, rep))

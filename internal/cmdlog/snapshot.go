@@ -362,11 +362,22 @@ func (l *Log) Compact(keep uint64) error {
 const compactBatch = 64
 
 // compactRun drops the entries from first to end that no machine refers
-// to, in one transaction.
+// to, in one transaction. Two compactions may run at once (a quorum
+// member's minute and its Raft snapshot's), and a restore may come
+// between their batches: under the commits' lock it starts at the first
+// entry the log holds now, stops at its last, and only ever raises first.
 func (l *Log) compactRun(first, end uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.db.Update(func(tx *store.Txn) error {
+		cur, err := GetU64(tx, firstKey)
+		if err != nil {
+			return err
+		}
+		first, end = max(first, cur, 1), min(end, l.seq.Load())
+		if first > end {
+			return nil
+		}
 		for s := first; s <= end; s++ {
 			kept, err := l.referred(tx, s)
 			if err != nil {

@@ -91,6 +91,30 @@ func TestSnapshotRoundTripAndCompaction(t *testing.T) {
 	}
 }
 
+// TestCompactionsAtOnceOnlyRaiseFirst: a compaction that read the first
+// entry before another one ran (a quorum member compacts every minute and
+// at each Raft snapshot) neither moves the first entry back nor drops
+// entries past the log's last.
+func TestCompactionsAtOnceOnlyRaiseFirst(t *testing.T) {
+	src, _ := publishedEntries(t, "c", 20)
+	if err := src.Compact(5); err != nil {
+		t.Fatal(err)
+	}
+	// The slower one's batches: begun at 1, and past the last entry.
+	for _, run := range [][2]uint64{{1, 10}, {14, 30}} {
+		if err := src.compactRun(run[0], run[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.First() != 21 {
+		t.Fatalf("first after the two compactions: %d", src.First())
+	}
+	propose(t, NewLocal(src), "next", "x")
+	if raw, err := src.Changes(20, 10, 1<<20); err != nil || len(raw) != 1 {
+		t.Fatalf("changes after them: %d %v", len(raw), err)
+	}
+}
+
 func TestRestoreRefusesBadStreamsAndRecovers(t *testing.T) {
 	dir := t.TempDir()
 	src, _ := memLog(t)
