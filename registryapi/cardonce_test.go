@@ -17,6 +17,15 @@ import (
 const spacedCard = `{ "name": "Once Only", "description": "a card the log carries once",
 	"skills": [ { "id": "s1", "name": "Skill One", "tags": ["once"] } ] }`
 
+// registerCard registers id, signed by a key of its own, handing
+// spacedCard over; it returns the key, the body signed and the answer.
+func registerCard(h *harness, id string) (ed25519.PrivateKey, string, reply) {
+	key := identity.GenerateKey()
+	body := fmt.Sprintf(`{"agent_id":%q,"capabilities":["echo"],"endpoint":"https://%s.example","pubkey":%q,"full_card":%s}`,
+		id, id, identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
+	return key, body, h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+}
+
 // entryOf is log entry seq of h, decoded: its registration as logged.
 func entryOf(t *testing.T, h *harness, seq uint64) (cmdlog.Entry, map[string]json.RawMessage) {
 	t.Helper()
@@ -42,10 +51,7 @@ func entryOf(t *testing.T, h *harness, seq uint64) (cmdlog.Entry, map[string]jso
 // logged by the release before, the card twice, applies the same.
 func TestSignedCardLoggedOnce(t *testing.T) {
 	h := newHarness(t)
-	key := identity.GenerateKey()
-	body := fmt.Sprintf(`{"agent_id":"once","capabilities":["echo"],"endpoint":"https://once.example","pubkey":%q,"full_card":%s}`,
-		identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
-	h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	registerCard(h, "once")
 	e, reg := entryOf(t, h, h.seq())
 	if reg["full_card"] != nil || string(reg["card_signed"]) != "true" || !strings.Contains(string(reg["signed"]), "Once Only") {
 		t.Fatalf("the signed registration's entry: %s", e.Op)

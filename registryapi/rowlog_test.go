@@ -1,7 +1,6 @@
 package registryapi
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,10 +73,7 @@ func logHolds(t *testing.T, h *harness, seq uint64) bool {
 // registers again (its row refers to its new entry), or goes.
 func TestRowsReferToTheirLogEntry(t *testing.T) {
 	h := newHarness(t)
-	key := identity.GenerateKey()
-	body := fmt.Sprintf(`{"agent_id":"ref","capabilities":["echo"],"endpoint":"https://ref.example","pubkey":%q,"full_card":%s}`,
-		identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
-	r := h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	key, body, r := registerCard(h, "ref")
 	tok := h.token("ref", r.str("api_key"))
 	first := h.seq()
 	wantHeld(t, h.log.DB(), "ref", false)
@@ -132,10 +128,7 @@ var rowDirKey = identity.GenerateKey()
 // search index's build to every other row, instead of failing them.
 func TestARowWhoseEntryIsGoneSpoilsNoPass(t *testing.T) {
 	h := newHarness(t)
-	key := identity.GenerateKey()
-	body := fmt.Sprintf(`{"agent_id":"lost","capabilities":["echo"],"endpoint":"https://lost.example","pubkey":%q,"full_card":%s}`,
-		identity.EncodePublicKey(key.Public().(ed25519.PublicKey)), spacedCard)
-	h.want(h.signed(key, "POST", "/v1/agents/register", body), 201, "")
+	registerCard(h, "lost")
 	lost := h.seq()
 	h.want(h.do("POST", "/v1/agents/register", `{"agent_id":"kept","capabilities":["echo"]}`), 201, "")
 	if err := h.log.DB().Update(func(tx *store.Txn) error { return tx.Delete(store.Key("l", store.U64(lost))) }); err != nil {
