@@ -46,7 +46,7 @@ func entryOf(t *testing.T, h *harness, seq uint64) (cmdlog.Entry, map[string]jso
 // TestSignedCardLoggedOnce: the log entry of a signed registration that
 // hands a full card over carries the card once, in the request as its
 // agent signed it (card_signed, no full_card of its own), and the row
-// keeps the card compacted, as the mirrored card serves it; a
+// serves the card compacted, as the mirrored card does; a
 // registration without a Mesh-Sig carries its card itself. An entry
 // logged by the release before, the card twice, applies the same.
 func TestSignedCardLoggedOnce(t *testing.T) {
